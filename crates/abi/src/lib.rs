@@ -1,0 +1,3 @@
+//! Message types, handler ids and errors shared by every Reef kernel image and user space.
+#![no_std]
+#![forbid(unsafe_code)]

@@ -1,0 +1,196 @@
+//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] exec="shell command"`.
+
+/// Longest `test=` or `exec=` value kept.
+pub const MAX_VALUE: usize = 192;
+
+/// How much the kernel logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Only errors.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// Boot progress (the default).
+    Info,
+    /// Per-subsystem detail.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+/// A short owned string (no allocator at parse time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value {
+    bytes: [u8; MAX_VALUE],
+    length: usize,
+}
+
+impl Value {
+    const EMPTY: Self = Self { bytes: [0; MAX_VALUE], length: 0 };
+
+    fn new(text: &str) -> Self {
+        let mut value = Self::EMPTY;
+        value.bytes[..text.len()].copy_from_slice(text.as_bytes());
+        value.length = text.len();
+        value
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("")
+    }
+}
+
+/// The parsed options; anything absent keeps its default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `cores=N`: start only the first N cores the MADT lists (default: all).
+    pub cores: Option<usize>,
+    /// `timer_hz=N`: LAPIC timer rate, 1..=10000 (default 100).
+    pub timer_hz: u32,
+    /// `log=error|warn|info|debug|trace` (default info).
+    pub log: LogLevel,
+    /// `test=NAME[,NAME…]`: in-guest tests to run instead of the shell.
+    pub test: Option<Value>,
+    /// `exec="command"`: run one shell command, then exit QEMU with its status.
+    pub exec: Option<Value>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None }
+    }
+}
+
+/// One option that was not understood, reported in one line; boot goes on with the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Diagnostic<'a> {
+    /// The key is not an option Reef knows.
+    UnknownOption(&'a str),
+    /// The key is known but its value is not valid; `expected` says what is.
+    BadValue { key: &'a str, value: &'a str, expected: &'static str },
+    /// A quoted value has no closing quote.
+    UnterminatedQuote(&'a str),
+}
+
+impl core::fmt::Display for Diagnostic<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::UnknownOption(key) => {
+                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= exec=)")
+            }
+            Self::BadValue { key, value, expected } => {
+                write!(f, "bad value `{value}` for `{key}=` ignored, default kept: expected {expected}")
+            }
+            Self::UnterminatedQuote(token) => write!(f, "unterminated quote in `{token}` ignored: close it with \""),
+        }
+    }
+}
+
+/// Splits on spaces, honouring double quotes: `exec="msg ping 1"` is one token.
+fn tokens(line: &str) -> impl Iterator<Item = Result<&str, &str>> {
+    let mut rest = line;
+    core::iter::from_fn(move || {
+        rest = rest.trim_start_matches([' ', '\t', '\n', '\0']);
+        if rest.is_empty() {
+            return None;
+        }
+        let mut in_quote = false;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '"' => in_quote = !in_quote,
+                ' ' | '\t' | '\n' | '\0' if !in_quote => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let token = &rest[..end];
+        rest = &rest[end..];
+        Some(if in_quote { Err(token) } else { Ok(token) })
+    })
+}
+
+/// Parses the command line; `report` is called once per option that was not understood.
+pub fn parse<'a>(line: &'a str, mut report: impl FnMut(Diagnostic<'a>)) -> Options {
+    let mut options = Options::default();
+    for token in tokens(line) {
+        let token = match token {
+            Ok(token) => token,
+            Err(token) => {
+                report(Diagnostic::UnterminatedQuote(token));
+                continue;
+            }
+        };
+        let (key, value) = token.split_once('=').unwrap_or((token, ""));
+        let value = value.trim_matches('"');
+        let bad = |expected| Diagnostic::BadValue { key, value, expected };
+        match key {
+            "cores" => match value.parse::<usize>() {
+                Ok(n) if (1..=crate::partition::MAX_CORES).contains(&n) => options.cores = Some(n),
+                _ => report(bad("a core count from 1 to 64")),
+            },
+            "timer_hz" => match value.parse::<u32>() {
+                Ok(hz) if (1..=10_000).contains(&hz) => options.timer_hz = hz,
+                _ => report(bad("a rate from 1 to 10000")),
+            },
+            "log" => match value {
+                "error" => options.log = LogLevel::Error,
+                "warn" => options.log = LogLevel::Warn,
+                "info" => options.log = LogLevel::Info,
+                "debug" => options.log = LogLevel::Debug,
+                "trace" => options.log = LogLevel::Trace,
+                _ => report(bad("one of error, warn, info, debug, trace")),
+            },
+            "test" | "exec" if value.is_empty() || value.len() > MAX_VALUE || !value.is_ascii() => {
+                report(bad("1 to 192 ASCII characters"))
+            }
+            "test" => options.test = Some(Value::new(value)),
+            "exec" => options.exec = Some(Value::new(value)),
+            _ => report(Diagnostic::UnknownOption(key)),
+        }
+    }
+    options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+
+    fn parse_all(line: &str) -> (Options, Vec<String>) {
+        let mut diagnostics = Vec::new();
+        let options = parse(line, |d| diagnostics.push(d.to_string()));
+        (options, diagnostics)
+    }
+
+    #[test]
+    fn known_options() {
+        let (options, diagnostics) = parse_all("cores=3 timer_hz=1000 log=debug test=fault:2 exec=\"msg ping 1 10\"");
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(options.cores, Some(3));
+        assert_eq!(options.timer_hz, 1000);
+        assert_eq!(options.log, LogLevel::Debug);
+        assert_eq!(options.test.unwrap().as_str(), "fault:2");
+        assert_eq!(options.exec.unwrap().as_str(), "msg ping 1 10");
+    }
+
+    #[test]
+    fn garbage_is_reported_one_line_each_and_defaults_kept() {
+        let (options, diagnostics) = parse_all("cores=zero timer_hz=0 log=loud frobnicate=1 =x \"oops");
+        assert_eq!(options, Options::default());
+        assert_eq!(diagnostics.len(), 6, "{diagnostics:?}");
+        assert!(diagnostics[0].contains("cores="));
+        assert!(diagnostics[3].contains("frobnicate"));
+        assert!(diagnostics[5].contains("unterminated"));
+    }
+
+    #[test]
+    fn empty_line_is_all_defaults() {
+        assert_eq!(parse_all("").0, Options::default());
+        assert_eq!(parse_all("   \0").0, Options::default());
+    }
+}

@@ -1,0 +1,190 @@
+//! Local APIC in x2APIC mode when the CPU offers it, else xAPIC: timer, EOI, IPIs, INIT-SIPI.
+
+use super::cpu::{cpuid, read_msr, read_tsc, relax, write_msr};
+use super::paging::physical_to_virtual;
+use spin::Once;
+
+const IA32_APIC_BASE: u32 = 0x1B;
+const APIC_BASE_ENABLE: u64 = 1 << 11;
+const APIC_BASE_X2APIC: u64 = 1 << 10;
+
+/// Local APIC register offsets (xAPIC MMIO; x2APIC MSR = 0x800 + offset / 16) [SDM vol3 table 10-1].
+#[derive(Clone, Copy)]
+#[repr(u32)]
+enum Register {
+    Id = 0x20,
+    TaskPriority = 0x80,
+    EndOfInterrupt = 0xB0,
+    SpuriousVector = 0xF0,
+    ErrorStatus = 0x280,
+    InterruptCommandLow = 0x300,
+    InterruptCommandHigh = 0x310,
+    LvtTimer = 0x320,
+    LvtLint0 = 0x350,
+    LvtLint1 = 0x360,
+    LvtError = 0x370,
+    TimerInitialCount = 0x380,
+    TimerCurrentCount = 0x390,
+    TimerDivide = 0x3E0,
+}
+
+const LVT_MASKED: u32 = 1 << 16;
+const LVT_TIMER_PERIODIC: u32 = 1 << 17;
+const ICR_DELIVERY_PENDING: u32 = 1 << 12;
+const ICR_LEVEL_ASSERT: u32 = 1 << 14;
+const ICR_TRIGGER_LEVEL: u32 = 1 << 15;
+const ICR_DELIVERY_INIT: u32 = 0b101 << 8;
+const ICR_DELIVERY_STARTUP: u32 = 0b110 << 8;
+
+/// How this core talks to its local APIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApicMode {
+    /// Memory-mapped registers at this virtual address.
+    XApic { registers: u64 },
+    /// MSR access, 32-bit APIC ids [SDM vol3 §10.12].
+    X2Apic,
+}
+
+/// This core's local APIC.
+pub struct LocalApic {
+    mode: ApicMode,
+}
+
+// One per instance (private .bss).
+static LOCAL_APIC: Once<LocalApic> = Once::new();
+
+/// Whether the CPU offers x2APIC (CPUID.1:ECX[21]).
+pub fn x2apic_supported() -> bool {
+    cpuid(1, 0).ecx & (1 << 21) != 0
+}
+
+/// Enables this core's local APIC (x2APIC when offered) with all LVTs masked; returns it.
+pub fn init(physical_base: u64) -> &'static LocalApic {
+    LOCAL_APIC.call_once(|| {
+        // SAFETY: IA32_APIC_BASE exists on every x86-64 CPU; setting EN (and EXTD when CPUID
+        // says x2APIC exists) is the documented enable sequence [SDM vol3 §10.12.1].
+        let mode = unsafe {
+            let base = read_msr(IA32_APIC_BASE);
+            if x2apic_supported() {
+                write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE);
+                write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE | APIC_BASE_X2APIC);
+                ApicMode::X2Apic
+            } else {
+                write_msr(IA32_APIC_BASE, (base & !APIC_BASE_X2APIC) | APIC_BASE_ENABLE);
+                ApicMode::XApic { registers: physical_to_virtual(physical_base) }
+            }
+        };
+        let apic = LocalApic { mode };
+        apic.write(Register::TaskPriority, 0);
+        apic.write(Register::LvtTimer, LVT_MASKED);
+        apic.write(Register::LvtLint0, LVT_MASKED);
+        apic.write(Register::LvtLint1, LVT_MASKED);
+        apic.write(Register::LvtError, LVT_MASKED);
+        apic.write(Register::SpuriousVector, (1 << 8) | u32::from(super::idt::VECTOR_SPURIOUS));
+        apic
+    })
+}
+
+/// This core's local APIC, once [`init`] ran.
+pub fn local() -> &'static LocalApic {
+    LOCAL_APIC.get().expect("local APIC used before init")
+}
+
+impl LocalApic {
+    fn read(&self, register: Register) -> u32 {
+        match self.mode {
+            // SAFETY: the register page is mapped uncached in every instance's direct map and
+            // `register` is a valid offset in it.
+            ApicMode::XApic { registers } => unsafe {
+                core::ptr::read_volatile((registers + register as u64) as *const u32)
+            },
+            // SAFETY: x2APIC mode is enabled, so MSR 0x800 + offset/16 is the register.
+            ApicMode::X2Apic => unsafe { read_msr(0x800 + (register as u32 >> 4)) as u32 },
+        }
+    }
+
+    fn write(&self, register: Register, value: u32) {
+        match self.mode {
+            // SAFETY: as in `read`.
+            ApicMode::XApic { registers } => unsafe {
+                core::ptr::write_volatile((registers + register as u64) as *mut u32, value)
+            },
+            // SAFETY: as in `read`; x2APIC registers are written with WRMSR.
+            ApicMode::X2Apic => unsafe { write_msr(0x800 + (register as u32 >> 4), u64::from(value)) },
+        }
+    }
+
+    /// The access mode in use.
+    pub fn mode(&self) -> ApicMode {
+        self.mode
+    }
+
+    /// This core's APIC id.
+    pub fn id(&self) -> u32 {
+        match self.mode {
+            ApicMode::XApic { .. } => self.read(Register::Id) >> 24,
+            ApicMode::X2Apic => self.read(Register::Id),
+        }
+    }
+
+    /// Signals the end of the interrupt being handled.
+    pub fn end_of_interrupt(&self) {
+        self.write(Register::EndOfInterrupt, 0);
+    }
+
+    /// Writes the interrupt command register and waits until the IPI left (xAPIC only reports it).
+    fn send_command(&self, destination: u32, command: u32) {
+        match self.mode {
+            ApicMode::XApic { .. } => {
+                self.write(Register::InterruptCommandHigh, destination << 24);
+                self.write(Register::InterruptCommandLow, command);
+                while self.read(Register::InterruptCommandLow) & ICR_DELIVERY_PENDING != 0 {
+                    relax();
+                }
+            }
+            // SAFETY: the x2APIC ICR is one 64-bit MSR (0x830), destination in the high half.
+            ApicMode::X2Apic => unsafe { write_msr(0x830, (u64::from(destination) << 32) | u64::from(command)) },
+        }
+    }
+
+    /// Sends a fixed interrupt with `vector` to the core with APIC id `destination`.
+    pub fn send_ipi(&self, destination: u32, vector: u8) {
+        self.send_command(destination, u32::from(vector) | ICR_LEVEL_ASSERT);
+    }
+
+    /// Sends INIT (assert, then de-assert for older xAPICs) [SDM vol3 §10.6.1].
+    pub fn send_init(&self, destination: u32) {
+        self.write(Register::ErrorStatus, 0);
+        self.send_command(destination, ICR_DELIVERY_INIT | ICR_LEVEL_ASSERT | ICR_TRIGGER_LEVEL);
+        if matches!(self.mode, ApicMode::XApic { .. }) {
+            self.send_command(destination, ICR_DELIVERY_INIT | ICR_TRIGGER_LEVEL);
+        }
+    }
+
+    /// Sends a STARTUP IPI: the target starts in real mode at `page << 12`.
+    pub fn send_startup(&self, destination: u32, page: u8) {
+        self.send_command(destination, ICR_DELIVERY_STARTUP | ICR_LEVEL_ASSERT | u32::from(page));
+    }
+
+    /// Counts LAPIC timer ticks (divide by 1) over `tsc_cycles` of the TSC: the timer rate.
+    pub fn measure_timer(&self, tsc_cycles: u64) -> u64 {
+        self.write(Register::TimerDivide, 0b1011);
+        self.write(Register::LvtTimer, LVT_MASKED);
+        self.write(Register::TimerInitialCount, u32::MAX);
+        let start = read_tsc();
+        while read_tsc() - start < tsc_cycles {
+            relax();
+        }
+        let counted = u32::MAX - self.read(Register::TimerCurrentCount);
+        self.write(Register::TimerInitialCount, 0);
+        u64::from(counted)
+    }
+
+    /// Starts the periodic timer: `initial_count` ticks (divide by 1) between interrupts;
+    /// zero stops it.
+    pub fn start_periodic_timer(&self, initial_count: u32, vector: u8) {
+        self.write(Register::TimerDivide, 0b1011);
+        self.write(Register::LvtTimer, u32::from(vector) | LVT_TIMER_PERIODIC);
+        self.write(Register::TimerInitialCount, initial_count);
+    }
+}

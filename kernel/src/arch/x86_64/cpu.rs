@@ -1,0 +1,157 @@
+//! Processor instructions the rest of the kernel calls by name: TSC, CPUID, MSRs, port I/O, halt.
+
+use core::arch::asm;
+
+/// Reads the time-stamp counter [SDM vol3 §17.17]. Not serialising: fine for interval timing.
+#[inline(always)]
+pub fn read_tsc() -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: RDTSC only reads a counter; CR4.TSD is clear in ring 0.
+    unsafe { asm!("rdtsc", out("eax") low, out("edx") high, options(nomem, nostack, preserves_flags)) };
+    (u64::from(high) << 32) | u64::from(low)
+}
+
+/// The four registers CPUID returns.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // every leaf defines its own registers; callers read the ones they need
+pub struct Cpuid {
+    pub eax: u32,
+    pub ebx: u32,
+    pub ecx: u32,
+    pub edx: u32,
+}
+
+/// Executes CPUID for `leaf`/`subleaf`.
+pub fn cpuid(leaf: u32, subleaf: u32) -> Cpuid {
+    let (eax, ebx, ecx, edx): (u32, u32, u32, u32);
+    // SAFETY: CPUID has no side effects; RBX is reserved by LLVM, so it is saved in a scratch register.
+    unsafe {
+        asm!(
+            "mov {scratch:r}, rbx",
+            "cpuid",
+            "xchg {scratch:r}, rbx",
+            scratch = out(reg) ebx,
+            inout("eax") leaf => eax,
+            inout("ecx") subleaf => ecx,
+            out("edx") edx,
+            options(nomem, nostack, preserves_flags),
+        )
+    };
+    Cpuid { eax, ebx, ecx, edx }
+}
+
+/// Reads a model-specific register.
+///
+/// # Safety
+/// `msr` must exist on this processor; reading some MSRs has side effects.
+pub unsafe fn read_msr(msr: u32) -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: the caller guarantees the MSR exists.
+    unsafe { asm!("rdmsr", in("ecx") msr, out("eax") low, out("edx") high, options(nomem, nostack, preserves_flags)) };
+    (u64::from(high) << 32) | u64::from(low)
+}
+
+/// Writes a model-specific register.
+///
+/// # Safety
+/// `msr` must exist and `value` must be valid for it; MSR writes change processor behaviour.
+pub unsafe fn write_msr(msr: u32, value: u64) {
+    // SAFETY: the caller guarantees the MSR and value are valid.
+    unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32, options(nostack, preserves_flags))
+    };
+}
+
+/// Writes a byte to an I/O port.
+///
+/// # Safety
+/// The port must belong to a device this code drives; writes have device side effects.
+pub unsafe fn write_port_u8(port: u16, value: u8) {
+    // SAFETY: the caller owns the port.
+    unsafe { asm!("out dx, al", in("dx") port, in("al") value, options(nomem, nostack, preserves_flags)) };
+}
+
+/// Reads a byte from an I/O port.
+///
+/// # Safety
+/// The port must belong to a device this code drives; reads can have device side effects.
+pub unsafe fn read_port_u8(port: u16) -> u8 {
+    let value: u8;
+    // SAFETY: the caller owns the port.
+    unsafe { asm!("in al, dx", in("dx") port, out("al") value, options(nomem, nostack, preserves_flags)) };
+    value
+}
+
+/// Writes a 32-bit value to an I/O port.
+///
+/// # Safety
+/// The port must belong to a device this code drives.
+pub unsafe fn write_port_u32(port: u16, value: u32) {
+    // SAFETY: the caller owns the port.
+    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack, preserves_flags)) };
+}
+
+/// Enables interrupts and halts until the next one, with no window between the two
+/// (STI's one-instruction shadow covers HLT [SDM vol2 STI]).
+#[inline(always)]
+pub fn wait_for_interrupt() {
+    // SAFETY: the IDT of this core is loaded before interrupts are first enabled.
+    unsafe { asm!("sti; hlt", options(nomem, nostack)) };
+}
+
+/// Disables interrupts on this core.
+#[inline(always)]
+pub fn disable_interrupts() {
+    // SAFETY: masking interrupts cannot break memory safety.
+    unsafe { asm!("cli", options(nomem, nostack)) };
+}
+
+/// Enables interrupts on this core.
+#[inline(always)]
+pub fn enable_interrupts() {
+    // SAFETY: the IDT of this core is loaded before interrupts are first enabled.
+    unsafe { asm!("sti", options(nomem, nostack)) };
+}
+
+/// Whether interrupts are enabled (RFLAGS.IF).
+pub fn interrupts_enabled() -> bool {
+    let flags: u64;
+    // SAFETY: reading RFLAGS through the stack has no other effect.
+    unsafe { asm!("pushfq; pop {}", out(reg) flags, options(nomem, preserves_flags)) };
+    flags & (1 << 9) != 0
+}
+
+/// Stops this core for good: interrupts off, halt forever.
+pub fn halt_forever() -> ! {
+    loop {
+        // SAFETY: with interrupts masked the core sleeps until INIT or NMI.
+        unsafe { asm!("cli; hlt", options(nomem, nostack)) };
+    }
+}
+
+/// Reads CR2, the faulting linear address of the last page fault.
+pub fn read_cr2() -> u64 {
+    let value: u64;
+    // SAFETY: reading CR2 has no side effect.
+    unsafe { asm!("mov {}, cr2", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}
+
+/// The CPU's MONITOR/MWAIT support (CPUID.1:ECX[3]).
+pub fn has_monitor_mwait() -> bool {
+    cpuid(1, 0).ecx & (1 << 3) != 0
+}
+
+/// Spin-loop hint.
+#[inline(always)]
+pub fn relax() {
+    core::hint::spin_loop();
+}
+
+/// Writes a zero to `address` with a plain store, outside Rust's memory model: the fault
+/// test uses it to take a real page fault on an unmapped address.
+pub fn store_to_unmapped_address(address: u64) {
+    // SAFETY: the store is expected to fault; the fault handler stops this core and never
+    // returns here, so no Rust invariant can observe the write.
+    unsafe { asm!("mov qword ptr [{}], 0", in(reg) address, options(nostack)) };
+}

@@ -1,0 +1,242 @@
+//! Per-core IDT, the interrupt entry stubs and the frame they hand to the kernel.
+
+use core::arch::{asm, global_asm};
+use core::cell::UnsafeCell;
+
+/// Vector of the LAPIC timer.
+pub const VECTOR_TIMER: u8 = 32;
+/// Vector of the channel notification IPI.
+pub const VECTOR_MESSAGE: u8 = 33;
+/// Vector of a plain wake-up IPI (used by benchmarks and the boot driver).
+pub const VECTOR_WAKE: u8 = 34;
+/// Vector of the LAPIC spurious interrupt.
+pub const VECTOR_SPURIOUS: u8 = 255;
+/// The 8259 PICs are remapped here and masked, so a stray legacy IRQ is recognisable.
+pub const VECTOR_LEGACY_BASE: u8 = 48;
+
+/// The registers the entry stub saved, in stack order, then what the CPU pushed.
+#[repr(C)]
+#[derive(Debug)]
+pub struct InterruptFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    pub vector: u64,
+    pub error_code: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+// Stubs: exceptions with an error code push only the vector; the others push a zero first,
+// so every frame has the same shape [SDM vol3 §6.13]. The stack is 16-byte aligned at the
+// call: the CPU aligns before pushing its 5 words, and the stub adds 17 more.
+global_asm!(
+    r#"
+    .macro STUB_NO_ERROR vector
+    .p2align 4
+    interrupt_stub_\vector:
+        push 0
+        push \vector
+        jmp interrupt_common
+    .endm
+    .macro STUB_ERROR vector
+    .p2align 4
+    interrupt_stub_\vector:
+        push \vector
+        jmp interrupt_common
+    .endm
+
+    .section .text.interrupts, "ax"
+    interrupt_common:
+        push rax
+        push rbx
+        push rcx
+        push rdx
+        push rsi
+        push rdi
+        push rbp
+        push r8
+        push r9
+        push r10
+        push r11
+        push r12
+        push r13
+        push r14
+        push r15
+        mov rdi, rsp
+        cld
+        call {dispatch}
+        pop r15
+        pop r14
+        pop r13
+        pop r12
+        pop r11
+        pop r10
+        pop r9
+        pop r8
+        pop rbp
+        pop rdi
+        pop rsi
+        pop rdx
+        pop rcx
+        pop rbx
+        pop rax
+        add rsp, 16
+        iretq
+
+    STUB_NO_ERROR 0
+    STUB_NO_ERROR 1
+    STUB_NO_ERROR 2
+    STUB_NO_ERROR 3
+    STUB_NO_ERROR 4
+    STUB_NO_ERROR 5
+    STUB_NO_ERROR 6
+    STUB_NO_ERROR 7
+    STUB_ERROR 8
+    STUB_NO_ERROR 9
+    STUB_ERROR 10
+    STUB_ERROR 11
+    STUB_ERROR 12
+    STUB_ERROR 13
+    STUB_ERROR 14
+    STUB_NO_ERROR 15
+    STUB_NO_ERROR 16
+    STUB_ERROR 17
+    STUB_NO_ERROR 18
+    STUB_NO_ERROR 19
+    STUB_NO_ERROR 20
+    STUB_ERROR 21
+    STUB_NO_ERROR 22
+    STUB_NO_ERROR 23
+    STUB_NO_ERROR 24
+    STUB_NO_ERROR 25
+    STUB_NO_ERROR 26
+    STUB_NO_ERROR 27
+    STUB_NO_ERROR 28
+    STUB_ERROR 29
+    STUB_ERROR 30
+    STUB_NO_ERROR 31
+    STUB_NO_ERROR 32
+    STUB_NO_ERROR 33
+    STUB_NO_ERROR 34
+    STUB_NO_ERROR 48
+    STUB_NO_ERROR 49
+    STUB_NO_ERROR 50
+    STUB_NO_ERROR 51
+    STUB_NO_ERROR 52
+    STUB_NO_ERROR 53
+    STUB_NO_ERROR 54
+    STUB_NO_ERROR 55
+    STUB_NO_ERROR 56
+    STUB_NO_ERROR 57
+    STUB_NO_ERROR 58
+    STUB_NO_ERROR 59
+    STUB_NO_ERROR 60
+    STUB_NO_ERROR 61
+    STUB_NO_ERROR 62
+    STUB_NO_ERROR 63
+    STUB_NO_ERROR 255
+
+    .section .rodata.interrupts, "a"
+    .p2align 3
+    .global interrupt_stub_table
+    interrupt_stub_table:
+    .irp vector, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,255
+        .quad \vector
+        .quad interrupt_stub_\vector
+    .endr
+    .quad 0xffffffffffffffff
+    .quad 0
+    "#,
+    dispatch = sym crate::interrupt::dispatch,
+);
+
+extern "C" {
+    static interrupt_stub_table: [u64; 0];
+}
+
+/// One IDT gate [SDM vol3 §6.14.1, figure 6-8].
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    attributes: u8,
+    offset_middle: u16,
+    offset_high: u32,
+    reserved: u32,
+}
+
+impl Gate {
+    const MISSING: Self =
+        Self { offset_low: 0, selector: 0, ist: 0, attributes: 0, offset_middle: 0, offset_high: 0, reserved: 0 };
+
+    /// A present, DPL 0, 64-bit interrupt gate (IF cleared on entry).
+    fn interrupt(handler: u64, ist: u8) -> Self {
+        Self {
+            offset_low: handler as u16,
+            selector: 0x08,
+            ist,
+            attributes: 0x8E,
+            offset_middle: (handler >> 16) as u16,
+            offset_high: (handler >> 32) as u32,
+            reserved: 0,
+        }
+    }
+}
+
+#[repr(C, align(16))]
+struct Table(UnsafeCell<[Gate; 256]>);
+
+// SAFETY: each instance has its own copy (private .bss); it is written once by `load` before
+// LIDT, with interrupts off, and afterwards only read by the CPU.
+unsafe impl Sync for Table {}
+
+static TABLE: Table = Table(UnsafeCell::new([Gate::MISSING; 256]));
+
+/// Fills and loads this core's IDT. Double fault, NMI and machine check run on the critical
+/// IST stack, page faults on their own.
+pub fn load() {
+    let table = TABLE.0.get();
+    let mut entry = (&raw const interrupt_stub_table).cast::<u64>();
+    loop {
+        // SAFETY: the stub table is a run of (vector, address) pairs ended by a vector of !0.
+        let (vector, handler) = unsafe { (*entry, *entry.add(1)) };
+        if vector == u64::MAX {
+            break;
+        }
+        let ist = match vector {
+            2 | 8 | 18 => super::gdt::IST_CRITICAL + 1,
+            14 => super::gdt::IST_PAGE_FAULT + 1,
+            _ => 0,
+        };
+        // SAFETY: only this core writes its own table, before loading it, interrupts off.
+        unsafe { (*table)[vector as usize] = Gate::interrupt(handler, ist as u8) };
+        // SAFETY: still inside the terminated table.
+        entry = unsafe { entry.add(2) };
+    }
+    #[repr(C, packed)]
+    struct Pointer {
+        limit: u16,
+        base: u64,
+    }
+    let pointer = Pointer { limit: (256 * 16 - 1) as u16, base: table as u64 };
+    // SAFETY: the table is a static that lives as long as this instance.
+    unsafe { asm!("lidt [{}]", in(reg) &pointer, options(readonly, nostack, preserves_flags)) };
+}

@@ -1,0 +1,10 @@
+//! x86-64: the only place with inline assembly, port I/O, MSRs and descriptor tables.
+
+pub mod apic;
+pub mod boot;
+pub mod cpu;
+pub mod gdt;
+pub mod idt;
+pub mod legacy;
+pub mod paging;
+pub mod trampoline;

@@ -1,0 +1,283 @@
+//! From the PVH entry to running kernel instances: early boot on the bootstrap core, then the
+//! entry every instance (core 0 included) runs on its own page tables.
+
+use crate::arch::paging::{physical_to_virtual, LARGE_PAGE_SIZE};
+use crate::arch::{apic, cpu, gdt, idt, legacy};
+use crate::core::boot_driver;
+use crate::core::kcb::{CoreState, Kcb, Role};
+use crate::core::shared::{self, BootFacts, SharedRegion, SHARED_REGION_SIZE};
+use crate::mm::{frames, heap, image};
+use ::core::ptr::NonNull;
+use ::core::sync::atomic::Ordering;
+use platform::memmap::{Range, Region, RegionKind, UsableMemory};
+use platform::partition::{Plan, MAX_CORES};
+
+/// `hvm_start_info` [Xen include/public/arch-x86/hvm/start_info.h].
+#[repr(C)]
+struct StartInfo {
+    magic: u32,
+    version: u32,
+    flags: u32,
+    module_count: u32,
+    module_list: u64,
+    command_line: u64,
+    rsdp: u64,
+    memory_map: u64,
+    memory_map_entries: u32,
+    reserved: u32,
+}
+
+#[repr(C)]
+struct MemoryMapEntry {
+    address: u64,
+    size: u64,
+    kind: u32,
+    reserved: u32,
+}
+
+const START_INFO_MAGIC: u32 = 0x336e_c578;
+/// Smallest partition Reef accepts: tables, data copy, stacks, heap and room to work.
+const MINIMUM_PARTITION: u64 = 16 * 1024 * 1024;
+
+/// Maps ACPI tables through the boot page tables' direct map (all of the low 4 GiB).
+#[derive(Clone)]
+struct BootAcpiMapper;
+
+impl acpi::AcpiHandler for BootAcpiMapper {
+    unsafe fn map_physical_region<T>(&self, address: usize, size: usize) -> acpi::PhysicalMapping<Self, T> {
+        let pointer = NonNull::new(physical_to_virtual(address as u64) as *mut T).expect("direct map is never null");
+        // SAFETY: during early boot the direct map covers the low 4 GiB, where firmware puts
+        // ACPI tables; the mapping is permanent, so nothing to undo.
+        unsafe { acpi::PhysicalMapping::new(address, pointer, size, size, Self) }
+    }
+
+    fn unmap_physical_region<T>(_region: &acpi::PhysicalMapping<Self, T>) {}
+}
+
+fn c_string(physical: u64) -> &'static str {
+    if physical == 0 {
+        return "";
+    }
+    let start = physical_to_virtual(physical) as *const u8;
+    let mut length = 0;
+    // SAFETY: the loader put a NUL-terminated command line there, in low memory the boot
+    // tables map; we stop at 4 KiB whatever it holds.
+    while length < 4096 && unsafe { *start.add(length) } != 0 {
+        length += 1;
+    }
+    // SAFETY: `length` bytes were just read from the same mapped range.
+    let bytes = unsafe { ::core::slice::from_raw_parts(start, length) };
+    ::core::str::from_utf8(bytes).unwrap_or("")
+}
+
+/// The bootstrap core's Rust entry, from `_pvh_start` on the boot page tables.
+#[no_mangle]
+extern "C" fn boot_main(start_info_physical: u32) -> ! {
+    let boot_tsc = cpu::read_tsc();
+    legacy::com1::init();
+    legacy::disable_pic(idt::VECTOR_LEGACY_BASE);
+    crate::console::init_logging(platform::cmdline::LogLevel::Info);
+
+    // SAFETY: PVH passes the physical address of a start_info the loader wrote below 4 GiB,
+    // which the boot direct map covers.
+    let start_info = unsafe { &*(physical_to_virtual(u64::from(start_info_physical)) as *const StartInfo) };
+    if start_info.magic != START_INFO_MAGIC {
+        panic!("no PVH start_info (magic {:#x}): boot Reef with QEMU -kernel", start_info.magic);
+    }
+    let command_line = c_string(start_info.command_line);
+    let options = platform::cmdline::parse(command_line, |diagnostic| log::warn!("{diagnostic}"));
+    crate::console::init_logging(options.log);
+
+    // Memory map.
+    let mut regions = [Region { start: 0, length: 0, kind: RegionKind::Reserved }; 64];
+    let entries = (start_info.memory_map_entries as usize).min(regions.len());
+    if start_info.version < 1 || entries == 0 {
+        panic!("the loader gave no memory map (PVH start_info version {})", start_info.version);
+    }
+    for (i, region) in regions.iter_mut().enumerate().take(entries) {
+        // SAFETY: `memory_map` points at `memory_map_entries` entries in low memory.
+        let entry = unsafe { &*(physical_to_virtual(start_info.memory_map) as *const MemoryMapEntry).add(i) };
+        *region = Region { start: entry.address, length: entry.size, kind: RegionKind::from_e820(entry.kind) };
+    }
+    let layout = image::ImageLayout::get();
+    let (image_start, image_end) = layout.physical_range();
+    // Low 2 MiB: trampoline, loader data, firmware; the image: shared read-only text.
+    let reserved = [Range { start: 0, end: LARGE_PAGE_SIZE }, Range { start: image_start, end: image_end }];
+    let usable = UsableMemory::new(&regions[..entries], &reserved);
+
+    // Cores, from the MADT.
+    // SAFETY: the RSDP address comes from the loader; when absent, the BIOS areas are searched,
+    // which the boot direct map covers.
+    let tables = unsafe {
+        if start_info.rsdp != 0 {
+            acpi::AcpiTables::from_rsdp(BootAcpiMapper, start_info.rsdp as usize)
+        } else {
+            acpi::AcpiTables::search_for_rsdp_bios(BootAcpiMapper)
+        }
+    };
+    let tables = tables.unwrap_or_else(|error| panic!("no usable ACPI tables: {error:?}"));
+    let listed = platform::madt::cores(&tables).unwrap_or_else(|error| panic!("cannot read the MADT: {error:?}"));
+
+    // Calibration: TSC against the PIT, then the LAPIC timer against the TSC.
+    let tsc_hz = legacy::measure_tsc_hz(5966).unwrap_or_else(|| {
+        log::warn!("the PIT does not count: assuming a 2 GHz TSC, times will be off");
+        2_000_000_000
+    });
+    let local = apic::init(listed.local_apic_address);
+    let apic_timer_hz = local.measure_timer(tsc_hz / 200) * 200;
+    let bootstrap_apic = local.id();
+
+    // Logical ids: the bootstrap core is 0, the rest in MADT order.
+    let mut apic_ids = [0u32; MAX_CORES];
+    apic_ids[0] = bootstrap_apic;
+    let mut count = 1;
+    for entry in listed.entries() {
+        if entry.apic_id != bootstrap_apic && count < MAX_CORES {
+            apic_ids[count] = entry.apic_id;
+            count += 1;
+        }
+    }
+    for (core, apic_id) in apic_ids.iter().enumerate().take(count) {
+        log::info!("found core {core}: APIC id {apic_id}{}", if core == 0 { " (bootstrap)" } else { "" });
+    }
+
+    let plan = Plan::new(&usable, count, SHARED_REGION_SIZE, MINIMUM_PARTITION)
+        .unwrap_or_else(|error| panic!("cannot partition memory for {count} cores: {error:?}; give QEMU more memory"));
+    let mut partitions = [Range { start: 0, end: 0 }; MAX_CORES];
+    partitions[..count].copy_from_slice(plan.partitions());
+    log::info!(
+        "TSC {} MHz, LAPIC timer {} MHz, {} MiB usable, shared region {:#x}-{:#x}",
+        tsc_hz / 1_000_000,
+        apic_timer_hz / 1_000_000,
+        usable.total() >> 20,
+        plan.shared.start,
+        plan.shared.end
+    );
+    let facts = BootFacts {
+        tsc_hz,
+        apic_timer_hz,
+        boot_tsc,
+        core_count: count as u32,
+        local_apic_physical: listed.local_apic_address,
+        shared: plan.shared,
+        options,
+        partitions,
+        has_mwait: cpu::has_monitor_mwait(),
+        has_x2apic: apic::x2apic_supported(),
+    };
+    // SAFETY: the plan's shared region is usable RAM the boot direct map covers, and no other
+    // core runs yet.
+    let region = unsafe { SharedRegion::initialise(plan.shared, facts) };
+    for core in 0..count {
+        let kcb = region.kcb(core);
+        kcb.core_id.store(core as u32, Ordering::Relaxed);
+        kcb.apic_id.store(apic_ids[core], Ordering::Relaxed);
+        kcb.partition_start.store(partitions[core].start, Ordering::Relaxed);
+        kcb.partition_end.store(partitions[core].end, Ordering::Relaxed);
+        kcb.shared_region.store(region as *const SharedRegion as u64, Ordering::Relaxed);
+        kcb.role.store(Role::Timesharing as u32, Ordering::Relaxed);
+        kcb.set_state(CoreState::Offline);
+    }
+    boot_driver::enter_first_instance(region)
+}
+
+/// Where every kernel instance starts, on its own page tables and stack, with its KCB.
+pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
+    // SAFETY: the boot driver passes the address of this core's KCB in the shared region,
+    // which this instance's page tables map.
+    let kcb = unsafe { &*(kcb_address as *const Kcb) };
+    // SAFETY: the KCB names the shared region, mapped at the same address in every instance.
+    let region = unsafe { &*(kcb.shared_region.load(Ordering::Relaxed) as *const SharedRegion) };
+    let core = kcb.core_id.load(Ordering::Relaxed);
+    shared::attach(region, core);
+    remove_identity_map();
+    gdt::load();
+    idt::load();
+    let facts = &region.header.facts;
+    crate::console::init_logging(facts.options.log);
+
+    // Own memory: heap first, then the frame allocator over the rest of the partition.
+    let partition = kcb.partition();
+    let heap_start = kcb.reserved_end.load(Ordering::Relaxed);
+    // SAFETY: `[heap_start, heap_start + HEAP_SIZE)` and what follows up to the partition end
+    // are this instance's own memory, unused so far, and covered by its direct map.
+    unsafe {
+        heap::init(heap_start);
+        *frames::FRAMES.lock() = Some(frames::FrameAllocator::new(heap_start + heap::HEAP_SIZE, partition.end));
+    }
+
+    let local = apic::init(facts.local_apic_physical);
+    let timer_count = (facts.apic_timer_hz / u64::from(facts.options.timer_hz)).clamp(1, u64::from(u32::MAX));
+    local.start_periodic_timer(timer_count as u32, idt::VECTOR_TIMER);
+    kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
+    let build_id = image::build_id();
+    log::info!(
+        "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}",
+        local.id(),
+        match local.mode() {
+            apic::ApicMode::X2Apic => "x2APIC",
+            apic::ApicMode::XApic { .. } => "xAPIC",
+        },
+        partition.start,
+        partition.end,
+        (partition.end - partition.start) >> 20,
+        image::IMAGE_NAME,
+        ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
+    );
+    kcb.set_state(CoreState::Running);
+    cpu::enable_interrupts();
+
+    crate::selftest::on_instance_start(core);
+    if core == 0 {
+        start_requested_cores(region);
+        crate::shell::main()
+    }
+    idle_loop(kcb)
+}
+
+/// Drops the identity mapping of the low 2 MiB the trampoline needed.
+fn remove_identity_map() {
+    let root = crate::arch::paging::current_root();
+    // SAFETY: the PML4 is in this instance's partition, covered by the direct map; entry 0
+    // maps only the identity low 2 MiB, which no code runs from any more.
+    unsafe {
+        (physical_to_virtual(root) as *mut u64).write(0);
+        crate::arch::paging::load_root(root);
+    }
+}
+
+fn start_requested_cores(region: &SharedRegion) {
+    let facts = &region.header.facts;
+    let wanted = facts.options.cores.unwrap_or(facts.core_count as usize);
+    if wanted > facts.core_count as usize {
+        log::warn!("cores={wanted} asked, but the machine has {}: starting all", facts.core_count);
+    }
+    for target in 1..wanted.min(facts.core_count as usize) {
+        if let Err(error) = boot_driver::start_core(target) {
+            log::error!("core {target} not started: {error}");
+        }
+    }
+    let running = region.listed_kcbs().iter().filter(|k| k.state() == CoreState::Running).count();
+    region.header.boot_complete.0.store(true, Ordering::Release);
+    log::info!(
+        "{running} kernel instances up of {} cores ({} ms since boot)",
+        facts.core_count,
+        crate::time::now_ns() / 1_000_000
+    );
+}
+
+/// What a core does when it has nothing to do: sleep until an interrupt, then look at its
+/// mailboxes. It never spins, so idle vCPUs cost the host nothing.
+fn idle_loop(kcb: &Kcb) -> ! {
+    loop {
+        cpu::wait_for_interrupt();
+        let request = kcb.start_request.swap(0, Ordering::AcqRel);
+        if request != 0 {
+            let target = request as usize - 1;
+            match boot_driver::start_core(target) {
+                Ok(()) => log::info!("started core {target} on request"),
+                Err(error) => log::error!("core {target} not started: {error}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The Kernel Control Block: the per-core state that lives outside the kernel image.
+//!
+//! One KCB per core, in the shared region. Ownership: while a core is offline its boot driver
+//! writes the placement fields; from `Booting` on, only the core itself writes its KCB
+//! (state, ticks, fault record). Every field is atomic so other cores may read it at any time.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Where a core is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CoreState {
+    /// Not started (or not listed).
+    Offline = 0,
+    /// A boot driver claimed it and is starting it.
+    Booting = 1,
+    /// Its kernel instance runs.
+    Running = 2,
+    /// It took a CPU exception and stopped; the other cores go on.
+    Faulted = 3,
+    /// It was started but did not come up in time.
+    Unresponsive = 4,
+}
+
+impl CoreState {
+    fn from_u32(value: u32) -> Self {
+        match value {
+            1 => Self::Booting,
+            2 => Self::Running,
+            3 => Self::Faulted,
+            4 => Self::Unresponsive,
+            _ => Self::Offline,
+        }
+    }
+
+    /// Lower-case name for the shell.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Offline => "offline",
+            Self::Booting => "booting",
+            Self::Running => "running",
+            Self::Faulted => "faulted",
+            Self::Unresponsive => "unresponsive",
+        }
+    }
+}
+
+/// What a core is for (NIX roles); every core is a TC until roles can change at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // AC and KC are assigned once role changes land
+#[repr(u32)]
+pub enum Role {
+    /// Timesharing core: scheduler, timer, traps, device interrupts.
+    Timesharing = 0,
+    /// Application core: one user thread, no timer.
+    Application = 1,
+    /// Kernel core: serves channels and syspages for others.
+    Kernel = 2,
+}
+
+impl Role {
+    /// Short name for the shell.
+    pub fn name(value: u32) -> &'static str {
+        match value {
+            0 => "TC",
+            1 => "AC",
+            2 => "KC",
+            _ => "?",
+        }
+    }
+}
+
+/// The report a faulting core leaves before it stops.
+#[repr(C)]
+#[derive(Default)]
+pub struct FaultRecord {
+    pub vector: AtomicU64,
+    pub instruction_pointer: AtomicU64,
+    pub error_code: AtomicU64,
+    pub fault_address: AtomicU64,
+}
+
+/// One core's KCB.
+#[repr(C, align(4096))]
+pub struct Kcb {
+    /// Logical core id (index in the MADT order).
+    pub core_id: AtomicU32,
+    /// Local APIC id.
+    pub apic_id: AtomicU32,
+    /// [`CoreState`] as a number.
+    pub state: AtomicU32,
+    /// [`Role`] as a number.
+    pub role: AtomicU32,
+    /// The private partition `[start, end)`.
+    pub partition_start: AtomicU64,
+    pub partition_end: AtomicU64,
+    /// First partition address the instance's own allocators may use (below: tables, data, stack).
+    pub reserved_end: AtomicU64,
+    /// Physical address of the instance's PML4.
+    pub page_table_root: AtomicU64,
+    /// Virtual address of the shared region (same in every instance).
+    pub shared_region: AtomicU64,
+    /// TSC when the instance entered its kernel.
+    pub started_tsc: AtomicU64,
+    /// Timer interrupts taken.
+    pub ticks: AtomicU64,
+    /// How many times a boot driver started this core.
+    pub start_count: AtomicU32,
+    /// Start request mailbox: logical id + 1 of a core this core's boot driver should start.
+    pub start_request: AtomicU32,
+    /// Why it stopped, when faulted.
+    pub fault: FaultRecord,
+}
+
+impl Kcb {
+    /// The current state.
+    pub fn state(&self) -> CoreState {
+        CoreState::from_u32(self.state.load(Ordering::Acquire))
+    }
+
+    /// Publishes a new state; Release so a reader seeing it also sees what came before.
+    pub fn set_state(&self, state: CoreState) {
+        self.state.store(state as u32, Ordering::Release);
+    }
+
+    /// Claims an offline, faulted or unresponsive core for booting; false if someone else has it.
+    pub fn claim_for_boot(&self) -> bool {
+        [CoreState::Offline, CoreState::Unresponsive].iter().any(|from| {
+            self.state
+                .compare_exchange(*from as u32, CoreState::Booting as u32, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+
+    /// The partition as a range.
+    pub fn partition(&self) -> platform::memmap::Range {
+        platform::memmap::Range {
+            start: self.partition_start.load(Ordering::Relaxed),
+            end: self.partition_end.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The shared region: the only memory two kernel instances both write.
+//!
+//! Layout (fixed, the same virtual address in every instance through the direct map):
+//! one page of [`SharedHeader`] (boot facts written once by the bootstrap core before any other
+//! core starts, then the console and boot-driver locks), then one [`Kcb`] page per core, then
+//! the channel area. Everything another core may write is an atomic.
+
+use super::kcb::Kcb;
+use crate::arch::paging::physical_to_virtual;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use platform::cmdline::Options;
+use platform::memmap::Range;
+use platform::partition::MAX_CORES;
+
+/// "REEFSHRD": marks an initialised shared region.
+pub const SHARED_MAGIC: u64 = 0x4452_4853_4645_4552;
+
+/// Bytes reserved for the shared region.
+pub const SHARED_REGION_SIZE: u64 = 16 * 1024 * 1024;
+
+/// Facts the bootstrap core learnt, fixed before the first AP starts and never written again.
+#[repr(C)]
+pub struct BootFacts {
+    /// TSC ticks per second.
+    pub tsc_hz: u64,
+    /// LAPIC timer ticks per second (divide by 1).
+    pub apic_timer_hz: u64,
+    /// TSC at boot: time zero of uptimes.
+    pub boot_tsc: u64,
+    /// Cores the MADT lists.
+    pub core_count: u32,
+    /// Physical address of the local APIC registers.
+    pub local_apic_physical: u64,
+    /// The shared region.
+    pub shared: Range,
+    /// The parsed kernel command line.
+    pub options: Options,
+    /// Partition of every listed core.
+    pub partitions: [Range; MAX_CORES],
+    /// Whether MONITOR/MWAIT is offered.
+    pub has_mwait: bool,
+    /// Whether x2APIC is offered.
+    pub has_x2apic: bool,
+}
+
+/// A value alone on its cache line, so cores spinning on it disturb nothing else.
+#[repr(C, align(64))]
+pub struct CacheLine<T>(pub T);
+
+/// A spin lock in the shared region; the value is the owning core id + 1 (0 = free), so a
+/// faulting core can tell whether it holds the lock.
+#[repr(C, align(64))]
+pub struct SharedLock(AtomicU32);
+
+impl SharedLock {
+    /// Spins until free, then takes it for `core_id`.
+    pub fn lock(&self, core_id: u32) {
+        while self.0.compare_exchange_weak(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            while self.0.load(Ordering::Relaxed) != 0 {
+                core::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Releases it.
+    pub fn unlock(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    /// Releases it only if `core_id` holds it (a faulting core drops what it held).
+    pub fn release_if_held_by(&self, core_id: u32) {
+        let _ = self.0.compare_exchange(core_id + 1, 0, Ordering::Release, Ordering::Relaxed);
+    }
+}
+
+/// The first page of the shared region.
+#[repr(C, align(4096))]
+pub struct SharedHeader {
+    pub magic: u64,
+    pub facts: BootFacts,
+    /// Serialises whole lines on COM1.
+    pub console_lock: SharedLock,
+    /// Serialises use of the one trampoline page below 1 MiB.
+    pub boot_driver_lock: SharedLock,
+    /// Set by core 0 once every requested core was started.
+    pub boot_complete: CacheLine<AtomicBool>,
+}
+
+/// The shared region as a typed structure.
+#[repr(C)]
+pub struct SharedRegion {
+    pub header: SharedHeader,
+    pub kcbs: [Kcb; MAX_CORES],
+}
+
+const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);
+const _: () = assert!((core::mem::size_of::<SharedRegion>() as u64) < SHARED_REGION_SIZE / 2);
+
+impl SharedRegion {
+    /// Zeroes the region at `range` and writes the boot facts: bootstrap core only, before
+    /// any other core runs.
+    ///
+    /// # Safety
+    /// `range` must be the shared region of the plan, mapped writable by the direct map, and no
+    /// other core may run yet.
+    pub unsafe fn initialise(range: Range, facts: BootFacts) -> &'static Self {
+        let pointer = physical_to_virtual(range.start) as *mut SharedRegion;
+        // SAFETY: guaranteed by the caller: the memory is ours alone for now, and all-zero is
+        // a valid SharedRegion (atomics and integers).
+        unsafe {
+            core::ptr::write_bytes(pointer.cast::<u8>(), 0, core::mem::size_of::<SharedRegion>());
+            core::ptr::addr_of_mut!((*pointer).header.facts).write(facts);
+            core::ptr::addr_of_mut!((*pointer).header.magic).write(SHARED_MAGIC);
+            &*pointer
+        }
+    }
+
+    /// The KCB of logical core `core_id`.
+    pub fn kcb(&self, core_id: usize) -> &Kcb {
+        &self.kcbs[core_id]
+    }
+
+    /// KCBs of the cores the MADT lists.
+    pub fn listed_kcbs(&self) -> &[Kcb] {
+        &self.kcbs[..self.header.facts.core_count as usize]
+    }
+}
+
+// Which shared region this instance uses (private .bss), set once at instance entry.
+static SHARED: spin::Once<&'static SharedRegion> = spin::Once::new();
+// This instance's logical core id.
+static THIS_CORE: spin::Once<u32> = spin::Once::new();
+
+/// Records the shared region and this core's id (instance entry, or the bootstrap core).
+pub fn attach(shared: &'static SharedRegion, core_id: u32) {
+    SHARED.call_once(|| shared);
+    THIS_CORE.call_once(|| core_id);
+}
+
+/// The shared region, once attached.
+pub fn region() -> Option<&'static SharedRegion> {
+    SHARED.get().copied()
+}
+
+/// The shared region; panics before attachment (a bug: nothing runs before it but early boot).
+pub fn get() -> &'static SharedRegion {
+    region().expect("shared region used before attach")
+}
+
+/// The boot facts.
+pub fn facts() -> &'static BootFacts {
+    &get().header.facts
+}
+
+/// This instance's logical core id (0 during early boot).
+pub fn this_core() -> u32 {
+    THIS_CORE.get().copied().unwrap_or(0)
+}
+
+/// This instance's KCB.
+pub fn this_kcb() -> &'static Kcb {
+    get().kcb(this_core() as usize)
+}

@@ -1,0 +1,34 @@
+//! Reef kernel instance.
+//!
+//! The multikernel invariant: a kernel instance shares no mutable state with another core
+//! except through channels and the KCB it owns, both in the shared region. Every writable
+//! static of this crate lives in `.data`/`.bss`, which each instance maps to its own private
+//! copy, so a `static` here is per core by construction; the text is one read-only copy.
+//! See `docs/boot.md`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod boot;
+mod console;
+mod core;
+mod interrupt;
+mod mm;
+mod msg;
+mod selftest;
+mod shell;
+mod time;
+
+pub use boot::instance_entry;
+
+#[panic_handler]
+fn panic(info: &::core::panic::PanicInfo) -> ! {
+    console::release_after_fault();
+    log::error!("PANIC core {}: {}", crate::core::shared::this_core(), info);
+    if let Some(region) = crate::core::shared::region() {
+        region.kcb(crate::core::shared::this_core() as usize).set_state(crate::core::kcb::CoreState::Faulted);
+    }
+    arch::cpu::halt_forever()
+}

@@ -1,0 +1,117 @@
+//! The frame allocator of one kernel instance: a bitmap over its own partition only.
+
+use crate::arch::paging::{physical_to_virtual, PAGE_SIZE};
+use spin::Mutex;
+
+/// A bitmap of the 4 KiB frames of `[base, base + frames * 4 KiB)`; a set bit is a used frame.
+pub struct FrameAllocator {
+    base: u64,
+    frames: u64,
+    bitmap: &'static mut [u64],
+    free: u64,
+    hint: usize,
+}
+
+/// Why a frame operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// No free frame is left in this instance's partition.
+    OutOfMemory,
+    /// The frame is outside this partition or was not allocated: a double free or a stray address.
+    NotAllocated(u64),
+}
+
+impl FrameAllocator {
+    /// Manages `[start, end)`; the bitmap itself is placed at `start` and marked used.
+    ///
+    /// # Safety
+    /// `[start, end)` must be this instance's own, unused memory, mapped by its direct map.
+    pub unsafe fn new(start: u64, end: u64) -> Self {
+        let frames = (end - start) / PAGE_SIZE;
+        let words = frames.div_ceil(64) as usize;
+        // SAFETY: the caller gives us `[start, end)`; the bitmap fits in its first pages.
+        let bitmap = unsafe {
+            let pointer = physical_to_virtual(start) as *mut u64;
+            core::ptr::write_bytes(pointer, 0, words);
+            core::slice::from_raw_parts_mut(pointer, words)
+        };
+        let mut allocator = Self { base: start, frames, bitmap, free: frames, hint: 0 };
+        let bitmap_frames = (words as u64 * 8).div_ceil(PAGE_SIZE);
+        for frame in 0..bitmap_frames {
+            allocator.mark_used(frame);
+        }
+        // Bits past the last frame never hold a frame.
+        for frame in frames..(words as u64 * 64) {
+            allocator.bitmap[(frame / 64) as usize] |= 1 << (frame % 64);
+        }
+        allocator
+    }
+
+    fn mark_used(&mut self, frame: u64) {
+        self.bitmap[(frame / 64) as usize] |= 1 << (frame % 64);
+        self.free -= 1;
+    }
+
+    /// Takes one frame (physical address), not zeroed.
+    pub fn allocate(&mut self) -> Result<u64, FrameError> {
+        let words = self.bitmap.len();
+        for step in 0..words {
+            let word = (self.hint + step) % words;
+            let bits = self.bitmap[word];
+            if bits != u64::MAX {
+                let frame = word as u64 * 64 + u64::from((!bits).trailing_zeros());
+                self.mark_used(frame);
+                self.hint = word;
+                return Ok(self.base + frame * PAGE_SIZE);
+            }
+        }
+        Err(FrameError::OutOfMemory)
+    }
+
+    /// Gives one frame back.
+    pub fn free(&mut self, physical: u64) -> Result<(), FrameError> {
+        let frame = physical.wrapping_sub(self.base) / PAGE_SIZE;
+        if physical < self.base || frame >= self.frames || !physical.is_multiple_of(PAGE_SIZE) {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        let bit = 1 << (frame % 64);
+        let word = &mut self.bitmap[(frame / 64) as usize];
+        if *word & bit == 0 {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        *word &= !bit;
+        self.free += 1;
+        Ok(())
+    }
+
+    /// Frames free now.
+    pub fn free_frames(&self) -> u64 {
+        self.free
+    }
+
+    /// Frames managed.
+    pub fn total_frames(&self) -> u64 {
+        self.frames
+    }
+}
+
+/// This instance's allocator (private .bss: every instance has its own).
+pub static FRAMES: Mutex<Option<FrameAllocator>> = Mutex::new(None);
+
+/// Allocates one zeroed frame of this instance's partition.
+pub fn allocate_zeroed() -> Result<u64, FrameError> {
+    let frame = FRAMES.lock().as_mut().ok_or(FrameError::OutOfMemory)?.allocate()?;
+    // SAFETY: the frame was just taken from this instance's partition, which its direct map covers.
+    unsafe { core::ptr::write_bytes(physical_to_virtual(frame) as *mut u8, 0, PAGE_SIZE as usize) };
+    Ok(frame)
+}
+
+/// Frees one frame of this instance's partition.
+pub fn free(frame: u64) -> Result<(), FrameError> {
+    FRAMES.lock().as_mut().ok_or(FrameError::NotAllocated(frame))?.free(frame)
+}
+
+/// (free, total) frames of this instance.
+pub fn counts() -> (u64, u64) {
+    FRAMES.lock().as_ref().map_or((0, 0), |f| (f.free_frames(), f.total_frames()))
+}

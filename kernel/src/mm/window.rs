@@ -1,0 +1,68 @@
+//! The boot window: where a boot driver sees an offline core's partition while preparing it.
+//!
+//! A running instance maps nothing of another partition; the window is mapped only for the
+//! duration of one start, then removed and flushed.
+
+use crate::arch::paging::{current_root, flags, flush_page, physical_to_virtual, BOOT_WINDOW_BASE, LARGE_PAGE_SIZE};
+use crate::mm::frames::{self, FrameError};
+use platform::memmap::Range;
+
+fn entry(table: u64, index: u64) -> *mut u64 {
+    // SAFETY: page tables of this instance live in its partition, covered by its direct map.
+    unsafe { (physical_to_virtual(table) as *mut u64).add(index as usize) }
+}
+
+fn next_table(table: u64, index: u64) -> Result<u64, FrameError> {
+    let slot = entry(table, index);
+    // SAFETY: `slot` points into one of this instance's page tables (see `entry`).
+    let value = unsafe { slot.read() };
+    if value & flags::PRESENT != 0 {
+        return Ok(value & flags::ADDRESS_MASK);
+    }
+    let new = frames::allocate_zeroed()?;
+    // SAFETY: as above; `new` is a zeroed frame of this instance.
+    unsafe { slot.write(new | flags::PRESENT | flags::WRITABLE) };
+    Ok(new)
+}
+
+fn for_each_large_page(
+    partition: Range,
+    mut visit: impl FnMut(u64, u64) -> Result<(), FrameError>,
+) -> Result<(), FrameError> {
+    let mut offset = 0;
+    while partition.start + offset < partition.end {
+        visit(BOOT_WINDOW_BASE + offset, partition.start + offset)?;
+        offset += LARGE_PAGE_SIZE;
+    }
+    Ok(())
+}
+
+/// Maps `partition` (2 MiB aligned) at the boot window, writable, no-execute.
+pub fn map(partition: Range) -> Result<(), FrameError> {
+    let root = current_root();
+    for_each_large_page(partition, |virtual_address, physical| {
+        let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
+        let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
+        // SAFETY: a page directory of this instance; the window's addresses map nothing else.
+        unsafe {
+            entry(pd, (virtual_address >> 21) & 511)
+                .write(physical | flags::PRESENT | flags::WRITABLE | flags::LARGE | flags::NO_EXECUTE)
+        };
+        flush_page(virtual_address);
+        Ok(())
+    })
+}
+
+/// Removes the window mapping of `partition` and flushes it from this core's TLB.
+pub fn unmap(partition: Range) {
+    let root = current_root();
+    let _ = for_each_large_page(partition, |virtual_address, _| {
+        // The tables exist: `map` created them for this same range.
+        let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
+        let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
+        // SAFETY: as in `map`.
+        unsafe { entry(pd, (virtual_address >> 21) & 511).write(0) };
+        flush_page(virtual_address);
+        Ok(())
+    });
+}

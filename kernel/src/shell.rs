@@ -1,0 +1,249 @@
+//! The kernel shell on core 0: reads COM1, runs one command per line.
+
+use crate::arch::{cpu, legacy};
+use crate::core::boot_driver;
+use crate::core::kcb::{CoreState, Role};
+use crate::core::shared;
+use crate::{print, println};
+use ::core::sync::atomic::Ordering;
+use alloc::string::String;
+
+/// Why a command failed; the shell prints it and what to do.
+#[derive(Debug)]
+pub enum CommandError {
+    /// The command name is not known.
+    Unknown(String),
+    /// The arguments are wrong; the text is the usage line.
+    Usage(&'static str),
+    /// The command ran and failed; the text says why.
+    Failed(String),
+}
+
+struct Command {
+    name: &'static str,
+    usage: &'static str,
+    help: &'static str,
+    run: fn(&[&str]) -> Result<(), CommandError>,
+}
+
+const COMMANDS: &[Command] = &[
+    Command { name: "help", usage: "help", help: "list the commands", run: help },
+    Command {
+        name: "cores",
+        usage: "cores",
+        help: "every core: id, APIC id, state, role, kernel image, partition, uptime",
+        run: cores,
+    },
+    Command {
+        name: "mem",
+        usage: "mem",
+        help: "the shared region and every core's private partition and free frames",
+        run: mem,
+    },
+    Command {
+        name: "start",
+        usage: "start <core> [from <core>]",
+        help: "start an offline core with the boot driver (of core 0, or of another running core)",
+        run: start,
+    },
+    Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff },
+];
+
+fn help(_: &[&str]) -> Result<(), CommandError> {
+    for command in COMMANDS {
+        println!("  {:<28} {}", command.usage, command.help);
+    }
+    Ok(())
+}
+
+fn cores(_: &[&str]) -> Result<(), CommandError> {
+    let region = shared::get();
+    let tsc_hz = region.header.facts.tsc_hz.max(1);
+    println!("core  apic  state         role  image  partition                      uptime");
+    for kcb in region.listed_kcbs() {
+        let state = kcb.state();
+        let started = kcb.started_tsc.load(Ordering::Relaxed);
+        let uptime_ms = if started != 0 && state != CoreState::Offline {
+            cpu::read_tsc().saturating_sub(started) * 1000 / tsc_hz
+        } else {
+            0
+        };
+        let partition = kcb.partition();
+        println!(
+            "{:<5} {:<5} {:<13} {:<5} {:<6} {:#011x}-{:#011x} {:>5} MiB {:>7}.{:03} s",
+            kcb.core_id.load(Ordering::Relaxed),
+            kcb.apic_id.load(Ordering::Relaxed),
+            state.name(),
+            Role::name(kcb.role.load(Ordering::Relaxed)),
+            crate::mm::image::IMAGE_NAME,
+            partition.start,
+            partition.end,
+            (partition.end - partition.start) >> 20,
+            uptime_ms / 1000,
+            uptime_ms % 1000,
+        );
+        if state == CoreState::Faulted {
+            println!(
+                "      fault: vector {} rip={:#x} error={:#x} cr2={:#x}",
+                kcb.fault.vector.load(Ordering::Relaxed),
+                kcb.fault.instruction_pointer.load(Ordering::Relaxed),
+                kcb.fault.error_code.load(Ordering::Relaxed),
+                kcb.fault.fault_address.load(Ordering::Relaxed),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn mem(_: &[&str]) -> Result<(), CommandError> {
+    let region = shared::get();
+    let facts = &region.header.facts;
+    println!(
+        "shared   {:#011x}-{:#011x} {:>5} MiB  (KCBs, console lock, channel windows)",
+        facts.shared.start,
+        facts.shared.end,
+        (facts.shared.end - facts.shared.start) >> 20
+    );
+    let (free, total) = crate::mm::frames::counts();
+    let (heap_used, heap_free) = crate::mm::heap::usage();
+    for kcb in region.listed_kcbs() {
+        let core = kcb.core_id.load(Ordering::Relaxed);
+        let partition = kcb.partition();
+        let reserved = kcb.reserved_end.load(Ordering::Relaxed).saturating_sub(partition.start);
+        print!(
+            "core {:<3} {:#011x}-{:#011x} {:>5} MiB  private  {:<8} instance image+tables {} KiB",
+            core,
+            partition.start,
+            partition.end,
+            (partition.end - partition.start) >> 20,
+            kcb.state().name(),
+            reserved >> 10,
+        );
+        if core == shared::this_core() {
+            println!(", free frames {free}/{total}, heap {heap_used} B used {heap_free} B free");
+        } else {
+            println!();
+        }
+    }
+    Ok(())
+}
+
+fn parse_core(text: &str) -> Result<usize, CommandError> {
+    text.parse().map_err(|_| CommandError::Failed(alloc::format!("`{text}` is not a core number: see `cores`")))
+}
+
+fn start(arguments: &[&str]) -> Result<(), CommandError> {
+    const USAGE: &str = "start <core> [from <core>]";
+    let region = shared::get();
+    match arguments {
+        [target] => {
+            let target = parse_core(target)?;
+            boot_driver::start_core(target).map_err(|e| CommandError::Failed(alloc::format!("core {target}: {e}")))?;
+            println!("core {target} started");
+            Ok(())
+        }
+        [target, "from", helper] => {
+            let (target, helper) = (parse_core(target)?, parse_core(helper)?);
+            if helper >= region.listed_kcbs().len() || region.kcb(helper).state() != CoreState::Running {
+                return Err(CommandError::Failed(alloc::format!("core {helper} is not running: pick a running core")));
+            }
+            region.kcb(helper).start_request.store(target as u32 + 1, Ordering::Release);
+            crate::arch::apic::local()
+                .send_ipi(region.kcb(helper).apic_id.load(Ordering::Relaxed), crate::arch::idt::VECTOR_WAKE);
+            let deadline = cpu::read_tsc() + region.header.facts.tsc_hz;
+            while cpu::read_tsc() < deadline {
+                if region.kcb(target).state() == CoreState::Running {
+                    println!("core {target} started by core {helper}");
+                    return Ok(());
+                }
+                cpu::relax();
+            }
+            Err(CommandError::Failed(alloc::format!(
+                "core {target} is {} after 1 s: see the log of core {helper}",
+                region.kcb(target).state().name()
+            )))
+        }
+        _ => Err(CommandError::Usage(USAGE)),
+    }
+}
+
+fn poweroff(_: &[&str]) -> Result<(), CommandError> {
+    println!("powering off");
+    legacy::qemu_exit(0);
+    cpu::halt_forever()
+}
+
+/// Runs one command line; returns its exit status (0 success).
+pub fn run_line(line: &str) -> u32 {
+    let words: alloc::vec::Vec<&str> = line.split_whitespace().collect();
+    let Some((name, arguments)) = words.split_first() else {
+        return 0;
+    };
+    let result = match COMMANDS.iter().find(|c| c.name == *name) {
+        Some(command) => (command.run)(arguments),
+        None => Err(CommandError::Unknown(String::from(*name))),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(CommandError::Unknown(name)) => {
+            println!("error: unknown command `{name}`: type `help` for the list");
+            127
+        }
+        Err(CommandError::Usage(usage)) => {
+            println!("error: wrong arguments: usage: {usage}");
+            2
+        }
+        Err(CommandError::Failed(why)) => {
+            println!("error: {why}");
+            1
+        }
+    }
+}
+
+fn read_line(buffer: &mut String) {
+    buffer.clear();
+    loop {
+        let Some(byte) = legacy::com1::read_byte() else {
+            // Sleep until the next timer tick rather than spin.
+            cpu::wait_for_interrupt();
+            continue;
+        };
+        match byte {
+            b'\r' | b'\n' => {
+                println!();
+                return;
+            }
+            0x08 | 0x7f if buffer.pop().is_some() => print!("\x08 \x08"),
+            0x20..=0x7e if buffer.len() < 256 => {
+                buffer.push(byte as char);
+                print!("{}", byte as char);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The shell: runs the tests and the `exec=` command if the command line asks, else reads
+/// commands forever.
+pub fn main() -> ! {
+    let options = shared::facts().options;
+    if let Some(tests) = options.test {
+        let status = crate::selftest::run(tests.as_str());
+        if options.exec.is_none() {
+            legacy::qemu_exit(status);
+            cpu::halt_forever();
+        }
+    }
+    if let Some(exec) = options.exec {
+        let status = run_line(exec.as_str());
+        legacy::qemu_exit(status);
+        cpu::halt_forever();
+    }
+    println!("Reef shell on core 0: type `help` for the commands.");
+    let mut line = String::new();
+    loop {
+        print!("reef> ");
+        read_line(&mut line);
+        run_line(&line);
+    }
+}

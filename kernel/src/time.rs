@@ -1,0 +1,15 @@
+//! Time from the TSC, calibrated once by the bootstrap core against the PIT.
+
+use crate::arch::cpu::read_tsc;
+use crate::core::shared;
+
+/// Nanoseconds in `cycles` TSC ticks.
+pub fn cycles_to_ns(cycles: u64) -> u64 {
+    let hz = shared::facts().tsc_hz.max(1);
+    ((u128::from(cycles) * 1_000_000_000) / u128::from(hz)) as u64
+}
+
+/// Nanoseconds since boot.
+pub fn now_ns() -> u64 {
+    cycles_to_ns(read_tsc().saturating_sub(shared::facts().boot_tsc))
+}

@@ -1,0 +1,110 @@
+//! `cargo xtask check`: formatting, clippy with the workspace lints, dependency direction.
+
+use crate::tools::{cargo, run_checked};
+use serde_json::Value;
+
+/// Layers, lowest first. A crate may depend only on crates of a lower layer, except that
+/// crates of layer 0 may use each other (abi, channel, platform, syspage: no Reef above them).
+fn layer(manifest_relative: &str) -> Option<(u8, &'static str)> {
+    if manifest_relative.starts_with("crates/") {
+        Some((0, "library crate"))
+    } else if manifest_relative.starts_with("kernel/") {
+        Some((1, "kernel"))
+    } else if manifest_relative.starts_with("user/") {
+        Some((1, "user program"))
+    } else if manifest_relative.starts_with("xtask/") {
+        Some((2, "host tool"))
+    } else {
+        None
+    }
+}
+
+/// Checks that no workspace crate depends on a crate of its own or a higher layer.
+pub fn dependency_direction() -> Result<(), String> {
+    let output = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .output()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())?;
+    let root = metadata["workspace_root"].as_str().unwrap_or_default().to_string();
+    let packages = metadata["packages"].as_array().cloned().unwrap_or_default();
+    let relative =
+        |manifest: &str| manifest.strip_prefix(&root).unwrap_or(manifest).trim_start_matches('/').to_string();
+    let mut by_name = std::collections::HashMap::new();
+    for package in &packages {
+        let name = package["name"].as_str().unwrap_or_default().to_string();
+        by_name.insert(name, relative(package["manifest_path"].as_str().unwrap_or_default()));
+    }
+    let mut violations = Vec::new();
+    for package in &packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        let path = relative(package["manifest_path"].as_str().unwrap_or_default());
+        let Some((own_layer, own_kind)) = layer(&path) else {
+            continue;
+        };
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            let target = dependency["name"].as_str().unwrap_or_default();
+            let Some(target_path) = by_name.get(target) else {
+                continue;
+            };
+            let Some((target_layer, target_kind)) = layer(target_path) else {
+                continue;
+            };
+            let upward = target_layer > own_layer || (target_layer == own_layer && own_layer != 0);
+            if upward {
+                violations.push(format!("{name} ({own_kind}) depends on {target} ({target_kind})"));
+            }
+        }
+    }
+    if violations.is_empty() {
+        println!("xtask: dependency direction ok ({} workspace crates)", packages.len());
+        Ok(())
+    } else {
+        Err(format!("dependencies point upward: {}", violations.join("; ")))
+    }
+}
+
+/// Runs every check; the first failure stops it.
+pub fn run_all() -> Result<(), String> {
+    run_checked(cargo().args(["fmt", "--all", "--check"]), "cargo fmt --check (run `cargo fmt --all`)")?;
+    run_checked(
+        cargo().args([
+            "clippy",
+            "--quiet",
+            "--workspace",
+            "--exclude",
+            "kernel",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+        "clippy on the host crates",
+    )?;
+    run_checked(
+        cargo().args([
+            "clippy",
+            "--quiet",
+            "--release",
+            "-p",
+            "kernel",
+            "--target",
+            "x86_64-unknown-none",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+        "clippy on the kernel",
+    )?;
+    dependency_direction()
+}
+
+/// `cargo xtask check`.
+pub fn run() -> Result<u8, String> {
+    run_all()?;
+    println!("xtask: check passed");
+    Ok(0)
+}

@@ -1,0 +1,51 @@
+//! `cargo xtask`: Reef's one entry point for building, running, testing and measuring.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod check;
+mod qemu;
+mod stats;
+mod test;
+mod tools;
+
+use std::process::ExitCode;
+
+const HELP: &str = "\
+cargo xtask <command>
+
+  run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [-- <shell command>]
+        build Reef and boot it in QEMU (4 cores) into its shell; with a shell command after
+        `--`, run just that command, print its output and exit with its status
+  test  the whole suite: check, host unit tests, loom models, QEMU integration runs
+  check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
+  bench boot [--runs N]
+        time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json
+  build build the kernel image and print its path
+  help  this text
+";
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let result = match arguments.first().map(String::as_str) {
+        Some("run") => qemu::run_command(&arguments[1..]),
+        Some("test") => test::run(&arguments[1..]),
+        Some("check") => check::run(),
+        Some("bench") => bench::run(&arguments[1..]),
+        Some("build") => tools::build_kernel().map(|path| {
+            println!("{}", path.display());
+            0
+        }),
+        Some("help") | Some("--help") | Some("-h") | None => {
+            print!("{HELP}");
+            Ok(0)
+        }
+        Some(other) => Err(format!("unknown command `{other}`: run `cargo xtask help` for the list")),
+    };
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Booting Reef in QEMU: the command line, the accelerator choice, timeouts, exit codes.
+
+use crate::tools;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Which accelerator QEMU uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// Binary translation; works everywhere (the default here).
+    Tcg,
+    /// Hardware virtualisation; only where `/dev/kvm` opens and the CPU has VMX or SVM.
+    Kvm,
+}
+
+impl Accel {
+    /// The name printed in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tcg => "tcg",
+            Self::Kvm => "kvm",
+        }
+    }
+
+    /// KVM when it is real (VMX/SVM flags and an openable `/dev/kvm`), else TCG. A `/dev/kvm`
+    /// without those flags is a software hypervisor, far slower than TCG for a kernel.
+    pub fn detect() -> Self {
+        let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let hardware = flags
+            .lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+        let opens = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+        if hardware && opens {
+            Self::Kvm
+        } else {
+            Self::Tcg
+        }
+    }
+
+    /// Parses `kvm` / `tcg`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "kvm" => Ok(Self::Kvm),
+            "tcg" => Ok(Self::Tcg),
+            _ => Err(format!("unknown accelerator `{text}`: use kvm or tcg")),
+        }
+    }
+}
+
+/// One QEMU boot of Reef.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_mib: usize,
+    pub accel: Accel,
+    pub kernel_args: String,
+    pub timeout: Duration,
+}
+
+impl Machine {
+    /// 4 cores, 512 MiB, the detected accelerator, no arguments, a 60 s timeout.
+    pub fn new(cores: usize) -> Self {
+        Self {
+            cores,
+            memory_mib: 512,
+            accel: Accel::detect(),
+            kernel_args: String::new(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The QEMU command line for `kernel`.
+    pub fn command(&self, kernel: &Path, interactive: bool) -> Command {
+        let mut command = Command::new("qemu-system-x86_64");
+        command.args(["-M", "microvm,pit=on,rtc=off", "-nodefaults", "-no-user-config", "-display", "none"]);
+        match self.accel {
+            Accel::Tcg => command.args(["-accel", "tcg,thread=multi"]),
+            Accel::Kvm => command.args(["-enable-kvm", "-cpu", "host,-arch-capabilities"]),
+        };
+        command
+            .args(["-smp", &self.cores.to_string(), "-m", &format!("{}M", self.memory_mib)])
+            .args(["-serial", if interactive { "mon:stdio" } else { "stdio" }])
+            .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+            .arg("-kernel")
+            .arg(kernel)
+            .args(["-append", &self.kernel_args]);
+        command
+    }
+}
+
+/// What a non-interactive boot produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The guest's exit code through isa-debug-exit, if it exited that way.
+    pub guest_status: Option<u32>,
+    /// QEMU was killed by the timeout.
+    pub timed_out: bool,
+    /// Everything the serial port printed.
+    pub serial: String,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Maps QEMU's exit status to the guest's: isa-debug-exit makes QEMU exit with `(v << 1) | 1`.
+pub fn guest_status(qemu_status: i32) -> Option<u32> {
+    (qemu_status & 1 == 1).then_some((qemu_status >> 1) as u32)
+}
+
+/// Boots `machine`, collects the serial output, kills QEMU at the timeout or when `stop_at`
+/// is printed (returning the time it took to appear).
+pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(Outcome, Option<Duration>), String> {
+    let start = Instant::now();
+    let mut child = machine
+        .command(kernel, false)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start qemu-system-x86_64: {e}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (sender, receiver) = mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buffer) {
+            if n == 0 || sender.send(buffer[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let error_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut serial = Vec::new();
+    let mut marker_time = None;
+    let mut timed_out = false;
+    let status = loop {
+        while let Ok(chunk) = receiver.try_recv() {
+            serial.extend_from_slice(&chunk);
+        }
+        if let Some(marker) = stop_at {
+            if marker_time.is_none() && String::from_utf8_lossy(&serial).contains(marker) {
+                marker_time = Some(start.elapsed());
+            }
+        }
+        if marker_time.is_some() {
+            let _ = child.kill();
+            break child.wait().ok();
+        }
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break Some(status);
+        }
+        if start.elapsed() > machine.timeout {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().ok();
+        }
+        if let Ok(chunk) = receiver.recv_timeout(Duration::from_millis(2)) {
+            serial.extend_from_slice(&chunk);
+        }
+    };
+    let _ = reader.join();
+    while let Ok(chunk) = receiver.try_recv() {
+        serial.extend_from_slice(&chunk);
+    }
+    let errors = error_reader.join().unwrap_or_default();
+    let mut serial = String::from_utf8_lossy(&serial).replace('\r', "");
+    if !errors.trim().is_empty() {
+        serial.push_str("\n[qemu stderr] ");
+        serial.push_str(errors.trim());
+        serial.push('\n');
+    }
+    let guest_status =
+        if timed_out || marker_time.is_some() { None } else { status.and_then(|s| s.code()).and_then(guest_status) };
+    Ok((Outcome { guest_status, timed_out, serial, elapsed: start.elapsed() }, marker_time))
+}
+
+/// Quotes a shell command for the kernel command line's `exec=`.
+pub fn exec_argument(command: &str) -> String {
+    format!("exec=\"{}\"", command.replace('"', ""))
+}
+
+/// `cargo xtask run`.
+pub fn run_command(arguments: &[String]) -> Result<u8, String> {
+    let mut machine = Machine::new(4);
+    machine.timeout = Duration::from_secs(600);
+    let mut gdb = false;
+    let mut shell_command: Option<String> = None;
+    let mut i = 0;
+    let value = |i: usize, flag: &str| -> Result<&String, String> {
+        arguments.get(i + 1).ok_or_else(|| format!("{flag} needs a value: see `cargo xtask help`"))
+    };
+    while i < arguments.len() {
+        match arguments[i].as_str() {
+            "--cores" => {
+                machine.cores = value(i, "--cores")?
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=64).contains(n))
+                    .ok_or("--cores takes a number from 1 to 64")?;
+                i += 1;
+            }
+            "--memory" => {
+                machine.memory_mib = value(i, "--memory")?.parse().map_err(|_| "--memory takes MiB, e.g. 1024")?;
+                i += 1;
+            }
+            "--accel" => {
+                machine.accel = Accel::parse(value(i, "--accel")?)?;
+                i += 1;
+            }
+            "--kernel-args" => {
+                machine.kernel_args = value(i, "--kernel-args")?.clone();
+                i += 1;
+            }
+            "--gdb" => gdb = true,
+            "--" => {
+                shell_command = Some(arguments[i + 1..].join(" "));
+                break;
+            }
+            other => return Err(format!("unknown option `{other}` for run: see `cargo xtask help`")),
+        }
+        i += 1;
+    }
+    tools::ensure_qemu()?;
+    let kernel = tools::build_kernel()?;
+    if let Some(command) = shell_command.filter(|c| !c.trim().is_empty()) {
+        machine.kernel_args = format!("{} {}", machine.kernel_args, exec_argument(&command));
+        let (outcome, _) = boot(&machine, &kernel, None)?;
+        print!("{}", outcome.serial);
+        return match (outcome.timed_out, outcome.guest_status) {
+            (true, _) => Err(format!("Reef did not finish `{command}` within {:?}", machine.timeout)),
+            (false, Some(status)) => Ok(status.min(255) as u8),
+            (false, None) => Err("QEMU ended without Reef's exit code: see the log above".into()),
+        };
+    }
+    interactive(&machine, &kernel, gdb)
+}
+
+fn interactive(machine: &Machine, kernel: &Path, gdb: bool) -> Result<u8, String> {
+    let mut command = machine.command(kernel, true);
+    if gdb {
+        let script = tools::root().join("target/reef.gdb");
+        std::fs::write(
+            &script,
+            format!("file {}\ntarget remote :1234\nset disassembly-flavor intel\n", kernel.display()),
+        )
+        .map_err(|e| e.to_string())?;
+        command.args(["-s", "-S"]);
+        eprintln!("xtask: QEMU waits for gdb on :1234; in another terminal: gdb -x {}", script.display());
+    }
+    eprintln!(
+        "xtask: booting Reef on {} cores ({}); quit with `poweroff` or Ctrl-A X",
+        machine.cores,
+        machine.accel.name()
+    );
+    let status = command.status().map_err(|e| format!("cannot start qemu-system-x86_64: {e}"))?;
+    Ok(status.code().and_then(guest_status).unwrap_or(1).min(255) as u8)
+}

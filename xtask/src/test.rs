@@ -1,0 +1,290 @@
+//! `cargo xtask test`: check, host tests, loom models, then QEMU integration runs.
+
+use crate::qemu::{self, Accel, Machine};
+use crate::tools::{self, cargo, run_checked};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What a run must have printed; the error says what was missing.
+type SerialCheck = Box<dyn Fn(&str) -> Result<(), String>>;
+
+/// One QEMU integration run: a machine, what the guest must exit with, and what it must print.
+struct Integration {
+    name: String,
+    machine: Machine,
+    expected_status: u32,
+    check: SerialCheck,
+}
+
+/// Checks that a run's `TEST` lines all passed and the summary says so.
+fn all_tests_passed(serial: &str, expected: usize) -> Result<(), String> {
+    let failed: Vec<&str> = serial.lines().filter(|l| l.starts_with("TEST ") && l.contains(" fail ")).collect();
+    if !failed.is_empty() {
+        return Err(format!("in-guest failures: {}", failed.join(" | ")));
+    }
+    let passed = serial.lines().filter(|l| l.starts_with("TEST ") && l.split_whitespace().nth(2) == Some("ok")).count();
+    let summary = format!("{expected} passed, 0 failed");
+    if passed != expected || !serial.lines().any(|l| l.trim() == summary) {
+        return Err(format!("expected {expected} TEST ok lines and `{summary}`, got {passed}"));
+    }
+    Ok(())
+}
+
+/// Every started core printed its banner, once.
+fn banners(serial: &str, cores: usize) -> Result<(), String> {
+    for core in 0..cores {
+        let prefix = format!("[c{core} INFO ] core {core} up: APIC id");
+        let count = serial.lines().filter(|l| l.starts_with(&prefix)).count();
+        if count != 1 {
+            return Err(format!("core {core} printed its banner {count} times"));
+        }
+        let line = serial.lines().find(|l| l.starts_with(&prefix)).unwrap_or_default();
+        if !(line.contains("partition 0x") && line.contains("image full build ")) {
+            return Err(format!("banner of core {core} lacks partition or image: {line}"));
+        }
+    }
+    Ok(())
+}
+
+/// Rows of the `cores` command: (id, state).
+fn core_states(serial: &str) -> Vec<(usize, String)> {
+    let Some(start) = serial.lines().position(|l| l.starts_with("core  apic  state")) else {
+        return Vec::new();
+    };
+    serial
+        .lines()
+        .skip(start + 1)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let id = words.next()?.parse().ok()?;
+            let _apic = words.next()?;
+            Some((id, words.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// `[start, end)` of every `mem` line whose first word is `word`.
+fn mem_ranges(serial: &str) -> Vec<(String, u64, u64)> {
+    serial
+        .lines()
+        .filter_map(|l| {
+            let range = l.split_whitespace().find(|w| w.starts_with("0x") && w.contains('-'))?;
+            let (a, b) = range.split_once('-')?;
+            let parse = |t: &str| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok();
+            let kind = if l.starts_with("shared") {
+                "shared"
+            } else if l.starts_with("core") {
+                "private"
+            } else {
+                return None;
+            };
+            Some((kind.to_string(), parse(a)?, parse(b)?))
+        })
+        .collect()
+}
+
+fn integrations(accel: Accel) -> Vec<Integration> {
+    let mut list = Vec::new();
+    let machine = |cores: usize, args: &str| {
+        let mut m = Machine::new(cores);
+        m.accel = accel;
+        m.kernel_args = args.to_string();
+        m.timeout = Duration::from_secs(60);
+        m
+    };
+    let mut core_counts = vec![1, 2, 3, 4];
+    if accel == Accel::Tcg {
+        core_counts.push(8);
+    }
+    for cores in core_counts {
+        list.push(Integration {
+            name: format!("boot-{cores}-cores"),
+            machine: machine(cores, "test=boot,isolation,frames"),
+            expected_status: 0,
+            check: Box::new(move |serial| {
+                banners(serial, cores)?;
+                all_tests_passed(serial, 3)?;
+                let up = format!("{cores} kernel instances up of {cores} cores");
+                serial.contains(&up).then_some(()).ok_or(format!("missing `{up}`"))
+            }),
+        });
+    }
+    list.push(Integration {
+        name: "fault-containment".into(),
+        machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("cores"))),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            all_tests_passed(serial, 1)?;
+            if !serial.contains("FAULT core 2: vector 14 (page fault)") {
+                return Err("no fault report from core 2".into());
+            }
+            let states = core_states(serial);
+            let expected = [(0, "running"), (1, "running"), (2, "faulted"), (3, "running")];
+            for (core, state) in expected {
+                if !states.iter().any(|(c, s)| *c == core && s == state) {
+                    return Err(format!("`cores` does not show core {core} {state}: {states:?}"));
+                }
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "garbage-command-line".into(),
+        machine: machine(2, "test=boot cores=lots timer_hz=0 frobnicate=1 log=loud \"unterminated"),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            banners(serial, 2)?;
+            all_tests_passed(serial, 1)?;
+            let diagnostics = serial.lines().filter(|l| l.starts_with("[c0 WARN ]") && l.contains("ignored")).count();
+            (diagnostics == 5).then_some(()).ok_or(format!("expected 5 one-line diagnostics, got {diagnostics}"))
+        }),
+    });
+    list.push(Integration {
+        name: "boot-driver-from-core-1".into(),
+        machine: machine(4, "cores=2 test=boot,bootdriver"),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            all_tests_passed(serial, 2)?;
+            banners(serial, 3)?;
+            serial
+                .contains("[c1 INFO ] started core 2 on request")
+                .then_some(())
+                .ok_or("core 1 did not start core 2".into())
+        }),
+    });
+    list.push(Integration {
+        name: "mem-3-cores".into(),
+        machine: machine(3, &qemu::exec_argument("mem")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let ranges = mem_ranges(serial);
+            let private: Vec<_> = ranges.iter().filter(|r| r.0 == "private").collect();
+            let shared: Vec<_> = ranges.iter().filter(|r| r.0 == "shared").collect();
+            if private.len() != 3 || shared.len() != 1 {
+                return Err(format!("expected 3 private partitions and 1 shared region: {ranges:?}"));
+            }
+            for (i, a) in ranges.iter().enumerate() {
+                for b in &ranges[i + 1..] {
+                    if a.1 < b.2 && b.1 < a.2 {
+                        return Err(format!("{a:?} overlaps {b:?}"));
+                    }
+                }
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "unknown-command-status".into(),
+        machine: machine(1, &qemu::exec_argument("frobnicate")),
+        expected_status: 127,
+        check: Box::new(|serial| {
+            serial.contains("unknown command `frobnicate`: type `help`").then_some(()).ok_or("no error message".into())
+        }),
+    });
+    list.push(Integration {
+        name: "help-and-poweroff".into(),
+        machine: machine(2, &qemu::exec_argument("help")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            for command in ["help", "cores", "mem", "start <core>", "poweroff"] {
+                if !serial.lines().any(|l| l.trim_start().starts_with(command)) {
+                    return Err(format!("help does not list `{command}`"));
+                }
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "poweroff".into(),
+        machine: machine(4, &qemu::exec_argument("poweroff")),
+        expected_status: 0,
+        check: Box::new(|serial| serial.contains("powering off").then_some(()).ok_or("no poweroff message".into())),
+    });
+    list
+}
+
+fn run_integration(test: &Integration, kernel: &Path) -> Result<Duration, String> {
+    let (outcome, _) = qemu::boot(&test.machine, kernel, None)?;
+    let verdict = if outcome.timed_out {
+        Err(format!("timed out after {:?}", test.machine.timeout))
+    } else if outcome.guest_status != Some(test.expected_status) {
+        Err(format!("guest exit status {:?}, expected {}", outcome.guest_status, test.expected_status))
+    } else {
+        (test.check)(&outcome.serial)
+    };
+    verdict
+        .map(|()| outcome.elapsed)
+        .map_err(|why| format!("{why}\n----- serial log -----\n{}----------------------", outcome.serial))
+}
+
+/// `cargo xtask test [--accel kvm|tcg] [--only NAME]`.
+pub fn run(arguments: &[String]) -> Result<u8, String> {
+    let mut accel = Accel::detect();
+    let mut only: Option<String> = None;
+    let mut i = 0;
+    while i < arguments.len() {
+        match arguments[i].as_str() {
+            "--accel" => {
+                accel = Accel::parse(arguments.get(i + 1).ok_or("--accel needs kvm or tcg")?)?;
+                i += 1;
+            }
+            "--only" => {
+                only = Some(arguments.get(i + 1).ok_or("--only needs a name")?.clone());
+                i += 1;
+            }
+            other => return Err(format!("unknown option `{other}` for test: see `cargo xtask help`")),
+        }
+        i += 1;
+    }
+    let started = Instant::now();
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let mut record = |name: &str, result: Result<Duration, String>| match result {
+        Ok(elapsed) => {
+            passed += 1;
+            println!("PASS {name} ({:.2} s)", elapsed.as_secs_f64());
+        }
+        Err(why) => {
+            failed += 1;
+            println!("FAIL {name}: {why}");
+        }
+    };
+    let timed = |f: &dyn Fn() -> Result<(), String>| {
+        let t = Instant::now();
+        f().map(|()| t.elapsed())
+    };
+
+    if only.is_none() {
+        record("check", timed(&crate::check::run_all));
+        record(
+            "host-unit-tests",
+            timed(&|| {
+                run_checked(cargo().args(["test", "--quiet", "--workspace", "--exclude", "kernel"]), "cargo test")
+            }),
+        );
+        record(
+            "loom-models",
+            timed(&|| {
+                run_checked(
+                    cargo()
+                        .args(["test", "--quiet", "--release", "-p", "channel", "--features", "loom", "--test", "loom"])
+                        .env("RUSTFLAGS", "--cfg loom")
+                        .env("CARGO_TARGET_DIR", tools::root().join("target/loom")),
+                    "loom models",
+                )
+            }),
+        );
+    }
+    tools::ensure_qemu()?;
+    let kernel = tools::build_kernel()?;
+    println!("xtask: QEMU integration runs with {}", accel.name());
+    for test in integrations(accel) {
+        if only.as_deref().is_some_and(|o| !test.name.contains(o)) {
+            continue;
+        }
+        let result = run_integration(&test, &kernel);
+        record(&test.name, result);
+    }
+    println!("xtask: suite took {:.1} s", started.elapsed().as_secs_f64());
+    println!("summary: {passed} passed, {failed} failed");
+    Ok(u8::from(failed != 0))
+}
