@@ -164,6 +164,7 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         partitions,
         has_mwait: cpu::has_monitor_mwait(),
         has_x2apic: apic::x2apic_supported(),
+        pause_in_spins: !cpu::running_under_tcg(),
     };
     // SAFETY: the plan's shared region is usable RAM the boot direct map covers, and no other
     // core runs yet.
@@ -194,6 +195,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     gdt::load();
     idt::load();
     let facts = &region.header.facts;
+    cpu::set_pause_in_spins(facts.pause_in_spins);
     crate::console::init_logging(facts.options.log);
 
     // Own memory: heap first, then the frame allocator over the rest of the partition.
@@ -224,6 +226,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         image::IMAGE_NAME,
         ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
     );
+    crate::msg::init();
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 
@@ -266,18 +269,11 @@ fn start_requested_cores(region: &SharedRegion) {
     );
 }
 
-/// What a core does when it has nothing to do: sleep until an interrupt, then look at its
-/// mailboxes. It never spins, so idle vCPUs cost the host nothing.
-fn idle_loop(kcb: &Kcb) -> ! {
+/// What a core does when it has nothing to do: handle its messages, then sleep the way its
+/// notification mode says. It never spins unbounded, so idle vCPUs cost the host little.
+fn idle_loop(_kcb: &Kcb) -> ! {
     loop {
-        cpu::wait_for_interrupt();
-        let request = kcb.start_request.swap(0, Ordering::AcqRel);
-        if request != 0 {
-            let target = request as usize - 1;
-            match boot_driver::start_core(target) {
-                Ok(()) => log::info!("started core {target} on request"),
-                Err(error) => log::error!("core {target} not started: {error}"),
-            }
-        }
+        crate::msg::drain();
+        crate::msg::wait_for_messages();
     }
 }

@@ -51,6 +51,10 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
         }
         v if v == u64::from(idt::VECTOR_WAKE) => apic::local().end_of_interrupt(),
+        v if v == u64::from(idt::VECTOR_BENCH) => {
+            apic::local().end_of_interrupt();
+            crate::msg::bench::on_bench_interrupt();
+        }
         v if v == u64::from(idt::VECTOR_SPURIOUS) => {}
         _ => {
             STRAY_LEGACY_INTERRUPTS.fetch_add(1, Ordering::Relaxed);

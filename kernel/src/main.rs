@@ -5,6 +5,7 @@
 //! static of this crate lives in `.data`/`.bss`, which each instance maps to its own private
 //! copy, so a `static` here is per core by construction; the text is one read-only copy.
 //! See `docs/boot.md`.
+#![doc = include_str!("../README.md")]
 #![no_std]
 #![no_main]
 

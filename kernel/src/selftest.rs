@@ -159,8 +159,11 @@ fn boot_driver() -> Outcome {
     let helper = (1..kcbs.len())
         .find(|&c| kcbs[c].state() == CoreState::Running)
         .ok_or("no running core other than 0 to act as boot driver")?;
-    kcbs[helper].start_request.store(target as u32 + 1, Ordering::Release);
-    crate::arch::apic::local().send_ipi(kcbs[helper].apic_id.load(Ordering::Relaxed), crate::arch::idt::VECTOR_WAKE);
+    // Core `helper` runs its boot driver, asked by an inter-core call.
+    let call = crate::msg::icc::call(helper, abi::message::handler::START_CORE, [target as u64, 0, 0, 0, 0], 2000);
+    if let Err(error) = call {
+        return Err(format!("core {helper} could not start core {target}: {error}"));
+    }
     if !wait_until(2000, || kcbs[target].state() == CoreState::Running) {
         return Err(format!(
             "core {target} is {} after core {helper} was asked to start it",
@@ -171,6 +174,29 @@ fn boot_driver() -> Outcome {
         return Err(format!("core {target} was started twice"));
     }
     Ok(format!("core {helper} started core {target}; a second start is refused"))
+}
+
+/// Inter-core calls to every running core (and to itself): results, unknown handler ids.
+fn icc() -> Outcome {
+    use crate::msg::icc::{call, IccError};
+    use abi::message::{handler, IccStatus};
+    let region = shared::get();
+    let mut called = 0;
+    for (core, kcb) in region.listed_kcbs().iter().enumerate().take(crate::msg::MESSAGING_CORES) {
+        if kcb.state() != CoreState::Running {
+            continue;
+        }
+        let sum = call(core, handler::ADD, [1, 2, 3, 4, core as u64], 1000).map_err(|e| format!("core {core}: {e}"))?;
+        if sum != 10 + core as u64 {
+            return Err(format!("core {core} added to {sum}"));
+        }
+        match call(core, 999, [0; 5], 1000) {
+            Err(IccError::Refused(IccStatus::NoSuchHandler)) => {}
+            other => return Err(format!("core {core} answered an unknown handler with {other:?}")),
+        }
+        called += 1;
+    }
+    Ok(format!("{called} cores answered ADD and refused an unknown handler id"))
 }
 
 /// Runs the comma-separated tests; returns the exit status (0 when all passed).
@@ -184,9 +210,12 @@ pub fn run(list: &str) -> u32 {
             "isolation" => isolation(),
             "frames" => frames(),
             "bootdriver" => boot_driver(),
+            "icc" => icc(),
+            "msg-garbage" => crate::msg::stress::run_garbage(),
+            "msg-stress" => crate::msg::stress::run_stress(1_000_000),
             _ => match name.strip_prefix("fault:") {
                 Some(target) => fault(target),
-                None => Err(String::from("unknown test: known are boot, isolation, frames, bootdriver, fault:N")),
+                None => Err(String::from("unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, fault:N")),
             },
         };
         match outcome {

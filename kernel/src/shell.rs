@@ -46,6 +46,12 @@ const COMMANDS: &[Command] = &[
         help: "start an offline core with the boot driver (of core 0, or of another running core)",
         run: start,
     },
+    Command {
+        name: "msg",
+        usage: "msg stats|ping <core> [n]|mode <core> <mode> [spin ns]|bench [core] [n]",
+        help: "channel counters per core, ping round trips, notification modes, measurements",
+        run: msg,
+    },
     Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff },
 ];
 
@@ -147,21 +153,108 @@ fn start(arguments: &[&str]) -> Result<(), CommandError> {
             if helper >= region.listed_kcbs().len() || region.kcb(helper).state() != CoreState::Running {
                 return Err(CommandError::Failed(alloc::format!("core {helper} is not running: pick a running core")));
             }
-            region.kcb(helper).start_request.store(target as u32 + 1, Ordering::Release);
-            crate::arch::apic::local()
-                .send_ipi(region.kcb(helper).apic_id.load(Ordering::Relaxed), crate::arch::idt::VECTOR_WAKE);
-            let deadline = cpu::read_tsc() + region.header.facts.tsc_hz;
-            while cpu::read_tsc() < deadline {
-                if region.kcb(target).state() == CoreState::Running {
-                    println!("core {target} started by core {helper}");
-                    return Ok(());
-                }
-                cpu::relax();
+            // An inter-core call: core `helper` runs its own boot driver.
+            crate::msg::icc::call(helper, abi::message::handler::START_CORE, [target as u64, 0, 0, 0, 0], 2000)
+                .map_err(|e| {
+                    CommandError::Failed(alloc::format!("core {helper} could not start core {target}: {e}"))
+                })?;
+            println!("core {target} started by core {helper}");
+            Ok(())
+        }
+        _ => Err(CommandError::Usage(USAGE)),
+    }
+}
+
+fn msg(arguments: &[&str]) -> Result<(), CommandError> {
+    const USAGE: &str =
+        "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> | msg bench [core] [n]";
+    let region = shared::get();
+    match arguments {
+        ["stats"] => {
+            println!(
+                "core  mode    sent        received    dropped  (kind/bad/chunk)  ipis sent  ipis taken  empty polls"
+            );
+            for (core, kcb) in region.listed_kcbs().iter().enumerate().take(crate::msg::MESSAGING_CORES) {
+                let c = &kcb.messages;
+                let l = |a: &::core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                println!(
+                    "{core:<5} {:<7} {:<11} {:<11} {:<8} ({}/{}/{}){:>8} {:>10} {:>11} {:>12}",
+                    crate::msg::queue_mode(core).name(),
+                    l(&c.sent),
+                    l(&c.received),
+                    l(&c.dropped),
+                    l(&c.dropped_unknown_kind),
+                    l(&c.dropped_malformed),
+                    l(&c.dropped_chunk),
+                    "",
+                    l(&c.ipis_sent),
+                    l(&c.ipis_taken),
+                    l(&c.empty_polls),
+                );
             }
-            Err(CommandError::Failed(alloc::format!(
-                "core {target} is {} after 1 s: see the log of core {helper}",
-                region.kcb(target).state().name()
-            )))
+            Ok(())
+        }
+        ["ping", target, rest @ ..] => {
+            let target = parse_core(target)?;
+            let count = match rest {
+                [] => 10,
+                [n] => n.parse().map_err(|_| CommandError::Usage(USAGE))?,
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            let mut samples =
+                crate::msg::ping(target, count).map_err(|e| CommandError::Failed(alloc::format!("ping: {e}")))?;
+            let s = crate::msg::bench::summarize(&mut samples);
+            let ns = crate::time::cycles_to_ns;
+            println!(
+                "{count} pings to core {target} ({}): round trip median {} ns, p5 {} ns, p95 {} ns, min {} ns",
+                crate::msg::queue_mode(target).name(),
+                ns(s.median),
+                ns(s.p5),
+                ns(s.p95),
+                ns(s.min)
+            );
+            Ok(())
+        }
+        ["mode", target, mode, rest @ ..] => {
+            let target = parse_core(target)?;
+            let spin_ns: Option<u64> = match rest {
+                [] => None,
+                [ns] => Some(ns.parse().map_err(|_| CommandError::Usage(USAGE))?),
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            if target >= crate::msg::messaging_cores() {
+                return Err(CommandError::Failed(alloc::format!("core {target} has no channels: see `cores`")));
+            }
+            let mode = crate::msg::NotifyMode::parse(mode).ok_or(CommandError::Usage(USAGE))?;
+            if mode == crate::msg::NotifyMode::Mwait && !shared::facts().has_mwait {
+                println!("note: this CPU offers no MONITOR/MWAIT; core {target} will use hybrid instead");
+            }
+            if let Some(ns) = spin_ns {
+                crate::msg::area().cores[target]
+                    .notify
+                    .spin_cycles
+                    .store(crate::time::ns_to_cycles(ns).max(1), Ordering::Relaxed);
+            }
+            crate::msg::set_mode(target, mode);
+            let spin =
+                crate::time::cycles_to_ns(crate::msg::area().cores[target].notify.spin_cycles.load(Ordering::Relaxed));
+            println!("core {target} now receives with {} (hybrid polls {spin} ns before sleeping)", mode.name());
+            Ok(())
+        }
+        ["bench", rest @ ..] => {
+            let (target, iterations) = match rest {
+                [] => (1, 2000),
+                [t] => (parse_core(t)?, 2000),
+                [t, n] => (parse_core(t)?, n.parse().map_err(|_| CommandError::Usage(USAGE))?),
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            if crate::msg::bench::run(target, iterations) {
+                Ok(())
+            } else {
+                Err(CommandError::Failed(alloc::string::String::from(
+                    "some measurements could not run: see BENCH-ERROR lines",
+                )))
+            }
         }
         _ => Err(CommandError::Usage(USAGE)),
     }
@@ -239,7 +332,8 @@ pub fn main() -> ! {
         legacy::qemu_exit(status);
         cpu::halt_forever();
     }
-    println!("Reef shell on core 0: type `help` for the commands.");
+    let running = shared::get().listed_kcbs().iter().filter(|k| k.state() == CoreState::Running).count();
+    println!("Reef shell on core 0, {running} kernel instances up: type `help` for the commands.");
     let mut line = String::new();
     loop {
         print!("reef> ");

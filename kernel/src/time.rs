@@ -13,3 +13,8 @@ pub fn cycles_to_ns(cycles: u64) -> u64 {
 pub fn now_ns() -> u64 {
     cycles_to_ns(read_tsc().saturating_sub(shared::facts().boot_tsc))
 }
+
+/// TSC cycles in `ns` nanoseconds.
+pub fn ns_to_cycles(ns: u64) -> u64 {
+    ((u128::from(ns) * u128::from(shared::facts().tsc_hz)) / 1_000_000_000) as u64
+}

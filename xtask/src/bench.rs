@@ -1,16 +1,20 @@
 //! `cargo xtask bench`: figures, never verdicts. Each writes JSON under `results/`.
 
+use crate::plot::{self, Series};
 use crate::qemu::{self, Accel, Machine};
 use crate::stats::summarize;
 use crate::tools;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// `cargo xtask bench <what>`.
 pub fn run(arguments: &[String]) -> Result<u8, String> {
     match arguments.first().map(String::as_str) {
         Some("boot") => boot(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot")),
-        None => Err("which benchmark? `cargo xtask bench boot`".into()),
+        Some("msg") => msg(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg")),
+        None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }
 
@@ -84,4 +88,328 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
     std::fs::write(&path, serde_json::to_string_pretty(&result).expect("json")).map_err(|e| e.to_string())?;
     println!("xtask: wrote {}", path.display());
     Ok(0)
+}
+
+/// One `BENCH` line of the guest.
+#[derive(Clone, Debug)]
+struct Figure {
+    name: String,
+    parameter: String,
+    pair: String,
+    n: u64,
+    cycles: BTreeMap<String, f64>,
+}
+
+fn parse_figures(serial: &str) -> Vec<Figure> {
+    serial
+        .lines()
+        .filter(|l| l.starts_with("BENCH name="))
+        .filter_map(|line| {
+            let fields: BTreeMap<&str, &str> = line.split_whitespace().filter_map(|w| w.split_once('=')).collect();
+            let mut cycles = BTreeMap::new();
+            for key in ["min", "p5", "median", "p95", "max"] {
+                cycles.insert(key.to_string(), fields.get(key)?.parse().ok()?);
+            }
+            Some(Figure {
+                name: fields.get("name")?.to_string(),
+                parameter: fields.get("param")?.to_string(),
+                pair: fields.get("pair")?.to_string(),
+                n: fields.get("n")?.parse().ok()?,
+                cycles,
+            })
+        })
+        .collect()
+}
+
+fn median(figures: &[Figure], name: &str, parameter: &str) -> Option<f64> {
+    figures.iter().find(|f| f.name == name && f.parameter == parameter).map(|f| f.cycles["median"])
+}
+
+fn ratio_entry(what: &str, numerator: Option<f64>, denominator: Option<f64>, goal: f64) -> Value {
+    let ratio = match (numerator, denominator) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let reached = ratio.map(|r| r <= goal);
+    println!(
+        "  {what:<58} {:>8}   goal <= {goal:<5} {}",
+        ratio.map_or("n/a".to_string(), |r| format!("{r:.3}")),
+        match reached {
+            Some(true) => "reached",
+            Some(false) => "NOT reached",
+            None => "not measured",
+        }
+    );
+    json!({ "what": what, "ratio": ratio, "goal_at_most": goal, "reached": reached })
+}
+
+/// `cargo xtask bench msg [--cores N] [--iterations N] [--accel kvm|tcg] [--vs-linux]`.
+fn msg(arguments: &[String]) -> Result<u8, String> {
+    let mut cores = 2;
+    let mut iterations = 2000u64;
+    let mut accel = Accel::detect();
+    let mut vs_linux = false;
+    let mut i = 0;
+    while i < arguments.len() {
+        let value = arguments.get(i + 1);
+        match arguments[i].as_str() {
+            "--cores" => {
+                cores = value
+                    .and_then(|v| v.parse().ok())
+                    .filter(|c| (2..=16).contains(c))
+                    .ok_or("--cores takes 2 to 16")?;
+                i += 1;
+            }
+            "--iterations" => {
+                iterations = value
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n >= 10)
+                    .ok_or("--iterations takes a number >= 10")?;
+                i += 1;
+            }
+            "--accel" => {
+                accel = Accel::parse(value.ok_or("--accel needs kvm or tcg")?)?;
+                i += 1;
+            }
+            "--vs-linux" => vs_linux = true,
+            other => return Err(format!("unknown option `{other}` for bench msg")),
+        }
+        i += 1;
+    }
+    tools::ensure_qemu()?;
+    let kernel = tools::build_kernel()?;
+    let mut machine = Machine::new(cores);
+    machine.accel = accel;
+    machine.timeout = Duration::from_secs(900);
+    machine.kernel_args = qemu::exec_argument(&format!("msg bench 1 {iterations}"));
+    let (outcome, _) = qemu::boot(&machine, &kernel, None)?;
+    if outcome.timed_out {
+        return Err(format!("the benchmark did not finish in {:?}:\n{}", machine.timeout, outcome.serial));
+    }
+    for line in outcome.serial.lines().filter(|l| l.starts_with("BENCH-ERROR") || l.starts_with("BENCH-NOTE")) {
+        println!("{line}");
+    }
+    let tsc_hz = outcome
+        .serial
+        .lines()
+        .find(|l| l.starts_with("BENCH-INFO"))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("tsc_hz=")))
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("no BENCH-INFO line:\n{}", outcome.serial))?;
+    let figures = parse_figures(&outcome.serial);
+    let ns = |cycles: f64| cycles * 1e9 / tsc_hz;
+    println!("Reef messaging, {} cores, {}, TSC {:.0} MHz, medians (p5..p95):", cores, accel.name(), tsc_hz / 1e6);
+    for f in &figures {
+        println!(
+            "  {:<28} {:<7} pair {} {:>10.0} cycles {:>9.0} ns  ({:.0}..{:.0})",
+            f.name,
+            f.parameter,
+            f.pair,
+            f.cycles["median"],
+            ns(f.cycles["median"]),
+            ns(f.cycles["p5"]),
+            ns(f.cycles["p95"])
+        );
+    }
+    let last_group = figures
+        .iter()
+        .filter(|f| f.name == "multicast_insert_cost")
+        .filter_map(|f| f.parameter.parse::<u64>().ok())
+        .max()
+        .unwrap_or(1)
+        .to_string();
+    println!("Ratios in this run:");
+    let mut ratios = vec![
+        ratio_entry(
+            "URPC polled round trip / raw cache-line round trip",
+            median(&figures, "message_roundtrip", "poll"),
+            median(&figures, "cacheline_roundtrip", "-"),
+            1.25,
+        ),
+        ratio_entry(
+            "IPI-notified round trip / raw IPI round trip",
+            median(&figures, "message_roundtrip", "ipi"),
+            median(&figures, "ipi_roundtrip", "-"),
+            1.3,
+        ),
+        ratio_entry(
+            &format!("multicast insert cost, {last_group} members / 1 member"),
+            median(&figures, "multicast_insert_cost", &last_group),
+            median(&figures, "multicast_insert_cost", "1"),
+            1.5,
+        ),
+    ];
+    let mut linux = Value::Null;
+    if vs_linux {
+        linux = crate::peer::linux_msg_results(accel, cores)?;
+        let linux_ns = |name: &str| linux["benchmarks"][name]["ns"]["median"].as_f64();
+        let fastest = ["pipe", "eventfd", "futex"]
+            .iter()
+            .filter_map(|b| linux_ns(b).map(|v| (*b, v)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        println!("Reef and Linux side by side (medians, ns):");
+        println!("  {:<40} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
+        let rows = [
+            ("cache-line round trip", median(&figures, "cacheline_roundtrip", "-").map(ns), linux_ns("cacheline")),
+            ("URPC ring round trip, polled", median(&figures, "message_roundtrip", "poll").map(ns), linux_ns("urpc")),
+            (
+                "notified round trip (Reef IPI / Linux futex)",
+                median(&figures, "message_roundtrip", "ipi").map(ns),
+                linux_ns("futex"),
+            ),
+            (
+                "Reef IPI round trip / Linux eventfd",
+                median(&figures, "message_roundtrip", "ipi").map(ns),
+                linux_ns("eventfd"),
+            ),
+            (
+                "Reef IPI round trip / Linux pipe",
+                median(&figures, "message_roundtrip", "ipi").map(ns),
+                linux_ns("pipe"),
+            ),
+        ];
+        let mut table = Vec::new();
+        for (what, reef, other) in rows {
+            let ratio = reef.zip(other).map(|(a, b)| a / b);
+            println!(
+                "  {what:<40} {:>10} {:>10} {:>8}",
+                reef.map_or("n/a".into(), |v| format!("{v:.0}")),
+                other.map_or("n/a".into(), |v| format!("{v:.0}")),
+                ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
+            );
+            table.push(json!({ "mechanism": what, "reef_ns": reef, "linux_ns": other, "ratio": ratio }));
+        }
+        if let Some((name, fastest_ns)) = fastest {
+            println!("Ratios against Linux's fastest blocking round trip ({name}, {fastest_ns:.0} ns):");
+            ratios.push(ratio_entry(
+                &format!("Reef IPI-notified round trip / Linux {name}"),
+                median(&figures, "message_roundtrip", "ipi").map(ns),
+                Some(fastest_ns),
+                0.1,
+            ));
+            ratios.push(ratio_entry(
+                &format!("Reef polled round trip / Linux {name}"),
+                median(&figures, "message_roundtrip", "poll").map(ns),
+                Some(fastest_ns),
+                0.01,
+            ));
+        }
+        let side_by_side = json!(table);
+        let groups: Vec<String> = ["cache line", "polled ring", "notified"].iter().map(|s| s.to_string()).collect();
+        let reef_values = vec![
+            median(&figures, "cacheline_roundtrip", "-").map(ns).unwrap_or(0.0),
+            median(&figures, "message_roundtrip", "poll").map(ns).unwrap_or(0.0),
+            median(&figures, "message_roundtrip", "ipi").map(ns).unwrap_or(0.0),
+        ];
+        let linux_values =
+            vec![linux_ns("cacheline").unwrap_or(0.0), linux_ns("urpc").unwrap_or(0.0), fastest.map_or(0.0, |f| f.1)];
+        let path = tools::root().join("results/msg_vs_linux.png");
+        if let Err(e) = plot::grouped_bar_chart(
+            &path,
+            "Round trips: Reef vs Linux guest (median)",
+            "ns (log)",
+            &groups,
+            &["Reef".to_string(), "Linux".to_string()],
+            &[reef_values, linux_values],
+            true,
+        ) {
+            println!("xtask: no plot {}: {e}", path.display());
+        }
+        linux["side_by_side"] = side_by_side;
+    }
+    let figure_json: Vec<Value> = figures
+        .iter()
+        .map(|f| {
+            let in_ns: BTreeMap<String, f64> = f.cycles.iter().map(|(k, v)| (k.clone(), (ns(*v) * 10.0).round() / 10.0)).collect();
+            json!({ "name": f.name, "parameter": f.parameter, "core_pair": f.pair, "n": f.n, "cycles": f.cycles, "ns": in_ns })
+        })
+        .collect();
+    let result = json!({
+        "benchmark": "msg",
+        "what": "Reef inter-core messaging: raw cache line and IPI, one-line messages per notification mode, large messages, multicast, ICC (Popcorn tables 6.1-6.3, 6.9-6.11, figures 6.3-6.6)",
+        "accelerator": accel.name(),
+        "guest_cores": cores,
+        "iterations": iterations,
+        "tsc_hz": tsc_hz,
+        "figures": figure_json,
+        "ratios": ratios,
+        "linux": linux,
+    });
+    let directory = tools::root().join("results");
+    std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;
+    std::fs::write(directory.join("msg.json"), serde_json::to_string_pretty(&result).expect("json"))
+        .map_err(|e| e.to_string())?;
+    plots(&figures, &directory, ns);
+    println!("xtask: wrote results/msg.json and results/msg_*.png");
+    Ok(0)
+}
+
+fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f64) {
+    let series = |name: &str, label: &str| -> Series {
+        let mut points: Vec<(f64, f64, f64, f64)> = figures
+            .iter()
+            .filter(|f| f.name == name)
+            .filter_map(|f| {
+                let x: f64 = f.parameter.parse().ok()?;
+                Some((x, ns(f.cycles["median"]), ns(f.cycles["p5"]), ns(f.cycles["p95"])))
+            })
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Series {
+            name: label.to_string(),
+            points: points.iter().map(|p| (p.0, p.1)).collect(),
+            low_high: Some(points.iter().map(|p| (p.2, p.3)).collect()),
+        }
+    };
+    let mut errors = Vec::new();
+    let large = [series("large_send_cost", "send cost"), series("large_roundtrip", "round trip")];
+    if let Err(e) = plot::line_chart(
+        &directory.join("msg_large.png"),
+        "Large messages (Popcorn fig. 6.3)",
+        "chunks",
+        "ns (median, p5-p95)",
+        &large,
+        true,
+        true,
+    ) {
+        errors.push(e);
+    }
+    let multicast = [series("multicast_insert_cost", "insertion"), series("multicast_notify_cost", "notification")];
+    if let Err(e) = plot::line_chart(
+        &directory.join("msg_multicast.png"),
+        "Multicast sender cost vs group size (Popcorn fig. 6.6)",
+        "members",
+        "ns (median, p5-p95)",
+        &multicast,
+        false,
+        false,
+    ) {
+        errors.push(e);
+    }
+    let mut bars = Vec::new();
+    for f in figures.iter().filter(|f| {
+        matches!(
+            f.name.as_str(),
+            "cacheline_roundtrip" | "ipi_roundtrip" | "message_roundtrip" | "icc_roundtrip" | "ipi_send_cost"
+        )
+    }) {
+        let label = if f.parameter == "-" { f.name.clone() } else { format!("{} {}", f.name, f.parameter) };
+        bars.push((
+            label.replace("_roundtrip", " rtt"),
+            ns(f.cycles["median"]),
+            Some((ns(f.cycles["p5"]), ns(f.cycles["p95"]))),
+        ));
+    }
+    if let Err(e) = plot::bar_chart(
+        &directory.join("msg_roundtrips.png"),
+        "Round trips and IPI cost (median, p5-p95)",
+        "ns",
+        &bars,
+        true,
+    ) {
+        errors.push(e);
+    }
+    for e in errors {
+        println!("xtask: a plot was not drawn: {e}");
+    }
 }

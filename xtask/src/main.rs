@@ -1,8 +1,11 @@
 //! `cargo xtask`: Reef's one entry point for building, running, testing and measuring.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
 mod bench;
 mod check;
+mod peer;
+mod plot;
 mod qemu;
 mod stats;
 mod test;
@@ -16,10 +19,18 @@ cargo xtask <command>
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [-- <shell command>]
         build Reef and boot it in QEMU (4 cores) into its shell; with a shell command after
         `--`, run just that command, print its output and exit with its status
-  test  the whole suite: check, host unit tests, loom models, QEMU integration runs
+  test [--accel kvm|tcg] [--only NAME]
+        the whole suite: check, host unit tests, loom models, QEMU integration runs
   check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
-  bench boot [--runs N]
+  bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json
+  bench msg [--cores N] [--iterations N] [--accel kvm|tcg] [--vs-linux]
+        channel measurements (cache line, IPI, one-line messages per notification mode, large
+        messages, multicast, ICC); writes results/msg.json and results/msg_*.png; with
+        --vs-linux also the Linux guest's figures and a side-by-side table
+  peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
+        the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
+        results/linux-msg.json
   build build the kernel image and print its path
   help  this text
 ";
@@ -31,6 +42,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&arguments[1..]),
         Some("check") => check::run(),
         Some("bench") => bench::run(&arguments[1..]),
+        Some("peer") => peer::run(&arguments[1..]),
         Some("build") => tools::build_kernel().map(|path| {
             println!("{}", path.display());
             0

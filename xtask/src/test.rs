@@ -109,6 +109,30 @@ fn integrations(accel: Accel) -> Vec<Integration> {
             }),
         });
     }
+    for cores in [2usize, 4] {
+        list.push(Integration {
+            name: format!("msg-stress-{cores}-cores"),
+            machine: {
+                let mut m = machine(cores, "test=icc,msg-garbage,msg-stress,boot");
+                m.timeout = Duration::from_secs(240);
+                m
+            },
+            expected_status: 0,
+            check: Box::new(|serial| all_tests_passed(serial, 4)),
+        });
+    }
+    list.push(Integration {
+        name: "msg-garbage-1-core".into(),
+        machine: machine(1, "test=icc,msg-garbage"),
+        expected_status: 0,
+        check: Box::new(|serial| all_tests_passed(serial, 2)),
+    });
+    list.push(Integration {
+        name: "msg-ping-and-stats".into(),
+        machine: machine(2, &qemu::exec_argument("msg ping 1 50")),
+        expected_status: 0,
+        check: Box::new(|serial| serial.contains("50 pings to core 1").then_some(()).ok_or("no ping summary".into())),
+    });
     list.push(Integration {
         name: "fault-containment".into(),
         machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("cores"))),
@@ -141,15 +165,15 @@ fn integrations(accel: Accel) -> Vec<Integration> {
     });
     list.push(Integration {
         name: "boot-driver-from-core-1".into(),
-        machine: machine(4, "cores=2 test=boot,bootdriver"),
+        machine: machine(4, "cores=2 log=debug test=boot,bootdriver"),
         expected_status: 0,
         check: Box::new(|serial| {
             all_tests_passed(serial, 2)?;
             banners(serial, 3)?;
             serial
-                .contains("[c1 INFO ] started core 2 on request")
+                .contains("[c1 DEBUG] boot driver: core 2 started")
                 .then_some(())
-                .ok_or("core 1 did not start core 2".into())
+                .ok_or("core 1's boot driver did not report starting core 2".into())
         }),
     });
     list.push(Integration {
@@ -186,7 +210,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(2, &qemu::exec_argument("help")),
         expected_status: 0,
         check: Box::new(|serial| {
-            for command in ["help", "cores", "mem", "start <core>", "poweroff"] {
+            for command in ["help", "cores", "mem", "start <core>", "msg stats", "poweroff"] {
                 if !serial.lines().any(|l| l.trim_start().starts_with(command)) {
                     return Err(format!("help does not list `{command}`"));
                 }

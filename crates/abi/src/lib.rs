@@ -1,3 +1,6 @@
 //! Message types, handler ids and errors shared by every Reef kernel image and user space.
+#![doc = include_str!("../README.md")]
 #![no_std]
 #![forbid(unsafe_code)]
+
+pub mod message;

@@ -158,9 +158,12 @@ pub fn start_core(target: usize) -> Result<(), BootError> {
     shared.header.boot_driver_lock.lock(me);
     let result = boot_claimed_core(shared, kcb);
     shared.header.boot_driver_lock.unlock();
-    if let Err(error) = result {
-        let state = if error == BootError::NoResponse { CoreState::Unresponsive } else { CoreState::Offline };
-        kcb.set_state(state);
+    match result {
+        Ok(()) => log::debug!("boot driver: core {target} started"),
+        Err(error) => {
+            let state = if error == BootError::NoResponse { CoreState::Unresponsive } else { CoreState::Offline };
+            kcb.set_state(state);
+        }
     }
     result
 }

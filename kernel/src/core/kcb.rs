@@ -106,10 +106,10 @@ pub struct Kcb {
     pub ticks: AtomicU64,
     /// How many times a boot driver started this core.
     pub start_count: AtomicU32,
-    /// Start request mailbox: logical id + 1 of a core this core's boot driver should start.
-    pub start_request: AtomicU32,
     /// Why it stopped, when faulted.
     pub fault: FaultRecord,
+    /// Message counters (`msg stats`).
+    pub messages: crate::msg::MessageCounters,
 }
 
 impl Kcb {

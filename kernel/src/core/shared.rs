@@ -41,6 +41,9 @@ pub struct BootFacts {
     pub has_mwait: bool,
     /// Whether x2APIC is offered.
     pub has_x2apic: bool,
+    /// Whether spin loops execute PAUSE (not under QEMU's TCG, where PAUSE leaves the
+    /// translated code for the emulator's main loop and costs microseconds).
+    pub pause_in_spins: bool,
 }
 
 /// A value alone on its cache line, so cores spinning on it disturb nothing else.
@@ -91,6 +94,8 @@ pub struct SharedHeader {
 pub struct SharedRegion {
     pub header: SharedHeader,
     pub kcbs: [Kcb; MAX_CORES],
+    /// Receive queues, URPC rings, multicast groups (see `msg`).
+    pub messages: crate::msg::MessageArea,
 }
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);

@@ -1,11 +1,653 @@
-//! Kernel side of channels: notification entry point and per-core counters.
+//! Kernel side of channels: receive queues, URPC pairs and multicast groups in the shared
+//! region; the handler registry with priorities; notification; per-core counters.
+//!
+//! Every core owns two many-to-one receive queues (high and normal priority, Popcorn fig. 5.1)
+//! and one URPC ring from every other core. A receiver copies each message out, validates it
+//! and only then dispatches it to the handler registered for its kind; anything malformed or
+//! unknown is dropped and counted (`msg stats`). Handlers run in the core's idle loop, never
+//! in interrupt context: a notification IPI only wakes the core.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+pub mod bench;
+pub mod icc;
+pub mod stress;
 
-/// Notification IPIs this instance took (private .bss).
-pub static NOTIFICATIONS_TAKEN: AtomicU64 = AtomicU64::new(0);
+use crate::arch::{apic, cpu, idt};
+use crate::core::shared;
+use ::core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use abi::message::{DecodeError, Kind, Ping, MAX_KIND, PAYLOAD_SIZE};
+use alloc::vec::Vec;
+use channel::{ChannelError, Message, MpscQueue, MpscReceiver, Multicast, MulticastReader, Reassembler, Urpc};
+use channel::{UrpcReceiver, UrpcSender};
+use spin::Mutex;
 
-/// Called from the message-notification interrupt.
+/// Cores that get channels (the first ones the MADT lists).
+pub const MESSAGING_CORES: usize = 16;
+/// Slots of each receive queue.
+pub const QUEUE_SLOTS: usize = 256;
+/// Slots of each URPC pair ring.
+pub const PAIR_SLOTS: usize = 64;
+/// Multicast groups in the shared region.
+pub const GROUPS: usize = 4;
+/// Slots of each multicast group ring.
+pub const GROUP_SLOTS: usize = 64;
+/// Largest large message a receiver reassembles.
+pub const MAX_LARGE_MESSAGE: usize = 4 << 20;
+
+pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS>;
+pub type PairRing = Urpc<PAIR_SLOTS>;
+pub type Group = Multicast<GROUP_SLOTS, 64>;
+
+/// How a receiver learns of a message on a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum NotifyMode {
+    /// No notification: the receiver finds messages when it looks (spinning, or on its next
+    /// timer tick when idle).
+    Poll = 0,
+    /// The sender sends an IPI after every message.
+    Ipi = 1,
+    /// The receiver polls for a while after its last message, then arms an IPI and sleeps;
+    /// the sender interrupts it only when armed (Barrelfish).
+    Hybrid = 2,
+    /// The receiver MONITORs a doorbell line and MWAITs; the sender writes the doorbell.
+    /// Falls back to `Hybrid` where CPUID offers no MONITOR/MWAIT.
+    Mwait = 3,
+}
+
+impl NotifyMode {
+    /// From its number; unknown numbers mean `Hybrid`, the default.
+    pub fn from_u32(value: u32) -> Self {
+        match value {
+            0 => Self::Poll,
+            1 => Self::Ipi,
+            3 => Self::Mwait,
+            _ => Self::Hybrid,
+        }
+    }
+
+    /// Parses a shell word.
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "poll" => Self::Poll,
+            "ipi" => Self::Ipi,
+            "hybrid" => Self::Hybrid,
+            "mwait" => Self::Mwait,
+            _ => return None,
+        })
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Poll => "poll",
+            Self::Ipi => "ipi",
+            Self::Hybrid => "hybrid",
+            Self::Mwait => "mwait",
+        }
+    }
+
+    /// Every mode, in order.
+    pub const ALL: [Self; 4] = [Self::Poll, Self::Ipi, Self::Hybrid, Self::Mwait];
+}
+
+/// Default spin of `Hybrid` before arming the IPI, in nanoseconds.
+pub const DEFAULT_HYBRID_SPIN_NS: u64 = 20_000;
+
+/// A receiving core's notification state, alone on its cache line; the owner writes `armed`
+/// and `mode`, senders read them and write `doorbell`.
+#[repr(C, align(64))]
+pub struct NotifyLine {
+    /// [`NotifyMode`] of the core's receive queues.
+    pub mode: AtomicU32,
+    /// 1 while the core sleeps and wants an IPI for the next message (hybrid).
+    pub armed: AtomicU32,
+    /// Written by senders to wake an MWAIT.
+    pub doorbell: AtomicU64,
+    /// Hybrid spin before sleeping, in TSC cycles (0: the default).
+    pub spin_cycles: AtomicU64,
+    /// Bit k set: kind k goes to the high-priority queue (the receiver's registry decides).
+    pub high_priority_kinds: AtomicU64,
+}
+
+/// One core's receiving side.
+#[repr(C)]
+pub struct CoreChannels {
+    pub high: ReceiveQueue,
+    pub normal: ReceiveQueue,
+    pub notify: NotifyLine,
+    /// [`NotifyMode`] of the URPC ring from each core to this one.
+    pub pair_modes: [AtomicU32; MESSAGING_CORES],
+}
+
+/// The channel area of the shared region. All-zero is valid: empty rings, poll mode.
+#[repr(C)]
+pub struct MessageArea {
+    pub cores: [CoreChannels; MESSAGING_CORES],
+    /// `pairs[from][to]`: the URPC ring from core `from` to core `to`.
+    pub pairs: [[PairRing; MESSAGING_CORES]; MESSAGING_CORES],
+    pub groups: [Group; GROUPS],
+    pub bench: bench::BenchArea,
+}
+
+/// Per-core message counters, in the KCB; only the owning core writes them.
+#[repr(C)]
+#[derive(Default)]
+pub struct MessageCounters {
+    /// Lines this core published (a large message counts its chunks; a multicast its readers).
+    pub sent: AtomicU64,
+    /// Lines this core accepted.
+    pub received: AtomicU64,
+    /// Lines this core dropped, all reasons.
+    pub dropped: AtomicU64,
+    /// Dropped: no handler for the kind.
+    pub dropped_unknown_kind: AtomicU64,
+    /// Dropped: bad header, length or payload.
+    pub dropped_malformed: AtomicU64,
+    /// Dropped: large-message chunk out of order, missing, too many.
+    pub dropped_chunk: AtomicU64,
+    /// Notification IPIs sent.
+    pub ipis_sent: AtomicU64,
+    /// Notification IPIs taken.
+    pub ipis_taken: AtomicU64,
+    /// Polls of all channels that found nothing.
+    pub empty_polls: AtomicU64,
+    /// Stress traffic that arrived out of order or duplicated (must stay 0).
+    pub order_errors: AtomicU64,
+    /// Large stress messages whose checksum matched.
+    pub large_ok: AtomicU64,
+}
+
+fn counters() -> &'static MessageCounters {
+    &shared::this_kcb().messages
+}
+
+fn bump(counter: &AtomicU64) {
+    // Only the owning core writes its counters: a load and store is enough, no locked add.
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+fn add(counter: &AtomicU64, amount: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + amount, Ordering::Relaxed);
+}
+
+/// Why a message could not be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// No such core, or one beyond [`MESSAGING_CORES`].
+    NoSuchCore(usize),
+    /// The core is not running.
+    NotRunning(usize),
+    /// The channel refused it (full, too long, closed).
+    Channel(ChannelError),
+}
+
+impl ::core::fmt::Display for SendError {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self {
+            Self::NoSuchCore(core) => write!(f, "no core {core} with channels: see `cores`"),
+            Self::NotRunning(core) => write!(f, "core {core} is not running: see `cores`"),
+            Self::Channel(error) => write!(f, "channel refused the message: {error}"),
+        }
+    }
+}
+
+/// Why a handler refused a message.
+pub type HandlerResult = Result<(), DecodeError>;
+
+/// What a kind's handler does, and with which priority it is drained.
+#[derive(Clone, Copy)]
+pub struct Handler {
+    /// High-priority kinds go to the high queue, drained before the normal one (Popcorn 5.3.2).
+    pub high_priority: bool,
+    /// For one-line messages.
+    pub on_line: Option<fn(&Message) -> HandlerResult>,
+    /// For reassembled large messages.
+    pub on_large: Option<fn(&[u8]) -> HandlerResult>,
+}
+
+/// Where a received message came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    High,
+    Normal,
+    Pair(usize),
+    Group(usize),
+}
+
+struct Receivers {
+    high: MpscReceiver<'static, QUEUE_SLOTS>,
+    normal: MpscReceiver<'static, QUEUE_SLOTS>,
+    high_reassembler: Reassembler,
+    normal_reassembler: Reassembler,
+}
+
+// Private per-instance state (each core has its own copy of these statics).
+static HANDLERS: Mutex<[Option<Handler>; MAX_KIND as usize + 1]> = Mutex::new([None; MAX_KIND as usize + 1]);
+static RECEIVERS: Mutex<Option<Receivers>> = Mutex::new(None);
+static PAIR_SENDERS: Mutex<[Option<UrpcSender<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
+    Mutex::new([const { None }; MESSAGING_CORES]);
+static PAIR_RECEIVERS: Mutex<[Option<UrpcReceiver<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
+    Mutex::new([const { None }; MESSAGING_CORES]);
+static GROUP_READERS: Mutex<[Option<MulticastReader<'static, GROUP_SLOTS, 64>>; GROUPS]> =
+    Mutex::new([const { None }; GROUPS]);
+static PONGS: AtomicU64 = AtomicU64::new(0);
+
+/// The channel area of the shared region.
+pub fn area() -> &'static MessageArea {
+    &shared::get().messages
+}
+
+/// Cores that have channels on this machine.
+pub fn messaging_cores() -> usize {
+    (shared::facts().core_count as usize).min(MESSAGING_CORES)
+}
+
+/// Registers the handler of `kind` on this instance and publishes its priority.
+pub fn register(kind: Kind, handler: Handler) {
+    HANDLERS.lock()[kind as usize] = Some(handler);
+    let me = shared::this_core() as usize;
+    if me < MESSAGING_CORES {
+        let line = &area().cores[me].notify;
+        let bit = 1u64 << (kind as u16);
+        if handler.high_priority {
+            line.high_priority_kinds.fetch_or(bit, Ordering::Release);
+        } else {
+            line.high_priority_kinds.fetch_and(!bit, Ordering::Release);
+        }
+    }
+}
+
+/// Sets up this instance's endpoints: its receive queues, the URPC rings from and to every
+/// other core (including cores started later: rings exist for all), and the handlers.
+pub fn init() {
+    let me = shared::this_core() as usize;
+    if me >= MESSAGING_CORES {
+        log::warn!("core {me} has no channels: only the first {MESSAGING_CORES} cores do");
+        return;
+    }
+    let area = area();
+    let own = &area.cores[me];
+    // The receive endpoints were never claimed, or released when a previous instance of
+    // this core went away: a failure here is a protocol bug, reported and not hidden.
+    match (own.high.receiver(), own.normal.receiver()) {
+        (Ok(high), Ok(normal)) => {
+            *RECEIVERS.lock() = Some(Receivers {
+                high,
+                normal,
+                high_reassembler: Reassembler::new(MAX_LARGE_MESSAGE),
+                normal_reassembler: Reassembler::new(MAX_LARGE_MESSAGE),
+            })
+        }
+        _ => log::error!("receive queues of core {me} are already claimed"),
+    }
+    let mut senders = PAIR_SENDERS.lock();
+    let mut receivers = PAIR_RECEIVERS.lock();
+    for other in 0..MESSAGING_CORES {
+        senders[other] = area.pairs[me][other].sender().ok();
+        receivers[other] = area.pairs[other][me].receiver().ok();
+    }
+    drop((senders, receivers));
+    if own.notify.spin_cycles.load(Ordering::Relaxed) == 0 {
+        own.notify.spin_cycles.store(crate::time::ns_to_cycles(DEFAULT_HYBRID_SPIN_NS), Ordering::Relaxed);
+    }
+    own.notify.mode.store(NotifyMode::Hybrid as u32, Ordering::Release);
+    for mode in &own.pair_modes {
+        mode.store(NotifyMode::Hybrid as u32, Ordering::Relaxed);
+    }
+    register(Kind::Ping, Handler { high_priority: false, on_line: Some(on_ping), on_large: None });
+    register(Kind::Pong, Handler { high_priority: false, on_line: Some(on_pong), on_large: None });
+    icc::register_handlers();
+    stress::register_handlers();
+    bench::register_handlers();
+}
+
+fn on_ping(message: &Message) -> HandlerResult {
+    let ping = Ping::decode(message.payload())?;
+    let pong = Ping { from: shared::this_core() as u16, ..ping };
+    send_blocking(ping.from as usize, &line(Kind::Pong, |out| pong.encode(out)));
+    Ok(())
+}
+
+fn on_pong(message: &Message) -> HandlerResult {
+    Ping::decode(message.payload())?;
+    PONGS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Builds a one-line message of `kind` whose payload `encode` writes, in place (no copy).
+pub fn line(kind: Kind, encode: impl FnOnce(&mut [u8; PAYLOAD_SIZE]) -> usize) -> Message {
+    let mut message = Message { kind: kind as u16, flags: 0, len: 0, payload: [0; PAYLOAD_SIZE] };
+    let length = encode(&mut message.payload);
+    debug_assert!(length <= PAYLOAD_SIZE, "abi payloads fit one message");
+    message.len = length as u8;
+    message
+}
+
+fn check_target(target: usize) -> Result<(), SendError> {
+    if target >= messaging_cores() {
+        return Err(SendError::NoSuchCore(target));
+    }
+    Ok(())
+}
+
+fn queue_for(target: usize, kind: u16) -> &'static ReceiveQueue {
+    let channels = &area().cores[target];
+    let high = kind < 64 && channels.notify.high_priority_kinds.load(Ordering::Acquire) & (1 << kind) != 0;
+    if high {
+        &channels.high
+    } else {
+        &channels.normal
+    }
+}
+
+/// Tells `target` that a message waits on a channel with notification `mode`.
+pub fn notify(target: usize, mode: NotifyMode) {
+    let line = &area().cores[target].notify;
+    let interrupt = |counters: &MessageCounters| {
+        let apic_id = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+        apic::local().send_ipi(apic_id, idt::VECTOR_MESSAGE);
+        bump(&counters.ipis_sent);
+    };
+    match mode {
+        NotifyMode::Poll => {}
+        NotifyMode::Ipi => interrupt(counters()),
+        NotifyMode::Hybrid | NotifyMode::Mwait => {
+            if mode == NotifyMode::Mwait {
+                line.doorbell.fetch_add(1, Ordering::Release);
+            }
+            // SeqCst fence: orders our publish before reading `armed`, against the receiver's
+            // store of `armed` before its last look at the queues (no lost wake-up).
+            fence(Ordering::SeqCst);
+            if line.armed.load(Ordering::Relaxed) != 0 && line.armed.swap(0, Ordering::AcqRel) != 0 {
+                interrupt(counters());
+            }
+        }
+    }
+}
+
+/// The notification mode of `target`'s receive queues.
+pub fn queue_mode(target: usize) -> NotifyMode {
+    NotifyMode::from_u32(area().cores[target].notify.mode.load(Ordering::Acquire))
+}
+
+/// Sends one line to `target`'s receive queue (high or normal as its registry says) and
+/// notifies it; fails at once if the queue is full.
+pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
+    check_target(target)?;
+    queue_for(target, message.kind).try_send(message).map_err(SendError::Channel)?;
+    bump(&counters().sent);
+    notify(target, queue_mode(target));
+    Ok(())
+}
+
+/// Sends one line, draining this core's own channels while the target's queue is full, so
+/// two cores sending to each other never deadlock.
+pub fn send_blocking(target: usize, message: &Message) {
+    loop {
+        match try_send(target, message) {
+            Ok(()) => return,
+            Err(SendError::Channel(ChannelError::Full)) => {
+                drain();
+                cpu::relax();
+            }
+            Err(error) => {
+                log::warn!("message of kind {} to core {target} not sent: {error}", message.kind);
+                return;
+            }
+        }
+    }
+}
+
+/// Sends `bytes` as one large message of `kind` to `target`'s receive queue: its chunks are
+/// reserved with one atomic add and announced with one notification (Popcorn 5.3.4).
+pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendError> {
+    check_target(target)?;
+    channel::send_large(queue_for(target, kind as u16), kind as u16, bytes).map_err(SendError::Channel)?;
+    add(&counters().sent, channel::chunk_count(bytes.len() as u64));
+    notify(target, queue_mode(target));
+    Ok(())
+}
+
+/// Sends one line on the URPC ring from this core to `target`.
+pub fn try_send_pair(target: usize, message: &Message) -> Result<(), SendError> {
+    check_target(target)?;
+    let me = shared::this_core() as usize;
+    let mut senders = PAIR_SENDERS.lock();
+    let sender = senders[target].as_mut().ok_or(SendError::Channel(ChannelError::EndpointTaken))?;
+    sender.try_send(message).map_err(SendError::Channel)?;
+    drop(senders);
+    bump(&counters().sent);
+    notify(target, NotifyMode::from_u32(area().cores[target].pair_modes[me].load(Ordering::Acquire)));
+    Ok(())
+}
+
+/// This core joins multicast group `group` as member `core id`.
+pub fn join_group(group: usize) -> Result<(), ChannelError> {
+    let reader = area().groups.get(group).ok_or(ChannelError::NotMember)?.join(shared::this_core() as usize)?;
+    GROUP_READERS.lock()[group] = Some(reader);
+    Ok(())
+}
+
+/// This core leaves `group` (its unread messages are released, so slots are freed once).
+pub fn leave_group(group: usize) {
+    if let Some(reader) = GROUP_READERS.lock().get_mut(group).and_then(Option::take) {
+        reader.leave();
+    }
+}
+
+/// Inserts one line into `group` and returns (insert cycles, notify cycles); members are
+/// notified each with its queue's mode.
+pub fn send_group(group: usize, message: &Message) -> Result<(u64, u64), SendError> {
+    let ring = area().groups.get(group).ok_or(SendError::Channel(ChannelError::NotMember))?;
+    let members = ring.members();
+    let start = cpu::read_tsc();
+    ring.try_send(message).map_err(SendError::Channel)?;
+    let inserted = cpu::read_tsc();
+    add(&counters().sent, u64::from(members.count_ones()));
+    for member in 0..messaging_cores() {
+        if members & (1 << member) != 0 {
+            notify(member, queue_mode(member));
+        }
+    }
+    Ok((inserted - start, cpu::read_tsc() - inserted))
+}
+
+/// One received line, copied out of shared memory, not yet validated.
+struct Incoming {
+    message: Message,
+    source: Source,
+}
+
+/// Takes the next message from this core's channels: high queue first, then normal, then
+/// the URPC rings, then the groups.
+fn receive_one() -> Option<Incoming> {
+    if let Some(receivers) = RECEIVERS.lock().as_mut() {
+        if let Some(message) = receivers.high.try_recv() {
+            return Some(Incoming { message, source: Source::High });
+        }
+        if let Some(message) = receivers.normal.try_recv() {
+            return Some(Incoming { message, source: Source::Normal });
+        }
+    }
+    let cores = messaging_cores();
+    let mut pairs = PAIR_RECEIVERS.lock();
+    for (from, receiver) in pairs.iter_mut().enumerate().take(cores) {
+        if let Some(message) = receiver.as_mut().and_then(|r| r.try_recv()) {
+            return Some(Incoming { message, source: Source::Pair(from) });
+        }
+    }
+    drop(pairs);
+    let mut groups = GROUP_READERS.lock();
+    for (group, reader) in groups.iter_mut().enumerate() {
+        if let Some(Ok(Some(message))) = reader.as_mut().map(|r| r.try_recv()) {
+            return Some(Incoming { message, source: Source::Group(group) });
+        }
+    }
+    None
+}
+
+/// Why a line was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    UnknownKind,
+    Malformed,
+    Chunk,
+}
+
+fn drop_message(reason: DropReason, message: &Message, source: Source) {
+    let counters = counters();
+    bump(&counters.dropped);
+    bump(match reason {
+        DropReason::UnknownKind => &counters.dropped_unknown_kind,
+        DropReason::Malformed => &counters.dropped_malformed,
+        DropReason::Chunk => &counters.dropped_chunk,
+    });
+    log::debug!("dropped a message of kind {} from {source:?}: {reason:?}", message.kind);
+}
+
+/// Validates and dispatches one received line. Decode, then invoke: the handler sees only a
+/// message whose header and payload passed validation.
+fn dispatch(incoming: Incoming) {
+    let Incoming { message, source } = incoming;
+    if message.validate().is_err() {
+        return drop_message(DropReason::Malformed, &message, source);
+    }
+    if message.is_chunk() {
+        let mut receivers = RECEIVERS.lock();
+        let reassembler = match (source, receivers.as_mut()) {
+            (Source::High, Some(r)) => &mut r.high_reassembler,
+            (Source::Normal, Some(r)) => &mut r.normal_reassembler,
+            // Large messages travel only on receive queues.
+            _ => return drop_message(DropReason::Chunk, &message, source),
+        };
+        let result = reassembler.push(&message);
+        drop(receivers);
+        return match result {
+            Err(_) => drop_message(DropReason::Chunk, &message, source),
+            Ok(None) => bump(&counters().received),
+            Ok(Some((kind, bytes))) => {
+                let handler = HANDLERS.lock().get(kind as usize).copied().flatten().and_then(|h| h.on_large);
+                match handler {
+                    None => drop_message(DropReason::UnknownKind, &message, source),
+                    Some(handle) => match handle(&bytes) {
+                        Ok(()) => bump(&counters().received),
+                        Err(_) => drop_message(DropReason::Malformed, &message, source),
+                    },
+                }
+            }
+        };
+    }
+    let handler = HANDLERS.lock().get(message.kind as usize).copied().flatten().and_then(|h| h.on_line);
+    match handler {
+        None => drop_message(DropReason::UnknownKind, &message, source),
+        Some(handle) => match handle(&message) {
+            Ok(()) => bump(&counters().received),
+            Err(_) => drop_message(DropReason::Malformed, &message, source),
+        },
+    }
+}
+
+/// Handles every message waiting on this core's channels; returns how many.
+pub fn drain() -> usize {
+    let mut handled = 0;
+    while let Some(incoming) = receive_one() {
+        dispatch(incoming);
+        handled += 1;
+    }
+    if handled == 0 {
+        bump(&counters().empty_polls);
+    }
+    handled
+}
+
+/// Called from the message-notification interrupt: count it; the idle loop does the work.
 pub fn on_notification() {
-    NOTIFICATIONS_TAKEN.fetch_add(1, Ordering::Relaxed);
+    if shared::region().is_some() {
+        bump(&counters().ipis_taken);
+    }
+}
+
+/// Sleeps until a message may have arrived, the way this core's queue mode says.
+pub fn wait_for_messages() {
+    let me = shared::this_core() as usize;
+    if me >= MESSAGING_CORES {
+        cpu::wait_for_interrupt();
+        return;
+    }
+    let line = &area().cores[me].notify;
+    let mut mode = NotifyMode::from_u32(line.mode.load(Ordering::Relaxed));
+    if mode == NotifyMode::Mwait && !shared::facts().has_mwait {
+        mode = NotifyMode::Hybrid;
+    }
+    if mode == NotifyMode::Hybrid {
+        let start = cpu::read_tsc();
+        let spin = line.spin_cycles.load(Ordering::Relaxed);
+        while cpu::read_tsc() - start < spin {
+            if let Some(incoming) = receive_one() {
+                dispatch(incoming);
+                return;
+            }
+            cpu::relax();
+        }
+    }
+    cpu::disable_interrupts();
+    if mode == NotifyMode::Mwait {
+        // SAFETY: CPUID offers MONITOR/MWAIT (checked above); the doorbell is mapped.
+        unsafe { cpu::monitor(&line.doorbell as *const AtomicU64 as u64) };
+    }
+    line.armed.store(1, Ordering::Relaxed);
+    // SeqCst fence: pairs with the sender's (see `notify`).
+    fence(Ordering::SeqCst);
+    if let Some(incoming) = receive_one() {
+        line.armed.store(0, Ordering::Relaxed);
+        cpu::enable_interrupts();
+        dispatch(incoming);
+        return;
+    }
+    if mode == NotifyMode::Mwait {
+        // SAFETY: MONITOR was armed just above.
+        unsafe { cpu::enable_interrupts_and_mwait() };
+    } else {
+        cpu::wait_for_interrupt();
+    }
+    line.armed.store(0, Ordering::Relaxed);
+}
+
+/// Sets the notification mode of `core`'s receive queues and of every URPC ring into it.
+pub fn set_mode(core: usize, mode: NotifyMode) {
+    let channels = &area().cores[core];
+    channels.notify.mode.store(mode as u32, Ordering::Release);
+    for pair in &channels.pair_modes {
+        pair.store(mode as u32, Ordering::Release);
+    }
+    // Wake it so it sleeps the new way.
+    let apic_id = shared::get().kcb(core).apic_id.load(Ordering::Relaxed);
+    if core != shared::this_core() as usize {
+        apic::local().send_ipi(apic_id, idt::VECTOR_WAKE);
+    }
+}
+
+/// Pings `target` `count` times (one outstanding); returns round-trip cycles.
+pub fn ping(target: usize, count: usize) -> Result<Vec<u64>, SendError> {
+    check_target(target)?;
+    if shared::get().kcb(target).state() != crate::core::kcb::CoreState::Running {
+        return Err(SendError::NotRunning(target));
+    }
+    let me = shared::this_core() as u16;
+    let mut samples = Vec::with_capacity(count);
+    let deadline_cycles = shared::facts().tsc_hz;
+    for sequence in 0..count as u64 {
+        let before = PONGS.load(Ordering::Relaxed);
+        let start = cpu::read_tsc();
+        let ping = Ping { from: me, sequence, sent_tsc: start, tag: 0 };
+        try_send(target, &line(Kind::Ping, |out| ping.encode(out)))?;
+        while PONGS.load(Ordering::Relaxed) == before {
+            drain();
+            if cpu::read_tsc() - start > deadline_cycles {
+                return Err(SendError::NotRunning(target));
+            }
+        }
+        samples.push(cpu::read_tsc() - start);
+    }
+    Ok(samples)
 }

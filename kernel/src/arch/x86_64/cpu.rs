@@ -142,10 +142,40 @@ pub fn has_monitor_mwait() -> bool {
     cpuid(1, 0).ecx & (1 << 3) != 0
 }
 
-/// Spin-loop hint.
+// Whether `relax` executes PAUSE on this core (private .data: set at instance entry).
+static PAUSE_IN_SPINS: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+
+/// Chooses whether spin loops on this core execute PAUSE.
+pub fn set_pause_in_spins(pause: bool) {
+    PAUSE_IN_SPINS.store(pause, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Spin-loop hint: PAUSE on hardware and KVM; nothing under TCG, which emulates PAUSE by
+/// leaving translated code for its main loop, a microsecond-scale detour that would dominate
+/// every polled channel.
 #[inline(always)]
 pub fn relax() {
-    core::hint::spin_loop();
+    if PAUSE_IN_SPINS.load(core::sync::atomic::Ordering::Relaxed) {
+        core::hint::spin_loop();
+    }
+}
+
+/// The hypervisor's CPUID signature (leaf 0x4000_0000), if CPUID says there is one.
+pub fn hypervisor_signature() -> Option<[u8; 12]> {
+    if cpuid(1, 0).ecx & (1 << 31) == 0 {
+        return None;
+    }
+    let leaf = cpuid(0x4000_0000, 0);
+    let mut signature = [0u8; 12];
+    signature[0..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+    signature[4..8].copy_from_slice(&leaf.ecx.to_le_bytes());
+    signature[8..12].copy_from_slice(&leaf.edx.to_le_bytes());
+    Some(signature)
+}
+
+/// Whether this is QEMU's binary translator (signature "TCGTCGTCGTCG").
+pub fn running_under_tcg() -> bool {
+    hypervisor_signature() == Some(*b"TCGTCGTCGTCG")
 }
 
 /// Writes a zero to `address` with a plain store, outside Rust's memory model: the fault
@@ -154,4 +184,23 @@ pub fn store_to_unmapped_address(address: u64) {
     // SAFETY: the store is expected to fault; the fault handler stops this core and never
     // returns here, so no Rust invariant can observe the write.
     unsafe { asm!("mov qword ptr [{}], 0", in(reg) address, options(nostack)) };
+}
+
+/// Arms MONITOR on the cache line holding `address` [SDM vol2 MONITOR].
+///
+/// # Safety
+/// MONITOR/MWAIT must be offered (CPUID.1:ECX[3]) and `address` mapped.
+pub unsafe fn monitor(address: u64) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { asm!("monitor", in("rax") address, in("ecx") 0u32, in("edx") 0u32, options(nostack, preserves_flags)) };
+}
+
+/// Waits until the monitored line is written or an interrupt arrives; interrupts are
+/// enabled first so one that arrives also wakes it.
+///
+/// # Safety
+/// MONITOR/MWAIT must be offered, and `monitor` called just before.
+pub unsafe fn enable_interrupts_and_mwait() {
+    // SAFETY: guaranteed by the caller; ECX bit 0 set: interrupts wake MWAIT even if masked.
+    unsafe { asm!("sti", "mwait", in("eax") 0u32, in("ecx") 1u32, options(nostack)) };
 }

@@ -1,0 +1,319 @@
+//! Kernel message kinds and payload layouts: each declared once, each fits one 64-byte message.
+
+/// Bytes of payload in one message (64-byte line minus the 4-byte sequence and 4-byte header).
+pub const PAYLOAD_SIZE: usize = 56;
+
+/// The kind of a kernel message (the `kind` field of the channel header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Kind {
+    /// A ping; the receiver answers with [`Kind::Pong`] carrying the same payload.
+    Ping = 1,
+    /// The answer to a ping.
+    Pong = 2,
+    /// An inter-core call: run a registered handler, answer with [`Kind::IccReply`].
+    IccRequest = 3,
+    /// The result of an inter-core call.
+    IccReply = 4,
+    /// Stress traffic: counted and checksummed by the receiver.
+    Stress = 5,
+    /// A large stress message (chunked), checksummed by the receiver.
+    StressLarge = 6,
+    /// A benchmark probe, answered at once by the benchmark responder.
+    Probe = 7,
+}
+
+/// Highest kind number in use.
+pub const MAX_KIND: u16 = 7;
+
+impl Kind {
+    /// The kind with number `value`, if any.
+    pub fn from_u16(value: u16) -> Option<Self> {
+        Some(match value {
+            1 => Self::Ping,
+            2 => Self::Pong,
+            3 => Self::IccRequest,
+            4 => Self::IccReply,
+            5 => Self::Stress,
+            6 => Self::StressLarge,
+            7 => Self::Probe,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a payload was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The payload length does not match the kind's layout.
+    BadLength { expected: usize, found: usize },
+    /// A field holds a value the layout forbids (e.g. an unknown handler id).
+    BadField(&'static str),
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+fn exact(bytes: &[u8], expected: usize) -> Result<(), DecodeError> {
+    if bytes.len() == expected {
+        Ok(())
+    } else {
+        Err(DecodeError::BadLength { expected, found: bytes.len() })
+    }
+}
+
+/// Ping, pong, stress and probe payload: who sent it, a sequence number, a send timestamp and
+/// a checksum over the rest, so a receiver can detect a torn or forged message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ping {
+    /// Logical id of the sending core.
+    pub from: u16,
+    /// Sender's sequence number.
+    pub sequence: u64,
+    /// Sender's TSC at send.
+    pub sent_tsc: u64,
+    /// Free word (a benchmark's mode, a stress round).
+    pub tag: u64,
+}
+
+impl Ping {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 8 + 8 + 8 + 8;
+
+    fn checksum(&self) -> u64 {
+        (u64::from(self.from)
+            ^ self.sequence.rotate_left(17)
+            ^ self.sent_tsc.rotate_left(31)
+            ^ self.tag.rotate_left(47))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// Writes the payload; returns its length.
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..2].copy_from_slice(&self.from.to_le_bytes());
+        out[2..10].copy_from_slice(&self.sequence.to_le_bytes());
+        out[10..18].copy_from_slice(&self.sent_tsc.to_le_bytes());
+        out[18..26].copy_from_slice(&self.tag.to_le_bytes());
+        out[26..34].copy_from_slice(&self.checksum().to_le_bytes());
+        Self::SIZE
+    }
+
+    /// Reads and verifies a payload.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        exact(bytes, Self::SIZE)?;
+        let ping = Self {
+            from: u16_at(bytes, 0),
+            sequence: u64_at(bytes, 2),
+            sent_tsc: u64_at(bytes, 10),
+            tag: u64_at(bytes, 18),
+        };
+        if ping.checksum() != u64_at(bytes, 26) {
+            return Err(DecodeError::BadField("checksum"));
+        }
+        Ok(ping)
+    }
+}
+
+/// A benchmark probe: no checksum, so the measured path is only what a channel costs; the
+/// receiver still validates kind and length before using it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Logical id of the sending core.
+    pub from: u16,
+    /// Sender's sequence number.
+    pub sequence: u64,
+    /// Sender's TSC at send.
+    pub sent_tsc: u64,
+}
+
+impl Probe {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 8 + 8;
+
+    /// Writes the payload; returns its length.
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..2].copy_from_slice(&self.from.to_le_bytes());
+        out[2..10].copy_from_slice(&self.sequence.to_le_bytes());
+        out[10..18].copy_from_slice(&self.sent_tsc.to_le_bytes());
+        Self::SIZE
+    }
+
+    /// Reads a payload.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        exact(bytes, Self::SIZE)?;
+        Ok(Self { from: u16_at(bytes, 0), sequence: u64_at(bytes, 2), sent_tsc: u64_at(bytes, 10) })
+    }
+}
+
+/// Arguments an ICC carries.
+pub const ICC_ARGUMENTS: usize = 5;
+
+/// An inter-core call: a handler id (never a function pointer) and its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IccRequest {
+    /// Core that waits for the reply.
+    pub from: u16,
+    /// Which registered handler to run.
+    pub handler: u16,
+    /// Matches the reply to the call.
+    pub call_id: u32,
+    /// The handler's arguments.
+    pub arguments: [u64; ICC_ARGUMENTS],
+}
+
+impl IccRequest {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 2 + 4 + 8 * ICC_ARGUMENTS;
+
+    /// Writes the payload; returns its length.
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..2].copy_from_slice(&self.from.to_le_bytes());
+        out[2..4].copy_from_slice(&self.handler.to_le_bytes());
+        out[4..8].copy_from_slice(&self.call_id.to_le_bytes());
+        for (i, argument) in self.arguments.iter().enumerate() {
+            out[8 + 8 * i..16 + 8 * i].copy_from_slice(&argument.to_le_bytes());
+        }
+        Self::SIZE
+    }
+
+    /// Reads a payload.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        exact(bytes, Self::SIZE)?;
+        let mut arguments = [0; ICC_ARGUMENTS];
+        for (i, argument) in arguments.iter_mut().enumerate() {
+            *argument = u64_at(bytes, 8 + 8 * i);
+        }
+        Ok(Self { from: u16_at(bytes, 0), handler: u16_at(bytes, 2), call_id: u32_at(bytes, 4), arguments })
+    }
+}
+
+/// How an ICC ended, as carried in the reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IccStatus {
+    /// The handler ran and returned a value.
+    Done = 0,
+    /// The callee has no handler with that id.
+    NoSuchHandler = 1,
+    /// The handler refused its arguments.
+    BadArguments = 2,
+    /// The handler ran and failed.
+    Failed = 3,
+}
+
+/// The reply to an ICC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IccReply {
+    /// Core that ran the handler.
+    pub from: u16,
+    /// The call this answers.
+    pub call_id: u32,
+    /// How it ended.
+    pub status: IccStatus,
+    /// The handler's result.
+    pub value: u64,
+}
+
+impl IccReply {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 4 + 1 + 8;
+
+    /// Writes the payload; returns its length.
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..2].copy_from_slice(&self.from.to_le_bytes());
+        out[2..6].copy_from_slice(&self.call_id.to_le_bytes());
+        out[6] = self.status as u8;
+        out[7..15].copy_from_slice(&self.value.to_le_bytes());
+        Self::SIZE
+    }
+
+    /// Reads a payload.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        exact(bytes, Self::SIZE)?;
+        let status = match bytes[6] {
+            0 => IccStatus::Done,
+            1 => IccStatus::NoSuchHandler,
+            2 => IccStatus::BadArguments,
+            3 => IccStatus::Failed,
+            _ => return Err(DecodeError::BadField("status")),
+        };
+        Ok(Self { from: u16_at(bytes, 0), call_id: u32_at(bytes, 2), status, value: u64_at(bytes, 7) })
+    }
+}
+
+/// ICC handler ids every kernel image understands.
+pub mod handler {
+    /// Returns its first argument.
+    pub const ECHO: u16 = 1;
+    /// Returns the sum of its arguments (wrapping).
+    pub const ADD: u16 = 2;
+    /// Starts logical core `arguments[0]` with the callee's boot driver.
+    pub const START_CORE: u16 = 3;
+    /// Runs a benchmark responder: `arguments[0]` = benchmark, the rest its parameters.
+    pub const BENCH_RESPONDER: u16 = 4;
+    /// Runs the stress sender: `arguments` = (messages, large messages, multicast messages, mode).
+    pub const STRESS_SENDER: u16 = 5;
+    /// Joins multicast group `arguments[0]`.
+    pub const GROUP_JOIN: u16 = 6;
+    /// Leaves multicast group `arguments[0]`.
+    pub const GROUP_LEAVE: u16 = 7;
+    /// Returns the callee's (received, dropped) message counters packed as `received << 32 | dropped`.
+    pub const MESSAGE_COUNTS: u16 = 8;
+    /// Highest id in use.
+    pub const MAX: u16 = 8;
+}
+
+const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);
+const _: () = assert!(Probe::SIZE <= PAYLOAD_SIZE);
+const _: () = assert!(IccRequest::SIZE <= PAYLOAD_SIZE);
+const _: () = assert!(IccReply::SIZE <= PAYLOAD_SIZE);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_round_trip_and_checksum() {
+        let ping = Ping { from: 3, sequence: 42, sent_tsc: 123_456, tag: 7 };
+        let mut out = [0; PAYLOAD_SIZE];
+        let n = ping.encode(&mut out);
+        assert_eq!(Ping::decode(&out[..n]), Ok(ping));
+        out[5] ^= 1;
+        assert_eq!(Ping::decode(&out[..n]), Err(DecodeError::BadField("checksum")));
+        assert!(matches!(Ping::decode(&out[..n - 1]), Err(DecodeError::BadLength { .. })));
+    }
+
+    #[test]
+    fn icc_round_trip() {
+        let request = IccRequest { from: 1, handler: handler::ADD, call_id: 9, arguments: [1, 2, 3, 4, 5] };
+        let mut out = [0; PAYLOAD_SIZE];
+        let n = request.encode(&mut out);
+        assert_eq!(IccRequest::decode(&out[..n]), Ok(request));
+        let reply = IccReply { from: 2, call_id: 9, status: IccStatus::Failed, value: u64::MAX };
+        let n = reply.encode(&mut out);
+        assert_eq!(IccReply::decode(&out[..n]), Ok(reply));
+        out[6] = 9;
+        assert_eq!(IccReply::decode(&out[..n]), Err(DecodeError::BadField("status")));
+    }
+
+    #[test]
+    fn kinds_are_dense() {
+        for value in 0..=MAX_KIND + 1 {
+            let kind = Kind::from_u16(value);
+            assert_eq!(kind.is_some(), (1..=MAX_KIND).contains(&value));
+            if let Some(kind) = kind {
+                assert_eq!(kind as u16, value);
+            }
+        }
+    }
+}

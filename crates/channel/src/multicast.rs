@@ -1,0 +1,714 @@
+//! Popcorn multicast group ring (fig. 5.4) with per-slot reader sets.
+//!
+//! The sender writes each message once; every member reads it with its own
+//! cursor, and the last member to read a slot frees it. Unlike Popcorn,
+//! members join and leave while messages flow, and the group can be closed
+//! and reopened at run time.
+//!
+//! # Per-slot readers
+//!
+//! Popcorn keeps a per-slot `read_counter`. Here each slot has a reader set:
+//! the bitmask of members that still have to read it, whose population count
+//! is Popcorn's counter. A member clears its bit after copying the message
+//! out; the member whose clear empties the set frees the slot (exactly once,
+//! since `fetch_and` returns each bit to one caller only). The mask rather
+//! than a bare count lets a member tell whether a slot counted it, which is
+//! what makes join and leave race-free: a member reads exactly the messages
+//! whose reader set names it.
+//!
+//! Slot sequence for ticket `t`, lap `L = t / N` (wrapping u32): `2L` = free
+//! for lap `L`, `2L + 1` = published; the last reader adds one, giving
+//! `2L + 2` = free for lap `L + 1` (an add, not a store, so a double free
+//! would show up as a corrupt sequence in the tests). Zero = free for lap 0.
+//!
+//! # The tail word and join/leave/close
+//!
+//! `tail` holds the next ticket plus two flag bits, BUSY and CLOSED. A
+//! sender takes BUSY with a compare-exchange (this serialises senders and
+//! refuses to start once CLOSED is set), snapshots the member set with an
+//! atomic read-modify-write, writes and publishes the slot, then clears BUSY
+//! and advances the ticket with one `fetch_add`.
+//!
+//! * Join reads `tail` before setting its member bit. Any ticket below the
+//!   one it read had its member snapshot taken before that sender's release
+//!   of `tail`, hence before the join's bit-set in the member word's total
+//!   order: no earlier message names the joiner. Later messages may or may
+//!   not name it; it reads those that do and skips those that do not.
+//! * Leave clears its member bit, then waits until `tail` is not BUSY. A
+//!   snapshot that still named the leaver precedes the clear in the member
+//!   word's order; the clear synchronises with that read-modify-write, so
+//!   the BUSY set before it is visible, and the leaver waits for that send
+//!   to finish. The tail it then reads therefore covers every message that
+//!   names it, and it clears its bit in each of them (freeing the slots it
+//!   was the last reader of). No slot keeps a departed member's bit, so the
+//!   sender never waits forever.
+//! * Close sets CLOSED; a send already holding BUSY completes, later sends
+//!   fail. A member that finds no message at its cursor while `tail` is
+//!   CLOSED and not BUSY has read everything: it gets `Closed`.
+
+use crate::message::{lap, slot_index, CacheLine, Slot};
+use crate::sync::{spin_wait, AtomicU32, AtomicU64, Ordering};
+use crate::{ChannelError, Message};
+
+/// A sender holds the tail (set, and the ticket not yet advanced).
+const BUSY: u64 = 1 << 63;
+/// The group is closed: no new sends or joins.
+const CLOSED: u64 = 1 << 62;
+/// The ticket bits of the tail word.
+const TICKET_MASK: u64 = CLOSED - 1;
+
+/// A multicast group ring of `N` slots (a power of two) for up to
+/// `MAX_MEMBERS` readers (1 to 64).
+///
+/// `#[repr(C)]`, `size_of` = `(2 + MAX_MEMBERS + 2 * N) * 64` bytes,
+/// aligned to 64; all-zero memory is a valid, empty, open group with no
+/// members ([`Multicast::from_zeroed`]).
+///
+/// Senders call [`Multicast::try_send`] on the shared group; any core may
+/// send, and concurrent senders are serialised by the tail's BUSY bit (held
+/// for one slot write). Members take a [`MulticastReader`] with
+/// [`Multicast::join`]; dropping it leaves the group.
+#[repr(C)]
+pub struct Multicast<const N: usize, const MAX_MEMBERS: usize> {
+    /// Next ticket | BUSY | CLOSED.
+    tail: CacheLine<AtomicU64>,
+    /// Bit `m` set: member `m` is in the group and counted by new messages.
+    members: CacheLine<AtomicU64>,
+    /// Per member: claim word and read cursor, each on its own line so
+    /// that members do not share lines, yet visible to everyone.
+    member_lines: [CacheLine<MemberLine>; MAX_MEMBERS],
+    /// Per slot: the members that still have to read it.
+    pending_readers: [CacheLine<AtomicU64>; N],
+    slots: [Slot; N],
+}
+
+/// One member's shared state.
+#[repr(C)]
+struct MemberLine {
+    /// 0 = free; 1 = a reader holds this member id (from before its bit is
+    /// set until its leave has finished clearing its bit everywhere).
+    claimed: AtomicU32,
+    /// Ticket of the next message this member will look at.
+    cursor: AtomicU64,
+}
+
+// SAFETY: only atomics and `Slot`s; zero is: ticket 0, open, not busy, no
+// members, no claimed member ids, no pending readers, every slot free for
+// lap 0.
+#[cfg(not(loom))]
+unsafe impl<const N: usize, const MAX_MEMBERS: usize> crate::message::ZeroIsEmpty for Multicast<N, MAX_MEMBERS> {}
+
+/// Sequence value meaning "free for the lap of `ticket`".
+#[inline(always)]
+fn free_mark(ticket: u64, capacity: usize) -> u32 {
+    lap(ticket, capacity).wrapping_mul(2)
+}
+
+impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
+    /// Compile-time check of the geometry, evaluated by every constructor.
+    const GEOMETRY_OK: () = assert!(
+        N.is_power_of_two() && N <= 1 << 30 && MAX_MEMBERS >= 1 && MAX_MEMBERS <= 64,
+        "Multicast needs a power-of-two capacity and 1 to 64 members"
+    );
+
+    const_unless_loom! {
+        /// An empty open group by value (`const fn` outside loom).
+        pub fn new() -> Self {
+            let () = Self::GEOMETRY_OK;
+            Self {
+                tail: CacheLine(AtomicU64::new(0)),
+                members: CacheLine(AtomicU64::new(0)),
+                member_lines: array_of![
+                    CacheLine(MemberLine {
+                        claimed: AtomicU32::new(0),
+                        cursor: AtomicU64::new(0),
+                    });
+                    MAX_MEMBERS
+                ],
+                pending_readers: array_of![CacheLine(AtomicU64::new(0)); N],
+                slots: array_of![Slot::new(); N],
+            }
+        }
+    }
+
+    /// An empty group on the heap, made from zeroed memory.
+    #[cfg(not(loom))]
+    pub fn new_boxed() -> alloc::boxed::Box<Self> {
+        let () = Self::GEOMETRY_OK;
+        crate::message::boxed_zeroed()
+    }
+
+    /// An empty group on the heap (loom models).
+    #[cfg(loom)]
+    pub fn new_boxed() -> alloc::boxed::Box<Self> {
+        alloc::boxed::Box::new(Self::new())
+    }
+
+    /// Uses shared memory as a group: all-zero bytes are an empty open
+    /// group, and a group already in use there is taken as it is. To
+    /// recreate a group, close it, let every member leave, and zero the
+    /// memory again (or simply [`Multicast::reopen`] it).
+    ///
+    /// # Safety
+    ///
+    /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
+    ///    of `size_of::<Multicast<N, MAX_MEMBERS>>()` bytes for `'a`;
+    /// 2. those bytes are all zero, or hold a group of the same geometry that
+    ///    has only been used through this crate;
+    /// 3. for `'a`, nothing writes that memory except through this crate.
+    #[cfg(not(loom))]
+    pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
+        let () = Self::GEOMETRY_OK;
+        // SAFETY: the caller upholds the same conditions (see above).
+        unsafe { crate::message::shared_from_zeroed(pointer) }
+    }
+
+    /// Number of slots.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Joins as member `member` (below `MAX_MEMBERS`). The reader sees only
+    /// messages sent after the join; which of the messages in flight at the
+    /// moment of the join it gets is decided consistently by the reader sets.
+    pub fn join(&self, member: usize) -> Result<MulticastReader<'_, N, MAX_MEMBERS>, ChannelError> {
+        let line = self.member_lines.get(member).ok_or(ChannelError::NotMember)?;
+        // Acquire: the previous holder's leave (Release) has finished.
+        line.claimed
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .map_err(|_| ChannelError::AlreadyMember)?;
+        // Read the tail BEFORE setting our bit (see the module doc). Acquire:
+        // pairs with the senders' Release of the tail, so every member
+        // snapshot of an earlier ticket happens before our bit-set below.
+        let tail = self.tail.load(Ordering::Acquire);
+        if tail & CLOSED != 0 {
+            line.claimed.store(0, Ordering::Release);
+            return Err(ChannelError::Closed);
+        }
+        let start = tail & TICKET_MASK;
+        line.cursor.store(start, Ordering::Relaxed);
+        // AcqRel read-modify-write: ordered in the member word against the
+        // senders' snapshots (themselves read-modify-writes).
+        let previous = self.members.fetch_or(1 << member, Ordering::AcqRel);
+        debug_assert_eq!(previous & (1 << member), 0, "claimed id had its bit set");
+        Ok(MulticastReader { group: self, member, cursor: start })
+    }
+
+    /// Joins under the lowest free member id, or fails with
+    /// [`ChannelError::GroupFull`].
+    pub fn join_any(&self) -> Result<MulticastReader<'_, N, MAX_MEMBERS>, ChannelError> {
+        for member in 0..MAX_MEMBERS {
+            match self.join(member) {
+                Err(ChannelError::AlreadyMember) => continue,
+                result => return result,
+            }
+        }
+        Err(ChannelError::GroupFull)
+    }
+
+    /// Closes the group: later sends and joins fail with
+    /// [`ChannelError::Closed`]; members read what was sent before, then get
+    /// `Closed`. A send in progress at the moment of the close completes.
+    pub fn close(&self) {
+        self.tail.fetch_or(CLOSED, Ordering::AcqRel);
+    }
+
+    /// Opens a closed group again; members that saw `Closed` simply go on
+    /// reading.
+    pub fn reopen(&self) {
+        self.tail.fetch_and(!CLOSED, Ordering::AcqRel);
+    }
+
+    /// Whether the group is closed.
+    pub fn is_closed(&self) -> bool {
+        self.tail.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// The current member set (bit `m` = member `m`).
+    pub fn members(&self) -> u64 {
+        self.members.load(Ordering::Acquire)
+    }
+
+    /// A member's read cursor (the ticket it reads next), if the id is held.
+    pub fn member_cursor(&self, member: usize) -> Option<u64> {
+        let line = self.member_lines.get(member)?;
+        if line.claimed.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        Some(line.cursor.load(Ordering::Relaxed))
+    }
+
+    /// Slots some member still has to read: 0 once every member has caught
+    /// up (the leak check of a quiescent group).
+    pub fn nr_slots_in_use(&self) -> usize {
+        self.pending_readers.iter().filter(|readers| readers.load(Ordering::Acquire) != 0).count()
+    }
+
+    /// Sends `message` once to every current member. Fails with
+    /// [`ChannelError::Full`] if the slot still has readers from the previous
+    /// lap (nothing is overwritten), or [`ChannelError::Closed`]. A send to a
+    /// group without members succeeds and is read by no one.
+    pub fn try_send(&self, message: &Message) -> Result<(), ChannelError> {
+        let ticket = self.claim_tail()?;
+        // The member snapshot is a read-modify-write (of nothing) rather than
+        // a load, so it is totally ordered with join's and leave's updates of
+        // the member word and synchronises with them (module doc).
+        let readers = self.members.fetch_or(0, Ordering::AcqRel);
+        if readers == 0 {
+            self.release_tail(false);
+            return Ok(());
+        }
+        let index = slot_index(ticket, N);
+        let slot = &self.slots[index];
+        let free = free_mark(ticket, N);
+        // Acquire: pairs with the last reader's Release that freed the slot
+        // (all readers' copy-outs happen before it through the reader set's
+        // read-modify-writes).
+        if slot.sequence.load(Ordering::Acquire) != free {
+            self.release_tail(false);
+            return Err(ChannelError::Full);
+        }
+        // SAFETY: we hold BUSY, so no other sender writes now, and the slot is
+        // free for our lap, so no member reads it.
+        unsafe { slot.write(message) };
+        // Release: a member that reads this set from a later lap sees the
+        // sequence advanced (see `MulticastReader::try_recv`).
+        self.pending_readers[index].store(readers, Ordering::Release);
+        // Release: message and reader set are visible before "published".
+        slot.sequence.store(free.wrapping_add(1), Ordering::Release);
+        self.release_tail(true);
+        Ok(())
+    }
+
+    /// Sends, spinning while the oldest slot still has readers. Fails only
+    /// with [`ChannelError::Closed`].
+    pub fn send_spin(&self, message: &Message) -> Result<(), ChannelError> {
+        loop {
+            match self.try_send(message) {
+                Err(ChannelError::Full) => spin_wait(),
+                result => return result,
+            }
+        }
+    }
+
+    /// Sets BUSY on an open, not-busy tail and returns the ticket.
+    fn claim_tail(&self) -> Result<u64, ChannelError> {
+        loop {
+            let tail = self.tail.load(Ordering::Relaxed);
+            if tail & CLOSED != 0 {
+                return Err(ChannelError::Closed);
+            }
+            if tail & BUSY != 0 {
+                // Another sender is writing one slot; wait for it.
+                spin_wait();
+                continue;
+            }
+            // Acquire: pairs with the previous sender's release of the tail.
+            if self.tail.compare_exchange(tail, tail | BUSY, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Ok(tail & TICKET_MASK);
+            }
+        }
+    }
+
+    /// Clears BUSY, advancing the ticket if a message was published.
+    fn release_tail(&self, advance: bool) {
+        // Release: the slot's publish happens before the new tail, which
+        // joiners, leavers and closing readers Acquire.
+        if advance {
+            // One add clears BUSY (bit 63, carry discarded) and adds 1.
+            self.tail.fetch_add(1u64.wrapping_sub(BUSY), Ordering::Release);
+        } else {
+            self.tail.fetch_and(!BUSY, Ordering::Release);
+        }
+    }
+
+    /// Clears `bit` from the reader set of `ticket`'s slot if that slot is
+    /// published for `ticket` and names `bit`; frees the slot if `bit` was
+    /// its last reader.
+    fn release_reader(&self, ticket: u64, bit: u64) {
+        let index = slot_index(ticket, N);
+        let slot = &self.slots[index];
+        let published = free_mark(ticket, N).wrapping_add(1);
+        if slot.sequence.load(Ordering::Acquire) != published {
+            return;
+        }
+        let readers = &self.pending_readers[index];
+        if readers.load(Ordering::Acquire) & bit == 0 {
+            return;
+        }
+        // AcqRel: our copy-out (if any) happens before the free, and the
+        // last reader acquires every other reader's release.
+        let previous = readers.fetch_and(!bit, Ordering::AcqRel);
+        if previous == bit {
+            // Popcorn fig. 5.4: the last reader frees the slot. Release pairs
+            // with the sender's Acquire check of the sequence.
+            slot.sequence.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+impl<const N: usize, const MAX_MEMBERS: usize> Default for Multicast<N, MAX_MEMBERS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One member's reading end of a [`Multicast`] group. Dropping it leaves
+/// the group (see [`MulticastReader::leave`]).
+pub struct MulticastReader<'a, const N: usize, const MAX_MEMBERS: usize> {
+    group: &'a Multicast<N, MAX_MEMBERS>,
+    member: usize,
+    /// Local copy of the shared cursor (only this reader writes it).
+    cursor: u64,
+}
+
+impl<const N: usize, const MAX_MEMBERS: usize> MulticastReader<'_, N, MAX_MEMBERS> {
+    /// This reader's member id.
+    pub fn member(&self) -> usize {
+        self.member
+    }
+
+    /// Copies out the next message sent to this member, if any; messages
+    /// arrive in send order. `Err(Closed)` once the group is closed and
+    /// everything sent before the close has been read. The copy is not
+    /// validated here: call [`Message::validate`].
+    pub fn try_recv(&mut self) -> Result<Option<Message>, ChannelError> {
+        let group = self.group;
+        let bit = 1u64 << self.member;
+        let result = loop {
+            let ticket = self.cursor;
+            let index = slot_index(ticket, N);
+            let slot = &group.slots[index];
+            let published = free_mark(ticket, N).wrapping_add(1);
+            // Acquire: pairs with the sender's Release publish.
+            let sequence = slot.sequence.load(Ordering::Acquire);
+            let distance = sequence.wrapping_sub(published) as i32;
+            if distance > 0 {
+                // The slot has moved past this ticket, so the ticket's message
+                // did not name us (else it could not have been freed): skip.
+                self.cursor = ticket.wrapping_add(1);
+                continue;
+            }
+            if distance < 0 {
+                break self.nothing_published(ticket);
+            }
+            // Acquire: if this set was stored for a later lap, we
+            // synchronise with that sender and the re-read below sees the
+            // sequence moved on.
+            let readers = group.pending_readers[index].load(Ordering::Acquire);
+            if slot.sequence.load(Ordering::Acquire) != sequence {
+                continue; // reused meanwhile; the next round skips it
+            }
+            if readers & bit == 0 {
+                // Sent while we were joining, to the members before us.
+                self.cursor = ticket.wrapping_add(1);
+                continue;
+            }
+            // SAFETY: the slot is published for this ticket and names us, so
+            // it cannot be freed or rewritten until we clear our bit below.
+            let message = unsafe { slot.read() };
+            self.cursor = ticket.wrapping_add(1);
+            group.release_reader(ticket, bit);
+            break Ok(Some(message));
+        };
+        group.member_lines[self.member].cursor.store(self.cursor, Ordering::Relaxed);
+        result
+    }
+
+    /// Nothing is published at `ticket`: empty, or closed and drained.
+    fn nothing_published(&self, ticket: u64) -> Result<Option<Message>, ChannelError> {
+        let group = self.group;
+        // Acquire: pairs with the senders' Release of the tail, so every
+        // ticket below it is visibly published when we re-check the slot.
+        let tail = group.tail.load(Ordering::Acquire);
+        if tail & CLOSED == 0 || tail & BUSY != 0 {
+            return Ok(None);
+        }
+        let slot = &group.slots[slot_index(ticket, N)];
+        let published = free_mark(ticket, N).wrapping_add(1);
+        let distance = slot.sequence.load(Ordering::Acquire).wrapping_sub(published) as i32;
+        if distance < 0 {
+            // Still unpublished although every ticket below the closed tail
+            // is: we are at the tail and nothing more can come.
+            Err(ChannelError::Closed)
+        } else {
+            // A message arrived just before the close; read it next time.
+            Ok(None)
+        }
+    }
+
+    /// Receives, spinning while nothing is there. Fails only with
+    /// [`ChannelError::Closed`].
+    pub fn recv_spin(&mut self) -> Result<Message, ChannelError> {
+        loop {
+            if let Some(message) = self.try_recv()? {
+                return Ok(message);
+            }
+            spin_wait();
+        }
+    }
+
+    /// Leaves the group: new messages stop naming this member, and its bit
+    /// is cleared from every message it has not read, freeing the slots it
+    /// was the last reader of. Waits only for a send in progress.
+    pub fn leave(self) {
+        drop(self);
+    }
+}
+
+impl<const N: usize, const MAX_MEMBERS: usize> Drop for MulticastReader<'_, N, MAX_MEMBERS> {
+    fn drop(&mut self) {
+        let group = self.group;
+        let bit = 1u64 << self.member;
+        // AcqRel: ordered against the senders' snapshots in the member word
+        // (module doc: a snapshot still naming us synchronises with this).
+        group.members.fetch_and(!bit, Ordering::AcqRel);
+        // Wait out a send that may have counted us; the tail we then read
+        // covers every message that names us.
+        let end = loop {
+            let tail = group.tail.load(Ordering::Acquire);
+            if tail & BUSY == 0 {
+                break tail & TICKET_MASK;
+            }
+            spin_wait();
+        };
+        // Only the last N tickets can still be in slots: an older ticket's
+        // slot has been reused, which required every reader to clear it.
+        let start = self.cursor.max(end.saturating_sub(N as u64));
+        for ticket in start..end {
+            group.release_reader(ticket, bit);
+        }
+        // Release: the member id is reusable only after our bit is gone.
+        group.member_lines[self.member].claimed.store(0, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::thread;
+    use std::vec::Vec;
+
+    fn numbered(number: u64) -> Message {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&number.to_le_bytes());
+        bytes[8..].copy_from_slice(&number.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+        Message::new(5, &bytes).unwrap()
+    }
+
+    fn number_of(message: &Message) -> u64 {
+        message.validate().unwrap();
+        let payload = message.payload();
+        let number = u64::from_le_bytes(payload[..8].try_into().unwrap());
+        let check = u64::from_le_bytes(payload[8..16].try_into().unwrap());
+        assert_eq!(check, number.wrapping_mul(0x9e37_79b9_7f4a_7c15), "torn message");
+        number
+    }
+
+    fn drain<const N: usize, const M: usize>(reader: &mut MulticastReader<'_, N, M>) -> Vec<u64> {
+        let mut numbers = Vec::new();
+        while let Ok(Some(message)) = reader.try_recv() {
+            numbers.push(number_of(&message));
+        }
+        numbers
+    }
+
+    #[test]
+    fn every_member_reads_each_message_and_the_last_frees_it() {
+        let group = Multicast::<4, 8>::new_boxed();
+        let mut first = group.join(0).unwrap();
+        let mut second = group.join(5).unwrap();
+        assert_eq!(group.members(), 0b10_0001);
+        for number in 0..4 {
+            group.try_send(&numbered(number)).unwrap();
+        }
+        assert_eq!(group.try_send(&numbered(4)), Err(ChannelError::Full));
+        assert_eq!(group.nr_slots_in_use(), 4);
+        assert_eq!(drain(&mut first), [0, 1, 2, 3]);
+        // Read by one of two members: still not free.
+        assert_eq!(group.try_send(&numbered(4)), Err(ChannelError::Full));
+        assert_eq!(second.try_recv().map(|m| m.map(|m| number_of(&m))), Ok(Some(0)));
+        assert_eq!(group.nr_slots_in_use(), 3);
+        group.try_send(&numbered(4)).unwrap();
+        assert_eq!(drain(&mut second), [1, 2, 3, 4]);
+        assert_eq!(drain(&mut first), [4]);
+        assert_eq!(group.nr_slots_in_use(), 0);
+        assert_eq!(group.member_cursor(5), Some(5));
+        assert_eq!(group.member_cursor(1), None);
+        // Each slot was freed exactly once per lap: lap 0 for all four,
+        // lap 1 for slot 0 (ticket 4). A double free would add one more.
+        let sequences: Vec<u32> = group.slots.iter().map(|slot| slot.sequence.load(Ordering::Relaxed)).collect();
+        assert_eq!(sequences, [4, 2, 2, 2]);
+    }
+
+    #[test]
+    fn join_errors_and_join_any() {
+        let group = Multicast::<2, 2>::new_boxed();
+        assert!(matches!(group.join(2), Err(ChannelError::NotMember)));
+        let first = group.join_any().unwrap();
+        assert_eq!(first.member(), 0);
+        assert!(matches!(group.join(0), Err(ChannelError::AlreadyMember)));
+        let second = group.join_any().unwrap();
+        assert_eq!(second.member(), 1);
+        assert!(matches!(group.join_any(), Err(ChannelError::GroupFull)));
+        drop(first);
+        assert_eq!(group.join_any().unwrap().member(), 0);
+    }
+
+    #[test]
+    fn joiner_sees_only_later_messages_and_leaver_frees_its_slots() {
+        let group = Multicast::<4, 4>::new_boxed();
+        // No members: delivered to no one, takes no slot.
+        group.try_send(&numbered(100)).unwrap();
+        let mut early = group.join(0).unwrap();
+        group.try_send(&numbered(0)).unwrap();
+        group.try_send(&numbered(1)).unwrap();
+        let mut late = group.join(1).unwrap();
+        group.try_send(&numbered(2)).unwrap();
+        assert_eq!(drain(&mut late), [2]);
+        group.try_send(&numbered(3)).unwrap();
+        // `late` leaves without reading 3; `early` reads everything.
+        late.leave();
+        assert_eq!(drain(&mut early), [0, 1, 2, 3]);
+        assert_eq!(group.nr_slots_in_use(), 0);
+        // Leaving with unread messages frees them for the sender.
+        for number in 4..8 {
+            group.try_send(&numbered(number)).unwrap();
+        }
+        assert_eq!(group.try_send(&numbered(8)), Err(ChannelError::Full));
+        early.leave();
+        assert_eq!(group.nr_slots_in_use(), 0);
+        assert_eq!(group.members(), 0);
+        let mut again = group.join(0).unwrap();
+        group.try_send(&numbered(8)).unwrap();
+        assert_eq!(drain(&mut again), [8]);
+    }
+
+    #[test]
+    fn close_drains_then_reports_closed_and_reopen_resumes() {
+        let group = Multicast::<8, 2>::new_boxed();
+        let mut reader = group.join(1).unwrap();
+        group.try_send(&numbered(0)).unwrap();
+        group.try_send(&numbered(1)).unwrap();
+        group.close();
+        assert!(group.is_closed());
+        assert_eq!(group.try_send(&numbered(2)), Err(ChannelError::Closed));
+        assert_eq!(group.send_spin(&numbered(2)), Err(ChannelError::Closed));
+        assert!(matches!(group.join(0), Err(ChannelError::Closed)));
+        assert_eq!(reader.try_recv().map(|m| m.map(|m| number_of(&m))), Ok(Some(0)));
+        assert_eq!(reader.recv_spin().map(|m| number_of(&m)), Ok(1));
+        assert_eq!(reader.try_recv(), Err(ChannelError::Closed));
+        assert_eq!(reader.recv_spin(), Err(ChannelError::Closed));
+        group.reopen();
+        assert_eq!(reader.try_recv(), Ok(None));
+        group.try_send(&numbered(2)).unwrap();
+        assert_eq!(drain(&mut reader), [2]);
+        assert_eq!(group.nr_slots_in_use(), 0);
+    }
+
+    #[test]
+    fn sender_and_three_members_hundred_thousand_messages() {
+        const COUNT: u64 = 100_000;
+        let group = Multicast::<64, 4>::new_boxed();
+        let group = &*group;
+        let readers: Vec<_> = (0..3).map(|member| group.join(member).unwrap()).collect();
+        thread::scope(|scope| {
+            for mut reader in readers {
+                scope.spawn(move || {
+                    let mut sum = 0u64;
+                    for expected in 0..COUNT {
+                        let message = loop {
+                            match reader.try_recv() {
+                                Ok(Some(message)) => break message,
+                                Ok(None) => thread::yield_now(),
+                                Err(error) => panic!("{error}"),
+                            }
+                        };
+                        assert_eq!(number_of(&message), expected, "lost, duplicated or reordered");
+                        sum += expected;
+                    }
+                    assert_eq!(sum, COUNT * (COUNT - 1) / 2);
+                    // After the close, the reader has nothing left.
+                    while reader.try_recv() == Ok(None) {
+                        thread::yield_now();
+                    }
+                    assert_eq!(reader.try_recv(), Err(ChannelError::Closed));
+                });
+            }
+            scope.spawn(|| {
+                for number in 0..COUNT {
+                    while group.try_send(&numbered(number)).is_err() {
+                        thread::yield_now();
+                    }
+                }
+                group.close();
+            });
+        });
+        assert_eq!(group.nr_slots_in_use(), 0);
+        assert_eq!(group.members(), 0);
+    }
+
+    #[test]
+    fn members_join_and_leave_during_traffic() {
+        const COUNT: u64 = 30_000;
+        let group = Multicast::<16, 8>::new_boxed();
+        let group = &*group;
+        let steady = group.join(0).unwrap();
+        let sender_done = AtomicBool::new(false);
+        let nr_suffix_checks = AtomicUsize::new(0);
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                for number in 0..COUNT {
+                    while group.try_send(&numbered(number)).is_err() {
+                        thread::yield_now();
+                    }
+                }
+                sender_done.store(true, Ordering::Release);
+            });
+            for member in 1..3 {
+                let sender_done = &sender_done;
+                let nr_suffix_checks = &nr_suffix_checks;
+                scope.spawn(move || {
+                    let mut round = 0u64;
+                    while !sender_done.load(Ordering::Acquire) {
+                        round += 1;
+                        let mut reader = group.join(member).unwrap();
+                        let mut last: Option<u64> = None;
+                        // Read a varying number of messages, then leave with
+                        // the rest unread.
+                        for _ in 0..(round * 7 + member as u64 * 13) % 50 {
+                            match reader.try_recv().unwrap() {
+                                Some(message) => {
+                                    let number = number_of(&message);
+                                    if let Some(last) = last {
+                                        assert_eq!(number, last + 1, "gap inside a membership");
+                                    }
+                                    last = Some(number);
+                                }
+                                None => thread::yield_now(),
+                            }
+                        }
+                        nr_suffix_checks.fetch_add(1, Ordering::Relaxed);
+                        reader.leave();
+                    }
+                });
+            }
+            let mut steady = steady;
+            for expected in 0..COUNT {
+                let message = loop {
+                    if let Some(message) = steady.try_recv().unwrap() {
+                        break message;
+                    }
+                    thread::yield_now();
+                };
+                assert_eq!(number_of(&message), expected);
+            }
+        });
+        assert!(nr_suffix_checks.load(Ordering::Relaxed) > 0);
+        assert_eq!(group.nr_slots_in_use(), 0);
+        assert_eq!(group.members(), 0);
+    }
+}

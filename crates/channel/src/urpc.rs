@@ -1,0 +1,345 @@
+//! Barrelfish URPC: a single-producer/single-consumer ring of 64-byte slots.
+//!
+//! The receiver polls the sequence word of the next slot; it never writes a
+//! slot, so a message costs one cache-line transfer one way. It reports its
+//! progress through a consumer index alone on its own cache line, which the
+//! sender reads only when its cached copy says the ring is full.
+//!
+//! Slot sequence for ticket `t` on lap `L = t / N`: the sender stores
+//! `L + 1` (wrapping) to publish. A zeroed slot holds 0, which matches no
+//! lap-0 ticket, so all-zero memory is an empty ring.
+
+use crate::message::{lap, slot_index, CacheLine, Slot};
+use crate::sync::{spin_wait, AtomicU32, AtomicU64, Ordering};
+use crate::{ChannelError, Message};
+
+/// A single-producer/single-consumer ring of `N` slots (`N` a power of two).
+///
+/// `#[repr(C)]`, `size_of` = `(N + 2) * 64` bytes, aligned to 64. All-zero
+/// memory is a valid empty ring: the kernel carves one out of the zeroed
+/// shared region with [`Urpc::from_zeroed`]. Each side then takes its
+/// endpoint ([`Urpc::sender`], [`Urpc::receiver`]) and keeps it in its own
+/// private memory.
+#[repr(C)]
+pub struct Urpc<const N: usize> {
+    /// Written only by the sender's endpoint, when it is dropped.
+    sender_line: CacheLine<EndpointLine>,
+    /// The consumer index: written by the receiver, read by the sender.
+    receiver_line: CacheLine<EndpointLine>,
+    slots: [Slot; N],
+}
+
+/// Claim word and index of one endpoint, on the endpoint's own cache line.
+#[repr(C)]
+pub(crate) struct EndpointLine {
+    /// 0 = free, 1 = an endpoint value exists.
+    pub(crate) claimed: AtomicU32,
+    /// The endpoint's position (next ticket), kept while no endpoint value
+    /// exists so that a new endpoint resumes where the last one stopped.
+    pub(crate) index: AtomicU64,
+}
+
+impl EndpointLine {
+    const_unless_loom! {
+        pub(crate) fn new() -> EndpointLine {
+            EndpointLine {
+                claimed: AtomicU32::new(0),
+                index: AtomicU64::new(0),
+            }
+        }
+    }
+
+    /// Takes the claim. Acquire pairs with the Release in [`Self::release`]
+    /// so the previous holder's saved index is visible.
+    pub(crate) fn claim(&self) -> Result<(), ChannelError> {
+        self.claimed
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .map(|_| ())
+            .map_err(|_| ChannelError::EndpointTaken)
+    }
+
+    pub(crate) fn release(&self) {
+        self.claimed.store(0, Ordering::Release);
+    }
+}
+
+// SAFETY: `Urpc` holds only atomics and `Slot`s (an atomic and an
+// `UnsafeCell<Message>`), and zero means: endpoints unclaimed, both indexes
+// 0, every slot sequence 0, which publishes no ticket (lap 0 publishes 1).
+#[cfg(not(loom))]
+unsafe impl<const N: usize> crate::message::ZeroIsEmpty for Urpc<N> {}
+
+impl<const N: usize> Urpc<N> {
+    /// Compile-time check of the capacity, evaluated by every constructor.
+    const CAPACITY_OK: () = assert!(N.is_power_of_two() && N <= 1 << 30, "Urpc capacity must be a power of two");
+
+    const_unless_loom! {
+        /// An empty ring by value (a `const fn` outside loom, so it can
+        /// initialise a `static` for both-ends-on-one-core tests).
+        pub fn new() -> Self {
+            let () = Self::CAPACITY_OK;
+            Self {
+                sender_line: CacheLine(EndpointLine::new()),
+                receiver_line: CacheLine(EndpointLine::new()),
+                slots: array_of![Slot::new(); N],
+            }
+        }
+    }
+
+    /// An empty ring on the heap (host tests and tools), made from zeroed
+    /// memory.
+    #[cfg(not(loom))]
+    pub fn new_boxed() -> alloc::boxed::Box<Self> {
+        let () = Self::CAPACITY_OK;
+        crate::message::boxed_zeroed()
+    }
+
+    /// An empty ring on the heap (loom models: loom atomics cannot start
+    /// from zeroed memory).
+    #[cfg(loom)]
+    pub fn new_boxed() -> alloc::boxed::Box<Self> {
+        alloc::boxed::Box::new(Self::new())
+    }
+
+    /// Uses shared memory as a ring: all-zero bytes are an empty ring, and a
+    /// ring already in use there is taken as it is.
+    ///
+    /// # Safety
+    ///
+    /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
+    ///    of `size_of::<Urpc<N>>()` bytes for `'a`;
+    /// 2. those bytes are all zero, or hold a `Urpc<N>` that has only been
+    ///    used through this crate;
+    /// 3. for `'a`, nothing writes that memory except through this crate
+    ///    (every core that maps it uses `from_zeroed` with the same `N`).
+    #[cfg(not(loom))]
+    pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
+        let () = Self::CAPACITY_OK;
+        // SAFETY: the caller upholds the same conditions (see above).
+        unsafe { crate::message::shared_from_zeroed(pointer) }
+    }
+
+    /// Number of slots.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Takes the sending endpoint. It resumes at the position where the
+    /// previous sender endpoint, if any, was dropped.
+    pub fn sender(&self) -> Result<UrpcSender<'_, N>, ChannelError> {
+        self.sender_line.claim()?;
+        Ok(UrpcSender {
+            ring: self,
+            next_ticket: self.sender_line.index.load(Ordering::Relaxed),
+            known_consumer_index: self.receiver_line.index.load(Ordering::Acquire),
+        })
+    }
+
+    /// Takes the receiving endpoint. It resumes at the consumer index.
+    pub fn receiver(&self) -> Result<UrpcReceiver<'_, N>, ChannelError> {
+        self.receiver_line.claim()?;
+        Ok(UrpcReceiver { ring: self, next_ticket: self.receiver_line.index.load(Ordering::Relaxed) })
+    }
+}
+
+impl<const N: usize> Default for Urpc<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The sequence value that publishes `ticket`: its lap plus one.
+#[inline(always)]
+fn published_mark(ticket: u64, capacity: usize) -> u32 {
+    lap(ticket, capacity).wrapping_add(1)
+}
+
+/// The sending end of a [`Urpc`] ring; at most one exists per ring.
+pub struct UrpcSender<'a, const N: usize> {
+    ring: &'a Urpc<N>,
+    /// Ticket of the next message to write.
+    next_ticket: u64,
+    /// Last consumer index read from shared memory; refreshed only when the
+    /// ring looks full, to keep the receiver's line out of the fast path.
+    known_consumer_index: u64,
+}
+
+impl<const N: usize> UrpcSender<'_, N> {
+    /// Writes `message` into the next slot, or fails with
+    /// [`ChannelError::Full`] if the receiver has not freed it yet.
+    pub fn try_send(&mut self, message: &Message) -> Result<(), ChannelError> {
+        let ticket = self.next_ticket;
+        if ticket.wrapping_sub(self.known_consumer_index) >= N as u64 {
+            // Acquire: pairs with the receiver's Release store of the index,
+            // so its copy-out of the slot we reuse happens before our write.
+            self.known_consumer_index = self.ring.receiver_line.index.load(Ordering::Acquire);
+            if ticket.wrapping_sub(self.known_consumer_index) >= N as u64 {
+                return Err(ChannelError::Full);
+            }
+        }
+        let slot = &self.ring.slots[slot_index(ticket, N)];
+        // SAFETY: the consumer index shows the receiver is done with this
+        // slot's previous lap, and only this (unique) sender writes slots.
+        unsafe { slot.write(message) };
+        // Release: the message bytes are visible before the sequence says so.
+        slot.sequence.store(published_mark(ticket, N), Ordering::Release);
+        self.next_ticket = ticket.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Sends `message`, spinning while the ring is full.
+    pub fn send_spin(&mut self, message: &Message) {
+        while self.try_send(message).is_err() {
+            spin_wait();
+        }
+    }
+}
+
+impl<const N: usize> Drop for UrpcSender<'_, N> {
+    fn drop(&mut self) {
+        self.ring.sender_line.index.store(self.next_ticket, Ordering::Relaxed);
+        // Release (in `release`): the saved index is visible to the next claimer.
+        self.ring.sender_line.release();
+    }
+}
+
+/// The receiving end of a [`Urpc`] ring; at most one exists per ring.
+pub struct UrpcReceiver<'a, const N: usize> {
+    ring: &'a Urpc<N>,
+    /// Ticket of the next message to read.
+    next_ticket: u64,
+}
+
+impl<const N: usize> UrpcReceiver<'_, N> {
+    /// Copies out the next message if one is published. The copy is not
+    /// validated here: call [`Message::validate`] before using it.
+    pub fn try_recv(&mut self) -> Option<Message> {
+        let ticket = self.next_ticket;
+        let slot = &self.ring.slots[slot_index(ticket, N)];
+        // Acquire: pairs with the sender's Release, so the bytes we copy are
+        // the ones written for this ticket.
+        if slot.sequence.load(Ordering::Acquire) != published_mark(ticket, N) {
+            return None;
+        }
+        // SAFETY: the slot is published for this ticket, and the sender will
+        // not write it again until the consumer index passes this ticket.
+        let message = unsafe { slot.read() };
+        self.next_ticket = ticket.wrapping_add(1);
+        // Release: our copy-out happens before the sender reuses the slot.
+        self.ring.receiver_line.index.store(self.next_ticket, Ordering::Release);
+        Some(message)
+    }
+}
+
+impl<const N: usize> Drop for UrpcReceiver<'_, N> {
+    fn drop(&mut self) {
+        self.ring.receiver_line.release();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use std::thread;
+
+    fn numbered(number: u64) -> Message {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&number.to_le_bytes());
+        bytes[8..].copy_from_slice(&(!number).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+        Message::new(1 + (number % 7) as u16, &bytes).unwrap()
+    }
+
+    #[test]
+    fn full_after_capacity_then_frees() {
+        let ring = Urpc::<4>::new_boxed();
+        let mut sender = ring.sender().unwrap();
+        let mut receiver = ring.receiver().unwrap();
+        assert!(receiver.try_recv().is_none());
+        for number in 0..4 {
+            sender.try_send(&numbered(number)).unwrap();
+        }
+        assert_eq!(sender.try_send(&numbered(4)), Err(ChannelError::Full));
+        assert_eq!(receiver.try_recv(), Some(numbered(0)));
+        sender.try_send(&numbered(4)).unwrap();
+        for number in 1..5 {
+            assert_eq!(receiver.try_recv(), Some(numbered(number)));
+        }
+        assert!(receiver.try_recv().is_none());
+    }
+
+    #[test]
+    fn endpoints_are_unique_and_resume() {
+        let ring = Urpc::<2>::new_boxed();
+        let sender = ring.sender().unwrap();
+        assert!(matches!(ring.sender(), Err(ChannelError::EndpointTaken)));
+        let receiver = ring.receiver().unwrap();
+        assert!(matches!(ring.receiver(), Err(ChannelError::EndpointTaken)));
+        drop((sender, receiver));
+        for number in 0..7 {
+            let mut sender = ring.sender().unwrap();
+            sender.try_send(&numbered(number)).unwrap();
+            drop(sender);
+            let mut receiver = ring.receiver().unwrap();
+            assert_eq!(receiver.try_recv(), Some(numbered(number)));
+            assert_eq!(receiver.try_recv(), None);
+        }
+    }
+
+    #[test]
+    fn zeroed_memory_is_an_empty_ring() {
+        #[repr(C, align(64))]
+        struct Region([u8; 64 * 10]);
+        let mut region = std::boxed::Box::new(Region([0; 640]));
+        let pointer = (&raw mut *region).cast::<Urpc<8>>();
+        assert!(core::mem::size_of::<Urpc<8>>() <= 640);
+        // SAFETY: the region is zeroed, 64-aligned, large enough, and only
+        // used through this reference until it is dropped below.
+        let ring = unsafe { Urpc::<8>::from_zeroed(pointer) };
+        let mut receiver = ring.receiver().unwrap();
+        assert!(receiver.try_recv().is_none());
+        let mut sender = ring.sender().unwrap();
+        sender.try_send(&numbered(5)).unwrap();
+        assert_eq!(receiver.try_recv(), Some(numbered(5)));
+    }
+
+    #[test]
+    fn two_threads_hundred_thousand_messages_in_order() {
+        const COUNT: u64 = 100_000;
+        let ring = Urpc::<64>::new_boxed();
+        let ring = &*ring;
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut sender = ring.sender().unwrap();
+                for number in 0..COUNT {
+                    while sender.try_send(&numbered(number)).is_err() {
+                        thread::yield_now();
+                    }
+                }
+            });
+            let mut receiver = ring.receiver().unwrap();
+            let mut checksum = 0u64;
+            let mut expected_checksum = 0u64;
+            for number in 0..COUNT {
+                let message = loop {
+                    match receiver.try_recv() {
+                        Some(message) => break message,
+                        None => thread::yield_now(),
+                    }
+                };
+                message.validate().unwrap();
+                assert_eq!(message, numbered(number), "message {number} out of order or torn");
+                checksum = checksum
+                    .wrapping_mul(31)
+                    .wrapping_add(message.payload().iter().map(|&byte| u64::from(byte)).sum::<u64>());
+                let reference = numbered(number);
+                expected_checksum = expected_checksum
+                    .wrapping_mul(31)
+                    .wrapping_add(reference.payload().iter().map(|&byte| u64::from(byte)).sum::<u64>());
+            }
+            assert_eq!(checksum, expected_checksum);
+            assert!(receiver.try_recv().is_none());
+        });
+    }
+}

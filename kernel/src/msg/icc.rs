@@ -1,0 +1,138 @@
+//! Inter-core calls (NIX active messages): run a registered handler on another core.
+//!
+//! A request names a handler id from `abi::message::handler`, never a function pointer, so
+//! cores running different kernel images can call each other. Requests and replies are
+//! high-priority messages on the receive queues.
+
+use super::{line, send_blocking, try_send, Handler, HandlerResult, SendError};
+use crate::arch::cpu;
+use crate::core::shared;
+use ::core::sync::atomic::{AtomicU32, Ordering};
+use abi::message::{handler, IccReply, IccRequest, IccStatus, Kind, ICC_ARGUMENTS};
+use alloc::vec::Vec;
+use channel::Message;
+use spin::Mutex;
+
+/// An ICC handler: arguments in, a value or a status out.
+pub type IccHandler = fn(&[u64; ICC_ARGUMENTS]) -> Result<u64, IccStatus>;
+
+static HANDLERS: Mutex<[Option<IccHandler>; handler::MAX as usize + 1]> = Mutex::new([None; handler::MAX as usize + 1]);
+static COMPLETED: Mutex<Vec<IccReply>> = Mutex::new(Vec::new());
+static NEXT_CALL_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Why a call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IccError {
+    /// The request could not be sent.
+    Send(SendError),
+    /// No reply within the timeout.
+    Timeout,
+    /// The callee answered with a failure status.
+    Refused(IccStatus),
+}
+
+impl ::core::fmt::Display for IccError {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self {
+            Self::Send(error) => write!(f, "{error}"),
+            Self::Timeout => write!(f, "no reply in time: the callee may be busy or faulted (see `cores`)"),
+            Self::Refused(status) => write!(f, "the callee refused the call: {status:?}"),
+        }
+    }
+}
+
+/// Registers an ICC handler on this instance.
+pub fn register(id: u16, function: IccHandler) {
+    HANDLERS.lock()[id as usize] = Some(function);
+}
+
+pub(super) fn register_handlers() {
+    super::register(Kind::IccRequest, Handler { high_priority: true, on_line: Some(serve), on_large: None });
+    super::register(Kind::IccReply, Handler { high_priority: true, on_line: Some(complete), on_large: None });
+    register(handler::ECHO, |arguments| Ok(arguments[0]));
+    register(handler::ADD, |arguments| Ok(arguments.iter().fold(0u64, |sum, a| sum.wrapping_add(*a))));
+    register(handler::START_CORE, |arguments| {
+        crate::core::boot_driver::start_core(arguments[0] as usize).map(|()| 0).map_err(|error| {
+            log::error!("core {} not started: {error}", arguments[0]);
+            IccStatus::Failed
+        })
+    });
+    register(handler::GROUP_JOIN, |arguments| {
+        super::join_group(arguments[0] as usize).map(|()| 0).map_err(|_| IccStatus::Failed)
+    });
+    register(handler::GROUP_LEAVE, |arguments| {
+        super::leave_group(arguments[0] as usize);
+        Ok(0)
+    });
+    register(handler::MESSAGE_COUNTS, |_| {
+        let counters = &shared::this_kcb().messages;
+        Ok((counters.received.load(Ordering::Relaxed) << 32) | (counters.dropped.load(Ordering::Relaxed) & 0xffff_ffff))
+    });
+}
+
+fn serve(message: &Message) -> HandlerResult {
+    let request = IccRequest::decode(message.payload())?;
+    if request.from as usize >= super::messaging_cores() {
+        return Err(abi::message::DecodeError::BadField("from"));
+    }
+    let function = HANDLERS.lock().get(request.handler as usize).copied().flatten();
+    let (status, value) = match function.map(|f| f(&request.arguments)) {
+        None => (IccStatus::NoSuchHandler, 0),
+        Some(Ok(value)) => (IccStatus::Done, value),
+        Some(Err(status)) => (status, 0),
+    };
+    let reply = IccReply { from: shared::this_core() as u16, call_id: request.call_id, status, value };
+    send_blocking(request.from as usize, &line(Kind::IccReply, |out| reply.encode(out)));
+    Ok(())
+}
+
+fn complete(message: &Message) -> HandlerResult {
+    let reply = IccReply::decode(message.payload())?;
+    COMPLETED.lock().push(reply);
+    Ok(())
+}
+
+/// Sends a call and returns its id without waiting.
+pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) -> Result<u32, IccError> {
+    let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+    let request = IccRequest { from: shared::this_core() as u16, handler, call_id, arguments };
+    let message = line(Kind::IccRequest, |out| request.encode(out));
+    loop {
+        match try_send(target, &message) {
+            Ok(()) => return Ok(call_id),
+            Err(SendError::Channel(channel::ChannelError::Full)) => {
+                super::drain();
+            }
+            Err(error) => return Err(IccError::Send(error)),
+        }
+    }
+}
+
+/// Waits for the reply to `call_id`, handling other messages meanwhile.
+pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
+    let deadline = cpu::read_tsc() + shared::facts().tsc_hz / 1000 * timeout_ms;
+    loop {
+        {
+            let mut completed = COMPLETED.lock();
+            if let Some(index) = completed.iter().position(|r| r.call_id == call_id) {
+                let reply = completed.swap_remove(index);
+                return match reply.status {
+                    IccStatus::Done => Ok(reply.value),
+                    status => Err(IccError::Refused(status)),
+                };
+            }
+        }
+        if super::drain() == 0 {
+            if cpu::read_tsc() > deadline {
+                return Err(IccError::Timeout);
+            }
+            cpu::relax();
+        }
+    }
+}
+
+/// Calls `handler` on `target` and waits up to `timeout_ms` for its result.
+pub fn call(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS], timeout_ms: u64) -> Result<u64, IccError> {
+    let id = call_async(target, handler, arguments)?;
+    wait(id, timeout_ms)
+}
