@@ -125,28 +125,69 @@ fn median(figures: &[Figure], name: &str, parameter: &str) -> Option<f64> {
     figures.iter().find(|f| f.name == name && f.parameter == parameter).map(|f| f.cycles["median"])
 }
 
-fn ratio_entry(what: &str, numerator: Option<f64>, denominator: Option<f64>, goal: f64) -> Value {
-    let ratio = match (numerator, denominator) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
-    let reached = ratio.map(|r| r <= goal);
-    println!(
-        "  {what:<58} {:>8}   goal <= {goal:<5} {}",
-        ratio.map_or("n/a".to_string(), |r| format!("{r:.3}")),
-        match reached {
-            Some(true) => "reached",
-            Some(false) => "NOT reached",
-            None => "not measured",
-        }
-    );
-    json!({ "what": what, "ratio": ratio, "goal_at_most": goal, "reached": reached })
+/// One boot of the guest running `msg bench`.
+struct GuestRun {
+    tsc_hz: f64,
+    figures: Vec<Figure>,
 }
 
-/// `cargo xtask bench msg [--cores N] [--iterations N] [--accel kvm|tcg] [--vs-linux]`.
+impl GuestRun {
+    fn ns(&self, cycles: f64) -> f64 {
+        cycles * 1e9 / self.tsc_hz
+    }
+
+    fn median_ns(&self, name: &str, parameter: &str) -> Option<f64> {
+        median(&self.figures, name, parameter).map(|c| self.ns(c))
+    }
+}
+
+fn guest_run(machine: &Machine, kernel: &std::path::Path, first: bool) -> Result<GuestRun, String> {
+    let (outcome, _) = qemu::boot(machine, kernel, None)?;
+    if outcome.timed_out {
+        return Err(format!("the benchmark did not finish in {:?}:\n{}", machine.timeout, outcome.serial));
+    }
+    for line in outcome.serial.lines().filter(|l| l.starts_with("BENCH-ERROR") || (first && l.starts_with("BENCH-NOTE"))) {
+        println!("{line}");
+    }
+    let tsc_hz = outcome
+        .serial
+        .lines()
+        .find(|l| l.starts_with("BENCH-INFO"))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("tsc_hz=")))
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("no BENCH-INFO line:\n{}", outcome.serial))?;
+    Ok(GuestRun { tsc_hz, figures: parse_figures(&outcome.serial) })
+}
+
+/// A ratio the issue sets a goal for, as measured in each run.
+struct Ratio {
+    what: String,
+    goal: f64,
+    per_run: Vec<Option<f64>>,
+}
+
+fn divide(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn median_of(values: &[f64]) -> Option<f64> {
+    summarize(values).map(|s| s.median)
+}
+
+/// The median over runs of one figure's per-run median, in ns.
+fn across_runs(runs: &[GuestRun], name: &str, parameter: &str) -> Option<f64> {
+    let values: Vec<f64> = runs.iter().filter_map(|r| r.median_ns(name, parameter)).collect();
+    median_of(&values)
+}
+
+/// `cargo xtask bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]`.
 fn msg(arguments: &[String]) -> Result<u8, String> {
     let mut cores = 2;
     let mut iterations = 2000u64;
+    let mut runs = 3usize;
     let mut accel = Accel::detect();
     let mut vs_linux = false;
     let mut i = 0;
@@ -167,6 +208,10 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
                     .ok_or("--iterations takes a number >= 10")?;
                 i += 1;
             }
+            "--runs" => {
+                runs = value.and_then(|v| v.parse().ok()).filter(|n| *n >= 1).ok_or("--runs takes a number >= 1")?;
+                i += 1;
+            }
             "--accel" => {
                 accel = Accel::parse(value.ok_or("--accel needs kvm or tcg")?)?;
                 i += 1;
@@ -182,62 +227,65 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     machine.accel = accel;
     machine.timeout = Duration::from_secs(900);
     machine.kernel_args = qemu::exec_argument(&format!("msg bench 1 {iterations}"));
-    let (outcome, _) = qemu::boot(&machine, &kernel, None)?;
-    if outcome.timed_out {
-        return Err(format!("the benchmark did not finish in {:?}:\n{}", machine.timeout, outcome.serial));
+    let mut results: Vec<GuestRun> = Vec::new();
+    for run in 0..runs {
+        let result = guest_run(&machine, &kernel, run == 0)?;
+        println!(
+            "run {}: cache line {:.0} ns, polled URPC {:.0} ns, raw IPI {:.0} ns, IPI-notified {:.0} ns (round-trip medians)",
+            run + 1,
+            result.median_ns("cacheline_roundtrip", "-").unwrap_or(f64::NAN),
+            result.median_ns("message_roundtrip", "poll").unwrap_or(f64::NAN),
+            result.median_ns("ipi_roundtrip", "-").unwrap_or(f64::NAN),
+            result.median_ns("message_roundtrip", "ipi").unwrap_or(f64::NAN),
+        );
+        results.push(result);
     }
-    for line in outcome.serial.lines().filter(|l| l.starts_with("BENCH-ERROR") || l.starts_with("BENCH-NOTE")) {
-        println!("{line}");
-    }
-    let tsc_hz = outcome
-        .serial
-        .lines()
-        .find(|l| l.starts_with("BENCH-INFO"))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("tsc_hz=")))
-        .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| format!("no BENCH-INFO line:\n{}", outcome.serial))?;
-    let figures = parse_figures(&outcome.serial);
-    let ns = |cycles: f64| cycles * 1e9 / tsc_hz;
-    println!("Reef messaging, {} cores, {}, TSC {:.0} MHz, medians (p5..p95):", cores, accel.name(), tsc_hz / 1e6);
-    for f in &figures {
+    let last = results.last().expect("runs >= 1");
+    println!(
+        "Reef messaging, last run, {} cores, {}, TSC {:.0} MHz, medians (p5..p95):",
+        cores,
+        accel.name(),
+        last.tsc_hz / 1e6
+    );
+    for f in &last.figures {
         println!(
             "  {:<28} {:<7} pair {} {:>10.0} cycles {:>9.0} ns  ({:.0}..{:.0})",
             f.name,
             f.parameter,
             f.pair,
             f.cycles["median"],
-            ns(f.cycles["median"]),
-            ns(f.cycles["p5"]),
-            ns(f.cycles["p95"])
+            last.ns(f.cycles["median"]),
+            last.ns(f.cycles["p5"]),
+            last.ns(f.cycles["p95"])
         );
     }
-    let last_group = figures
+    let last_group = last
+        .figures
         .iter()
         .filter(|f| f.name == "multicast_insert_cost")
         .filter_map(|f| f.parameter.parse::<u64>().ok())
         .max()
         .unwrap_or(1)
         .to_string();
-    println!("Ratios in this run:");
+    let per_run = |f: &dyn Fn(&GuestRun) -> Option<f64>| results.iter().map(f).collect::<Vec<_>>();
     let mut ratios = vec![
-        ratio_entry(
-            "URPC polled round trip / raw cache-line round trip",
-            median(&figures, "message_roundtrip", "poll"),
-            median(&figures, "cacheline_roundtrip", "-"),
-            1.25,
-        ),
-        ratio_entry(
-            "IPI-notified round trip / raw IPI round trip",
-            median(&figures, "message_roundtrip", "ipi"),
-            median(&figures, "ipi_roundtrip", "-"),
-            1.3,
-        ),
-        ratio_entry(
-            &format!("multicast insert cost, {last_group} members / 1 member"),
-            median(&figures, "multicast_insert_cost", &last_group),
-            median(&figures, "multicast_insert_cost", "1"),
-            1.5,
-        ),
+        Ratio {
+            what: "URPC polled round trip / raw cache-line round trip".into(),
+            goal: 1.25,
+            per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "poll"), r.median_ns("cacheline_roundtrip", "-"))),
+        },
+        Ratio {
+            what: "IPI-notified round trip / raw IPI round trip".into(),
+            goal: 1.3,
+            per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "ipi"), r.median_ns("ipi_roundtrip", "-"))),
+        },
+        Ratio {
+            what: format!("multicast insert cost, {last_group} members / 1 member"),
+            goal: 1.5,
+            per_run: per_run(&|r| {
+                divide(r.median_ns("multicast_insert_cost", &last_group), r.median_ns("multicast_insert_cost", "1"))
+            }),
+        },
     ];
     let mut linux = Value::Null;
     if vs_linux {
@@ -247,32 +295,21 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             .iter()
             .filter_map(|b| linux_ns(b).map(|v| (*b, v)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        println!("Reef and Linux side by side (medians, ns):");
-        println!("  {:<40} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
+        println!("Reef (median over {runs} runs) and Linux side by side, round-trip medians in ns:");
+        println!("  {:<44} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
+        let reef_ipi = across_runs(&results, "message_roundtrip", "ipi");
         let rows = [
-            ("cache-line round trip", median(&figures, "cacheline_roundtrip", "-").map(ns), linux_ns("cacheline")),
-            ("URPC ring round trip, polled", median(&figures, "message_roundtrip", "poll").map(ns), linux_ns("urpc")),
-            (
-                "notified round trip (Reef IPI / Linux futex)",
-                median(&figures, "message_roundtrip", "ipi").map(ns),
-                linux_ns("futex"),
-            ),
-            (
-                "Reef IPI round trip / Linux eventfd",
-                median(&figures, "message_roundtrip", "ipi").map(ns),
-                linux_ns("eventfd"),
-            ),
-            (
-                "Reef IPI round trip / Linux pipe",
-                median(&figures, "message_roundtrip", "ipi").map(ns),
-                linux_ns("pipe"),
-            ),
+            ("cache-line round trip", across_runs(&results, "cacheline_roundtrip", "-"), linux_ns("cacheline")),
+            ("URPC ring round trip, polled", across_runs(&results, "message_roundtrip", "poll"), linux_ns("urpc")),
+            ("notified: Reef IPI / Linux futex", reef_ipi, linux_ns("futex")),
+            ("notified: Reef IPI / Linux eventfd", reef_ipi, linux_ns("eventfd")),
+            ("notified: Reef IPI / Linux pipe", reef_ipi, linux_ns("pipe")),
         ];
         let mut table = Vec::new();
         for (what, reef, other) in rows {
-            let ratio = reef.zip(other).map(|(a, b)| a / b);
+            let ratio = divide(reef, other);
             println!(
-                "  {what:<40} {:>10} {:>10} {:>8}",
+                "  {what:<44} {:>10} {:>10} {:>8}",
                 reef.map_or("n/a".into(), |v| format!("{v:.0}")),
                 other.map_or("n/a".into(), |v| format!("{v:.0}")),
                 ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
@@ -280,29 +317,29 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             table.push(json!({ "mechanism": what, "reef_ns": reef, "linux_ns": other, "ratio": ratio }));
         }
         if let Some((name, fastest_ns)) = fastest {
-            println!("Ratios against Linux's fastest blocking round trip ({name}, {fastest_ns:.0} ns):");
-            ratios.push(ratio_entry(
-                &format!("Reef IPI-notified round trip / Linux {name}"),
-                median(&figures, "message_roundtrip", "ipi").map(ns),
-                Some(fastest_ns),
-                0.1,
-            ));
-            ratios.push(ratio_entry(
-                &format!("Reef polled round trip / Linux {name}"),
-                median(&figures, "message_roundtrip", "poll").map(ns),
-                Some(fastest_ns),
-                0.01,
-            ));
+            ratios.push(Ratio {
+                what: format!("Reef IPI-notified round trip / Linux {name} (fastest blocking)"),
+                goal: 0.1,
+                per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "ipi"), Some(fastest_ns))),
+            });
+            ratios.push(Ratio {
+                what: format!("Reef polled round trip / Linux {name} (fastest blocking)"),
+                goal: 0.01,
+                per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "poll"), Some(fastest_ns))),
+            });
         }
         let side_by_side = json!(table);
         let groups: Vec<String> = ["cache line", "polled ring", "notified"].iter().map(|s| s.to_string()).collect();
         let reef_values = vec![
-            median(&figures, "cacheline_roundtrip", "-").map(ns).unwrap_or(0.0),
-            median(&figures, "message_roundtrip", "poll").map(ns).unwrap_or(0.0),
-            median(&figures, "message_roundtrip", "ipi").map(ns).unwrap_or(0.0),
+            rows[0].1.unwrap_or(0.0),
+            rows[1].1.unwrap_or(0.0),
+            reef_ipi.unwrap_or(0.0),
         ];
-        let linux_values =
-            vec![linux_ns("cacheline").unwrap_or(0.0), linux_ns("urpc").unwrap_or(0.0), fastest.map_or(0.0, |f| f.1)];
+        let linux_values = vec![
+            linux_ns("cacheline").unwrap_or(0.0),
+            linux_ns("urpc").unwrap_or(0.0),
+            fastest.map_or(0.0, |f| f.1),
+        ];
         let path = tools::root().join("results/msg_vs_linux.png");
         if let Err(e) = plot::grouped_bar_chart(
             &path,
@@ -317,11 +354,44 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         }
         linux["side_by_side"] = side_by_side;
     }
-    let figure_json: Vec<Value> = figures
+    println!("Ratios, each measured inside one run (runs: {runs}):");
+    let mut ratio_json = Vec::new();
+    for ratio in &ratios {
+        let values: Vec<f64> = ratio.per_run.iter().flatten().copied().collect();
+        let middle = median_of(&values);
+        let reached = middle.map(|m| m <= ratio.goal);
+        let list: Vec<String> = ratio.per_run.iter().map(|v| v.map_or("n/a".into(), |v| format!("{v:.3}"))).collect();
+        println!(
+            "  {:<66} median {:>7}  goal <= {:<5} {}   (runs: {})",
+            ratio.what,
+            middle.map_or("n/a".into(), |m| format!("{m:.3}")),
+            ratio.goal,
+            match reached {
+                Some(true) => "reached",
+                Some(false) => "NOT reached",
+                None => "not measured",
+            },
+            list.join(" ")
+        );
+        ratio_json.push(json!({
+            "what": ratio.what, "goal_at_most": ratio.goal, "per_run": ratio.per_run,
+            "median": middle, "reached": reached,
+        }));
+    }
+    let runs_json: Vec<Value> = results
         .iter()
-        .map(|f| {
-            let in_ns: BTreeMap<String, f64> = f.cycles.iter().map(|(k, v)| (k.clone(), (ns(*v) * 10.0).round() / 10.0)).collect();
-            json!({ "name": f.name, "parameter": f.parameter, "core_pair": f.pair, "n": f.n, "cycles": f.cycles, "ns": in_ns })
+        .map(|run| {
+            let figures: Vec<Value> = run
+                .figures
+                .iter()
+                .map(|f| {
+                    let in_ns: BTreeMap<String, f64> =
+                        f.cycles.iter().map(|(k, v)| (k.clone(), (run.ns(*v) * 10.0).round() / 10.0)).collect();
+                    json!({ "name": f.name, "parameter": f.parameter, "core_pair": f.pair, "n": f.n,
+                            "cycles": f.cycles, "ns": in_ns })
+                })
+                .collect();
+            json!({ "tsc_hz": run.tsc_hz, "figures": figures })
         })
         .collect();
     let result = json!({
@@ -329,18 +399,19 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         "what": "Reef inter-core messaging: raw cache line and IPI, one-line messages per notification mode, large messages, multicast, ICC (Popcorn tables 6.1-6.3, 6.9-6.11, figures 6.3-6.6)",
         "accelerator": accel.name(),
         "guest_cores": cores,
+        "core_pair": "0-1 (multicast: 0 to members 1..N-1)",
         "iterations": iterations,
-        "tsc_hz": tsc_hz,
-        "figures": figure_json,
-        "ratios": ratios,
+        "tsc_hz": last.tsc_hz,
+        "runs": runs_json,
+        "ratios": ratio_json,
         "linux": linux,
     });
     let directory = tools::root().join("results");
     std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;
     std::fs::write(directory.join("msg.json"), serde_json::to_string_pretty(&result).expect("json"))
         .map_err(|e| e.to_string())?;
-    plots(&figures, &directory, ns);
-    println!("xtask: wrote results/msg.json and results/msg_*.png");
+    plots(&last.figures, &directory, |c| last.ns(c));
+    println!("xtask: wrote results/msg.json and results/msg_*.png (plots from the last run)");
     Ok(0)
 }
 

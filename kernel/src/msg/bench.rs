@@ -653,6 +653,9 @@ fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {
             while group.nr_slots_in_use() != 0 && cpu::read_tsc() < deadline {
                 cpu::relax();
             }
+            // Let the members fall asleep again, so the next insertion is measured against
+            // quiet members (Popcorn spaces its trials the same way).
+            spin_cycles(shared::facts().tsc_hz / 20_000);
             let probe = Probe { from: me as u16, sequence, sent_tsc: cpu::read_tsc() };
             match super::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
                 Ok((insert, notify_cycles)) => {
