@@ -146,7 +146,9 @@ fn guest_run(machine: &Machine, kernel: &std::path::Path, first: bool) -> Result
     if outcome.timed_out {
         return Err(format!("the benchmark did not finish in {:?}:\n{}", machine.timeout, outcome.serial));
     }
-    for line in outcome.serial.lines().filter(|l| l.starts_with("BENCH-ERROR") || (first && l.starts_with("BENCH-NOTE"))) {
+    for line in
+        outcome.serial.lines().filter(|l| l.starts_with("BENCH-ERROR") || (first && l.starts_with("BENCH-NOTE")))
+    {
         println!("{line}");
     }
     let tsc_hz = outcome
@@ -272,7 +274,9 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         Ratio {
             what: "URPC polled round trip / raw cache-line round trip".into(),
             goal: 1.25,
-            per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "poll"), r.median_ns("cacheline_roundtrip", "-"))),
+            per_run: per_run(&|r| {
+                divide(r.median_ns("message_roundtrip", "poll"), r.median_ns("cacheline_roundtrip", "-"))
+            }),
         },
         Ratio {
             what: "IPI-notified round trip / raw IPI round trip".into(),
@@ -330,16 +334,9 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         }
         let side_by_side = json!(table);
         let groups: Vec<String> = ["cache line", "polled ring", "notified"].iter().map(|s| s.to_string()).collect();
-        let reef_values = vec![
-            rows[0].1.unwrap_or(0.0),
-            rows[1].1.unwrap_or(0.0),
-            reef_ipi.unwrap_or(0.0),
-        ];
-        let linux_values = vec![
-            linux_ns("cacheline").unwrap_or(0.0),
-            linux_ns("urpc").unwrap_or(0.0),
-            fastest.map_or(0.0, |f| f.1),
-        ];
+        let reef_values = vec![rows[0].1.unwrap_or(0.0), rows[1].1.unwrap_or(0.0), reef_ipi.unwrap_or(0.0)];
+        let linux_values =
+            vec![linux_ns("cacheline").unwrap_or(0.0), linux_ns("urpc").unwrap_or(0.0), fastest.map_or(0.0, |f| f.1)];
         let path = tools::root().join("results/msg_vs_linux.png");
         if let Err(e) = plot::grouped_bar_chart(
             &path,
