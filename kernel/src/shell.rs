@@ -48,8 +48,8 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "msg",
-        usage: "msg stats|ping <core> [n]|mode <core> <mode> [spin ns]|bench [core] [n]",
-        help: "channel counters per core, ping round trips, notification modes, measurements",
+        usage: "msg stats|ping|mode|bench",
+        help: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]",
         run: msg,
     },
     Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff },

@@ -24,9 +24,10 @@ cargo xtask <command>
   check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
   bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json
-  bench msg [--cores N] [--iterations N] [--accel kvm|tcg] [--vs-linux]
+  bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
         channel measurements (cache line, IPI, one-line messages per notification mode, large
-        messages, multicast, ICC); writes results/msg.json and results/msg_*.png; with
+        messages, multicast, ICC) in N guest runs (default 3), with each run's ratios and their
+        median; writes results/msg.json and results/msg_*.png; with
         --vs-linux also the Linux guest's figures and a side-by-side table
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
