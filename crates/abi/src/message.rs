@@ -51,26 +51,24 @@ pub enum DecodeError {
     BadField(&'static str),
 }
 
-fn u16_at(bytes: &[u8], at: usize) -> u16 {
+// Decoders first turn the payload into a fixed-size array (one length check), so the field
+// reads below compile to plain loads with no further bounds checks.
+fn u16_at<const N: usize>(bytes: &[u8; N], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+fn u32_at<const N: usize>(bytes: &[u8; N], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
+fn u64_at<const N: usize>(bytes: &[u8; N], at: usize) -> u64 {
+    let b = |i: usize| bytes[at + i];
+    u64::from_le_bytes([b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)])
 }
 
-fn exact(bytes: &[u8], expected: usize) -> Result<(), DecodeError> {
-    if bytes.len() == expected {
-        Ok(())
-    } else {
-        Err(DecodeError::BadLength { expected, found: bytes.len() })
-    }
+/// The payload as an array of exactly `N` bytes, or the length error.
+fn exact<const N: usize>(bytes: &[u8]) -> Result<&[u8; N], DecodeError> {
+    bytes.try_into().map_err(|_| DecodeError::BadLength { expected: N, found: bytes.len() })
 }
 
 /// Ping, pong, stress and probe payload: who sent it, a sequence number, a send timestamp and
@@ -111,7 +109,7 @@ impl Ping {
 
     /// Reads and verifies a payload.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        exact(bytes, Self::SIZE)?;
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let ping = Self {
             from: u16_at(bytes, 0),
             sequence: u64_at(bytes, 2),
@@ -151,7 +149,7 @@ impl Probe {
 
     /// Reads a payload.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        exact(bytes, Self::SIZE)?;
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         Ok(Self { from: u16_at(bytes, 0), sequence: u64_at(bytes, 2), sent_tsc: u64_at(bytes, 10) })
     }
 }
@@ -189,7 +187,7 @@ impl IccRequest {
 
     /// Reads a payload.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        exact(bytes, Self::SIZE)?;
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let mut arguments = [0; ICC_ARGUMENTS];
         for (i, argument) in arguments.iter_mut().enumerate() {
             *argument = u64_at(bytes, 8 + 8 * i);
@@ -239,7 +237,7 @@ impl IccReply {
 
     /// Reads a payload.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        exact(bytes, Self::SIZE)?;
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let status = match bytes[6] {
             0 => IccStatus::Done,
             1 => IccStatus::NoSuchHandler,
