@@ -486,6 +486,55 @@ fn pair_block(
     finish_call(call, mode.name())
 }
 
+/// What the channel path costs on one core, with no cache line crossing: a send and receive
+/// through this core's own URPC ring, the receiver's checks (copy, validate, decode), and a
+/// plain 8-word line write. Per operation, from batches of 100.
+fn local_path_costs(pair: (usize, usize)) -> bool {
+    let me = shared::this_core() as usize;
+    let mut senders = super::PAIR_SENDERS.lock();
+    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let (Some(sender), Some(receiver)) = (senders[me].as_mut(), receivers[me].as_mut()) else {
+        println!("BENCH-ERROR local: this core's own URPC ring is missing");
+        return false;
+    };
+    const BATCH: u64 = 100;
+    let message = line(Kind::Probe, |out| Probe { from: me as u16, sequence: 1, sent_tsc: 2 }.encode(out));
+    let (mut send_receive, mut checks, mut line_write) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failures = 0;
+    let mut scratch = [0u64; 8];
+    for round in 0..100u64 {
+        let start = cpu::read_tsc();
+        for _ in 0..BATCH {
+            failures += u64::from(sender.try_send(&message).is_err());
+            failures += u64::from(receiver.try_recv().is_none());
+        }
+        send_receive.push((cpu::read_tsc() - start) / BATCH);
+        let start = cpu::read_tsc();
+        for _ in 0..BATCH {
+            let copy = ::core::hint::black_box(message);
+            let valid = copy.validate().is_ok() && copy.kind == Kind::Probe as u16;
+            failures += u64::from(!valid || Probe::decode(copy.payload()).is_err());
+        }
+        checks.push((cpu::read_tsc() - start) / BATCH);
+        let start = cpu::read_tsc();
+        for i in 0..BATCH {
+            for (j, word) in scratch.iter_mut().enumerate() {
+                *word = (round + i).wrapping_mul(j as u64);
+            }
+            ::core::hint::black_box(&scratch);
+        }
+        line_write.push((cpu::read_tsc() - start) / BATCH);
+    }
+    if failures != 0 {
+        println!("BENCH-ERROR local: {failures} sends, receives or checks failed");
+    }
+    let pair = (pair.0, pair.0);
+    report("local_send_receive", "-", pair, &mut send_receive);
+    report("local_copy_validate_decode", "-", pair, &mut checks);
+    report("local_line_write", "-", pair, &mut line_write);
+    failures == 0
+}
+
 /// Runs every measurement between this core and `target`; returns false if one could not run.
 pub fn run(target: usize, iterations: u64) -> bool {
     let me = shared::this_core() as usize;
@@ -510,6 +559,8 @@ pub fn run(target: usize, iterations: u64) -> bool {
     let mut ok = true;
     let mut samples = Vec::with_capacity(iterations as usize);
     let finish = finish_call;
+
+    ok &= local_path_costs(pair);
 
     // Tables 6.1 and 6.3 against 6.9: the raw mechanisms and the channels that use them are
     // measured in alternating blocks, so each ratio compares runs that saw the same host.
