@@ -165,10 +165,10 @@ fn integrations(accel: Accel) -> Vec<Integration> {
     });
     list.push(Integration {
         name: "boot-driver-from-core-1".into(),
-        machine: machine(4, "cores=2 log=debug test=boot,bootdriver"),
+        machine: machine(4, "cores=2 log=debug test=boot,bootdriver,icc"),
         expected_status: 0,
         check: Box::new(|serial| {
-            all_tests_passed(serial, 2)?;
+            all_tests_passed(serial, 3)?;
             banners(serial, 3)?;
             serial
                 .contains("[c1 DEBUG] boot driver: core 2 started")
