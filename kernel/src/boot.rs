@@ -235,7 +235,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         start_requested_cores(region);
         crate::shell::main()
     }
-    idle_loop(kcb)
+    idle_loop()
 }
 
 /// Drops the identity mapping of the low 2 MiB the trampoline needed.
@@ -271,7 +271,7 @@ fn start_requested_cores(region: &SharedRegion) {
 
 /// What a core does when it has nothing to do: handle its messages, then sleep the way its
 /// notification mode says. It never spins unbounded, so idle vCPUs cost the host little.
-fn idle_loop(_kcb: &Kcb) -> ! {
+fn idle_loop() -> ! {
     loop {
         crate::msg::drain();
         crate::msg::wait_for_messages();
