@@ -50,6 +50,7 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
     let mut configurations = Vec::new();
+    let mut bars = Vec::new();
     let mut tsc_hz = None;
     for cores in [1usize, 4] {
         let mut machine = Machine::new(cores);
@@ -71,6 +72,7 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
             summary.p95,
             summary.min
         );
+        bars.push((cores, summary));
         configurations.push(serde_json::json!({
             "cores": cores, "unit": "ms", "samples": samples, "summary": summary.to_json(),
         }));
@@ -86,7 +88,14 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
     let path = tools::root().join("results/boot.json");
     std::fs::create_dir_all(path.parent().expect("results/")).map_err(|e| e.to_string())?;
     std::fs::write(&path, serde_json::to_string_pretty(&result).expect("json")).map_err(|e| e.to_string())?;
-    println!("xtask: wrote {}", path.display());
+    let bars: Vec<plot::BarEntry> =
+        bars.into_iter().map(|(cores, s)| (format!("{cores} core(s)"), s.median, Some((s.p5, s.p95)))).collect();
+    let png = tools::root().join("results/boot.png");
+    match plot::bar_chart(&png, &format!("Boot to shell prompt ({}, median, p5-p95)", accel.name()), "ms", &bars, false)
+    {
+        Ok(()) => println!("xtask: wrote {} and {}", path.display(), png.display()),
+        Err(e) => println!("xtask: wrote {}; no plot: {e}", path.display()),
+    }
     Ok(0)
 }
 

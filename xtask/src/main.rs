@@ -23,7 +23,7 @@ cargo xtask <command>
         the whole suite: check, host unit tests, loom models, QEMU integration runs
   check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
   bench boot [--runs N] [--accel kvm|tcg]
-        time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json
+        time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json and boot.png
   bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
         channel measurements (cache line, IPI, one-line messages per notification mode, large
         messages, multicast, ICC) in N guest runs (default 3), with each run's ratios and their
