@@ -4,12 +4,7 @@ use crate::arch::idt::InterruptFrame;
 use crate::arch::{apic, cpu, idt};
 use crate::core::kcb::CoreState;
 use crate::core::shared;
-use core::sync::atomic::{AtomicU64, Ordering};
-
-/// Timer interrupts this instance took (private .bss).
-pub static TIMER_TICKS: AtomicU64 = AtomicU64::new(0);
-/// Legacy PIC interrupts that arrived despite the mask.
-pub static STRAY_LEGACY_INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+use core::sync::atomic::Ordering;
 
 fn exception_name(vector: u64) -> &'static str {
     match vector {
@@ -40,9 +35,10 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     match frame.vector {
         0..=31 => fault(frame),
         v if v == u64::from(idt::VECTOR_TIMER) => {
-            let ticks = TIMER_TICKS.fetch_add(1, Ordering::Relaxed) + 1;
+            // The count lives in this core's KCB only; this core is its only writer.
             if let Some(region) = shared::region() {
-                region.kcb(shared::this_core() as usize).ticks.store(ticks, Ordering::Relaxed);
+                let ticks = &region.kcb(shared::this_core() as usize).ticks;
+                ticks.store(ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
             apic::local().end_of_interrupt();
         }
@@ -56,9 +52,9 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             crate::msg::bench::on_bench_interrupt();
         }
         v if v == u64::from(idt::VECTOR_SPURIOUS) => {}
-        _ => {
-            STRAY_LEGACY_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
-        }
+        // The 8259s are masked at boot: a legacy vector here means a device or the firmware
+        // left something enabled, worth a line but no EOI (the LAPIC did not deliver it).
+        vector => log::warn!("stray interrupt on vector {vector} ignored: a legacy PIC line is unmasked"),
     }
 }
 

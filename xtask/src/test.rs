@@ -128,7 +128,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         check: Box::new(|serial| all_tests_passed(serial, 2)),
     });
     list.push(Integration {
-        name: "msg-ping-and-stats".into(),
+        name: "msg-ping".into(),
         machine: machine(2, &qemu::exec_argument("msg ping 1 50")),
         expected_status: 0,
         check: Box::new(|serial| serial.contains("50 pings to core 1").then_some(()).ok_or("no ping summary".into())),
@@ -206,7 +206,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
-        name: "help-and-poweroff".into(),
+        name: "help-lists-every-command".into(),
         machine: machine(2, &qemu::exec_argument("help")),
         expected_status: 0,
         check: Box::new(|serial| {

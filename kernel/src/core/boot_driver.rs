@@ -43,7 +43,9 @@ impl core::fmt::Display for BootError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::NoSuchCore(id) => write!(f, "no core {id}: see `cores` for the cores this machine has"),
-            Self::NotOffline(state) => write!(f, "core is {}, only an offline core can be started", state.name()),
+            Self::NotOffline(state) => {
+                write!(f, "core is {}, only an offline or unresponsive core can be started", state.name())
+            }
             Self::PartitionFull => write!(f, "partition too small for the kernel instance: give QEMU more memory (-m)"),
             Self::RootAbove4GiB => write!(f, "partition above 4 GiB: the trampoline cannot load its page tables"),
             Self::NoResponse => write!(f, "core did not answer INIT-SIPI-SIPI; it is marked unresponsive"),
@@ -121,7 +123,6 @@ pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
     let kcb = shared.kcb(0);
     let claimed = kcb.claim_for_boot();
     assert!(claimed, "core 0 must be offline at boot");
-    kcb.start_count.fetch_add(1, Ordering::Relaxed);
     let (root, stack_top) = match prepare_instance(&DirectView, shared, kcb) {
         Ok(prepared) => prepared,
         Err(error) => panic!("cannot prepare kernel instance 0: {error}"),
@@ -191,7 +192,6 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb) -> Result<(), BootError> 
         core::ptr::copy_nonoverlapping(code.as_ptr(), base, code.len());
         base.add(trampoline::parameters_offset()).cast::<TrampolineParameters>().write_volatile(parameters);
     }
-    kcb.start_count.fetch_add(1, Ordering::Relaxed);
 
     let tsc_hz = shared.header.facts.tsc_hz;
     let microseconds = |us: u64| tsc_hz / 1_000_000 * us;

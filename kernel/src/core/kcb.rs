@@ -104,8 +104,6 @@ pub struct Kcb {
     pub started_tsc: AtomicU64,
     /// Timer interrupts taken.
     pub ticks: AtomicU64,
-    /// How many times a boot driver started this core.
-    pub start_count: AtomicU32,
     /// Why it stopped, when faulted.
     pub fault: FaultRecord,
     /// Message counters (`msg stats`).
@@ -123,7 +121,8 @@ impl Kcb {
         self.state.store(state as u32, Ordering::Release);
     }
 
-    /// Claims an offline, faulted or unresponsive core for booting; false if someone else has it.
+    /// Claims an offline or unresponsive core for booting; false if it runs, boots, faulted, or
+    /// another boot driver claimed it first (a compare-exchange, so only one wins).
     pub fn claim_for_boot(&self) -> bool {
         [CoreState::Offline, CoreState::Unresponsive].iter().any(|from| {
             self.state

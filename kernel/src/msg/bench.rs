@@ -229,17 +229,10 @@ fn wait_pair_message(
             cpu::relax();
             continue;
         }
-        cpu::disable_interrupts();
-        line.armed.store(1, Ordering::Relaxed);
-        ::core::sync::atomic::fence(Ordering::SeqCst);
-        if let Some(message) = receiver.try_recv() {
-            line.armed.store(0, Ordering::Relaxed);
-            cpu::enable_interrupts();
+        if let Some(message) = super::sleep_armed(line, false, || receiver.try_recv()) {
             let now = cpu::read_tsc();
             return Some((message, now, now));
         }
-        cpu::wait_for_interrupt();
-        line.armed.store(0, Ordering::Relaxed);
         spin_start = cpu::read_tsc();
     }
 }
@@ -558,7 +551,6 @@ pub fn run(target: usize, iterations: u64) -> bool {
     }
     let mut ok = true;
     let mut samples = Vec::with_capacity(iterations as usize);
-    let finish = finish_call;
 
     ok &= local_path_costs(pair);
 
@@ -634,7 +626,7 @@ pub fn run(target: usize, iterations: u64) -> bool {
         let rounds = (iterations / chunks as u64).clamp(20, 1000);
         let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_LARGE, rounds, me as u64, 0, 0]);
         if !wait_ready() {
-            ok &= finish(call, "large");
+            ok &= finish_call(call, "large");
             continue;
         }
         let mut send_costs = Vec::new();
@@ -654,7 +646,7 @@ pub fn run(target: usize, iterations: u64) -> bool {
         let parameter = alloc::format!("{chunks}");
         report("large_send_cost", &parameter, pair, &mut send_costs);
         report("large_roundtrip", &parameter, pair, &mut samples);
-        ok &= finish(call, "large");
+        ok &= finish_call(call, "large");
     }
     super::set_mode(target, target_mode);
 

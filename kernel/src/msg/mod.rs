@@ -590,27 +590,37 @@ pub fn wait_for_messages() {
             cpu::relax();
         }
     }
+    if let Some(incoming) = sleep_armed(line, mode == NotifyMode::Mwait, receive_one) {
+        dispatch(incoming);
+    }
+}
+
+/// Arms `line` (and MONITOR on its doorbell with `mwait`), takes a last look with `look`, and
+/// sleeps only if it found nothing; returns what the last look found. Interrupts are masked
+/// from before arming until the sleep, and a sender that sees `armed` interrupts us, so a
+/// message published after the last look always wakes the sleep (no lost wake-up).
+pub fn sleep_armed<T>(line: &NotifyLine, mwait: bool, mut look: impl FnMut() -> Option<T>) -> Option<T> {
     cpu::disable_interrupts();
-    if mode == NotifyMode::Mwait {
-        // SAFETY: CPUID offers MONITOR/MWAIT (checked above); the doorbell is mapped.
+    if mwait {
+        // SAFETY: callers pass `mwait` only where CPUID offers MONITOR/MWAIT; the doorbell is mapped.
         unsafe { cpu::monitor(&line.doorbell as *const AtomicU64 as u64) };
     }
     line.armed.store(1, Ordering::Relaxed);
     // SeqCst fence: pairs with the sender's (see `notify`).
     fence(Ordering::SeqCst);
-    if let Some(incoming) = receive_one() {
+    if let Some(found) = look() {
         line.armed.store(0, Ordering::Relaxed);
         cpu::enable_interrupts();
-        dispatch(incoming);
-        return;
+        return Some(found);
     }
-    if mode == NotifyMode::Mwait {
+    if mwait {
         // SAFETY: MONITOR was armed just above.
         unsafe { cpu::enable_interrupts_and_mwait() };
     } else {
         cpu::wait_for_interrupt();
     }
     line.armed.store(0, Ordering::Relaxed);
+    None
 }
 
 /// Sets the notification mode of `core`'s receive queues and of every URPC ring into it.

@@ -103,8 +103,11 @@ fn send_share(per_target: u64, with_large: bool) {
                 }
             }
             if with_large && i.is_multiple_of(512) {
-                let sequence = NEXT.lock()[to][0];
-                NEXT.lock()[to][0] += 1;
+                let sequence = {
+                    let mut next = NEXT.lock();
+                    next[to][0] += 1;
+                    next[to][0] - 1
+                };
                 while super::send_large(to, Kind::StressLarge, &large_body(me as u16, sequence)).is_err() {
                     super::drain();
                 }
