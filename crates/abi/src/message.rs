@@ -28,6 +28,7 @@ pub const MAX_KIND: u16 = 7;
 
 impl Kind {
     /// The kind with number `value`, if any.
+    #[inline]
     pub fn from_u16(value: u16) -> Option<Self> {
         Some(match value {
             1 => Self::Ping,
@@ -53,20 +54,24 @@ pub enum DecodeError {
 
 // Decoders first turn the payload into a fixed-size array (one length check), so the field
 // reads below compile to plain loads with no further bounds checks.
+#[inline]
 fn u16_at<const N: usize>(bytes: &[u8; N], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
+#[inline]
 fn u32_at<const N: usize>(bytes: &[u8; N], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
+#[inline]
 fn u64_at<const N: usize>(bytes: &[u8; N], at: usize) -> u64 {
     let b = |i: usize| bytes[at + i];
     u64::from_le_bytes([b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)])
 }
 
 /// The payload as an array of exactly `N` bytes, or the length error.
+#[inline]
 fn exact<const N: usize>(bytes: &[u8]) -> Result<&[u8; N], DecodeError> {
     bytes.try_into().map_err(|_| DecodeError::BadLength { expected: N, found: bytes.len() })
 }
@@ -89,6 +94,7 @@ impl Ping {
     /// Encoded size.
     pub const SIZE: usize = 2 + 8 + 8 + 8 + 8;
 
+    #[inline]
     fn checksum(&self) -> u64 {
         (u64::from(self.from)
             ^ self.sequence.rotate_left(17)
@@ -98,6 +104,7 @@ impl Ping {
     }
 
     /// Writes the payload; returns its length.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..2].copy_from_slice(&self.from.to_le_bytes());
         out[2..10].copy_from_slice(&self.sequence.to_le_bytes());
@@ -108,6 +115,7 @@ impl Ping {
     }
 
     /// Reads and verifies a payload.
+    #[inline]
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let ping = Self {
@@ -140,6 +148,7 @@ impl Probe {
     pub const SIZE: usize = 2 + 8 + 8;
 
     /// Writes the payload; returns its length.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..2].copy_from_slice(&self.from.to_le_bytes());
         out[2..10].copy_from_slice(&self.sequence.to_le_bytes());
@@ -148,6 +157,7 @@ impl Probe {
     }
 
     /// Reads a payload.
+    #[inline]
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         Ok(Self { from: u16_at(bytes, 0), sequence: u64_at(bytes, 2), sent_tsc: u64_at(bytes, 10) })
@@ -175,6 +185,7 @@ impl IccRequest {
     pub const SIZE: usize = 2 + 2 + 4 + 8 * ICC_ARGUMENTS;
 
     /// Writes the payload; returns its length.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..2].copy_from_slice(&self.from.to_le_bytes());
         out[2..4].copy_from_slice(&self.handler.to_le_bytes());
@@ -186,6 +197,7 @@ impl IccRequest {
     }
 
     /// Reads a payload.
+    #[inline]
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let mut arguments = [0; ICC_ARGUMENTS];
@@ -227,6 +239,7 @@ impl IccReply {
     pub const SIZE: usize = 2 + 4 + 1 + 8;
 
     /// Writes the payload; returns its length.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..2].copy_from_slice(&self.from.to_le_bytes());
         out[2..6].copy_from_slice(&self.call_id.to_le_bytes());
@@ -236,6 +249,7 @@ impl IccReply {
     }
 
     /// Reads a payload.
+    #[inline]
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let bytes: &[u8; Self::SIZE] = exact(bytes)?;
         let status = match bytes[6] {

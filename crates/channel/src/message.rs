@@ -87,6 +87,7 @@ impl Message {
 
     /// The valid payload bytes, `payload[..len]`. An out-of-range `len` is
     /// clamped to 56 here; [`Message::validate`] is what reports it.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         let len = usize::from(self.len).min(PAYLOAD_CAPACITY);
         &self.payload[..len]
@@ -94,12 +95,14 @@ impl Message {
 
     /// Whether [`FLAG_CHUNK`] is set: the message belongs to a large message
     /// and goes to a [`Reassembler`](crate::Reassembler).
+    #[inline]
     pub fn is_chunk(&self) -> bool {
         self.flags & FLAG_CHUNK != 0
     }
 
     /// Checks the header of a received copy: `len` at most 56, kind not 0,
     /// FIRST/LAST only together with CHUNK.
+    #[inline]
     pub fn validate(&self) -> Result<(), ChannelError> {
         if usize::from(self.len) > PAYLOAD_CAPACITY {
             return Err(ChannelError::BadLength);

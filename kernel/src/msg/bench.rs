@@ -205,10 +205,8 @@ fn wait_pair_message(
     loop {
         if !timestamps && mode == NotifyMode::Poll {
             // The polled fast path: nothing but the slot check in the loop.
-            for _ in 0..4096 {
-                if let Some(message) = receiver.try_recv() {
-                    return Some((message, 0, 0));
-                }
+            if let Some(message) = receiver.recv_polling(4096, cpu::relax) {
+                return Some((message, 0, 0));
             }
         }
         let woke = if timestamps { cpu::read_tsc() } else { 0 };
@@ -301,10 +299,9 @@ fn pair_responder(
             to_dequeue.push(dequeued.saturating_sub(woke));
             to_handler.push(handler_start.saturating_sub(dequeued));
         }
-        // The reply reuses the validated copy: same kind and length, new sender.
-        let mut reply = message;
-        Probe { from: me, ..probe }.encode(&mut reply.payload);
-        link.send(&reply);
+        // A fresh reply: built from constants and the decoded fields, so nothing of the
+        // received copy is carried through memory.
+        link.send(&line(Kind::Probe, |out| Probe { from: me, ..probe }.encode(out)));
     }
     if timestamps {
         let breakdown = &area().bench.breakdown.0;
@@ -353,13 +350,12 @@ fn receive_pair_spin(from: usize) -> Option<Message> {
     let mut receivers = super::PAIR_RECEIVERS.lock();
     let receiver = receivers[from].as_mut()?;
     loop {
-        if let Some(message) = receiver.try_recv() {
+        if let Some(message) = receiver.recv_polling(256, cpu::relax) {
             return Some(message);
         }
         if cpu::read_tsc() > deadline {
             return None;
         }
-        cpu::relax();
     }
 }
 
@@ -458,12 +454,9 @@ fn pair_block(
             if timestamps {
                 send_costs.push(cpu::read_tsc() - start);
             }
-            let replied = 'wait: loop {
-                for _ in 0..4096 {
-                    if receiver.try_recv().is_some() {
-                        break 'wait true;
-                    }
-                    cpu::relax();
+            let replied = loop {
+                if receiver.recv_polling(4096, cpu::relax).is_some() {
+                    break true;
                 }
                 if cpu::read_tsc() - start > facts.tsc_hz * 5 {
                     break false;

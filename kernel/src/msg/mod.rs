@@ -315,6 +315,7 @@ fn on_pong(message: &Message) -> HandlerResult {
 }
 
 /// Builds a one-line message of `kind` whose payload `encode` writes, in place (no copy).
+#[inline]
 pub fn line(kind: Kind, encode: impl FnOnce(&mut [u8; PAYLOAD_SIZE]) -> usize) -> Message {
     let mut message = Message { kind: kind as u16, flags: 0, len: 0, payload: [0; PAYLOAD_SIZE] };
     let length = encode(&mut message.payload);

@@ -140,10 +140,9 @@ fn channel_error(error: channel::ChannelError) -> io::Error {
 /// Receives the next message from `receiver`, polling its slot.
 fn receive_polling<const N: usize>(receiver: &mut channel::UrpcReceiver<'_, N>) -> Message {
     loop {
-        if let Some(message) = receiver.try_recv() {
+        if let Some(message) = receiver.recv_polling(4096, spin_loop) {
             return message;
         }
-        spin_loop();
     }
 }
 
