@@ -300,6 +300,8 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             }),
         },
     ];
+    // The raw mechanisms over the Linux figure: what no channel built on them can go below.
+    let mut floors: Vec<(String, Vec<Option<f64>>)> = Vec::new();
     let mut linux = Value::Null;
     if vs_linux {
         linux = crate::peer::linux_msg_results(accel, cores)?;
@@ -340,6 +342,14 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
                 goal: 0.01,
                 per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "poll"), Some(fastest_ns))),
             });
+            floors.push((
+                format!("raw IPI round trip / Linux {name} (floor of the 0.1 goal)"),
+                per_run(&|r| divide(r.median_ns("ipi_roundtrip", "-"), Some(fastest_ns))),
+            ));
+            floors.push((
+                format!("raw cache-line round trip / Linux {name} (floor of the 0.01 goal)"),
+                per_run(&|r| divide(r.median_ns("cacheline_roundtrip", "-"), Some(fastest_ns))),
+            ));
         }
         let side_by_side = json!(table);
         let groups: Vec<String> = ["cache line", "polled ring", "notified"].iter().map(|s| s.to_string()).collect();
@@ -384,6 +394,20 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             "median": middle, "reached": reached,
         }));
     }
+    let mut floor_json = Vec::new();
+    if !floors.is_empty() {
+        println!("Floors: the raw mechanism alone against Linux, in the same runs (no goal; a channel adds to these):");
+    }
+    for (what, per_run) in &floors {
+        let middle = median_of(&per_run.iter().flatten().copied().collect::<Vec<_>>());
+        let list: Vec<String> = per_run.iter().map(|v| v.map_or("n/a".into(), |v| format!("{v:.3}"))).collect();
+        println!(
+            "  {what:<66} median {:>7}   (runs: {})",
+            middle.map_or("n/a".into(), |m| format!("{m:.3}")),
+            list.join(" ")
+        );
+        floor_json.push(json!({ "what": what, "per_run": per_run, "median": middle }));
+    }
     let runs_json: Vec<Value> = results
         .iter()
         .map(|run| {
@@ -410,6 +434,7 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         "tsc_hz": last.tsc_hz,
         "runs": runs_json,
         "ratios": ratio_json,
+        "floors": floor_json,
         "linux": linux,
     });
     let directory = tools::root().join("results");

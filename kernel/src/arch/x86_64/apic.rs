@@ -1,7 +1,10 @@
 //! Local APIC in x2APIC mode when the CPU offers it, else xAPIC: timer, EOI, IPIs, INIT-SIPI.
 
-use super::cpu::{cpuid, read_msr, read_tsc, relax, write_msr};
+use super::cpu::{
+    cpuid, disable_interrupts, enable_interrupts, interrupts_enabled, read_msr, read_tsc, relax, write_msr,
+};
 use super::paging::physical_to_virtual;
+use core::sync::atomic::{compiler_fence, AtomicU32, Ordering};
 use spin::Once;
 
 const IA32_APIC_BASE: u32 = 0x1B;
@@ -48,6 +51,10 @@ pub enum ApicMode {
 /// This core's local APIC.
 pub struct LocalApic {
     mode: ApicMode,
+    /// xAPIC: the destination last written to ICR high by this core, or `u32::MAX`. ICR high
+    /// keeps its value, so an IPI to the same core as the last one writes ICR low only (one
+    /// register access fewer; under emulation each access is an exit).
+    icr_destination: AtomicU32,
 }
 
 // One per instance (private .bss).
@@ -74,7 +81,7 @@ pub fn init(physical_base: u64) -> &'static LocalApic {
                 ApicMode::XApic { registers: physical_to_virtual(physical_base) }
             }
         };
-        let apic = LocalApic { mode };
+        let apic = LocalApic { mode, icr_destination: AtomicU32::new(u32::MAX) };
         apic.write(Register::TaskPriority, 0);
         apic.write(Register::LvtTimer, LVT_MASKED);
         apic.write(Register::LvtLint0, LVT_MASKED);
@@ -133,13 +140,28 @@ impl LocalApic {
     }
 
     /// Writes the interrupt command register and waits until the IPI left (xAPIC only reports it).
+    ///
+    /// The xAPIC ICR is two registers: interrupts are off from the high write to the low one,
+    /// so an IPI sent by an interrupt handler in between cannot redirect this one.
     fn send_command(&self, destination: u32, command: u32) {
         match self.mode {
             ApicMode::XApic { .. } => {
-                self.write(Register::InterruptCommandHigh, destination << 24);
+                let were_enabled = interrupts_enabled();
+                disable_interrupts();
+                // `cli`/`sti` are `nomem` asm: keep the register accesses between them.
+                compiler_fence(Ordering::SeqCst);
+                // Only this core touches its ICR and its cached destination, with interrupts off.
+                if self.icr_destination.load(Ordering::Relaxed) != destination {
+                    self.write(Register::InterruptCommandHigh, destination << 24);
+                    self.icr_destination.store(destination, Ordering::Relaxed);
+                }
                 self.write(Register::InterruptCommandLow, command);
                 while self.read(Register::InterruptCommandLow) & ICR_DELIVERY_PENDING != 0 {
                     relax();
+                }
+                compiler_fence(Ordering::SeqCst);
+                if were_enabled {
+                    enable_interrupts();
                 }
             }
             // SAFETY: the x2APIC ICR is one 64-bit MSR (0x830), destination in the high half.
