@@ -239,8 +239,14 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     machine.timeout = Duration::from_secs(900);
     machine.kernel_args = qemu::exec_argument(&format!("msg bench 1 {iterations}"));
     let mut results: Vec<GuestRun> = Vec::new();
+    // With --vs-linux, a Linux boot follows each Reef boot, so each per-run ratio compares
+    // two guests the host ran minutes apart at most, and the Linux side is a median too.
+    let mut linux_runs: Vec<Value> = Vec::new();
     for run in 0..runs {
         let result = guest_run(&machine, &kernel, run == 0)?;
+        if vs_linux {
+            linux_runs.push(crate::peer::linux_msg_results(accel, cores)?);
+        }
         println!(
             "run {}: cache line {:.0} ns, polled URPC {:.0} ns, raw IPI {:.0} ns, IPI-notified {:.0} ns (round-trip medians)",
             run + 1,
@@ -304,13 +310,21 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     let mut floors: Vec<(String, Vec<Option<f64>>)> = Vec::new();
     let mut linux = Value::Null;
     if vs_linux {
-        linux = crate::peer::linux_msg_results(accel, cores)?;
-        let linux_ns = |name: &str| linux["benchmarks"][name]["ns"]["median"].as_f64();
+        let linux_run_ns = |run: &Value, name: &str| run["benchmarks"][name]["ns"]["median"].as_f64();
+        let linux_ns =
+            |name: &str| median_of(&linux_runs.iter().filter_map(|run| linux_run_ns(run, name)).collect::<Vec<_>>());
         let fastest = ["pipe", "eventfd", "futex"]
             .iter()
             .filter_map(|b| linux_ns(b).map(|v| (*b, v)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
-        println!("Reef (median over {runs} runs) and Linux side by side, round-trip medians in ns:");
+        for (name, _) in fastest.iter() {
+            let list: Vec<String> = linux_runs
+                .iter()
+                .map(|run| linux_run_ns(run, name).map_or("n/a".into(), |v| format!("{v:.0}")))
+                .collect();
+            println!("Linux {name} round trip per run, ns: {}", list.join(" "));
+        }
+        println!("Reef and Linux side by side, medians over {runs} runs of each, round trips in ns:");
         println!("  {:<44} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
         let reef_ipi = across_runs(&results, "message_roundtrip", "ipi");
         let rows = [
@@ -331,24 +345,32 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             );
             table.push(json!({ "mechanism": what, "reef_ns": reef, "linux_ns": other, "ratio": ratio }));
         }
-        if let Some((name, fastest_ns)) = fastest {
+        if let Some((name, _)) = fastest {
+            // Reef run i against the Linux run booted right after it.
+            let against_linux = |figure: &str, parameter: &str| -> Vec<Option<f64>> {
+                results
+                    .iter()
+                    .zip(&linux_runs)
+                    .map(|(reef, other)| divide(reef.median_ns(figure, parameter), linux_run_ns(other, name)))
+                    .collect()
+            };
             ratios.push(Ratio {
                 what: format!("Reef IPI-notified round trip / Linux {name} (fastest blocking)"),
                 goal: 0.1,
-                per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "ipi"), Some(fastest_ns))),
+                per_run: against_linux("message_roundtrip", "ipi"),
             });
             ratios.push(Ratio {
                 what: format!("Reef polled round trip / Linux {name} (fastest blocking)"),
                 goal: 0.01,
-                per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "poll"), Some(fastest_ns))),
+                per_run: against_linux("message_roundtrip", "poll"),
             });
             floors.push((
                 format!("raw IPI round trip / Linux {name} (floor of the 0.1 goal)"),
-                per_run(&|r| divide(r.median_ns("ipi_roundtrip", "-"), Some(fastest_ns))),
+                against_linux("ipi_roundtrip", "-"),
             ));
             floors.push((
                 format!("raw cache-line round trip / Linux {name} (floor of the 0.01 goal)"),
-                per_run(&|r| divide(r.median_ns("cacheline_roundtrip", "-"), Some(fastest_ns))),
+                against_linux("cacheline_roundtrip", "-"),
             ));
         }
         let side_by_side = json!(table);
@@ -368,7 +390,7 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         ) {
             println!("xtask: no plot {}: {e}", path.display());
         }
-        linux["side_by_side"] = side_by_side;
+        linux = json!({ "runs": linux_runs, "side_by_side": side_by_side });
     }
     println!("Ratios, each measured inside one run (runs: {runs}):");
     let mut ratio_json = Vec::new();

@@ -27,8 +27,9 @@ cargo xtask <command>
   bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
         channel measurements (cache line, IPI, one-line messages per notification mode, large
         messages, multicast, ICC) in N guest runs (default 3), with each run's ratios and their
-        median; writes results/msg.json and results/msg_*.png; with
-        --vs-linux also the Linux guest's figures and a side-by-side table
+        median; writes results/msg.json and results/msg_*.png; with --vs-linux
+        a Linux guest boot after each run, a side-by-side table, and the ratios
+        to Linux run by run
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json

@@ -139,7 +139,8 @@ impl LocalApic {
         self.write(Register::EndOfInterrupt, 0);
     }
 
-    /// Writes the interrupt command register and waits until the IPI left (xAPIC only reports it).
+    /// Writes the interrupt command register, once the previous IPI has left (xAPIC only
+    /// reports it).
     ///
     /// The xAPIC ICR is two registers: interrupts are off from the high write to the low one,
     /// so an IPI sent by an interrupt handler in between cannot redirect this one.
@@ -150,15 +151,19 @@ impl LocalApic {
                 disable_interrupts();
                 // `cli`/`sti` are `nomem` asm: keep the register accesses between them.
                 compiler_fence(Ordering::SeqCst);
+                // The previous IPI must have left before the ICR is written again. Waiting
+                // here rather than after the write (as Linux does) lets the sender go on as
+                // soon as its IPI is out; under emulation, it also leaves the target's wake-up
+                // without a register access of ours competing for the emulator's lock.
+                while self.read(Register::InterruptCommandLow) & ICR_DELIVERY_PENDING != 0 {
+                    relax();
+                }
                 // Only this core touches its ICR and its cached destination, with interrupts off.
                 if self.icr_destination.load(Ordering::Relaxed) != destination {
                     self.write(Register::InterruptCommandHigh, destination << 24);
                     self.icr_destination.store(destination, Ordering::Relaxed);
                 }
                 self.write(Register::InterruptCommandLow, command);
-                while self.read(Register::InterruptCommandLow) & ICR_DELIVERY_PENDING != 0 {
-                    relax();
-                }
                 compiler_fence(Ordering::SeqCst);
                 if were_enabled {
                     enable_interrupts();
