@@ -67,6 +67,35 @@ fn urpc_producer_consumer_across_a_wrap() {
     });
 }
 
+/// The same protocol through `recv_polling`, whose slot address and expected sequence are
+/// worked out before it polls.
+#[test]
+fn urpc_recv_polling_across_a_wrap() {
+    check(3, || {
+        let ring = Arc::new(Urpc::<2>::new());
+        let producer = {
+            let ring = ring.clone();
+            thread::spawn(move || {
+                let mut sender = ring.sender().unwrap();
+                for number in 0..3 {
+                    sender.send_spin(&numbered(1, number));
+                }
+            })
+        };
+        let mut receiver = ring.receiver().unwrap();
+        for expected in 0..3 {
+            let message = loop {
+                if let Some(message) = receiver.recv_polling(2, thread::yield_now) {
+                    break message;
+                }
+            };
+            assert_eq!(number_of(&message), (1, expected));
+        }
+        producer.join().unwrap();
+        assert_eq!(receiver.recv_polling(1, || {}), None);
+    });
+}
+
 #[test]
 fn mpsc_two_producers_race_for_tickets_across_a_wrap() {
     check(3, || {
