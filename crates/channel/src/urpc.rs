@@ -216,40 +216,29 @@ impl<const N: usize> UrpcReceiver<'_, N> {
     /// validated here: call [`Message::validate`] before using it.
     #[inline]
     pub fn try_recv(&mut self) -> Option<Message> {
-        let ticket = self.next_ticket;
-        let slot = &self.ring.slots[slot_index(ticket, N)];
-        // Acquire: pairs with the sender's Release, so the bytes we copy are
-        // the ones written for this ticket.
-        if slot.sequence.load(Ordering::Acquire) != published_mark(ticket, N) {
-            return None;
-        }
-        // SAFETY: the slot is published for this ticket, and the sender will
-        // not write it again until the consumer index passes this ticket.
-        let message = unsafe { slot.read() };
-        self.next_ticket = ticket.wrapping_add(1);
-        // Release: our copy-out happens before the sender reuses the slot.
-        self.ring.receiver_line.index.store(self.next_ticket, Ordering::Release);
-        Some(message)
+        self.recv_polling(1, || {})
     }
 
     /// Polls the next slot up to `polls` times, calling `between` after each miss, and copies
-    /// the message out as [`try_recv`](Self::try_recv) does once it is published. The slot
-    /// and the sequence value it waits for are worked out once, so a poll is one load and one
-    /// compare (the Barrelfish receive loop); a caller that spins on a ring uses this rather
-    /// than calling `try_recv` in a loop. `None` after `polls` misses.
+    /// the message out once it is published (not validated, as with
+    /// [`try_recv`](Self::try_recv)). The slot and the sequence value it waits for are worked
+    /// out once, so a poll is one load and one compare (the Barrelfish receive loop); a caller
+    /// that spins on a ring uses this rather than calling `try_recv` in a loop. `None` after
+    /// `polls` misses.
     #[inline]
     pub fn recv_polling(&mut self, polls: usize, mut between: impl FnMut()) -> Option<Message> {
         let ticket = self.next_ticket;
         let slot = &self.ring.slots[slot_index(ticket, N)];
         let mark = published_mark(ticket, N);
         for _ in 0..polls {
-            // Acquire: as in `try_recv`.
+            // Acquire: pairs with the sender's Release, so the bytes we copy are
+            // the ones written for this ticket.
             if slot.sequence.load(Ordering::Acquire) == mark {
-                // SAFETY: as in `try_recv`: published for this ticket, not rewritten until
-                // the consumer index passes it.
+                // SAFETY: the slot is published for this ticket, and the sender will
+                // not write it again until the consumer index passes this ticket.
                 let message = unsafe { slot.read() };
                 self.next_ticket = ticket.wrapping_add(1);
-                // Release: as in `try_recv`.
+                // Release: our copy-out happens before the sender reuses the slot.
                 self.ring.receiver_line.index.store(self.next_ticket, Ordering::Release);
                 return Some(message);
             }
@@ -277,6 +266,16 @@ mod tests {
         bytes[..8].copy_from_slice(&number.to_le_bytes());
         bytes[8..].copy_from_slice(&(!number).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
         Message::new(1 + (number % 7) as u16, &bytes).unwrap()
+    }
+
+    /// Sends messages `0..count`, yielding while the ring is full.
+    fn send_numbered<const N: usize>(ring: &Urpc<N>, count: u64) {
+        let mut sender = ring.sender().unwrap();
+        for number in 0..count {
+            while sender.try_send(&numbered(number)).is_err() {
+                thread::yield_now();
+            }
+        }
     }
 
     #[test]
@@ -322,14 +321,7 @@ mod tests {
         let ring = Urpc::<8>::new_boxed();
         let ring = &*ring;
         thread::scope(|scope| {
-            scope.spawn(|| {
-                let mut sender = ring.sender().unwrap();
-                for number in 0..COUNT {
-                    while sender.try_send(&numbered(number)).is_err() {
-                        thread::yield_now();
-                    }
-                }
-            });
+            scope.spawn(|| send_numbered(ring, COUNT));
             let mut receiver = ring.receiver().unwrap();
             for number in 0..COUNT {
                 let message = loop {
@@ -383,14 +375,7 @@ mod tests {
         let ring = Urpc::<64>::new_boxed();
         let ring = &*ring;
         thread::scope(|scope| {
-            scope.spawn(|| {
-                let mut sender = ring.sender().unwrap();
-                for number in 0..COUNT {
-                    while sender.try_send(&numbered(number)).is_err() {
-                        thread::yield_now();
-                    }
-                }
-            });
+            scope.spawn(|| send_numbered(ring, COUNT));
             let mut receiver = ring.receiver().unwrap();
             let mut checksum = 0u64;
             let mut expected_checksum = 0u64;
