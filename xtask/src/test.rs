@@ -30,6 +30,41 @@ fn all_tests_passed(serial: &str, expected: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// `msg bench` ran every measurement to the end: no `BENCH-ERROR`, and each figure, with
+/// multicast up to `members` members, printed once with samples. (Benchmarks never fail on a
+/// number; this only checks that they run.)
+fn every_bench_figure(serial: &str, members: usize) -> Result<(), String> {
+    if let Some(error) = serial.lines().find(|l| l.starts_with("BENCH-ERROR")) {
+        return Err(error.to_string());
+    }
+    let mut wanted: Vec<(String, String)> = ["cacheline_roundtrip", "ipi_send_cost", "ipi_roundtrip"]
+        .iter()
+        .map(|name| (name.to_string(), "-".to_string()))
+        .collect();
+    for mode in ["poll", "ipi", "hybrid"] {
+        for name in ["message_roundtrip", "message_send_cost", "message_send_to_wake", "message_wake_to_dequeue"] {
+            wanted.push((name.into(), mode.into()));
+        }
+    }
+    for chunks in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
+        wanted.push(("large_roundtrip".into(), chunks.to_string()));
+    }
+    for count in 1..=members {
+        wanted.push(("multicast_insert_cost".into(), count.to_string()));
+        wanted.push(("multicast_notify_cost".into(), count.to_string()));
+    }
+    wanted.push(("icc_roundtrip".into(), "hybrid".into()));
+    for (name, parameter) in wanted {
+        let prefix = format!("BENCH name={name} param={parameter} ");
+        let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with(&prefix)).collect();
+        let sampled = |line: &&str| line.split_whitespace().any(|w| w.strip_prefix("n=").is_some_and(|n| n != "0"));
+        if lines.len() != 1 || !lines.iter().all(sampled) {
+            return Err(format!("expected one `{prefix}` line with samples, got {lines:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// Every started core printed its banner, once.
 fn banners(serial: &str, cores: usize) -> Result<(), String> {
     for core in 0..cores {
@@ -132,6 +167,12 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(2, &qemu::exec_argument("msg ping 1 50")),
         expected_status: 0,
         check: Box::new(|serial| serial.contains("50 pings to core 1").then_some(()).ok_or("no ping summary".into())),
+    });
+    list.push(Integration {
+        name: "msg-bench-runs".into(),
+        machine: machine(4, &qemu::exec_argument("msg bench 1 40")),
+        expected_status: 0,
+        check: Box::new(|serial| every_bench_figure(serial, 3)),
     });
     list.push(Integration {
         name: "fault-containment".into(),
