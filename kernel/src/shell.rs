@@ -165,9 +165,43 @@ fn start(arguments: &[&str]) -> Result<(), CommandError> {
     }
 }
 
+/// Most pings or benchmark iterations one command takes (each keeps a sample).
+const MAX_SAMPLES: u64 = 100_000;
+
+/// A number of `what` from `least` to [`MAX_SAMPLES`], or an error that says so.
+fn parse_count(text: &str, what: &str, least: u64) -> Result<u64, CommandError> {
+    text.parse().ok().filter(|n| (least..=MAX_SAMPLES).contains(n)).ok_or_else(|| {
+        CommandError::Failed(alloc::format!("`{text}` is not a number of {what}: give {least} to {MAX_SAMPLES}"))
+    })
+}
+
+/// A core that has channels (this one included), or an error naming the ones there are.
+fn channel_core(text: &str) -> Result<usize, CommandError> {
+    let target = parse_core(text)?;
+    let last = crate::msg::messaging_cores() - 1;
+    if target > last {
+        return Err(CommandError::Failed(alloc::format!(
+            "no core {target} with channels: pick a core from 0 to {last}, see `cores`"
+        )));
+    }
+    Ok(target)
+}
+
+/// Another core that has channels, for measurements between two cores.
+fn peer_core(text: &str) -> Result<usize, CommandError> {
+    let target = channel_core(text)?;
+    if target == shared::this_core() as usize {
+        let last = crate::msg::messaging_cores() - 1;
+        return Err(CommandError::Failed(alloc::format!(
+            "core {target} is this core: pick another core from 0 to {last}, see `cores`"
+        )));
+    }
+    Ok(target)
+}
+
 fn msg(arguments: &[&str]) -> Result<(), CommandError> {
-    const USAGE: &str =
-        "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> | msg bench [core] [n]";
+    const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
+                         msg bench [core] [n]";
     let region = shared::get();
     match arguments {
         ["stats"] => {
@@ -195,10 +229,10 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             Ok(())
         }
         ["ping", target, rest @ ..] => {
-            let target = parse_core(target)?;
+            let target = channel_core(target)?;
             let count = match rest {
                 [] => 10,
-                [n] => n.parse().map_err(|_| CommandError::Usage(USAGE))?,
+                [n] => parse_count(n, "pings", 1)? as usize,
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             let mut samples =
@@ -219,13 +253,21 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             let target = parse_core(target)?;
             let spin_ns: Option<u64> = match rest {
                 [] => None,
-                [ns] => Some(ns.parse().map_err(|_| CommandError::Usage(USAGE))?),
+                [ns] => Some(ns.parse().ok().filter(|&ns| ns <= 1_000_000_000).ok_or_else(|| {
+                    CommandError::Failed(alloc::format!(
+                        "`{ns}` is not a spin time: give nanoseconds up to 1000000000 (1 s), e.g. 20000"
+                    ))
+                })?),
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             if target >= crate::msg::messaging_cores() {
                 return Err(CommandError::Failed(alloc::format!("core {target} has no channels: see `cores`")));
             }
-            let mode = crate::msg::NotifyMode::parse(mode).ok_or(CommandError::Usage(USAGE))?;
+            let mode = crate::msg::NotifyMode::parse(mode).ok_or_else(|| {
+                CommandError::Failed(alloc::format!(
+                    "`{mode}` is not a notification mode: use poll, ipi, hybrid or mwait"
+                ))
+            })?;
             if mode == crate::msg::NotifyMode::Mwait && !shared::facts().has_mwait {
                 println!("note: this CPU offers no MONITOR/MWAIT; core {target} will use hybrid instead");
             }
@@ -236,23 +278,24 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
                     .store(crate::time::ns_to_cycles(ns).max(1), Ordering::Relaxed);
             }
             crate::msg::set_mode(target, mode);
-            let spin =
-                crate::time::cycles_to_ns(crate::msg::area().cores[target].notify.spin_cycles.load(Ordering::Relaxed));
+            let spin = spin_ns.unwrap_or_else(|| {
+                crate::time::cycles_to_ns(crate::msg::area().cores[target].notify.spin_cycles.load(Ordering::Relaxed))
+            });
             println!("core {target} now receives with {} (hybrid polls {spin} ns before sleeping)", mode.name());
             Ok(())
         }
         ["bench", rest @ ..] => {
             let (target, iterations) = match rest {
-                [] => (1, 2000),
-                [t] => (parse_core(t)?, 2000),
-                [t, n] => (parse_core(t)?, n.parse().map_err(|_| CommandError::Usage(USAGE))?),
+                [] => (peer_core("1")?, 2000),
+                [t] => (peer_core(t)?, 2000),
+                [t, n] => (peer_core(t)?, parse_count(n, "iterations", 10)?),
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             if crate::msg::bench::run(target, iterations) {
                 Ok(())
             } else {
                 Err(CommandError::Failed(alloc::string::String::from(
-                    "some measurements could not run: see BENCH-ERROR lines",
+                    "some measurements could not run: the BENCH-ERROR lines above say which",
                 )))
             }
         }

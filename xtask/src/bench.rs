@@ -215,8 +215,8 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             "--iterations" => {
                 iterations = value
                     .and_then(|v| v.parse().ok())
-                    .filter(|n| *n >= 10)
-                    .ok_or("--iterations takes a number >= 10")?;
+                    .filter(|n| (10..=100_000).contains(n))
+                    .ok_or("--iterations takes a number from 10 to 100000 (what `msg bench` accepts)")?;
                 i += 1;
             }
             "--runs" => {

@@ -247,6 +247,17 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "msg-bad-arguments-status".into(),
+        machine: machine(2, &qemu::exec_argument("msg mode 1 warp")),
+        expected_status: 1,
+        check: Box::new(|serial| {
+            serial
+                .contains("error: `warp` is not a notification mode: use poll, ipi, hybrid or mwait")
+                .then_some(())
+                .ok_or("no error naming the bad mode".into())
+        }),
+    });
+    list.push(Integration {
         name: "help-lists-every-command".into(),
         machine: machine(2, &qemu::exec_argument("help")),
         expected_status: 0,
