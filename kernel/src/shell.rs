@@ -340,8 +340,10 @@ fn read_line(buffer: &mut String) {
     buffer.clear();
     loop {
         let Some(byte) = legacy::com1::read_byte() else {
-            // Sleep until the next timer tick rather than spin.
-            cpu::wait_for_interrupt();
+            // Between keystrokes core 0 is idle: it answers its messages like any idle core,
+            // then sleeps until a message or the next timer tick (COM1 is polled on ticks).
+            crate::msg::drain();
+            crate::msg::wait_for_messages();
             continue;
         };
         match byte {

@@ -1,7 +1,7 @@
 //! Booting Reef in QEMU: the command line, the accelerator choice, timeouts, exit codes.
 
 use crate::tools;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -59,6 +59,8 @@ pub struct Machine {
     pub accel: Accel,
     pub kernel_args: String,
     pub timeout: Duration,
+    /// Typed on the serial console once the serial output shows the marker: (marker, text).
+    pub typed: Option<(String, String)>,
 }
 
 impl Machine {
@@ -70,6 +72,7 @@ impl Machine {
             accel: Accel::detect(),
             kernel_args: String::new(),
             timeout: Duration::from_secs(60),
+            typed: None,
         }
     }
 
@@ -116,11 +119,12 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
     let start = Instant::now();
     let mut child = machine
         .command(kernel, false)
-        .stdin(Stdio::null())
+        .stdin(if machine.typed.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start qemu-system-x86_64: {e}"))?;
+    let mut keyboard = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (sender, receiver) = mpsc::channel::<Vec<u8>>();
@@ -138,11 +142,20 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
         text
     });
     let mut serial = Vec::new();
+    let mut keyboard_open = Vec::new();
     let mut marker_time = None;
     let mut timed_out = false;
     let status = loop {
         while let Ok(chunk) = receiver.try_recv() {
             serial.extend_from_slice(&chunk);
+        }
+        if let (Some((marker, text)), Some(_)) = (&machine.typed, &keyboard) {
+            if String::from_utf8_lossy(&serial).contains(marker.as_str()) {
+                let mut stdin = keyboard.take().expect("checked");
+                stdin.write_all(text.as_bytes()).map_err(|e| format!("typing into the serial console: {e}"))?;
+                // Kept open: QEMU may read it slowly, and EOF on stdio would end the console.
+                keyboard_open.push(stdin);
+            }
         }
         if let Some(marker) = stop_at {
             if marker_time.is_none() && String::from_utf8_lossy(&serial).contains(marker) {

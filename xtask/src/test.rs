@@ -247,6 +247,26 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "typed-at-the-prompt".into(),
+        machine: {
+            let mut m = machine(2, "");
+            m.typed = Some((
+                "type `help` for the commands".into(),
+                "msg stpts\x7f\x7f\x7fats\rfrobnicate\rpoweroff\r".into(),
+            ));
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            for wanted in ["ipis sent", "unknown command `frobnicate`", "powering off"] {
+                if !serial.contains(wanted) {
+                    return Err(format!("the typed commands did not run: no `{wanted}`"));
+                }
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
         name: "msg-bad-arguments-status".into(),
         machine: machine(2, &qemu::exec_argument("msg mode 1 warp")),
         expected_status: 1,
