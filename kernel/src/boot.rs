@@ -159,6 +159,8 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         boot_tsc,
         core_count: count as u32,
         local_apic_physical: listed.local_apic_address,
+        io_apic: listed.io_apic,
+        com1_route: listed.isa_routes[legacy::com1::ISA_IRQ],
         shared: plan.shared,
         options,
         partitions,
@@ -227,6 +229,9 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
     );
     crate::msg::init();
+    if core == 0 {
+        crate::console::route_input(facts);
+    }
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 

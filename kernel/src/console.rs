@@ -1,10 +1,61 @@
 //! The console: every core writes COM1 under one shared lock, so lines never tear, and every
 //! log line names its core.
 
-use crate::arch::{cpu, legacy::com1};
-use crate::core::shared;
+use crate::arch::ioapic::IoApic;
+use crate::arch::{apic, cpu, idt, legacy::com1};
+use crate::core::shared::{self, BootFacts};
 use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use platform::cmdline::LogLevel;
+
+/// Console input interrupts this instance took (instance 0 owns the console).
+static INPUT_INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+/// Whether the first keystroke has said how input arrives.
+static INPUT_ANNOUNCED: AtomicBool = AtomicBool::new(false);
+
+/// Routes COM1's receive interrupt to this core through the I/O APIC, so the shell sleeps
+/// until a key arrives; without an I/O APIC (or a route), input is polled on timer ticks.
+pub fn route_input(facts: &BootFacts) {
+    let route = facts.com1_route;
+    let Some(io_apic) = facts.io_apic else {
+        log::info!("console: the MADT lists no I/O APIC; COM1 input is polled on timer ticks");
+        return;
+    };
+    // SAFETY: the boot driver maps the I/O APIC page uncached for instance 0 only, and this
+    // is instance 0.
+    let controller = unsafe { IoApic::new(io_apic.address, io_apic.gsi_base) };
+    let me = apic::local().id();
+    match controller.route(route.gsi, idt::VECTOR_CONSOLE, me, route.active_low, route.level_triggered) {
+        Ok(()) => {
+            com1::enable_receive_interrupt();
+            log::info!(
+                "console: COM1 input interrupts on GSI {} ({}, {}) to APIC id {me}",
+                route.gsi,
+                if route.active_low { "active low" } else { "active high" },
+                if route.level_triggered { "level" } else { "edge" }
+            );
+        }
+        Err(error) => log::warn!("console: COM1 input is polled on timer ticks: {error}"),
+    }
+}
+
+/// From the console vector: count it; the shell reads the bytes when it runs.
+pub fn on_input_interrupt() {
+    INPUT_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Called by the shell with each byte it reads: the first one says (at debug level) whether
+/// input came by interrupt or was found by polling.
+pub fn note_input() {
+    if !INPUT_ANNOUNCED.swap(true, Ordering::Relaxed) {
+        let interrupts = INPUT_INTERRUPTS.load(Ordering::Relaxed);
+        if interrupts > 0 {
+            log::debug!("console: input arrives by interrupt ({interrupts} taken)");
+        } else {
+            log::debug!("console: input found by polling on a timer tick");
+        }
+    }
+}
 
 struct Serial;
 

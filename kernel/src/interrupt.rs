@@ -47,6 +47,11 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
         }
         v if v == u64::from(idt::VECTOR_WAKE) => apic::local().end_of_interrupt(),
+        v if v == u64::from(idt::VECTOR_CONSOLE) => {
+            // Only wakes core 0: the shell reads the bytes once it runs again.
+            crate::console::on_input_interrupt();
+            apic::local().end_of_interrupt();
+        }
         v if v == u64::from(idt::VECTOR_BENCH) => {
             apic::local().end_of_interrupt();
             crate::msg::bench::on_bench_interrupt();

@@ -341,11 +341,12 @@ fn read_line(buffer: &mut String) {
     loop {
         let Some(byte) = legacy::com1::read_byte() else {
             // Between keystrokes core 0 is idle: it answers its messages like any idle core,
-            // then sleeps until a message or the next timer tick (COM1 is polled on ticks).
+            // then sleeps until a message, a key (COM1's interrupt) or the next timer tick.
             crate::msg::drain();
             crate::msg::wait_for_messages();
             continue;
         };
+        crate::console::note_input();
         match byte {
             b'\r' | b'\n' => {
                 println!();

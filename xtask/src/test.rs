@@ -249,7 +249,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
     list.push(Integration {
         name: "typed-at-the-prompt".into(),
         machine: {
-            let mut m = machine(2, "");
+            let mut m = machine(2, "log=debug");
             m.typed = Some((
                 "type `help` for the commands".into(),
                 "msg stpts\x7f\x7f\x7fats\rfrobnicate\rpoweroff\r".into(),
@@ -258,7 +258,13 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         },
         expected_status: 0,
         check: Box::new(|serial| {
-            for wanted in ["ipis sent", "unknown command `frobnicate`", "powering off"] {
+            for wanted in [
+                "console: COM1 input interrupts on GSI",
+                "console: input arrives by interrupt",
+                "ipis sent",
+                "unknown command `frobnicate`",
+                "powering off",
+            ] {
                 if !serial.contains(wanted) {
                     return Err(format!("the typed commands did not run: no `{wanted}`"));
                 }

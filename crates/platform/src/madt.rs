@@ -1,4 +1,5 @@
-//! The cores the ACPI MADT lists, read through the `acpi` crate.
+//! What the ACPI MADT says, read through the `acpi` crate: the cores, the local APIC address,
+//! the first I/O APIC and where each ISA IRQ arrives on it.
 
 use acpi::madt::{Madt, MadtEntry};
 use acpi::{AcpiHandler, AcpiTables};
@@ -24,13 +25,37 @@ pub enum MadtError {
     NoCores,
 }
 
-/// The usable cores, in MADT order (the firmware lists the bootstrap core first).
+/// An I/O APIC: its registers and the first global system interrupt (GSI) its pins carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoApic {
+    pub address: u64,
+    pub gsi_base: u32,
+}
+
+/// Where an ISA IRQ arrives: its GSI and the signal's polarity and trigger mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IsaRoute {
+    pub gsi: u32,
+    pub active_low: bool,
+    pub level_triggered: bool,
+}
+
+/// ISA IRQs 0..16.
+pub const ISA_IRQS: usize = 16;
+
+/// The usable cores, in MADT order (the firmware lists the bootstrap core first), and the
+/// interrupt routing the MADT describes.
 #[derive(Clone, Debug)]
 pub struct Cores {
     entries: [CoreEntry; MAX_LISTED_CORES],
     count: usize,
     /// Physical address of the local APIC registers (xAPIC mode).
     pub local_apic_address: u64,
+    /// The I/O APIC with the lowest GSI base (the one ISA IRQs reach), if any.
+    pub io_apic: Option<IoApic>,
+    /// ISA IRQ `n` arrives as `isa_routes[n]`: GSI `n`, edge, active high (the ISA defaults)
+    /// unless an interrupt source override says otherwise [ACPI 6.4 §5.2.12.5].
+    pub isa_routes: [IsaRoute; ISA_IRQS],
 }
 
 impl Cores {
@@ -52,6 +77,12 @@ fn usable(flags: u32) -> bool {
     flags & 0b11 != 0
 }
 
+/// An override's GSI with its MPS INTI flags: bits 0–1 polarity, 2–3 trigger mode; 0 means
+/// "conforms to the bus", which for ISA is active high and edge [ACPI 6.4 table 5.50].
+fn isa_route(gsi: u32, flags: u16) -> IsaRoute {
+    IsaRoute { gsi, active_low: flags & 0b11 == 0b11, level_triggered: (flags >> 2) & 0b11 == 0b11 }
+}
+
 /// Reads the cores from parsed ACPI tables.
 pub fn cores<H: AcpiHandler>(tables: &AcpiTables<H>) -> Result<Cores, MadtError> {
     let madt = tables.find_table::<Madt>().map_err(MadtError::Acpi)?;
@@ -60,6 +91,8 @@ pub fn cores<H: AcpiHandler>(tables: &AcpiTables<H>) -> Result<Cores, MadtError>
         entries: [CoreEntry { apic_id: 0, x2apic_entry: false }; MAX_LISTED_CORES],
         count: 0,
         local_apic_address: u64::from(madt.local_apic_address),
+        io_apic: None,
+        isa_routes: core::array::from_fn(|irq| IsaRoute { gsi: irq as u32, active_low: false, level_triggered: false }),
     };
     for entry in madt.entries() {
         match entry {
@@ -70,6 +103,15 @@ pub fn cores<H: AcpiHandler>(tables: &AcpiTables<H>) -> Result<Cores, MadtError>
                 cores.push(CoreEntry { apic_id: e.x2apic_id, x2apic_entry: true })
             }
             MadtEntry::LocalApicAddressOverride(e) => cores.local_apic_address = e.local_apic_address,
+            MadtEntry::IoApic(e) => {
+                let found = IoApic { address: u64::from(e.io_apic_address), gsi_base: e.global_system_interrupt_base };
+                if cores.io_apic.is_none_or(|known| found.gsi_base < known.gsi_base) {
+                    cores.io_apic = Some(found);
+                }
+            }
+            MadtEntry::InterruptSourceOverride(e) if e.bus == 0 && usize::from(e.irq) < ISA_IRQS => {
+                cores.isa_routes[usize::from(e.irq)] = isa_route(e.global_system_interrupt, e.flags);
+            }
             _ => {}
         }
     }
@@ -85,6 +127,7 @@ mod tests {
     use super::*;
     use acpi::PhysicalMapping;
     use core::ptr::NonNull;
+    use std::vec;
     use std::vec::Vec;
 
     /// Host "physical memory": addresses are host pointers into fixture buffers.
@@ -169,6 +212,44 @@ mod tests {
         assert_eq!(ids, [0, 1, 6, 300]);
         assert!(cores.entries()[3].x2apic_entry);
         assert_eq!(cores.local_apic_address, 0xfee0_0000);
+    }
+
+    fn io_apic(id: u8, address: u32, gsi_base: u32) -> Vec<u8> {
+        let mut entry = vec![1, 12, id, 0];
+        entry.extend_from_slice(&address.to_le_bytes());
+        entry.extend_from_slice(&gsi_base.to_le_bytes());
+        entry
+    }
+
+    fn source_override(irq: u8, gsi: u32, flags: u16) -> Vec<u8> {
+        let mut entry = vec![2, 10, 0, irq];
+        entry.extend_from_slice(&gsi.to_le_bytes());
+        entry.extend_from_slice(&flags.to_le_bytes());
+        entry
+    }
+
+    #[test]
+    fn isa_irqs_default_to_their_gsi_edge_active_high() {
+        let cores = parse(&local_apic(0, 0, 1)).unwrap();
+        assert_eq!(cores.io_apic, None);
+        assert_eq!(cores.isa_routes[4], IsaRoute { gsi: 4, active_low: false, level_triggered: false });
+    }
+
+    #[test]
+    fn reads_the_io_apic_and_source_overrides() {
+        let mut entries = Vec::new();
+        entries.extend_from_slice(&local_apic(0, 0, 1));
+        entries.extend_from_slice(&io_apic(3, 0xfec1_0000, 24)); // a second one, listed first
+        entries.extend_from_slice(&io_apic(2, 0xfec0_0000, 0));
+        entries.extend_from_slice(&source_override(0, 2, 0)); // the PIT on GSI 2, bus defaults
+        entries.extend_from_slice(&source_override(9, 9, 0b1111)); // SCI: level, active low
+        entries.extend_from_slice(&source_override(4, 20, 0b0101)); // edge, active high, moved
+        let cores = parse(&entries).unwrap();
+        assert_eq!(cores.io_apic, Some(IoApic { address: 0xfec0_0000, gsi_base: 0 }));
+        assert_eq!(cores.isa_routes[0], IsaRoute { gsi: 2, active_low: false, level_triggered: false });
+        assert_eq!(cores.isa_routes[9], IsaRoute { gsi: 9, active_low: true, level_triggered: true });
+        assert_eq!(cores.isa_routes[4], IsaRoute { gsi: 20, active_low: false, level_triggered: false });
+        assert_eq!(cores.isa_routes[3], IsaRoute { gsi: 3, active_low: false, level_triggered: false });
     }
 
     #[test]

@@ -81,12 +81,14 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
     builder.map_direct(Range { start: 0, end: LARGE_PAGE_SIZE })?;
     builder.map_direct(facts.shared)?;
     builder.map_direct(partition)?;
+    let device = flags::WRITABLE | flags::NO_EXECUTE | flags::CACHE_DISABLE | flags::WRITE_THROUGH;
     let apic_page = facts.local_apic_physical & !(PAGE_SIZE - 1);
-    builder.map_page(
-        physical_to_virtual(apic_page),
-        apic_page,
-        flags::WRITABLE | flags::NO_EXECUTE | flags::CACHE_DISABLE | flags::WRITE_THROUGH,
-    )?;
+    builder.map_page(physical_to_virtual(apic_page), apic_page, device)?;
+    // Instance 0 owns the legacy devices (the console), so it alone maps the I/O APIC.
+    if let (0, Some(io_apic)) = (kcb.core_id.load(Ordering::Relaxed), facts.io_apic) {
+        let page = io_apic.address & !(PAGE_SIZE - 1);
+        builder.map_page(physical_to_virtual(page), page, device)?;
+    }
 
     // Text and rodata: the one shared physical copy, read-only.
     for (start, end, extra) in

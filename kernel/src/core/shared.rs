@@ -31,6 +31,11 @@ pub struct BootFacts {
     pub core_count: u32,
     /// Physical address of the local APIC registers.
     pub local_apic_physical: u64,
+    /// The I/O APIC that ISA IRQs reach, if the MADT lists one (only instance 0 maps it: it
+    /// owns the legacy devices).
+    pub io_apic: Option<platform::madt::IoApic>,
+    /// Where COM1's IRQ 4 arrives.
+    pub com1_route: platform::madt::IsaRoute,
     /// The shared region.
     pub shared: Range,
     /// The parsed kernel command line.

@@ -11,6 +11,8 @@ pub const VECTOR_MESSAGE: u8 = 33;
 pub const VECTOR_WAKE: u8 = 34;
 /// Vector of the benchmark IPI (raw IPI ping-pong).
 pub const VECTOR_BENCH: u8 = 35;
+/// Vector of the console (COM1) receive interrupt, routed through the I/O APIC to core 0.
+pub const VECTOR_CONSOLE: u8 = 36;
 /// Vector of the LAPIC spurious interrupt.
 pub const VECTOR_SPURIOUS: u8 = 255;
 /// The 8259 PICs are remapped here and masked, so a stray legacy IRQ is recognisable.
@@ -137,6 +139,7 @@ global_asm!(
     STUB_NO_ERROR 33
     STUB_NO_ERROR 34
     STUB_NO_ERROR 35
+    STUB_NO_ERROR 36
     STUB_NO_ERROR 48
     STUB_NO_ERROR 49
     STUB_NO_ERROR 50
@@ -159,7 +162,7 @@ global_asm!(
     .p2align 3
     .global interrupt_stub_table
     interrupt_stub_table:
-    .irp vector, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,255
+    .irp vector, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,255
         .quad \vector
         .quad interrupt_stub_\vector
     .endr

@@ -83,8 +83,10 @@ pub fn qemu_exit(code: u32) {
 pub mod com1 {
     use super::super::cpu::{read_port_u8, write_port_u8};
     const BASE: u16 = 0x3F8;
+    /// COM1's ISA interrupt line.
+    pub const ISA_IRQ: usize = 4;
 
-    /// 115200 baud, 8N1, FIFOs on, interrupts off.
+    /// 115200 baud, 8N1, FIFOs on, interrupts off (see [`enable_receive_interrupt`]).
     pub fn init() {
         // SAFETY: COM1's eight ports; the writes are the standard 16550 init sequence.
         unsafe {
@@ -93,7 +95,8 @@ pub mod com1 {
             write_port_u8(BASE, 0x01);
             write_port_u8(BASE + 1, 0x00);
             write_port_u8(BASE + 3, 0x03);
-            write_port_u8(BASE + 2, 0xC7);
+            // FIFOs on and cleared, receive interrupt at 1 byte (a keystroke wakes at once).
+            write_port_u8(BASE + 2, 0x07);
             write_port_u8(BASE + 4, 0x0B);
         }
     }
@@ -107,6 +110,13 @@ pub mod com1 {
             }
             write_port_u8(BASE, byte);
         }
+    }
+
+    /// Raises IRQ 4 whenever received data waits (IER bit 0; OUT2, which gates the line on
+    /// PCs, is already set by [`init`]).
+    pub fn enable_receive_interrupt() {
+        // SAFETY: writing COM1's interrupt enable register.
+        unsafe { write_port_u8(BASE + 1, 0x01) };
     }
 
     /// A received byte, if one is waiting.
