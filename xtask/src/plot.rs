@@ -456,7 +456,17 @@ where
         names.push(line.name);
     }
 
-    let corner = quiet_corner(chart.plotting_area().get_pixel_range(), legend_size(&names, 16), &occupied);
+    draw_legend(&mut chart, &names, &occupied).map_err(&fail)?;
+    root.present().map_err(&fail)
+}
+
+/// Draws the series legend in the plot corner that covers the fewest `occupied` points.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    names: &[&str],
+    occupied: &[(i32, i32)],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let corner = quiet_corner(chart.plotting_area().get_pixel_range(), legend_size(names, 16), occupied);
     chart
         .configure_series_labels()
         .position(corner)
@@ -465,8 +475,6 @@ where
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK.mix(0.4))
         .draw()
-        .map_err(&fail)?;
-    root.present().map_err(&fail)
 }
 
 /// A point marker at `at`: by `shape` a circle, triangle, square or cross, in turn; `with_line`, on
@@ -719,16 +727,7 @@ where
     }
 
     if !plot.series.is_empty() {
-        let corner = quiet_corner(chart.plotting_area().get_pixel_range(), legend_size(&plot.series, 16), &occupied);
-        chart
-            .configure_series_labels()
-            .position(corner)
-            .margin(12)
-            .label_font((FONT, 16))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .draw()
-            .map_err(&fail)?;
+        draw_legend(&mut chart, &plot.series, &occupied).map_err(&fail)?;
     }
     root.present().map_err(&fail)
 }
