@@ -44,16 +44,13 @@ pub fn on_input_interrupt() {
     INPUT_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Called by the shell with each byte it reads: the first one says (at debug level) whether
-/// input came by interrupt or was found by polling.
+/// Called by the shell with each byte it reads: the first byte read after an input interrupt
+/// was taken says so, once, at debug level. (A byte can also be found by a timer tick just
+/// before its interrupt lands, so the first byte alone would not tell.)
 pub fn note_input() {
-    if !INPUT_ANNOUNCED.swap(true, Ordering::Relaxed) {
-        let interrupts = INPUT_INTERRUPTS.load(Ordering::Relaxed);
-        if interrupts > 0 {
-            log::debug!("console: input arrives by interrupt ({interrupts} taken)");
-        } else {
-            log::debug!("console: input found by polling on a timer tick");
-        }
+    let interrupts = INPUT_INTERRUPTS.load(Ordering::Relaxed);
+    if interrupts > 0 && !INPUT_ANNOUNCED.swap(true, Ordering::Relaxed) {
+        log::debug!("console: input arrives by interrupt ({interrupts} taken)");
     }
 }
 
