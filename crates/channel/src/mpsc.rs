@@ -57,40 +57,7 @@ impl<const N: usize> MpscQueue<N> {
         }
     }
 
-    /// An empty queue on the heap, made from zeroed memory.
-    #[cfg(not(loom))]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        let () = Self::CAPACITY_OK;
-        crate::message::boxed_zeroed()
-    }
-
-    /// An empty queue on the heap (loom models).
-    #[cfg(loom)]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        alloc::boxed::Box::new(Self::new())
-    }
-
-    /// Uses shared memory as a queue: all-zero bytes are an empty queue, and
-    /// a queue already in use there is taken as it is.
-    ///
-    /// # Safety
-    ///
-    /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
-    ///    of `size_of::<MpscQueue<N>>()` bytes for `'a`;
-    /// 2. those bytes are all zero, or hold an `MpscQueue<N>` that has only
-    ///    been used through this crate;
-    /// 3. for `'a`, nothing writes that memory except through this crate.
-    #[cfg(not(loom))]
-    pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
-        let () = Self::CAPACITY_OK;
-        // SAFETY: the caller upholds the same conditions (see above).
-        unsafe { crate::message::shared_from_zeroed(pointer) }
-    }
-
-    /// Number of slots.
-    pub const fn capacity(&self) -> usize {
-        N
-    }
+    ring_constructors!("queue", CAPACITY_OK);
 
     /// Takes the receiving endpoint; it resumes where the previous receiver
     /// endpoint, if any, was dropped.

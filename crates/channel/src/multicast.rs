@@ -131,42 +131,7 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
         }
     }
 
-    /// An empty group on the heap, made from zeroed memory.
-    #[cfg(not(loom))]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        let () = Self::GEOMETRY_OK;
-        crate::message::boxed_zeroed()
-    }
-
-    /// An empty group on the heap (loom models).
-    #[cfg(loom)]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        alloc::boxed::Box::new(Self::new())
-    }
-
-    /// Uses shared memory as a group: all-zero bytes are an empty open
-    /// group, and a group already in use there is taken as it is. To
-    /// recreate a group, close it, let every member leave, and zero the
-    /// memory again (or simply [`Multicast::reopen`] it).
-    ///
-    /// # Safety
-    ///
-    /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
-    ///    of `size_of::<Multicast<N, MAX_MEMBERS>>()` bytes for `'a`;
-    /// 2. those bytes are all zero, or hold a group of the same geometry that
-    ///    has only been used through this crate;
-    /// 3. for `'a`, nothing writes that memory except through this crate.
-    #[cfg(not(loom))]
-    pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
-        let () = Self::GEOMETRY_OK;
-        // SAFETY: the caller upholds the same conditions (see above).
-        unsafe { crate::message::shared_from_zeroed(pointer) }
-    }
-
-    /// Number of slots.
-    pub const fn capacity(&self) -> usize {
-        N
-    }
+    ring_constructors!("group", GEOMETRY_OK);
 
     /// Joins as member `member` (below `MAX_MEMBERS`). The reader sees only
     /// messages sent after the join; which of the messages in flight at the
@@ -214,7 +179,9 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
     }
 
     /// Opens a closed group again; members that saw `Closed` simply go on
-    /// reading.
+    /// reading. (To recreate a group instead, close it, let every member
+    /// leave, and zero its memory again: `from_zeroed` takes zero as a new,
+    /// open group.)
     pub fn reopen(&self) {
         self.tail.fetch_and(!CLOSED, Ordering::AcqRel);
     }

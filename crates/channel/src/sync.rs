@@ -79,3 +79,49 @@ macro_rules! const_unless_loom {
         $(#[$meta])* $visibility fn $($rest)*
     };
 }
+
+/// The constructors every ring shares, written inside its `impl`: `new_boxed`
+/// (zeroed heap memory, or `new()` under loom), `from_zeroed` (shared memory)
+/// and `capacity`. `$check` names the associated const that checks the
+/// ring's geometry at compile time; `$what` names the ring in the docs.
+macro_rules! ring_constructors {
+    ($what:literal, $check:ident) => {
+        #[doc = concat!("An empty ", $what, " on the heap, made from zeroed memory: the same")]
+        /// all-zero start the kernel relies on (host tests and tools).
+        #[cfg(not(loom))]
+        pub fn new_boxed() -> alloc::boxed::Box<Self> {
+            let () = Self::$check;
+            crate::message::boxed_zeroed()
+        }
+
+        #[doc = concat!("An empty ", $what, " on the heap (loom models: loom atomics cannot")]
+        /// start from zeroed memory).
+        #[cfg(loom)]
+        pub fn new_boxed() -> alloc::boxed::Box<Self> {
+            alloc::boxed::Box::new(Self::new())
+        }
+
+        #[doc = concat!("Uses shared memory as a ", $what, ": all-zero bytes are an empty one, and")]
+        /// one already in use there is taken as it is.
+        ///
+        /// # Safety
+        ///
+        /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
+        ///    of `size_of::<Self>()` bytes for `'a`;
+        /// 2. those bytes are all zero, or hold a value of this type (the same
+        ///    geometry) that has only been used through this crate;
+        /// 3. for `'a`, nothing writes that memory except through this crate
+        ///    (every core that maps it uses `from_zeroed` with the same type).
+        #[cfg(not(loom))]
+        pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
+            let () = Self::$check;
+            // SAFETY: the caller upholds the same conditions (see above).
+            unsafe { crate::message::shared_from_zeroed(pointer) }
+        }
+
+        /// Number of slots.
+        pub const fn capacity(&self) -> usize {
+            N
+        }
+    };
+}

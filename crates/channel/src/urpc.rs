@@ -86,43 +86,7 @@ impl<const N: usize> Urpc<N> {
         }
     }
 
-    /// An empty ring on the heap (host tests and tools), made from zeroed
-    /// memory.
-    #[cfg(not(loom))]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        let () = Self::CAPACITY_OK;
-        crate::message::boxed_zeroed()
-    }
-
-    /// An empty ring on the heap (loom models: loom atomics cannot start
-    /// from zeroed memory).
-    #[cfg(loom)]
-    pub fn new_boxed() -> alloc::boxed::Box<Self> {
-        alloc::boxed::Box::new(Self::new())
-    }
-
-    /// Uses shared memory as a ring: all-zero bytes are an empty ring, and a
-    /// ring already in use there is taken as it is.
-    ///
-    /// # Safety
-    ///
-    /// 1. `pointer` is non-null, aligned to 64 and valid for reads and writes
-    ///    of `size_of::<Urpc<N>>()` bytes for `'a`;
-    /// 2. those bytes are all zero, or hold a `Urpc<N>` that has only been
-    ///    used through this crate;
-    /// 3. for `'a`, nothing writes that memory except through this crate
-    ///    (every core that maps it uses `from_zeroed` with the same `N`).
-    #[cfg(not(loom))]
-    pub unsafe fn from_zeroed<'a>(pointer: *mut Self) -> &'a Self {
-        let () = Self::CAPACITY_OK;
-        // SAFETY: the caller upholds the same conditions (see above).
-        unsafe { crate::message::shared_from_zeroed(pointer) }
-    }
-
-    /// Number of slots.
-    pub const fn capacity(&self) -> usize {
-        N
-    }
+    ring_constructors!("ring", CAPACITY_OK);
 
     /// Takes the sending endpoint. It resumes at the position where the
     /// previous sender endpoint, if any, was dropped.
