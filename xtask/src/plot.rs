@@ -12,10 +12,6 @@
 //! A log axis cannot show zero or negative values: such points and bars are left out with a note on
 //! stderr (whisker ends below the axis are cut at its bottom), and a chart with nothing left fails.
 
-// The bench commands draw their results with these next to the JSON; until every one of them does,
-// some items here have no caller yet.
-#![allow(dead_code)]
-
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Command;
