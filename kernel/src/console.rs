@@ -72,20 +72,16 @@ impl Write for Serial {
 /// boot runs on one core and needs none), interrupts masked so a handler on this core
 /// cannot wait for a lock its own core holds.
 pub fn with_console(write: impl FnOnce(&mut dyn Write)) {
-    let interrupts = cpu::interrupts_enabled();
-    cpu::disable_interrupts();
-    let region = shared::region();
-    let core = shared::this_core();
-    if let Some(region) = region {
-        region.header.console_lock.lock(core);
-    }
-    write(&mut Serial);
-    if let Some(region) = region {
-        region.header.console_lock.unlock();
-    }
-    if interrupts {
-        cpu::enable_interrupts();
-    }
+    cpu::without_interrupts(|| {
+        let region = shared::region();
+        if let Some(region) = region {
+            region.header.console_lock.lock(shared::this_core());
+        }
+        write(&mut Serial);
+        if let Some(region) = region {
+            region.header.console_lock.unlock();
+        }
+    })
 }
 
 /// Prints without a prefix (shell output).

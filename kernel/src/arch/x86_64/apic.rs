@@ -1,10 +1,8 @@
 //! Local APIC in x2APIC mode when the CPU offers it, else xAPIC: timer, EOI, IPIs, INIT-SIPI.
 
-use super::cpu::{
-    cpuid, disable_interrupts, enable_interrupts, interrupts_enabled, read_msr, read_tsc, relax, write_msr,
-};
+use super::cpu::{cpuid, read_msr, read_tsc, relax, without_interrupts, write_msr};
 use super::paging::physical_to_virtual;
-use core::sync::atomic::{compiler_fence, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use spin::Once;
 
 const IA32_APIC_BASE: u32 = 0x1B;
@@ -146,11 +144,7 @@ impl LocalApic {
     /// so an IPI sent by an interrupt handler in between cannot redirect this one.
     fn send_command(&self, destination: u32, command: u32) {
         match self.mode {
-            ApicMode::XApic { .. } => {
-                let were_enabled = interrupts_enabled();
-                disable_interrupts();
-                // `cli`/`sti` are `nomem` asm: keep the register accesses between them.
-                compiler_fence(Ordering::SeqCst);
+            ApicMode::XApic { .. } => without_interrupts(|| {
                 // The previous IPI must have left before the ICR is written again. Waiting
                 // here rather than after the write (as Linux does) lets the sender go on as
                 // soon as its IPI is out; under emulation, it also leaves the target's wake-up
@@ -164,11 +158,7 @@ impl LocalApic {
                     self.icr_destination.store(destination, Ordering::Relaxed);
                 }
                 self.write(Register::InterruptCommandLow, command);
-                compiler_fence(Ordering::SeqCst);
-                if were_enabled {
-                    enable_interrupts();
-                }
-            }
+            }),
             // SAFETY: the x2APIC ICR is one 64-bit MSR (0x830), destination in the high half.
             ApicMode::X2Apic => unsafe { write_msr(0x830, (u64::from(destination) << 32) | u64::from(command)) },
         }

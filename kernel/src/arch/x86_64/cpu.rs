@@ -1,6 +1,7 @@
 //! Processor instructions the rest of the kernel calls by name: TSC, CPUID, MSRs, port I/O, halt.
 
 use core::arch::asm;
+use core::sync::atomic::{compiler_fence, Ordering};
 
 /// Reads the time-stamp counter [SDM vol3 §17.17]. Not serialising: fine for interval timing.
 #[inline(always)]
@@ -121,6 +122,22 @@ pub fn interrupts_enabled() -> bool {
     flags & (1 << 9) != 0
 }
 
+/// Runs `work` with interrupts masked on this core, then restores them as they were. The
+/// compiler fences keep `work`'s memory and device accesses between `cli` and the restore
+/// (`cli`/`sti` are `nomem` asm, which the compiler may otherwise move accesses across).
+#[inline]
+pub fn without_interrupts<T>(work: impl FnOnce() -> T) -> T {
+    let were_enabled = interrupts_enabled();
+    disable_interrupts();
+    compiler_fence(Ordering::SeqCst);
+    let result = work();
+    compiler_fence(Ordering::SeqCst);
+    if were_enabled {
+        enable_interrupts();
+    }
+    result
+}
+
 /// Stops this core for good: interrupts off, halt forever.
 pub fn halt_forever() -> ! {
     loop {
@@ -147,7 +164,7 @@ static PAUSE_IN_SPINS: core::sync::atomic::AtomicBool = core::sync::atomic::Atom
 
 /// Chooses whether spin loops on this core execute PAUSE.
 pub fn set_pause_in_spins(pause: bool) {
-    PAUSE_IN_SPINS.store(pause, core::sync::atomic::Ordering::Relaxed);
+    PAUSE_IN_SPINS.store(pause, Ordering::Relaxed);
 }
 
 /// Spin-loop hint: PAUSE on hardware and KVM; nothing under TCG, which emulates PAUSE by
@@ -155,7 +172,7 @@ pub fn set_pause_in_spins(pause: bool) {
 /// every polled channel.
 #[inline(always)]
 pub fn relax() {
-    if PAUSE_IN_SPINS.load(core::sync::atomic::Ordering::Relaxed) {
+    if PAUSE_IN_SPINS.load(Ordering::Relaxed) {
         core::hint::spin_loop();
     }
 }

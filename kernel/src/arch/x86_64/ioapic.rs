@@ -4,7 +4,7 @@
 //! index (IOREGSEL, offset 0x00) and a data window (IOWIN, offset 0x10); only this instance
 //! uses them, with interrupts off, so the index/data pair is never interleaved.
 
-use super::cpu::{disable_interrupts, enable_interrupts, interrupts_enabled};
+use super::cpu::without_interrupts;
 use super::paging::physical_to_virtual;
 use core::fmt;
 
@@ -52,13 +52,7 @@ impl IoApic {
     }
 
     fn with_registers<T>(&self, access: impl FnOnce(*mut u32, *mut u32) -> T) -> T {
-        let were_enabled = interrupts_enabled();
-        disable_interrupts();
-        let result = access(self.registers as *mut u32, (self.registers + 0x10) as *mut u32);
-        if were_enabled {
-            enable_interrupts();
-        }
-        result
+        without_interrupts(|| access(self.registers as *mut u32, (self.registers + 0x10) as *mut u32))
     }
 
     fn read(&self, index: u32) -> u32 {
