@@ -175,30 +175,6 @@ fn parse_count(text: &str, what: &str, least: u64) -> Result<u64, CommandError> 
     })
 }
 
-/// A core that has channels (this one included), or an error naming the ones there are.
-fn channel_core(text: &str) -> Result<usize, CommandError> {
-    let target = parse_core(text)?;
-    let last = crate::msg::messaging_cores() - 1;
-    if target > last {
-        return Err(CommandError::Failed(alloc::format!(
-            "no core {target} with channels: pick a core from 0 to {last}, see `cores`"
-        )));
-    }
-    Ok(target)
-}
-
-/// Another core that has channels, for measurements between two cores.
-fn peer_core(text: &str) -> Result<usize, CommandError> {
-    let target = channel_core(text)?;
-    if target == shared::this_core() as usize {
-        let last = crate::msg::messaging_cores() - 1;
-        return Err(CommandError::Failed(alloc::format!(
-            "core {target} is this core: pick another core from 0 to {last}, see `cores`"
-        )));
-    }
-    Ok(target)
-}
-
 fn msg(arguments: &[&str]) -> Result<(), CommandError> {
     const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
                          msg bench [core] [n]";
@@ -229,7 +205,7 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             Ok(())
         }
         ["ping", target, rest @ ..] => {
-            let target = channel_core(target)?;
+            let target = parse_core(target)?;
             let count = match rest {
                 [] => 10,
                 [n] => parse_count(n, "pings", 1)? as usize,
@@ -286,18 +262,12 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
         }
         ["bench", rest @ ..] => {
             let (target, iterations) = match rest {
-                [] => (peer_core("1")?, 2000),
-                [t] => (peer_core(t)?, 2000),
-                [t, n] => (peer_core(t)?, parse_count(n, "iterations", 10)?),
+                [] => (1, 2000),
+                [t] => (parse_core(t)?, 2000),
+                [t, n] => (parse_core(t)?, parse_count(n, "iterations", 10)?),
                 _ => return Err(CommandError::Usage(USAGE)),
             };
-            if crate::msg::bench::run(target, iterations) {
-                Ok(())
-            } else {
-                Err(CommandError::Failed(alloc::string::String::from(
-                    "some measurements could not run: the BENCH-ERROR lines above say which",
-                )))
-            }
+            crate::msg::bench::run(target, iterations).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
         }
         _ => Err(CommandError::Usage(USAGE)),
     }

@@ -521,13 +521,34 @@ fn local_path_costs(pair: (usize, usize)) -> bool {
     failures == 0
 }
 
-/// Runs every measurement between this core and `target`; returns false if one could not run.
-pub fn run(target: usize, iterations: u64) -> bool {
+/// Why [`run`] did not give every figure.
+#[derive(Debug)]
+pub enum RunError {
+    /// The target is this core: every measurement needs two.
+    ThisCore(usize),
+    /// The target has no channels.
+    Target(super::SendError),
+    /// Some measurements could not run; each printed a `BENCH-ERROR` line.
+    Incomplete,
+}
+
+impl ::core::fmt::Display for RunError {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self {
+            Self::ThisCore(core) => write!(f, "core {core} is this core: pick another one, see `cores`"),
+            Self::Target(error) => write!(f, "{error}"),
+            Self::Incomplete => write!(f, "some measurements could not run: the BENCH-ERROR lines above say which"),
+        }
+    }
+}
+
+/// Runs every measurement between this core and `target`.
+pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     let me = shared::this_core() as usize;
     let facts = shared::facts();
-    if target == me || target >= super::messaging_cores() {
-        println!("error: pick another running core with channels (1..{})", super::messaging_cores());
-        return false;
+    super::check_target(target).map_err(RunError::Target)?;
+    if target == me {
+        return Err(RunError::ThisCore(target));
     }
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     let pair = (me, target);
@@ -658,7 +679,11 @@ pub fn run(target: usize, iterations: u64) -> bool {
         samples.push(cpu::read_tsc() - start);
     }
     report("icc_roundtrip", super::queue_mode(target).name(), pair, &mut samples);
-    ok
+    if ok {
+        Ok(())
+    } else {
+        Err(RunError::Incomplete)
+    }
 }
 
 fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {

@@ -184,7 +184,9 @@ pub enum SendError {
 impl ::core::fmt::Display for SendError {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self {
-            Self::NoSuchCore(core) => write!(f, "no core {core} with channels: see `cores`"),
+            Self::NoSuchCore(core) => {
+                write!(f, "no core {core} with channels: pick one from 0 to {}, see `cores`", messaging_cores() - 1)
+            }
             Self::NotRunning(core) => write!(f, "core {core} is not running: see `cores`"),
             Self::Channel(error) => write!(f, "channel refused the message: {error}"),
         }
