@@ -218,7 +218,7 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             println!(
                 "{count} pings to core {target} ({}): round trip median {} ns, p5 {} ns, p95 {} ns, min {} ns",
                 crate::msg::queue_mode(target).name(),
-                ns(s.median),
+                ns(s.median as u64),
                 ns(s.p5),
                 ns(s.p95),
                 ns(s.min)

@@ -2,7 +2,7 @@
 
 use crate::plot::{self, Series};
 use crate::qemu::{self, Accel, Machine};
-use crate::stats::summarize;
+use crate::stats::{summarize, to_json};
 use crate::tools;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
         );
         bars.push((cores, summary));
         configurations.push(serde_json::json!({
-            "cores": cores, "unit": "ms", "samples": samples, "summary": summary.to_json(),
+            "cores": cores, "unit": "ms", "samples": samples, "summary": to_json(&summary),
         }));
     }
     let result = serde_json::json!({

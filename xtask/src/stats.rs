@@ -1,52 +1,19 @@
-//! Summary statistics for benchmark samples.
+//! Summary statistics for benchmark samples: the `samples` crate's definitions (the ones the
+//! kernel and the Linux peer use), over real numbers, and as JSON.
 
-/// Median, percentiles and extremes of a sample set.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Summary {
-    pub count: usize,
-    pub min: f64,
-    pub p5: f64,
-    pub median: f64,
-    pub p95: f64,
-    pub max: f64,
+pub use samples::Summary;
+
+/// Summarises `values`; `None` when there are none.
+pub fn summarize(values: &[f64]) -> Option<Summary<f64>> {
+    samples::summarize(&mut values.to_vec())
 }
 
-/// The `p`-th percentile (0..=100) of sorted samples, nearest rank.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-/// Summarises `samples`; `None` when there are none.
-pub fn summarize(samples: &[f64]) -> Option<Summary> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let median = if sorted.len() % 2 == 1 {
-        sorted[sorted.len() / 2]
-    } else {
-        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-    };
-    Some(Summary {
-        count: sorted.len(),
-        min: sorted[0],
-        p5: percentile(&sorted, 5.0),
-        median,
-        p95: percentile(&sorted, 95.0),
-        max: sorted[sorted.len() - 1],
+/// `summary` as a JSON object.
+pub fn to_json(summary: &Summary<f64>) -> serde_json::Value {
+    serde_json::json!({
+        "count": summary.count, "min": summary.min, "p5": summary.p5,
+        "median": summary.median, "p95": summary.p95, "max": summary.max,
     })
-}
-
-impl Summary {
-    /// As a JSON object.
-    pub fn to_json(self) -> serde_json::Value {
-        serde_json::json!({
-            "count": self.count, "min": self.min, "p5": self.p5,
-            "median": self.median, "p95": self.p95, "max": self.max,
-        })
-    }
 }
 
 #[cfg(test)]

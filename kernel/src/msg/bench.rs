@@ -75,35 +75,13 @@ fn large_probe(length: usize) -> Vec<u8> {
     (0..length).map(|i| (i as u8).wrapping_mul(7)).collect()
 }
 
-/// Summary of cycle samples.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Summary {
-    pub count: usize,
-    pub min: u64,
-    pub p5: u64,
-    pub median: u64,
-    pub p95: u64,
-    pub max: u64,
+/// Summary of cycle samples, as the Linux peer and the host compute theirs; all zero when
+/// there are none.
+pub fn summarize(samples: &mut [u64]) -> samples::Summary<u64> {
+    samples::summarize(samples).unwrap_or_default()
 }
 
-/// Sorts `samples` and summarises them (nearest-rank percentiles).
-pub fn summarize(samples: &mut [u64]) -> Summary {
-    if samples.is_empty() {
-        return Summary::default();
-    }
-    samples.sort_unstable();
-    let at = |p: usize| samples[(p * (samples.len() - 1) + 50) / 100];
-    Summary {
-        count: samples.len(),
-        min: samples[0],
-        p5: at(5),
-        median: at(50),
-        p95: at(95),
-        max: samples[samples.len() - 1],
-    }
-}
-
-fn report(name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) -> Summary {
+fn report(name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) -> samples::Summary<u64> {
     let s = summarize(samples);
     println!(
         "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={}",
@@ -307,7 +285,7 @@ fn pair_responder(
         let breakdown = &area().bench.breakdown.0;
         for (i, samples) in [&mut to_wake, &mut to_dequeue, &mut to_handler].into_iter().enumerate() {
             let s = summarize(samples);
-            breakdown[i].store(s.median, Ordering::Relaxed);
+            breakdown[i].store(s.median as u64, Ordering::Relaxed);
             breakdown[3 + i].store(s.p5, Ordering::Relaxed);
             breakdown[6 + i].store(s.p95, Ordering::Relaxed);
         }

@@ -1,0 +1,132 @@
+//! Benchmark sample summaries, computed alike in the kernel, the Linux peer and the host.
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![forbid(unsafe_code)]
+
+use core::cmp::Ordering;
+
+/// A kind of sample: totally ordered for sorting, and readable as `f64` for the median and mean.
+pub trait Sample: Copy {
+    /// The order samples are sorted in.
+    fn order(&self, other: &Self) -> Ordering;
+    /// The sample as a real number.
+    fn value(self) -> f64;
+    /// The mean of `samples` (not empty).
+    fn mean(samples: &[Self]) -> f64;
+}
+
+impl Sample for u64 {
+    fn order(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
+    fn value(self) -> f64 {
+        self as f64
+    }
+    fn mean(samples: &[Self]) -> f64 {
+        let total: u128 = samples.iter().map(|&sample| u128::from(sample)).sum();
+        total as f64 / samples.len() as f64
+    }
+}
+
+impl Sample for f64 {
+    fn order(&self, other: &Self) -> Ordering {
+        self.total_cmp(other)
+    }
+    fn value(self) -> f64 {
+        self
+    }
+    fn mean(samples: &[Self]) -> f64 {
+        samples.iter().sum::<f64>() / samples.len() as f64
+    }
+}
+
+/// Extremes, percentiles, median and mean of a set of samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary<T> {
+    pub count: usize,
+    pub min: T,
+    pub p5: T,
+    /// The middle sample, or the mean of the middle two for an even count.
+    pub median: f64,
+    pub p95: T,
+    pub max: T,
+    pub mean: f64,
+}
+
+/// The sample at percentile `percent` (0..=100) of `sorted` (not empty), by nearest rank.
+fn nearest_rank<T: Sample>(sorted: &[T], percent: f64) -> T {
+    // `as usize` truncates; adding 0.5 first rounds (the rank is never negative).
+    let rank = (percent / 100.0 * (sorted.len() - 1) as f64 + 0.5) as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Summarises `samples`, sorting them in place; `None` when there are none.
+pub fn summarize<T: Sample>(samples: &mut [T]) -> Option<Summary<T>> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_unstable_by(T::order);
+    let count = samples.len();
+    let median = if count % 2 == 1 {
+        samples[count / 2].value()
+    } else {
+        (samples[count / 2 - 1].value() + samples[count / 2].value()) / 2.0
+    };
+    Some(Summary {
+        count,
+        min: samples[0],
+        p5: nearest_rank(samples, 5.0),
+        median,
+        p95: nearest_rank(samples, 95.0),
+        max: samples[count - 1],
+        mean: T::mean(samples),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_count() {
+        let summary = summarize(&mut [50u64, 10, 30, 20, 40]).unwrap();
+        assert_eq!(summary.count, 5);
+        assert_eq!((summary.min, summary.median, summary.max), (10, 30.0, 50));
+        assert_eq!((summary.p5, summary.p95), (10, 50));
+        assert_eq!(summary.mean, 30.0);
+    }
+
+    #[test]
+    fn even_count_median_is_the_mean_of_the_middle_two() {
+        let summary = summarize(&mut [1u64, 2, 3, 10]).unwrap();
+        assert_eq!(summary.median, 2.5);
+        assert_eq!(summary.mean, 4.0);
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut samples: [u64; 101] = core::array::from_fn(|i| 101 - i as u64);
+        let summary = summarize(&mut samples).unwrap();
+        assert_eq!((summary.p5, summary.median, summary.p95), (6, 51.0, 96));
+        assert_eq!(samples[0], 1, "sorted in place");
+        let summary = summarize(&mut [7u64]).unwrap();
+        assert_eq!((summary.min, summary.p5, summary.median, summary.p95, summary.max), (7, 7, 7.0, 7, 7));
+    }
+
+    #[test]
+    fn no_samples_no_summary() {
+        assert!(summarize::<u64>(&mut []).is_none());
+    }
+
+    #[test]
+    fn mean_does_not_overflow() {
+        let summary = summarize(&mut [u64::MAX, u64::MAX]).unwrap();
+        assert_eq!(summary.mean, u64::MAX as f64);
+    }
+
+    #[test]
+    fn reals_sort_totally() {
+        let summary = summarize(&mut [3.5, -1.0, 2.0]).unwrap();
+        assert_eq!((summary.min, summary.median, summary.max), (-1.0, 2.0, 3.5));
+    }
+}
