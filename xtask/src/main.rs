@@ -39,6 +39,13 @@ cargo xtask <command>
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let wants_help = matches!(arguments.first().map(String::as_str), Some("help" | "--help" | "-h") | None);
+    if !wants_help {
+        if let Err(message) = tools::ensure_toolchain() {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match arguments.first().map(String::as_str) {
         Some("run") => qemu::run_command(&arguments[1..]),
         Some("test") => test::run(&arguments[1..]),
