@@ -16,9 +16,12 @@ use std::process::ExitCode;
 const HELP: &str = "\
 cargo xtask <command>
 
-  run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [-- <shell command>]
+  run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
+      [-- <shell command>]
         build Reef and boot it in QEMU (4 cores) into its shell; with a shell command after
-        `--`, run just that command, print its output and exit with its status
+        `--`, run just that command, print its output as it comes and exit with its status
+        (killed after --timeout seconds, default 600); --gdb starts QEMU paused for gdb on :1234;
+        REEF_QEMU=path runs another QEMU binary
   test [--accel kvm|tcg] [--only NAME]
         the whole suite: check, host unit tests, loom models, QEMU integration runs
   check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule

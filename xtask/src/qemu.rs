@@ -61,6 +61,11 @@ pub struct Machine {
     pub timeout: Duration,
     /// Typed on the serial console once the serial output shows the marker: (marker, text).
     pub typed: Option<(String, String)>,
+    /// Copy the serial output to our stdout as it arrives (`run -- <command>`), so a user sees
+    /// progress, and sees what was printed even when the run is killed.
+    pub echo: bool,
+    /// Start paused with a gdb stub on :1234 (`-s -S`).
+    pub gdb: bool,
 }
 
 impl Machine {
@@ -73,12 +78,14 @@ impl Machine {
             kernel_args: String::new(),
             timeout: Duration::from_secs(60),
             typed: None,
+            echo: false,
+            gdb: false,
         }
     }
 
     /// The QEMU command line for `kernel`.
     pub fn command(&self, kernel: &Path, interactive: bool) -> Command {
-        let mut command = Command::new("qemu-system-x86_64");
+        let mut command = Command::new(emulator());
         command.args(["-M", "microvm,pit=on,rtc=off", "-nodefaults", "-no-user-config", "-display", "none"]);
         match self.accel {
             Accel::Tcg => command.args(["-accel", "tcg,thread=multi"]),
@@ -91,8 +98,17 @@ impl Machine {
             .arg("-kernel")
             .arg(kernel)
             .args(["-append", &self.kernel_args]);
+        if self.gdb {
+            command.args(["-s", "-S"]);
+        }
         command
     }
+}
+
+/// The emulator to run: `$REEF_QEMU` when set (a QEMU of one's own build), else
+/// `qemu-system-x86_64` from the PATH.
+pub fn emulator() -> String {
+    std::env::var("REEF_QEMU").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "qemu-system-x86_64".into())
 }
 
 /// What a non-interactive boot produced.
@@ -123,7 +139,7 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start qemu-system-x86_64: {e}"))?;
+        .map_err(|e| format!("cannot start {}: {e}", emulator()))?;
     let mut keyboard = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
@@ -142,11 +158,19 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
         text
     });
     let mut serial = Vec::new();
+    let echo = |chunk: &[u8]| {
+        if machine.echo {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&chunk.iter().copied().filter(|b| *b != b'\r').collect::<Vec<u8>>());
+            let _ = out.flush();
+        }
+    };
     let mut keyboard_open = Vec::new();
     let mut marker_time = None;
     let mut timed_out = false;
     let status = loop {
         while let Ok(chunk) = receiver.try_recv() {
+            echo(&chunk);
             serial.extend_from_slice(&chunk);
         }
         if let (Some((marker, text)), Some(_)) = (&machine.typed, &keyboard) {
@@ -175,11 +199,13 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
             break child.wait().ok();
         }
         if let Ok(chunk) = receiver.recv_timeout(Duration::from_millis(2)) {
+            echo(&chunk);
             serial.extend_from_slice(&chunk);
         }
     };
     let _ = reader.join();
     while let Ok(chunk) = receiver.try_recv() {
+        echo(&chunk);
         serial.extend_from_slice(&chunk);
     }
     let errors = error_reader.join().unwrap_or_default();
@@ -203,7 +229,6 @@ pub fn exec_argument(command: &str) -> String {
 pub fn run_command(arguments: &[String]) -> Result<u8, String> {
     let mut machine = Machine::new(4);
     machine.timeout = Duration::from_secs(600);
-    let mut gdb = false;
     let mut shell_command: Option<String> = None;
     let mut i = 0;
     let value = |i: usize, flag: &str| -> Result<&String, String> {
@@ -231,7 +256,16 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 machine.kernel_args = value(i, "--kernel-args")?.clone();
                 i += 1;
             }
-            "--gdb" => gdb = true,
+            "--timeout" => {
+                let seconds: u64 = value(i, "--timeout")?
+                    .parse()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or("--timeout takes whole seconds, e.g. 30")?;
+                machine.timeout = Duration::from_secs(seconds);
+                i += 1;
+            }
+            "--gdb" => machine.gdb = true,
             "--" => {
                 shell_command = Some(arguments[i + 1..].join(" "));
                 break;
@@ -242,36 +276,39 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
     }
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
+    if machine.gdb {
+        let script = tools::root().join("target/reef.gdb");
+        std::fs::write(
+            &script,
+            format!("file {}\ntarget remote :1234\nset disassembly-flavor intel\n", kernel.display()),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        eprintln!("xtask: QEMU waits for gdb on :1234; in another terminal: gdb -x {}", script.display());
+    }
     if let Some(command) = shell_command.filter(|c| !c.trim().is_empty()) {
         machine.kernel_args = format!("{} {}", machine.kernel_args, exec_argument(&command));
+        machine.echo = true;
+        if machine.gdb && !arguments.iter().any(|a| a == "--timeout") {
+            // A debugging session has no deadline unless one was asked for.
+            machine.timeout = Duration::from_secs(24 * 3600);
+        }
         let (outcome, _) = boot(&machine, &kernel, None)?;
-        print!("{}", outcome.serial);
         return match (outcome.timed_out, outcome.guest_status) {
             (true, _) => Err(format!("Reef did not finish `{command}` within {:?}", machine.timeout)),
             (false, Some(status)) => Ok(status.min(255) as u8),
             (false, None) => Err("QEMU ended without Reef's exit code: see the log above".into()),
         };
     }
-    interactive(&machine, &kernel, gdb)
+    interactive(&machine, &kernel)
 }
 
-fn interactive(machine: &Machine, kernel: &Path, gdb: bool) -> Result<u8, String> {
+fn interactive(machine: &Machine, kernel: &Path) -> Result<u8, String> {
     let mut command = machine.command(kernel, true);
-    if gdb {
-        let script = tools::root().join("target/reef.gdb");
-        std::fs::write(
-            &script,
-            format!("file {}\ntarget remote :1234\nset disassembly-flavor intel\n", kernel.display()),
-        )
-        .map_err(|e| e.to_string())?;
-        command.args(["-s", "-S"]);
-        eprintln!("xtask: QEMU waits for gdb on :1234; in another terminal: gdb -x {}", script.display());
-    }
     eprintln!(
         "xtask: booting Reef on {} cores ({}); quit with `poweroff` or Ctrl-A X",
         machine.cores,
         machine.accel.name()
     );
-    let status = command.status().map_err(|e| format!("cannot start qemu-system-x86_64: {e}"))?;
+    let status = command.status().map_err(|e| format!("cannot start {}: {e}", emulator()))?;
     Ok(status.code().and_then(guest_status).unwrap_or(1).min(255) as u8)
 }

@@ -305,6 +305,46 @@ fn integrations(accel: Accel) -> Vec<Integration> {
     list
 }
 
+/// `cargo xtask run -- <command>` as a user meets it, against a stand-in emulator (a script
+/// named by `REEF_QEMU` that prints its arguments and then never exits): what the guest prints
+/// must reach the terminal as it comes, even when the run is killed at its timeout, and
+/// `--gdb` must reach the emulator.
+fn run_command_checks() -> Result<(), String> {
+    let script = tools::root().join("target/stand-in-qemu.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo stand-in; exit 0; }\necho \"stand-in serial: $*\"\nexec sleep 60\n",
+    )
+    .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    run_checked(std::process::Command::new("chmod").arg("+x").arg(&script), "chmod the stand-in emulator")?;
+    let xtask = std::env::current_exe().map_err(|e| format!("cannot find the xtask binary: {e}"))?;
+    let run = |extra: &[&str]| -> Result<(String, String), String> {
+        let output = std::process::Command::new(&xtask)
+            .args(["run", "--cores", "1", "--timeout", "2"])
+            .args(extra)
+            .args(["--", "help"])
+            .env("REEF_QEMU", &script)
+            .output()
+            .map_err(|e| format!("cannot run xtask: {e}"))?;
+        if output.status.success() {
+            return Err("`run` succeeded although the emulator never finished".into());
+        }
+        Ok((String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned()))
+    };
+    let (stdout, stderr) = run(&[])?;
+    if !stdout.contains("stand-in serial:") {
+        return Err(format!("the serial output of a run killed at its timeout was not printed: stdout {stdout:?}"));
+    }
+    if !stderr.contains("did not finish") {
+        return Err(format!("no timeout message: stderr {stderr:?}"));
+    }
+    let (stdout, stderr) = run(&["--gdb"])?;
+    if !stdout.contains("-s -S") || !stderr.contains("waits for gdb") {
+        return Err(format!("--gdb with a command did not reach the emulator: {stdout:?} {stderr:?}"));
+    }
+    Ok(())
+}
+
 fn run_integration(test: &Integration, kernel: &Path) -> Result<Duration, String> {
     let (outcome, _) = qemu::boot(&test.machine, kernel, None)?;
     let verdict = if outcome.timed_out {
@@ -378,6 +418,9 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     }
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
+    if only.as_deref().is_none_or(|o| "run-command".contains(o)) {
+        record("run-command", timed(&run_command_checks));
+    }
     println!("xtask: QEMU integration runs with {}", accel.name());
     for test in integrations(accel) {
         if only.as_deref().is_some_and(|o| !test.name.contains(o)) {

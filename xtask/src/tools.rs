@@ -136,6 +136,14 @@ pub fn ensure_toolchain() -> Result<(), String> {
 
 /// QEMU for x86-64.
 pub fn ensure_qemu() -> Result<(), String> {
+    let emulator = crate::qemu::emulator();
+    if emulator != "qemu-system-x86_64" {
+        return if have(&emulator) {
+            Ok(())
+        } else {
+            Err(format!("REEF_QEMU={emulator} does not run (`{emulator} --version` failed): unset it or fix the path"))
+        };
+    }
     ensure_program("qemu-system-x86_64", "qemu-system-x86")
 }
 
