@@ -214,6 +214,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     let timer_count = (facts.apic_timer_hz / u64::from(facts.options.timer_hz)).clamp(1, u64::from(u32::MAX));
     local.start_periodic_timer(timer_count as u32, idt::VECTOR_TIMER);
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
+    kcb.set_image_name(image::IMAGE_NAME);
     let build_id = image::build_id();
     log::info!(
         "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}",

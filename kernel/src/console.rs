@@ -91,13 +91,6 @@ pub fn print(arguments: fmt::Arguments) {
     });
 }
 
-/// Drops the console lock if this core holds it: a faulting core must not take it down with it.
-pub fn release_after_fault() {
-    if let Some(region) = shared::region() {
-        region.header.console_lock.release_if_held_by(shared::this_core());
-    }
-}
-
 /// Prints a line without a prefix.
 #[macro_export]
 macro_rules! println {

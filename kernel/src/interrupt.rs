@@ -63,20 +63,32 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     }
 }
 
+/// QEMU exit status when core 0 (the shell, the console's owner) faults or panics.
+pub const CORE_0_FAILED_STATUS: u32 = 3;
+
 /// Hive-style fault containment: report, mark this core faulted, stop it. Nothing here
 /// touches another core's memory, so the others keep running.
 fn fault(frame: &InterruptFrame) -> ! {
     let fault_address = if frame.vector == 14 { cpu::read_cr2() } else { 0 };
-    crate::console::release_after_fault();
+    release_shared_locks();
     let core = shared::this_core();
+    // No allocation on this path: the fault may have struck inside the allocator.
+    let overflow = match crate::arch::stacks::guard_hit(fault_address) {
+        Some(stack) if frame.vector == 14 => stack.name(),
+        _ => "",
+    };
     log::error!(
-        "FAULT core {core}: vector {} ({}) rip={:#x} error={:#x} cr2={:#x} rsp={:#x}; core {core} stopped, other cores continue",
+        "FAULT core {core}: vector {} ({}){}{}{} rip={:#x} error={:#x} cr2={:#x} rsp={:#x}; core {core} stopped, {}",
         frame.vector,
         exception_name(frame.vector),
+        if overflow.is_empty() { "" } else { " (kernel stack overflow: " },
+        overflow,
+        if overflow.is_empty() { "" } else { " stack)" },
         frame.rip,
         frame.error_code,
         fault_address,
         frame.rsp,
+        if core == 0 { "core 0 ran the shell: Reef exits" } else { "other cores continue" }
     );
     if let Some(region) = shared::region() {
         let kcb = region.kcb(core as usize);
@@ -84,7 +96,32 @@ fn fault(frame: &InterruptFrame) -> ! {
         kcb.fault.instruction_pointer.store(frame.rip, Ordering::Relaxed);
         kcb.fault.error_code.store(frame.error_code, Ordering::Relaxed);
         kcb.fault.fault_address.store(fault_address, Ordering::Relaxed);
-        kcb.set_state(CoreState::Faulted);
+    }
+    stop_this_core()
+}
+
+/// Drops the shared locks this core holds (the console, the boot driver's trampoline), so a
+/// core that dies inside a locked section takes no other core down with it.
+pub fn release_shared_locks() {
+    if let Some(region) = shared::region() {
+        let me = shared::this_core();
+        region.header.console_lock.release_if_held_by(me);
+        region.header.boot_driver_lock.release_if_held_by(me);
+    }
+}
+
+/// The end of a core that faulted or panicked (its report printed): a message it was handling
+/// is counted lost, its KCB says faulted (which every waiting sender and receiver checks), and
+/// it halts. Core 0 runs the shell and owns the console, so its end is the end of the run:
+/// QEMU exits with [`CORE_0_FAILED_STATUS`] instead of leaving a machine that says nothing.
+pub fn stop_this_core() -> ! {
+    let core = shared::this_core();
+    if let Some(region) = shared::region() {
+        crate::msg::count_lost_in_fault();
+        region.kcb(core as usize).set_state(CoreState::Faulted);
+    }
+    if core == 0 {
+        crate::arch::legacy::qemu_exit(CORE_0_FAILED_STATUS);
     }
     cpu::halt_forever()
 }

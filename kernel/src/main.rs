@@ -26,10 +26,7 @@ pub use boot::instance_entry;
 
 #[panic_handler]
 fn panic(info: &::core::panic::PanicInfo) -> ! {
-    console::release_after_fault();
+    interrupt::release_shared_locks();
     log::error!("PANIC core {}: {}", crate::core::shared::this_core(), info);
-    if let Some(region) = crate::core::shared::region() {
-        region.kcb(crate::core::shared::this_core() as usize).set_state(crate::core::kcb::CoreState::Faulted);
-    }
-    arch::cpu::halt_forever()
+    interrupt::stop_this_core()
 }

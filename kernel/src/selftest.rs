@@ -15,19 +15,56 @@ use alloc::string::String;
 /// still read 0 after every other core wrote its id at the same virtual address.
 static INSTANCE_MARK: AtomicU32 = AtomicU32::new(u32::MAX);
 
-/// Runs on every instance right after it came up.
+/// Runs on every instance right after it came up: the tests that make a core fail on purpose
+/// do it here, in the core's first life only (a restarted core must come up clean).
 pub fn on_instance_start(core: u32) {
     INSTANCE_MARK.store(core, Ordering::SeqCst);
     let options = shared::facts().options;
     let Some(tests) = options.test else { return };
+    if shared::this_kcb().incarnation.load(Ordering::Relaxed) > 1 {
+        return;
+    }
     for test in tests.as_str().split(',') {
-        if let Some(target) = test.strip_prefix("fault:") {
-            if target.parse::<u32>() == Ok(core) && core != 0 {
+        let mut words = test.split(':');
+        let (name, target, lock) = (words.next(), words.next().and_then(|w| w.parse::<u32>().ok()), words.next());
+        if target != Some(core) {
+            continue;
+        }
+        match (name, lock) {
+            (Some("fault"), None) => {
                 log::warn!("test fault: core {core} touches an unmapped address on purpose");
                 cpu::store_to_unmapped_address(0xdead_b000);
             }
+            (Some("stack-overflow"), None) => {
+                log::warn!("test stack-overflow: core {core} recurses without end on purpose");
+                overflow_stack(0);
+            }
+            (Some("fault-in-lock"), Some(lock)) => {
+                let header = &shared::get().header;
+                let lock_word = match lock {
+                    "console" => &header.console_lock,
+                    "bootdriver" => &header.boot_driver_lock,
+                    _ => continue,
+                };
+                log::warn!("test fault-in-lock: core {core} faults holding the {lock} lock on purpose");
+                lock_word.lock(core);
+                cpu::store_to_unmapped_address(0xdead_b000);
+            }
+            _ => {}
         }
     }
+}
+
+/// Recurses with a 512-byte frame until the main stack's guard page stops it.
+#[inline(never)]
+fn overflow_stack(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return 0;
+    }
+    let mut frame = [0u8; 512];
+    frame[depth as usize % 512] = depth as u8;
+    let frame = ::core::hint::black_box(frame);
+    overflow_stack(depth + 1).wrapping_add(u64::from(frame[depth as usize % 512]))
 }
 
 type Outcome = Result<String, String>;
@@ -118,16 +155,106 @@ fn frames() -> Outcome {
     Ok(format!("256 frames taken and returned, {free_after} free"))
 }
 
-fn fault(target: &str) -> Outcome {
+/// The core a `name:N[:...]` test names, once it has faulted (core 0 never gets here: its
+/// fault ends the run).
+fn faulted_core(target: &str) -> Result<usize, String> {
     let target: usize = target.parse().map_err(|_| format!("`{target}` is not a core number"))?;
     let region = shared::get();
     if target == 0 || target >= region.listed_kcbs().len() {
-        return Err(format!("fault test needs a core 1..{}", region.listed_kcbs().len()));
+        return Err(format!("the test needs a core 1..{}", region.listed_kcbs().len() - 1));
     }
     let kcb = region.kcb(target);
     if !wait_until(2000, || kcb.state() == CoreState::Faulted) {
         return Err(format!("core {target} is {}, not faulted", kcb.state().name()));
     }
+    Ok(target)
+}
+
+/// `stack-overflow:N`: core N's endless recursion hit its main stack's guard page, was
+/// reported as a page fault there, and stopped only core N.
+fn stack_overflow(target: &str) -> Outcome {
+    let target = faulted_core(target)?;
+    let kcb = shared::get().kcb(target);
+    let vector = kcb.fault.vector.load(Ordering::Relaxed);
+    let address = kcb.fault.fault_address.load(Ordering::Relaxed);
+    let hit = crate::arch::stacks::guard_hit(address);
+    if vector != 14 || hit != Some(crate::arch::stacks::KernelStack::Main) {
+        return Err(format!(
+            "core {target} faulted with vector {vector} at {address:#x}, not on the main stack's guard"
+        ));
+    }
+    Ok(format!("core {target} overflowed into the guard page at {address:#x}; the others run"))
+}
+
+/// `fault-in-lock:N:console|bootdriver`: core N died holding a shared lock; the lock must be
+/// free again (released by N's fault path, not taken over), and core N restartable.
+fn fault_in_lock(arguments: &str) -> Outcome {
+    let (target, lock) =
+        arguments.split_once(':').ok_or("use fault-in-lock:N:console or fault-in-lock:N:bootdriver")?;
+    let target = faulted_core(target)?;
+    let header = &shared::get().header;
+    let recovered = header.locks_recovered.0.load(Ordering::Relaxed);
+    // Both locks are needed below: the console to print, the boot driver's to restart.
+    crate::core::boot_driver::start_core(target).map_err(|e| format!("core {target} not restarted: {e}"))?;
+    if !wait_until(2000, || shared::get().kcb(target).state() == CoreState::Running) {
+        return Err(format!("core {target} did not come back"));
+    }
+    if recovered != 0 {
+        return Err(format!("{recovered} locks had to be taken over: the fault path did not release them"));
+    }
+    Ok(format!("core {target} faulted holding the {lock} lock; it was released, core {target} restarted"))
+}
+
+/// `dead-target` (with `fault:N`): every way of sending to or calling the faulted core fails
+/// at once with an error naming it, and is counted; nothing waits.
+fn dead_target() -> Outcome {
+    use crate::msg::{self, SendError};
+    let region = shared::get();
+    let dead = (0..msg::messaging_cores())
+        .find(|&c| region.kcb(c).state() == CoreState::Faulted)
+        .ok_or("no faulted core: run with fault:N before dead-target")?;
+    let refused_before = shared::this_kcb().messages.send_refused.load(Ordering::Relaxed);
+    let started = cpu::read_tsc();
+    let probe = crate::msg::line(abi::message::Kind::Ping, |out| {
+        abi::message::Ping { from: shared::this_core() as u16, sequence: 0, sent_tsc: 0, tag: 0 }.encode(out)
+    });
+    let is_refusal = |error: &SendError| matches!(error, SendError::TargetNotRunning { core, .. } if *core == dead);
+    let mut attempts = 0;
+    let mut check = |what: &str, result: Result<(), SendError>| -> Result<(), String> {
+        attempts += 1;
+        match result {
+            Err(error) if is_refusal(&error) => Ok(()),
+            other => Err(format!("{what} to faulted core {dead}: {other:?}")),
+        }
+    };
+    check("send_blocking", msg::send_blocking(dead, &probe))?;
+    check("try_send", msg::try_send(dead, &probe))?;
+    check("try_send_pair", msg::try_send_pair(dead, &probe))?;
+    check("send_large", msg::send_large(dead, abi::message::Kind::Probe, &[7u8; 4000]))?;
+    check("ping", msg::ping(dead, 5).map(|_| ()))?;
+    match msg::icc::call(dead, abi::message::handler::ECHO, [1, 0, 0, 0, 0], 1000) {
+        Err(msg::icc::IccError::Send(error)) if is_refusal(&error) => attempts += 1,
+        other => return Err(format!("icc::call to faulted core {dead}: {other:?}")),
+    }
+    let text = match msg::bench::run(dead, 10) {
+        Err(error) => format!("{error}"),
+        Ok(()) => return Err(format!("msg bench against faulted core {dead} ran")),
+    };
+    let elapsed_ms = (cpu::read_tsc() - started) / (shared::facts().tsc_hz / 1000).max(1);
+    let refused = shared::this_kcb().messages.send_refused.load(Ordering::Relaxed) - refused_before;
+    if refused < attempts {
+        return Err(format!("{attempts} refusals but only {refused} counted in msg stats"));
+    }
+    if elapsed_ms > 500 {
+        return Err(format!("refusing took {elapsed_ms} ms: something waited for the dead core"));
+    }
+    Ok(format!("{attempts} sends and calls to faulted core {dead} refused in {elapsed_ms} ms, counted; bench: {text}"))
+}
+
+fn fault(target: &str) -> Outcome {
+    let target = faulted_core(target)?;
+    let region = shared::get();
+    let kcb = region.kcb(target);
     let vector = kcb.fault.vector.load(Ordering::Relaxed);
     let address = kcb.fault.fault_address.load(Ordering::Relaxed);
     if vector != 14 || address != 0xdead_b000 {
@@ -213,9 +340,15 @@ pub fn run(list: &str) -> u32 {
             "icc" => icc(),
             "msg-garbage" => crate::msg::stress::run_garbage(),
             "msg-stress" => crate::msg::stress::run_stress(1_000_000),
-            _ => match name.strip_prefix("fault:") {
-                Some(target) => fault(target),
-                None => Err(String::from("unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, fault:N")),
+            "dead-target" => dead_target(),
+            _ => match name.split_once(':') {
+                Some(("fault", target)) => fault(target),
+                Some(("stack-overflow", target)) => stack_overflow(target),
+                Some(("fault-in-lock", arguments)) => fault_in_lock(arguments),
+                _ => Err(String::from(
+                    "unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, \
+                     dead-target, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver",
+                )),
             },
         };
         match outcome {

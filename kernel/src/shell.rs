@@ -75,13 +75,14 @@ fn cores(_: &[&str]) -> Result<(), CommandError> {
             0
         };
         let partition = kcb.partition();
+        let (image, image_length) = kcb.image_name();
         println!(
             "{:<5} {:<5} {:<13} {:<5} {:<6} {:#011x}-{:#011x} {:>5} MiB {:>7}.{:03} s",
             kcb.core_id.load(Ordering::Relaxed),
             kcb.apic_id.load(Ordering::Relaxed),
             state.name(),
             Role::name(kcb.role.load(Ordering::Relaxed)),
-            crate::mm::image::IMAGE_NAME,
+            ::core::str::from_utf8(&image[..image_length]).unwrap_or("?"),
             partition.start,
             partition.end,
             (partition.end - partition.start) >> 20,
@@ -247,13 +248,9 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             if mode == crate::msg::NotifyMode::Mwait && !shared::facts().has_mwait {
                 println!("note: this CPU offers no MONITOR/MWAIT; core {target} will use hybrid instead");
             }
-            if let Some(ns) = spin_ns {
-                crate::msg::area().cores[target]
-                    .notify
-                    .spin_cycles
-                    .store(crate::time::ns_to_cycles(ns).max(1), Ordering::Relaxed);
-            }
-            crate::msg::set_mode(target, mode);
+            let spin_cycles = spin_ns.map_or(0, |ns| crate::time::ns_to_cycles(ns).max(1));
+            crate::msg::configure_notification(target, mode, spin_cycles)
+                .map_err(|e| CommandError::Failed(alloc::format!("core {target} kept its mode: {e}")))?;
             let spin = spin_ns.unwrap_or_else(|| {
                 crate::time::cycles_to_ns(crate::msg::area().cores[target].notify.spin_cycles.load(Ordering::Relaxed))
             });

@@ -194,6 +194,57 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "dead-target".into(),
+        machine: machine(4, "test=fault:2,dead-target"),
+        expected_status: 0,
+        check: Box::new(|serial| all_tests_passed(serial, 2)),
+    });
+    list.push(Integration {
+        name: "msg-bench-to-faulted-core".into(),
+        machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("msg bench 2 10"))),
+        expected_status: 1,
+        check: Box::new(|serial| {
+            serial
+                .contains("error: core 2 is faulted and takes no messages: `start 2` restarts it")
+                .then_some(())
+                .ok_or("no error naming the faulted core".into())
+        }),
+    });
+    list.push(Integration {
+        name: "stack-overflow-guard".into(),
+        machine: machine(2, "test=stack-overflow:1,boot"),
+        expected_status: 1,
+        check: Box::new(|serial| {
+            // `boot` fails on purpose (core 1 is down); the overflow test must pass.
+            if !serial.lines().any(|l| l.starts_with("TEST stack-overflow:1 ok")) {
+                return Err("no passing stack-overflow test".into());
+            }
+            serial
+                .contains("(kernel stack overflow: main stack)")
+                .then_some(())
+                .ok_or("the fault report does not name the stack overflow".into())
+        }),
+    });
+    for lock in ["console", "bootdriver"] {
+        list.push(Integration {
+            name: format!("fault-in-{lock}-lock"),
+            machine: machine(4, &format!("test=fault-in-lock:1:{lock}")),
+            expected_status: 0,
+            check: Box::new(|serial| all_tests_passed(serial, 1)),
+        });
+    }
+    list.push(Integration {
+        name: "core-0-fault-exits".into(),
+        machine: machine(2, "test=fault:0"),
+        expected_status: 3,
+        check: Box::new(|serial| {
+            serial
+                .contains("FAULT core 0: vector 14 (page fault)")
+                .then_some(())
+                .ok_or("no fault report from core 0".into())
+        }),
+    });
+    list.push(Integration {
         name: "garbage-command-line".into(),
         machine: machine(2, "test=boot cores=lots timer_hz=0 frobnicate=1 log=loud \"unterminated"),
         expected_status: 0,

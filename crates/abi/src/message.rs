@@ -281,8 +281,13 @@ pub mod handler {
     pub const GROUP_LEAVE: u16 = 7;
     /// Returns the callee's (received, dropped) message counters packed as `received << 32 | dropped`.
     pub const MESSAGE_COUNTS: u16 = 8;
+    /// Sets the callee's notification mode: `arguments` = (mode number, hybrid spin in TSC
+    /// cycles, 0 for unchanged). The callee owns its notification line, so others ask it.
+    pub const SET_NOTIFY_MODE: u16 = 9;
+    /// Test images only: the callee faults on purpose inside the handler (restart tests).
+    pub const FAULT_NOW: u16 = 10;
     /// Highest id in use.
-    pub const MAX: u16 = 8;
+    pub const MAX: u16 = 10;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

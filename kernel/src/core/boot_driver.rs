@@ -13,14 +13,12 @@ use super::shared::{self, SharedRegion};
 use crate::arch::apic;
 use crate::arch::cpu::{read_tsc, relax};
 use crate::arch::paging::{flags, physical_to_virtual, KERNEL_BASE, LARGE_PAGE_SIZE, PAGE_SIZE};
+use crate::arch::stacks::KernelStack;
 use crate::arch::trampoline::{self, TrampolineParameters, TRAMPOLINE_BASE};
 use crate::mm::address_space::{BuildError, Builder, DirectView, PhysicalView};
 use crate::mm::image::ImageLayout;
 use core::sync::atomic::Ordering;
 use platform::memmap::Range;
-
-/// Boot stack of a new instance.
-pub const BOOT_STACK_SIZE: u64 = 64 * 1024;
 
 /// Why a core could not be started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,8 +109,14 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
     for offset in (0..layout.private_size()).step_by(PAGE_SIZE as usize) {
         builder.map_page(layout.data.0 + offset, private + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
     }
-    let stack = builder.allocate(BOOT_STACK_SIZE)?;
-    let stack_top = physical_to_virtual(stack + BOOT_STACK_SIZE);
+    // Kernel stacks at their fixed addresses; the unmapped pages below each are its guard.
+    for stack in KernelStack::ALL {
+        let frames = builder.allocate(stack.size())?;
+        for offset in (0..stack.size()).step_by(PAGE_SIZE as usize) {
+            builder.map_page(stack.bottom() + offset, frames + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
+        }
+    }
+    let stack_top = KernelStack::Main.top();
 
     kcb.page_table_root.store(builder.root, Ordering::Relaxed);
     kcb.reserved_end.store(builder.next_free(), Ordering::Relaxed);

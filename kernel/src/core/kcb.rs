@@ -4,7 +4,10 @@
 //! writes the placement fields; from `Booting` on, only the core itself writes its KCB
 //! (state, ticks, fault record). Every field is atomic so other cores may read it at any time.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Bytes of a kernel image name a KCB records.
+pub const IMAGE_NAME_LENGTH: usize = 16;
 
 /// Where a core is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +34,13 @@ impl CoreState {
             4 => Self::Unresponsive,
             _ => Self::Offline,
         }
+    }
+
+    /// Whether a kernel instance runs there and answers messages. Only a running core is sent
+    /// to, and only a running core's half-done sends are waited for: a faulted, offline or
+    /// unresponsive one will never finish what it started.
+    pub fn is_live(self) -> bool {
+        self == Self::Running
     }
 
     /// Lower-case name for the shell.
@@ -106,6 +116,10 @@ pub struct Kcb {
     pub ticks: AtomicU64,
     /// Why it stopped, when faulted.
     pub fault: FaultRecord,
+    /// Name of the kernel image the instance runs (NUL-padded), written by the instance at entry.
+    pub image_name: [AtomicU8; IMAGE_NAME_LENGTH],
+    /// Times a boot driver claimed this core to start it (1 after boot; each restart adds one).
+    pub incarnation: AtomicU64,
     /// Message counters (`msg stats`).
     pub messages: crate::msg::MessageCounters,
 }
@@ -121,14 +135,41 @@ impl Kcb {
         self.state.store(state as u32, Ordering::Release);
     }
 
-    /// Claims an offline or unresponsive core for booting; false if it runs, boots, faulted, or
-    /// another boot driver claimed it first (a compare-exchange, so only one wins).
+    /// Claims an offline, unresponsive or faulted core for booting (a faulted core is restarted:
+    /// its halted CPU takes INIT like any other); false if it runs or boots, or another boot
+    /// driver claimed it first (a compare-exchange, so only one wins).
     pub fn claim_for_boot(&self) -> bool {
-        [CoreState::Offline, CoreState::Unresponsive].iter().any(|from| {
+        let claimed = [CoreState::Offline, CoreState::Unresponsive, CoreState::Faulted].iter().any(|from| {
             self.state
                 .compare_exchange(*from as u32, CoreState::Booting as u32, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
-        })
+        });
+        if claimed {
+            self.incarnation.fetch_add(1, Ordering::Relaxed);
+        }
+        claimed
+    }
+
+    /// Records the image this instance runs (its own KCB, at entry).
+    pub fn set_image_name(&self, name: &str) {
+        let bytes = name.as_bytes();
+        for (i, byte) in self.image_name.iter().enumerate() {
+            byte.store(bytes.get(i).copied().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+
+    /// The image name recorded at entry, `?` before any instance ran.
+    pub fn image_name(&self) -> ([u8; IMAGE_NAME_LENGTH], usize) {
+        let mut bytes = [0u8; IMAGE_NAME_LENGTH];
+        for (out, byte) in bytes.iter_mut().zip(&self.image_name) {
+            *out = byte.load(Ordering::Relaxed);
+        }
+        let length = bytes.iter().position(|b| *b == 0).unwrap_or(IMAGE_NAME_LENGTH);
+        if length == 0 {
+            bytes[0] = b'?';
+            return (bytes, 1);
+        }
+        (bytes, length)
     }
 
     /// The partition as a range.

@@ -56,17 +56,33 @@ pub struct BootFacts {
 pub struct CacheLine<T>(pub T);
 
 /// A spin lock in the shared region; the value is the owning core id + 1 (0 = free), so a
-/// faulting core can tell whether it holds the lock.
+/// faulting core can tell whether it holds the lock, and a waiter can tell who does.
 #[repr(C, align(64))]
 pub struct SharedLock(AtomicU32);
 
 impl SharedLock {
-    /// Spins until free, then takes it for `core_id`.
+    /// Spins until free, then takes it for `core_id`. A holder that died (faulted, offline,
+    /// unresponsive) without releasing it, for instance a core that faulted inside the locked
+    /// section so badly that its fault path never ran, is relieved of it: the waiter takes it
+    /// over with a compare-exchange and logs it. A faulting core's own fault path releases what
+    /// it holds first ([`Self::release_if_held_by`]), so this is the second line of defence.
     pub fn lock(&self, core_id: u32) {
-        while self.0.compare_exchange_weak(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            while self.0.load(Ordering::Relaxed) != 0 {
-                core::hint::spin_loop();
+        loop {
+            let holder = match self.0.compare_exchange_weak(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(0) => continue,
+                Err(holder) => holder,
+            };
+            if holder_is_dead(holder - 1)
+                && self.0.compare_exchange(holder, core_id + 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                // No logging here: the console lock itself goes through this path.
+                if let Some(region) = region() {
+                    region.header.locks_recovered.0.fetch_add(1, Ordering::Relaxed);
+                }
+                return;
             }
+            core::hint::spin_loop();
         }
     }
 
@@ -92,6 +108,17 @@ pub struct SharedHeader {
     pub boot_driver_lock: SharedLock,
     /// Set by core 0 once every requested core was started.
     pub boot_complete: CacheLine<AtomicBool>,
+    /// Locks taken over from a holder that died without releasing them.
+    pub locks_recovered: CacheLine<AtomicU32>,
+}
+
+/// Whether `core`'s KCB says it is faulted, offline or unresponsive: it will not release
+/// anything it holds. (A booting core may hold locks: it logs before it runs.)
+fn holder_is_dead(core: u32) -> bool {
+    use super::kcb::CoreState;
+    let Some(region) = region() else { return false };
+    let Some(kcb) = region.kcbs.get(core as usize) else { return true };
+    matches!(kcb.state(), CoreState::Faulted | CoreState::Offline | CoreState::Unresponsive)
 }
 
 /// The shared region as a typed structure.

@@ -4,7 +4,7 @@
 //! cores running different kernel images can call each other. Requests and replies are
 //! high-priority messages on the receive queues.
 
-use super::{line, send_blocking, try_send, Handler, HandlerResult, SendError};
+use super::{line, send_blocking, try_send, Handler, HandlerResult, Patience, SendError};
 use crate::arch::cpu;
 use crate::core::shared;
 use ::core::sync::atomic::{AtomicU32, Ordering};
@@ -18,6 +18,9 @@ pub type IccHandler = fn(&[u64; ICC_ARGUMENTS]) -> Result<u64, IccStatus>;
 
 static HANDLERS: Mutex<[Option<IccHandler>; handler::MAX as usize + 1]> = Mutex::new([None; handler::MAX as usize + 1]);
 static COMPLETED: Mutex<Vec<IccReply>> = Mutex::new(Vec::new());
+/// Calls sent and not yet answered: (call id, callee). A reply to anything else (a call given
+/// up on) is dropped, so `COMPLETED` cannot grow without bound.
+static PENDING: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
 static NEXT_CALL_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Why a call failed.
@@ -25,8 +28,10 @@ static NEXT_CALL_ID: AtomicU32 = AtomicU32::new(1);
 pub enum IccError {
     /// The request could not be sent.
     Send(SendError),
-    /// No reply within the timeout.
-    Timeout,
+    /// The callee runs but did not answer within the timeout.
+    Timeout { core: usize, waited_ms: u64 },
+    /// No call with this id is waiting for a reply (never sent, or already waited for).
+    UnknownCall(u32),
     /// The callee answered with a failure status.
     Refused(IccStatus),
 }
@@ -35,7 +40,13 @@ impl ::core::fmt::Display for IccError {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self {
             Self::Send(error) => write!(f, "{error}"),
-            Self::Timeout => write!(f, "no reply in time: the callee may be busy or faulted (see `cores`)"),
+            Self::Timeout { core, waited_ms } => {
+                write!(
+                    f,
+                    "core {core} did not answer within {waited_ms} ms: it runs but is busy or stuck (see `cores`)"
+                )
+            }
+            Self::UnknownCall(id) => write!(f, "no call {id} waits for a reply: it was never sent or already answered"),
             Self::Refused(status) => write!(f, "the callee refused the call: {status:?}"),
         }
     }
@@ -64,6 +75,14 @@ pub(super) fn register_handlers() {
         super::leave_group(arguments[0] as usize);
         Ok(0)
     });
+    register(handler::SET_NOTIFY_MODE, |arguments| {
+        let mode = u32::try_from(arguments[0]).map_err(|_| IccStatus::BadArguments)?;
+        if mode as usize >= super::NotifyMode::ALL.len() {
+            return Err(IccStatus::BadArguments);
+        }
+        super::set_own_mode(super::NotifyMode::from_u32(mode), arguments[1]);
+        Ok(0)
+    });
     register(handler::MESSAGE_COUNTS, |_| {
         let counters = &shared::this_kcb().messages;
         Ok((counters.received.load(Ordering::Relaxed) << 32) | (counters.dropped.load(Ordering::Relaxed) & 0xffff_ffff))
@@ -82,13 +101,23 @@ fn serve(message: &Message) -> HandlerResult {
         Some(Err(status)) => (status, 0),
     };
     let reply = IccReply { from: shared::this_core() as u16, call_id: request.call_id, status, value };
-    send_blocking(request.from as usize, &line(Kind::IccReply, |out| reply.encode(out)));
+    if let Err(error) = send_blocking(request.from as usize, &line(Kind::IccReply, |out| reply.encode(out))) {
+        log::debug!("reply to call {} of core {} not sent: {error}", request.call_id, request.from);
+    }
     Ok(())
 }
 
 fn complete(message: &Message) -> HandlerResult {
     let reply = IccReply::decode(message.payload())?;
-    COMPLETED.lock().push(reply);
+    let mut pending = PENDING.lock();
+    match pending.iter().position(|(id, core)| *id == reply.call_id && *core == usize::from(reply.from)) {
+        Some(index) => {
+            pending.swap_remove(index);
+            drop(pending);
+            COMPLETED.lock().push(reply);
+        }
+        None => log::debug!("reply {} from core {} matches no waiting call: dropped", reply.call_id, reply.from),
+    }
     Ok(())
 }
 
@@ -97,20 +126,47 @@ pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) 
     let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
     let request = IccRequest { from: shared::this_core() as u16, handler, call_id, arguments };
     let message = line(Kind::IccRequest, |out| request.encode(out));
-    loop {
+    // Registered before sending: the reply may come back before `try_send` returns.
+    PENDING.lock().push((call_id, target));
+    let patience = Patience::new(target, super::SEND_TIMEOUT_MS);
+    let sent = loop {
         match try_send(target, &message) {
-            Ok(()) => return Ok(call_id),
             Err(SendError::Channel(channel::ChannelError::Full)) => {
+                if let Err(error) = patience.check() {
+                    break Err(error);
+                }
                 super::drain();
             }
-            Err(error) => return Err(IccError::Send(error)),
+            result => break result,
+        }
+    };
+    match sent {
+        Ok(()) => Ok(call_id),
+        Err(error) => {
+            forget(call_id);
+            Err(IccError::Send(error))
         }
     }
 }
 
-/// Waits for the reply to `call_id`, handling other messages meanwhile.
+fn forget(call_id: u32) {
+    PENDING.lock().retain(|(id, _)| *id != call_id);
+}
+
+/// Waits for the reply to `call_id`, handling other messages meanwhile. Fails as soon as the
+/// callee stops running (a faulted core never answers), or after `timeout_ms`.
 pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
-    let deadline = cpu::read_tsc() + shared::facts().tsc_hz / 1000 * timeout_ms;
+    let target = {
+        let pending = PENDING.lock();
+        let waiting = pending.iter().find(|(id, _)| *id == call_id).map(|(_, core)| *core);
+        match waiting {
+            Some(core) => core,
+            // Answered already, or never sent.
+            None if COMPLETED.lock().iter().any(|r| r.call_id == call_id) => usize::MAX,
+            None => return Err(IccError::UnknownCall(call_id)),
+        }
+    };
+    let patience = (target != usize::MAX).then(|| Patience::new(target, timeout_ms));
     loop {
         {
             let mut completed = COMPLETED.lock();
@@ -123,8 +179,12 @@ pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
             }
         }
         if super::drain() == 0 {
-            if cpu::read_tsc() > deadline {
-                return Err(IccError::Timeout);
+            if let Some(Err(error)) = patience.as_ref().map(Patience::check) {
+                forget(call_id);
+                return Err(match error {
+                    SendError::Timeout { core, waited_ms } => IccError::Timeout { core, waited_ms },
+                    other => IccError::Send(other),
+                });
             }
             cpu::relax();
         }

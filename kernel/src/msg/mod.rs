@@ -12,6 +12,7 @@ pub mod icc;
 pub mod stress;
 
 use crate::arch::{apic, cpu, idt};
+use crate::core::kcb::CoreState;
 use crate::core::shared;
 use ::core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use abi::message::{DecodeError, Kind, Ping, MAX_KIND, PAYLOAD_SIZE};
@@ -30,8 +31,11 @@ pub const PAIR_SLOTS: usize = 64;
 pub const GROUPS: usize = 4;
 /// Slots of each multicast group ring.
 pub const GROUP_SLOTS: usize = 64;
-/// Largest large message a receiver reassembles.
-pub const MAX_LARGE_MESSAGE: usize = 4 << 20;
+/// Largest large message a receiver reassembles. A receiver collects at most one large
+/// message per receive queue at a time (a reservation's chunks are consecutive), so two of
+/// these, 512 KiB, is all that senders can make it hold: an eighth of its 4 MiB heap. A first
+/// chunk announcing more is dropped and counted before anything is allocated.
+pub const MAX_LARGE_MESSAGE: usize = 256 << 10;
 
 pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS>;
 pub type PairRing = Urpc<PAIR_SLOTS>;
@@ -155,6 +159,17 @@ pub struct MessageCounters {
     pub order_errors: AtomicU64,
     /// Large stress messages whose checksum matched.
     pub large_ok: AtomicU64,
+    /// Lines that will never arrive, counted by this receiver: slots it skipped because the
+    /// sender that held them died (or gave up) before publishing, and the message it was
+    /// handling when it faulted.
+    pub lost: AtomicU64,
+    /// Sends and calls this core refused because the target was not running.
+    pub send_refused: AtomicU64,
+    /// Sends and calls this core gave up after waiting [`SEND_TIMEOUT_MS`].
+    pub send_timeouts: AtomicU64,
+    /// Handlers running on this core right now (nested when a handler drains while it sends):
+    /// what a fault on this core loses.
+    pub handlers_running: AtomicU64,
 }
 
 fn counters() -> &'static MessageCounters {
@@ -170,14 +185,21 @@ fn add(counter: &AtomicU64, amount: u64) {
     counter.store(counter.load(Ordering::Relaxed) + amount, Ordering::Relaxed);
 }
 
+/// How long a send waits for room in a full channel, or a call for its reply, before it gives
+/// up with [`SendError::Timeout`]. A dead target is noticed at once, not after this.
+pub const SEND_TIMEOUT_MS: u64 = 2000;
+
 /// Why a message could not be sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendError {
     /// No such core, or one beyond [`MESSAGING_CORES`].
     NoSuchCore(usize),
-    /// The core is not running.
-    NotRunning(usize),
-    /// The channel refused it (full, too long, closed).
+    /// The target's kernel instance is not running (faulted, offline, booting, unresponsive):
+    /// nothing would take the message.
+    TargetNotRunning { core: usize, state: CoreState },
+    /// The target runs but took nothing from the full channel within the time allowed.
+    Timeout { core: usize, waited_ms: u64 },
+    /// The channel refused it (too long, closed, endpoint missing).
     Channel(ChannelError),
 }
 
@@ -187,9 +209,62 @@ impl ::core::fmt::Display for SendError {
             Self::NoSuchCore(core) => {
                 write!(f, "no core {core} with channels: pick one from 0 to {}, see `cores`", messaging_cores() - 1)
             }
-            Self::NotRunning(core) => write!(f, "core {core} is not running: see `cores`"),
+            Self::TargetNotRunning { core, state: CoreState::Faulted } => {
+                write!(f, "core {core} is faulted and takes no messages: `start {core}` restarts it")
+            }
+            Self::TargetNotRunning { core, state } => {
+                write!(f, "core {core} is {} and takes no messages: see `cores`", state.name())
+            }
+            Self::Timeout { core, waited_ms } => write!(
+                f,
+                "core {core} took nothing for {waited_ms} ms: it runs but is stuck or overloaded; see `cores` and `msg stats`"
+            ),
             Self::Channel(error) => write!(f, "channel refused the message: {error}"),
         }
+    }
+}
+
+/// Counts a send error in this core's KCB (`msg stats`) and hands it back.
+fn counted(error: SendError) -> SendError {
+    match error {
+        SendError::TargetNotRunning { .. } => bump(&counters().send_refused),
+        SendError::Timeout { .. } => bump(&counters().send_timeouts),
+        SendError::NoSuchCore(_) | SendError::Channel(_) => {}
+    }
+    error
+}
+
+/// The bounded wait of one send or call to `target`: every [`Patience::check`] fails once the
+/// target stops running or the time is up, so no caller waits for a dead or stuck core forever.
+pub struct Patience {
+    target: usize,
+    started: u64,
+    limit_cycles: u64,
+}
+
+impl Patience {
+    /// Starts waiting for `target`, for at most `timeout_ms`.
+    pub fn new(target: usize, timeout_ms: u64) -> Self {
+        Self { target, started: cpu::read_tsc(), limit_cycles: shared::facts().tsc_hz / 1000 * timeout_ms }
+    }
+
+    /// `Ok` while the target runs and time is left; else the (counted) reason to give up.
+    pub fn check(&self) -> Result<(), SendError> {
+        let state = shared::get().kcb(self.target).state();
+        if !state.is_live() {
+            return Err(counted(SendError::TargetNotRunning { core: self.target, state }));
+        }
+        let waited = cpu::read_tsc().wrapping_sub(self.started);
+        if waited > self.limit_cycles {
+            let waited_ms = waited / (shared::facts().tsc_hz / 1000).max(1);
+            return Err(counted(SendError::Timeout { core: self.target, waited_ms }));
+        }
+        Ok(())
+    }
+
+    /// [`Self::check`] as a yes/no, for the channel crate's give-up callbacks.
+    pub fn keep_waiting(&self) -> bool {
+        self.check().is_ok()
     }
 }
 
@@ -306,7 +381,9 @@ pub fn init() {
 fn on_ping(message: &Message) -> HandlerResult {
     let ping = Ping::decode(message.payload())?;
     let pong = Ping { from: shared::this_core() as u16, ..ping };
-    send_blocking(ping.from as usize, &line(Kind::Pong, |out| pong.encode(out)));
+    if let Err(error) = send_blocking(ping.from as usize, &line(Kind::Pong, |out| pong.encode(out))) {
+        log::debug!("pong to core {} not sent: {error}", ping.from);
+    }
     Ok(())
 }
 
@@ -326,9 +403,14 @@ pub fn line(kind: Kind, encode: impl FnOnce(&mut [u8; PAYLOAD_SIZE]) -> usize) -
     message
 }
 
+/// A target must exist and run; a refusal is counted.
 fn check_target(target: usize) -> Result<(), SendError> {
     if target >= messaging_cores() {
         return Err(SendError::NoSuchCore(target));
+    }
+    let state = shared::get().kcb(target).state();
+    if !state.is_live() {
+        return Err(counted(SendError::TargetNotRunning { core: target, state }));
     }
     Ok(())
 }
@@ -384,19 +466,18 @@ pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
 }
 
 /// Sends one line, draining this core's own channels while the target's queue is full, so
-/// two cores sending to each other never deadlock.
-pub fn send_blocking(target: usize, message: &Message) {
+/// two cores sending to each other never deadlock. Gives up, with a named and counted error,
+/// as soon as the target stops running or after [`SEND_TIMEOUT_MS`].
+pub fn send_blocking(target: usize, message: &Message) -> Result<(), SendError> {
+    let patience = Patience::new(target, SEND_TIMEOUT_MS);
     loop {
         match try_send(target, message) {
-            Ok(()) => return,
             Err(SendError::Channel(ChannelError::Full)) => {
+                patience.check()?;
                 drain();
                 cpu::relax();
             }
-            Err(error) => {
-                log::warn!("message of kind {} to core {target} not sent: {error}", message.kind);
-                return;
-            }
+            result => return result,
         }
     }
 }
@@ -405,6 +486,9 @@ pub fn send_blocking(target: usize, message: &Message) {
 /// reserved with one atomic add and announced with one notification (Popcorn 5.3.4).
 pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendError> {
     check_target(target)?;
+    if bytes.len() > MAX_LARGE_MESSAGE {
+        return Err(SendError::Channel(ChannelError::TooLong));
+    }
     channel::send_large(queue_for(target, kind as u16), kind as u16, bytes).map_err(SendError::Channel)?;
     add(&counters().sent, channel::chunk_count(bytes.len() as u64));
     notify(target, queue_mode(target));
@@ -532,7 +616,7 @@ fn dispatch(incoming: Incoming) {
                 let handler = HANDLERS.lock().get(kind as usize).copied().flatten().and_then(|h| h.on_large);
                 match handler {
                     None => drop_message(DropReason::UnknownKind, &message, source),
-                    Some(handle) => match handle(&bytes) {
+                    Some(handle) => match run_handler(|| handle(&bytes)) {
                         Ok(()) => bump(&counters().received),
                         Err(_) => drop_message(DropReason::Malformed, &message, source),
                     },
@@ -543,11 +627,21 @@ fn dispatch(incoming: Incoming) {
     let handler = HANDLERS.lock().get(message.kind as usize).copied().flatten().and_then(|h| h.on_line);
     match handler {
         None => drop_message(DropReason::UnknownKind, &message, source),
-        Some(handle) => match handle(&message) {
+        Some(handle) => match run_handler(|| handle(&message)) {
             Ok(()) => bump(&counters().received),
             Err(_) => drop_message(DropReason::Malformed, &message, source),
         },
     }
+}
+
+/// Runs a handler, counted in `handlers_running` so that a fault inside it counts the
+/// message lost (see [`count_lost_in_fault`]).
+fn run_handler(handle: impl FnOnce() -> HandlerResult) -> HandlerResult {
+    let running = &counters().handlers_running;
+    running.store(running.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    let result = handle();
+    running.store(running.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    result
 }
 
 /// Handles every message waiting on this core's channels; returns how many.
@@ -626,41 +720,65 @@ pub fn sleep_armed<T>(line: &NotifyLine, mwait: bool, mut look: impl FnMut() -> 
     None
 }
 
-/// Sets the notification mode of `core`'s receive queues and of every URPC ring into it.
-pub fn set_mode(core: usize, mode: NotifyMode) {
-    let channels = &area().cores[core];
+/// Sets the notification mode of this core's receive queues and of every URPC ring into it,
+/// and (if `spin_cycles` is not 0) the hybrid spin. The notification line is the receiver's
+/// own: other cores ask it with [`set_mode`].
+pub fn set_own_mode(mode: NotifyMode, spin_cycles: u64) {
+    let channels = &area().cores[shared::this_core() as usize];
+    if spin_cycles != 0 {
+        channels.notify.spin_cycles.store(spin_cycles, Ordering::Relaxed);
+    }
     channels.notify.mode.store(mode as u32, Ordering::Release);
     for pair in &channels.pair_modes {
         pair.store(mode as u32, Ordering::Release);
     }
-    // Wake it so it sleeps the new way.
-    let apic_id = shared::get().kcb(core).apic_id.load(Ordering::Relaxed);
-    if core != shared::this_core() as usize {
-        apic::local().send_ipi(apic_id, idt::VECTOR_WAKE);
+}
+
+/// Sets `core`'s notification mode; a failure (the core is not running or does not answer) is
+/// logged. See [`configure_notification`].
+pub fn set_mode(core: usize, mode: NotifyMode) {
+    if let Err(error) = configure_notification(core, mode, 0) {
+        log::warn!("notification mode of core {core} not set to {}: {error}", mode.name());
     }
 }
 
-/// Pings `target` `count` times (one outstanding); returns round-trip cycles.
+/// Sets `core`'s notification mode (and hybrid spin, unless 0): directly on this core, by an
+/// inter-core call to the owner of the notification line on any other.
+pub fn configure_notification(core: usize, mode: NotifyMode, spin_cycles: u64) -> Result<(), icc::IccError> {
+    if core == shared::this_core() as usize {
+        set_own_mode(mode, spin_cycles);
+        return Ok(());
+    }
+    icc::call(core, abi::message::handler::SET_NOTIFY_MODE, [mode as u64, spin_cycles, 0, 0, 0], SEND_TIMEOUT_MS)
+        .map(|_| ())
+}
+
+/// Pings `target` `count` times (one outstanding); returns round-trip cycles. Fails at once
+/// if the target stops running, and after [`SEND_TIMEOUT_MS`] without a pong.
 pub fn ping(target: usize, count: usize) -> Result<Vec<u64>, SendError> {
     check_target(target)?;
-    if shared::get().kcb(target).state() != crate::core::kcb::CoreState::Running {
-        return Err(SendError::NotRunning(target));
-    }
     let me = shared::this_core() as u16;
     let mut samples = Vec::with_capacity(count);
-    let deadline_cycles = shared::facts().tsc_hz;
     for sequence in 0..count as u64 {
         let before = PONGS.load(Ordering::Relaxed);
         let start = cpu::read_tsc();
         let ping = Ping { from: me, sequence, sent_tsc: start, tag: 0 };
-        try_send(target, &line(Kind::Ping, |out| ping.encode(out)))?;
+        send_blocking(target, &line(Kind::Ping, |out| ping.encode(out)))?;
+        let patience = Patience::new(target, SEND_TIMEOUT_MS);
         while PONGS.load(Ordering::Relaxed) == before {
-            drain();
-            if cpu::read_tsc() - start > deadline_cycles {
-                return Err(SendError::NotRunning(target));
+            if drain() == 0 {
+                patience.check()?;
             }
         }
         samples.push(cpu::read_tsc() - start);
     }
     Ok(samples)
+}
+
+/// Called on the way down of a faulting core: the messages whose handlers were running are
+/// lost (their senders counted them sent), so the counters still balance.
+pub fn count_lost_in_fault() {
+    let counters = counters();
+    let running = counters.handlers_running.swap(0, Ordering::Relaxed);
+    add(&counters.lost, running);
 }

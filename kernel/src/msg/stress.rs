@@ -80,44 +80,70 @@ fn on_large(bytes: &[u8]) -> HandlerResult {
     Ok(())
 }
 
+/// The next stress line to `to` on channel `tag`; its sequence number is taken only by
+/// [`sent`], once the line is in the channel, so a refused send leaves no gap.
 fn stress_line(to: usize, tag: u64) -> Message {
-    let mut next = NEXT.lock();
-    let sequence = next[to][tag as usize];
-    next[to][tag as usize] += 1;
+    let sequence = NEXT.lock()[to][tag as usize];
     let ping = Ping { from: shared::this_core() as u16, sequence, sent_tsc: cpu::read_tsc(), tag };
     line(Kind::Stress, |out| ping.encode(out))
 }
 
+fn sent(to: usize, tag: u64) {
+    NEXT.lock()[to][tag as usize] += 1;
+}
+
+/// Sends with `send` until it succeeds, draining meanwhile; false (and `to` is given up on
+/// for the rest of the share) once the target stopped running or stayed stuck.
+fn deliver(to: usize, tag: u64, mut send: impl FnMut() -> Result<(), super::SendError>) -> bool {
+    let patience = super::Patience::new(to, super::SEND_TIMEOUT_MS);
+    loop {
+        match send() {
+            Ok(()) => {
+                sent(to, tag);
+                return true;
+            }
+            Err(super::SendError::Channel(channel::ChannelError::Full)) if patience.check().is_ok() => {
+                super::drain();
+            }
+            Err(error) => {
+                log::debug!("stress traffic to core {to} stops: {error}");
+                return false;
+            }
+        }
+    }
+}
+
 /// This core's share: `per_target` lines to every other core on its receive queue, a
-/// quarter as many on the URPC ring, and (core 0 only) large and multicast messages.
+/// quarter as many on the URPC ring, and (core 0 only) large and multicast messages. A
+/// target that stops running is left out from then on (the restart test kills one).
 fn send_share(per_target: u64, with_large: bool) {
     let me = shared::this_core() as usize;
     let cores = super::messaging_cores();
+    let mut given_up = [false; MESSAGING_CORES];
     for i in 0..per_target {
         for to in (0..cores).filter(|t| *t != me) {
-            send_blocking(to, &stress_line(to, TAG_QUEUE));
-            if i.is_multiple_of(4) {
+            if given_up[to] {
+                continue;
+            }
+            let message = stress_line(to, TAG_QUEUE);
+            let mut delivered = deliver(to, TAG_QUEUE, || send_blocking(to, &message));
+            if delivered && i.is_multiple_of(4) {
                 let message = stress_line(to, TAG_PAIR);
-                while try_send_pair(to, &message).is_err() {
-                    super::drain();
-                }
+                delivered = deliver(to, TAG_PAIR, || try_send_pair(to, &message));
             }
-            if with_large && i.is_multiple_of(512) {
-                let sequence = {
-                    let mut next = NEXT.lock();
-                    next[to][0] += 1;
-                    next[to][0] - 1
-                };
-                while super::send_large(to, Kind::StressLarge, &large_body(me as u16, sequence)).is_err() {
-                    super::drain();
-                }
+            if delivered && with_large && i.is_multiple_of(512) {
+                let sequence = NEXT.lock()[to][0];
+                let body = large_body(me as u16, sequence);
+                delivered = deliver(to, 0, || super::send_large(to, Kind::StressLarge, &body));
             }
+            given_up[to] = !delivered;
         }
         if with_large && i.is_multiple_of(64) {
             let message = stress_line(0, TAG_GROUP);
             while super::send_group(STRESS_GROUP, &message).is_err() {
                 super::drain();
             }
+            sent(0, TAG_GROUP);
         }
         if i.is_multiple_of(64) {
             super::drain();

@@ -1,6 +1,6 @@
 //! Per-core GDT and TSS with IST stacks for faults that must not trust the current stack.
 
-use core::cell::UnsafeCell;
+use super::stacks::KernelStack;
 use spin::Once;
 use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
 use x86_64::instructions::tables::load_tss;
@@ -13,25 +13,6 @@ pub const IST_CRITICAL: u16 = 0;
 /// IST slot for page faults, so a stack overflow still gets a report.
 pub const IST_PAGE_FAULT: u16 = 1;
 
-const IST_STACK_SIZE: usize = 16 * 1024;
-
-/// A stack only the CPU writes (on an IST switch); Rust never reads it.
-#[repr(C, align(16))]
-struct InterruptStack(UnsafeCell<[u8; IST_STACK_SIZE]>);
-
-// SAFETY: the stack is only ever written by this core's CPU during an IST switch; no Rust
-// reference into it exists, only its top address.
-unsafe impl Sync for InterruptStack {}
-
-impl InterruptStack {
-    fn top(&self) -> VirtAddr {
-        VirtAddr::new(self.0.get() as u64 + IST_STACK_SIZE as u64)
-    }
-}
-
-// These statics live in .bss, which every instance maps to its own copy: one set per core.
-static CRITICAL_STACK: InterruptStack = InterruptStack(UnsafeCell::new([0; IST_STACK_SIZE]));
-static PAGE_FAULT_STACK: InterruptStack = InterruptStack(UnsafeCell::new([0; IST_STACK_SIZE]));
 static TSS: Once<TaskStateSegment> = Once::new();
 static GDT: Once<(GlobalDescriptorTable, SegmentSelector, SegmentSelector, SegmentSelector)> = Once::new();
 
@@ -39,8 +20,9 @@ static GDT: Once<(GlobalDescriptorTable, SegmentSelector, SegmentSelector, Segme
 pub fn load() {
     let tss = TSS.call_once(|| {
         let mut tss = TaskStateSegment::new();
-        tss.interrupt_stack_table[IST_CRITICAL as usize] = CRITICAL_STACK.top();
-        tss.interrupt_stack_table[IST_PAGE_FAULT as usize] = PAGE_FAULT_STACK.top();
+        // The IST stacks are mapped by the boot driver, with guard pages (see `stacks`).
+        tss.interrupt_stack_table[IST_CRITICAL as usize] = VirtAddr::new(KernelStack::Critical.top());
+        tss.interrupt_stack_table[IST_PAGE_FAULT as usize] = VirtAddr::new(KernelStack::PageFault.top());
         tss
     });
     let (gdt, code, data, tss_selector) = GDT.call_once(|| {

@@ -8,4 +8,5 @@ pub mod idt;
 pub mod ioapic;
 pub mod legacy;
 pub mod paging;
+pub mod stacks;
 pub mod trampoline;
