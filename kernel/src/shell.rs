@@ -183,21 +183,27 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
     match arguments {
         ["stats"] => {
             println!(
-                "core  mode    sent        received    dropped  (kind/bad/chunk)  ipis sent  ipis taken  empty polls"
+                "core  mode    sent        received    dropped  (kind/bad/chunk/large)  lost    refused  timeouts  ipis sent  ipis taken  empty polls"
             );
             for (core, kcb) in region.listed_kcbs().iter().enumerate().take(crate::msg::MESSAGING_CORES) {
                 let c = &kcb.messages;
                 let l = |a: &::core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                let reasons = alloc::format!(
+                    "({}/{}/{}/{})",
+                    l(&c.dropped_unknown_kind),
+                    l(&c.dropped_malformed),
+                    l(&c.dropped_chunk),
+                    l(&c.dropped_too_large)
+                );
                 println!(
-                    "{core:<5} {:<7} {:<11} {:<11} {:<8} ({}/{}/{}){:>8} {:>10} {:>11} {:>12}",
+                    "{core:<5} {:<7} {:<11} {:<11} {:<8} {reasons:<22} {:<7} {:<8} {:<9} {:>9} {:>11} {:>12}",
                     crate::msg::queue_mode(core).name(),
                     l(&c.sent),
                     l(&c.received),
                     l(&c.dropped),
-                    l(&c.dropped_unknown_kind),
-                    l(&c.dropped_malformed),
-                    l(&c.dropped_chunk),
-                    "",
+                    l(&c.lost),
+                    l(&c.send_refused),
+                    l(&c.send_timeouts),
                     l(&c.ipis_sent),
                     l(&c.ipis_taken),
                     l(&c.empty_polls),

@@ -149,6 +149,8 @@ pub struct MessageCounters {
     pub dropped_malformed: AtomicU64,
     /// Dropped: large-message chunk out of order, missing, too many.
     pub dropped_chunk: AtomicU64,
+    /// Dropped: a large message announced beyond [`MAX_LARGE_MESSAGE`], or no heap left for it.
+    pub dropped_too_large: AtomicU64,
     /// Notification IPIs sent.
     pub ipis_sent: AtomicU64,
     /// Notification IPIs taken.
@@ -579,6 +581,7 @@ pub enum DropReason {
     UnknownKind,
     Malformed,
     Chunk,
+    TooLarge,
 }
 
 fn drop_message(reason: DropReason, message: &Message, source: Source) {
@@ -588,6 +591,7 @@ fn drop_message(reason: DropReason, message: &Message, source: Source) {
         DropReason::UnknownKind => &counters.dropped_unknown_kind,
         DropReason::Malformed => &counters.dropped_malformed,
         DropReason::Chunk => &counters.dropped_chunk,
+        DropReason::TooLarge => &counters.dropped_too_large,
     });
     log::debug!("dropped a message of kind {} from {source:?}: {reason:?}", message.kind);
 }
@@ -610,6 +614,7 @@ fn dispatch(incoming: Incoming) {
         let result = reassembler.push(&message);
         drop(receivers);
         return match result {
+            Err(ChannelError::TooLong | ChannelError::NoMemory) => drop_message(DropReason::TooLarge, &message, source),
             Err(_) => drop_message(DropReason::Chunk, &message, source),
             Ok(None) => bump(&counters().received),
             Ok(Some((kind, bytes))) => {
