@@ -67,6 +67,15 @@ fn overflow_stack(depth: u64) -> u64 {
     overflow_stack(depth + 1).wrapping_add(u64::from(frame[depth as usize % 512]))
 }
 
+/// Whether the command line's `test=` list names `name` (alone or as `name:...`); test-only
+/// hooks (an ICC handler that faults on purpose) are registered only then.
+pub fn requested(name: &str) -> bool {
+    shared::facts()
+        .options
+        .test
+        .is_some_and(|tests| tests.as_str().split(',').any(|t| t == name || t.split(':').next() == Some(name)))
+}
+
 type Outcome = Result<String, String>;
 
 fn wait_until(milliseconds: u64, mut done: impl FnMut() -> bool) -> bool {
@@ -345,9 +354,13 @@ pub fn run(list: &str) -> u32 {
                 Some(("fault", target)) => fault(target),
                 Some(("stack-overflow", target)) => stack_overflow(target),
                 Some(("fault-in-lock", arguments)) => fault_in_lock(arguments),
+                Some(("msg-restart", victim)) => victim
+                    .parse()
+                    .map_err(|_| format!("`{victim}` is not a core number"))
+                    .and_then(|victim| crate::msg::stress::run_restart(victim, 20_000)),
                 _ => Err(String::from(
                     "unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, \
-                     dead-target, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver",
+                     dead-target, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
                 )),
             },
         };

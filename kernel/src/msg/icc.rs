@@ -20,7 +20,20 @@ static HANDLERS: Mutex<[Option<IccHandler>; handler::MAX as usize + 1]> = Mutex:
 static COMPLETED: Mutex<Vec<IccReply>> = Mutex::new(Vec::new());
 /// Calls sent and not yet answered: (call id, callee). A reply to anything else (a call given
 /// up on) is dropped, so `COMPLETED` cannot grow without bound.
-static PENDING: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
+static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+
+/// A call waiting for its reply.
+#[derive(Clone, Copy)]
+struct Pending {
+    call_id: u32,
+    callee: usize,
+    /// The callee's incarnation when the call was sent: a restarted callee never answers.
+    incarnation: u64,
+}
+
+fn incarnation(core: usize) -> u64 {
+    shared::get().kcb(core).incarnation.load(Ordering::Relaxed)
+}
 static NEXT_CALL_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Why a call failed.
@@ -32,6 +45,8 @@ pub enum IccError {
     Timeout { core: usize, waited_ms: u64 },
     /// No call with this id is waiting for a reply (never sent, or already waited for).
     UnknownCall(u32),
+    /// The callee was restarted after the call was sent: the request died with its old kernel.
+    CalleeRestarted(usize),
     /// The callee answered with a failure status.
     Refused(IccStatus),
 }
@@ -47,6 +62,12 @@ impl ::core::fmt::Display for IccError {
                 )
             }
             Self::UnknownCall(id) => write!(f, "no call {id} waits for a reply: it was never sent or already answered"),
+            Self::CalleeRestarted(core) => {
+                write!(
+                    f,
+                    "core {core} was restarted before it answered: the call was lost with its old kernel; call again"
+                )
+            }
             Self::Refused(status) => write!(f, "the callee refused the call: {status:?}"),
         }
     }
@@ -83,6 +104,13 @@ pub(super) fn register_handlers() {
         super::set_own_mode(super::NotifyMode::from_u32(mode), arguments[1]);
         Ok(0)
     });
+    if crate::selftest::requested("msg-restart") {
+        register(handler::FAULT_NOW, |_| {
+            log::warn!("test msg-restart: core {} faults inside a handler on purpose", shared::this_core());
+            cpu::store_to_unmapped_address(0xdead_b000);
+            Ok(0)
+        });
+    }
     register(handler::MESSAGE_COUNTS, |_| {
         let counters = &shared::this_kcb().messages;
         Ok((counters.received.load(Ordering::Relaxed) << 32) | (counters.dropped.load(Ordering::Relaxed) & 0xffff_ffff))
@@ -110,7 +138,7 @@ fn serve(message: &Message) -> HandlerResult {
 fn complete(message: &Message) -> HandlerResult {
     let reply = IccReply::decode(message.payload())?;
     let mut pending = PENDING.lock();
-    match pending.iter().position(|(id, core)| *id == reply.call_id && *core == usize::from(reply.from)) {
+    match pending.iter().position(|p| p.call_id == reply.call_id && p.callee == usize::from(reply.from)) {
         Some(index) => {
             pending.swap_remove(index);
             drop(pending);
@@ -127,7 +155,9 @@ pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) 
     let request = IccRequest { from: shared::this_core() as u16, handler, call_id, arguments };
     let message = line(Kind::IccRequest, |out| request.encode(out));
     // Registered before sending: the reply may come back before `try_send` returns.
-    PENDING.lock().push((call_id, target));
+    if target < super::messaging_cores() {
+        PENDING.lock().push(Pending { call_id, callee: target, incarnation: incarnation(target) });
+    }
     let patience = Patience::new(target, super::SEND_TIMEOUT_MS);
     let sent = loop {
         match try_send(target, &message) {
@@ -150,23 +180,18 @@ pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) 
 }
 
 fn forget(call_id: u32) {
-    PENDING.lock().retain(|(id, _)| *id != call_id);
+    PENDING.lock().retain(|p| p.call_id != call_id);
 }
 
 /// Waits for the reply to `call_id`, handling other messages meanwhile. Fails as soon as the
 /// callee stops running (a faulted core never answers), or after `timeout_ms`.
 pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
-    let target = {
-        let pending = PENDING.lock();
-        let waiting = pending.iter().find(|(id, _)| *id == call_id).map(|(_, core)| *core);
-        match waiting {
-            Some(core) => core,
-            // Answered already, or never sent.
-            None if COMPLETED.lock().iter().any(|r| r.call_id == call_id) => usize::MAX,
-            None => return Err(IccError::UnknownCall(call_id)),
-        }
-    };
-    let patience = (target != usize::MAX).then(|| Patience::new(target, timeout_ms));
+    let waiting = PENDING.lock().iter().find(|p| p.call_id == call_id).copied();
+    if waiting.is_none() && !COMPLETED.lock().iter().any(|r| r.call_id == call_id) {
+        return Err(IccError::UnknownCall(call_id));
+    }
+    // None: answered already, only to be collected.
+    let patience = waiting.map(|p| Patience::new(p.callee, timeout_ms));
     loop {
         {
             let mut completed = COMPLETED.lock();
@@ -179,6 +204,10 @@ pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
             }
         }
         if super::drain() == 0 {
+            if let Some(call) = waiting.filter(|p| incarnation(p.callee) != p.incarnation) {
+                forget(call_id);
+                return Err(IccError::CalleeRestarted(call.callee));
+            }
             if let Some(Err(error)) = patience.as_ref().map(Patience::check) {
                 forget(call_id);
                 return Err(match error {

@@ -300,6 +300,12 @@ struct Receivers {
     normal_reassembler: Reassembler,
 }
 
+/// Bit 0 (high queue), bit 1 (normal queue): this instance is a restart and has not yet seen
+/// a line on that queue that starts something. Continuation chunks met meanwhile belong to a
+/// large message whose first chunks died with the previous kernel: they are counted lost,
+/// not malformed. (Private to the instance; one load on the receive path once clear.)
+static RESUMING: AtomicU32 = AtomicU32::new(0);
+
 // Private per-instance state (each core has its own copy of these statics).
 static HANDLERS: Mutex<[Option<Handler>; MAX_KIND as usize + 1]> = Mutex::new([None; MAX_KIND as usize + 1]);
 static RECEIVERS: Mutex<Option<Receivers>> = Mutex::new(None);
@@ -346,6 +352,7 @@ pub fn init() {
     }
     let area = area();
     let own = &area.cores[me];
+    let restarted = shared::this_kcb().incarnation.load(Ordering::Relaxed) > 1;
     // The receive endpoints were never claimed, or released when a previous instance of
     // this core went away: a failure here is a protocol bug, reported and not hidden.
     match (own.high.receiver(), own.normal.receiver()) {
@@ -355,7 +362,8 @@ pub fn init() {
                 normal,
                 high_reassembler: Reassembler::new(MAX_LARGE_MESSAGE),
                 normal_reassembler: Reassembler::new(MAX_LARGE_MESSAGE),
-            })
+            });
+            RESUMING.store(if restarted { 0b11 } else { 0 }, Ordering::Relaxed);
         }
         _ => log::error!("receive queues of core {me} are already claimed"),
     }
@@ -461,8 +469,14 @@ pub fn queue_mode(target: usize) -> NotifyMode {
 /// notifies it; fails at once if the queue is full.
 pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
     check_target(target)?;
-    queue_for(target, message.kind).try_send(message).map_err(SendError::Channel)?;
-    bump(&counters().sent);
+    // Counted before the ticket is taken: should this core die holding it, the receiver skips
+    // the slot and counts it lost, and sent = received + dropped + lost still holds.
+    let sent = &counters().sent;
+    bump(sent);
+    if let Err(error) = queue_for(target, message.kind).try_send(message) {
+        sent.store(sent.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        return Err(SendError::Channel(error));
+    }
     notify(target, queue_mode(target));
     Ok(())
 }
@@ -602,6 +616,19 @@ fn dispatch(incoming: Incoming) {
     let Incoming { message, source } = incoming;
     if message.validate().is_err() {
         return drop_message(DropReason::Malformed, &message, source);
+    }
+    if RESUMING.load(Ordering::Relaxed) != 0 {
+        let bit = match source {
+            Source::High => 1,
+            Source::Normal => 2,
+            _ => 0,
+        };
+        if RESUMING.load(Ordering::Relaxed) & bit != 0 {
+            if message.is_chunk() && message.flags & channel::FLAG_FIRST == 0 {
+                return bump(&counters().lost);
+            }
+            RESUMING.fetch_and(!bit, Ordering::Relaxed);
+        }
     }
     if message.is_chunk() {
         let mut receivers = RECEIVERS.lock();

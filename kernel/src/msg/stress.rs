@@ -3,6 +3,7 @@
 
 use super::{area, icc, line, send_blocking, try_send_pair, Handler, HandlerResult, NotifyMode, MESSAGING_CORES};
 use crate::arch::cpu;
+use crate::core::kcb::CoreState;
 use crate::core::shared;
 use ::core::sync::atomic::{AtomicU64, Ordering};
 use abi::message::{handler, DecodeError, Kind, Ping, PAYLOAD_SIZE};
@@ -26,7 +27,15 @@ static EXPECTED: Mutex<[[u64; 4]; MESSAGING_CORES]> = Mutex::new([[0; 4]; MESSAG
 /// Next sequence per (target, channel tag) on this sender (private).
 static NEXT: Mutex<[[u64; 4]; MESSAGING_CORES]> = Mutex::new([[0; 4]; MESSAGING_CORES]);
 
+/// `EXPECTED` value meaning "take the next sequence as it comes".
+const UNKNOWN: u64 = u64::MAX;
+
 pub(super) fn register_handlers() {
+    // A restarted instance starts with no record of what its previous life received: the
+    // senders go on numbering, so the first line from each is its baseline.
+    if shared::this_kcb().incarnation.load(Ordering::Relaxed) > 1 {
+        *EXPECTED.lock() = [[UNKNOWN; 4]; MESSAGING_CORES];
+    }
     super::register(Kind::Stress, Handler { high_priority: false, on_line: Some(on_stress), on_large: None });
     super::register(Kind::StressLarge, Handler { high_priority: false, on_line: None, on_large: Some(on_large) });
     icc::register(handler::STRESS_SENDER, |arguments| {
@@ -46,7 +55,7 @@ fn on_stress(message: &Message) -> HandlerResult {
         return Err(DecodeError::BadField("stress sender or tag"));
     }
     let mut expected = EXPECTED.lock();
-    if ping.sequence != expected[from][tag] {
+    if ping.sequence != expected[from][tag] && expected[from][tag] != UNKNOWN {
         counters().order_errors.fetch_add(1, Ordering::Relaxed);
     }
     expected[from][tag] = ping.sequence + 1;
@@ -230,6 +239,105 @@ pub fn run_stress(total: u64) -> Result<String, String> {
         return Err(format!("{detail}; {group_slots} multicast slots still in use"));
     }
     if sent < total || sent != done || dropped != 0 || order_errors != 0 || large != large_expected {
+        return Err(detail);
+    }
+    Ok(detail)
+}
+
+/// Sum over the messaging cores of every line's fate: (sent, received + dropped + lost).
+fn fates() -> (u64, u64) {
+    (sum(|c| &c.sent), sum(|c| &c.received) + sum(|c| &c.dropped) + sum(|c| &c.lost))
+}
+
+/// Waits (draining) until `done`, at most `milliseconds`.
+fn drain_until(milliseconds: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = cpu::read_tsc() + shared::facts().tsc_hz / 1000 * milliseconds;
+    while !done() {
+        if cpu::read_tsc() > deadline {
+            return false;
+        }
+        super::drain();
+    }
+    true
+}
+
+/// `test=msg-restart:N`: every core but 0 sends its stress share (core 1 also large and
+/// multicast messages) while core 0 makes core N fault inside a handler midway, restarts it,
+/// and then checks: the others finished their shares; core N answers pings and inter-core
+/// calls again; every line ever sent was received, dropped or counted lost (sent = received +
+/// dropped + lost, summed over all cores), none out of order or duplicated, none dropped.
+pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
+    let cores = super::messaging_cores();
+    if cores < 3 || victim == 0 || victim >= cores {
+        return Err(format!("needs 3 or more cores and a victim from 1 to {}", cores.saturating_sub(1)));
+    }
+    let region = shared::get();
+    let members: Vec<usize> = (1..cores).collect();
+    area().groups[STRESS_GROUP].reopen();
+    for member in &members {
+        icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
+            .map_err(|e| format!("core {member} did not join the stress group: {e}"))?;
+    }
+    let order_before = sum(|c| &c.order_errors);
+    let dropped_before = sum(|c| &c.dropped);
+    let lost_before = sum(|c| &c.lost);
+    let victim_kcb = region.kcb(victim);
+    let received_before = victim_kcb.messages.received.load(Ordering::Relaxed);
+    let calls: Vec<(usize, u32)> = (1..cores)
+        .map(|core| {
+            icc::call_async(core, handler::STRESS_SENDER, [per_target, u64::from(core == 1), 0, 0, 0])
+                .map(|id| (core, id))
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("stress senders not started: {e}"))?;
+    // Midway: once the victim has taken a good share of its traffic.
+    let midway = per_target * (cores as u64 - 2) / 2;
+    if !drain_until(30_000, || victim_kcb.messages.received.load(Ordering::Relaxed) - received_before >= midway) {
+        return Err(format!("core {victim} did not receive {midway} lines in 30 s"));
+    }
+    let fault_call = icc::call_async(victim, handler::FAULT_NOW, [0; 5]).map_err(|e| format!("fault request: {e}"))?;
+    if !drain_until(10_000, || victim_kcb.state() == CoreState::Faulted) {
+        return Err(format!("core {victim} is {} after it was told to fault", victim_kcb.state().name()));
+    }
+    let incarnation = victim_kcb.incarnation.load(Ordering::Relaxed);
+    crate::core::boot_driver::start_core(victim).map_err(|e| format!("core {victim} not restarted: {e}"))?;
+    if !drain_until(5_000, || victim_kcb.state() == CoreState::Running) {
+        return Err(format!("core {victim} is {} after the restart", victim_kcb.state().name()));
+    }
+    for (core, id) in calls {
+        let result = icc::wait(id, 120_000);
+        match (core == victim, result) {
+            (false, Err(e)) => return Err(format!("core {core} did not finish its share: {e}")),
+            (true, Ok(_)) => return Err(format!("core {victim} finished its share although it faulted")),
+            _ => {}
+        }
+    }
+    if icc::wait(fault_call, 1000).is_ok() {
+        return Err(format!("core {victim} answered the call it faulted in"));
+    }
+    // The new kernel on the victim answers like any other.
+    let echo = icc::call(victim, handler::ECHO, [77, 0, 0, 0, 0], 2000);
+    if echo != Ok(77) {
+        return Err(format!("restarted core {victim} answered ECHO with {echo:?}"));
+    }
+    super::ping(victim, 20).map_err(|e| format!("restarted core {victim} does not answer pings: {e}"))?;
+    // Quiescence: every line has met its fate.
+    drain_until(10_000, || fates().0 == fates().1);
+    for member in &members {
+        let _ = icc::call(*member, handler::GROUP_LEAVE, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000);
+    }
+    drain_until(2_000, || fates().0 == fates().1);
+    let (sent, fated) = fates();
+    let order_errors = sum(|c| &c.order_errors) - order_before;
+    let dropped = sum(|c| &c.dropped) - dropped_before;
+    let lost = sum(|c| &c.lost) - lost_before;
+    let group_slots = area().groups[STRESS_GROUP].nr_slots_in_use();
+    let detail = format!(
+        "core {victim} faulted mid-stream and came back as incarnation {}; sent {sent} received+dropped+lost {fated} \
+         lost {lost} dropped {dropped} order errors {order_errors}, group slots in use {group_slots}",
+        incarnation + 1
+    );
+    if sent != fated || dropped != 0 || order_errors != 0 || lost == 0 || group_slots != 0 {
         return Err(detail);
     }
     Ok(detail)
