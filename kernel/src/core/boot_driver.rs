@@ -25,7 +25,7 @@ use platform::memmap::Range;
 pub enum BootError {
     /// No such core: the MADT lists fewer.
     NoSuchCore(usize),
-    /// The core is not offline (running, booting, or faulted).
+    /// The core runs or is being started.
     NotOffline(CoreState),
     /// Its partition cannot hold page tables, data and stack.
     PartitionFull,
@@ -42,7 +42,7 @@ impl core::fmt::Display for BootError {
         match self {
             Self::NoSuchCore(id) => write!(f, "no core {id}: see `cores` for the cores this machine has"),
             Self::NotOffline(state) => {
-                write!(f, "core is {}, only an offline or unresponsive core can be started", state.name())
+                write!(f, "core is {}: only an offline, unresponsive or faulted core can be started", state.name())
             }
             Self::PartitionFull => write!(f, "partition too small for the kernel instance: give QEMU more memory (-m)"),
             Self::RootAbove4GiB => write!(f, "partition above 4 GiB: the trampoline cannot load its page tables"),
