@@ -14,7 +14,8 @@ pub enum ChannelError {
     /// member has read every message that was sent before the close.
     Closed,
     /// This endpoint (sender or receiver) of the ring is already held by
-    /// someone else.
+    /// someone else, or this MPSC sender id already has a send or a
+    /// reservation in progress.
     EndpointTaken,
     /// The payload is longer than a slot holds, or a large message is longer
     /// than the receiver accepts (or than the chunk format can count).
@@ -45,7 +46,8 @@ pub enum ChannelError {
     ChunkUnderrun,
     /// The reassembler could not allocate the buffer for a large message.
     NoMemory,
-    /// The member id is not below the group's `MAX_MEMBERS`.
+    /// The member id is not below the group's `MAX_MEMBERS`, or (for
+    /// `evict`) no reader holds it.
     NotMember,
     /// The member id is already taken by a reader of this group.
     AlreadyMember,
@@ -53,6 +55,17 @@ pub enum ChannelError {
     GroupFull,
     /// More messages were pushed into a reservation than it reserved slots.
     ReservationExhausted,
+    /// The sender id is not below the queue's `SENDERS` (MPSC) or not below
+    /// 64 (multicast).
+    NoSuchSender,
+    /// The caller's `keep_waiting` said stop while a reserved slot was still
+    /// not free: the reservation is abandoned (its unwritten tickets will be
+    /// skipped by the receiver) and writes nothing more.
+    GaveUp,
+    /// Another sender holds the multicast group's tail (BUSY) right now;
+    /// nothing was written: retry, or recover it with `break_busy` if its
+    /// holder is dead.
+    Busy,
 }
 
 impl fmt::Display for ChannelError {
@@ -75,6 +88,9 @@ impl fmt::Display for ChannelError {
             Self::AlreadyMember => "member id already joined",
             Self::GroupFull => "multicast group full",
             Self::ReservationExhausted => "reservation exhausted",
+            Self::NoSuchSender => "sender id out of range",
+            Self::GaveUp => "gave up waiting; reservation abandoned",
+            Self::Busy => "another sender holds the group",
         };
         formatter.write_str(text)
     }

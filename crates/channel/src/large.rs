@@ -44,20 +44,47 @@ pub const fn chunk_count(total_len: u64) -> u64 {
     }
 }
 
-/// Sends `bytes` as one large message of `kind` through `queue`: reserves
-/// every chunk's slot with one `fetch_add`, then writes them in order. The
-/// reservation's first ticket is the message id.
+/// Sends `bytes` as one large message of `kind` through `queue` from sender
+/// id `sender`: reserves every chunk's slot with one `fetch_add`, then writes
+/// them in order. The reservation's first ticket is the message id. Waits
+/// without bound for the receiver (host use; the kernel calls
+/// [`send_large_within`]).
 ///
 /// With more chunks than `N` slots this returns only after the receiver
 /// has consumed all but the last `N`, so the receiver must run
 /// concurrently (on another core, or from an interrupt on this one).
-pub fn send_large<const N: usize>(queue: &MpscQueue<N>, kind: u16, bytes: &[u8]) -> Result<(), ChannelError> {
+pub fn send_large<const N: usize, const SENDERS: usize>(
+    queue: &MpscQueue<N, SENDERS>,
+    sender: usize,
+    kind: u16,
+    bytes: &[u8],
+) -> Result<(), ChannelError> {
+    send_large_within(queue, sender, kind, bytes, || true)
+}
+
+/// [`send_large`] with a bounded wait: while a chunk's slot is not free it
+/// calls `keep_waiting()` between polls, and when that returns false it
+/// abandons the rest of the message ([`Reservation::push_or_give_up`]) and
+/// fails with [`ChannelError::GaveUp`]. The receiver skips the abandoned
+/// chunks with [`MpscReceiver::skip_abandoned`](crate::MpscReceiver::skip_abandoned)
+/// and must reset its reassembler when it does. Also fails, before taking
+/// any ticket, with [`ChannelError::BadKind`], [`ChannelError::TooLong`],
+/// [`ChannelError::NoSuchSender`] or [`ChannelError::EndpointTaken`].
+///
+/// [`Reservation::push_or_give_up`]: crate::Reservation::push_or_give_up
+pub fn send_large_within<const N: usize, const SENDERS: usize>(
+    queue: &MpscQueue<N, SENDERS>,
+    sender: usize,
+    kind: u16,
+    bytes: &[u8],
+    mut keep_waiting: impl FnMut() -> bool,
+) -> Result<(), ChannelError> {
     // Check everything before reserving, so a refused message costs no slot.
     let chunks = LargeMessageChunks::new(kind, 0, bytes)?;
-    let mut reservation = queue.reserve(chunks.len());
+    let mut reservation = queue.reserve(sender, chunks.len())?;
     let chunks = chunks.with_message_id(reservation.first_ticket() as u32);
     for chunk in chunks {
-        reservation.push(&chunk)?;
+        reservation.push_or_give_up(&chunk, &mut keep_waiting)?;
     }
     Ok(())
 }
@@ -150,6 +177,12 @@ struct PartialMessage {
 /// Owned by the receiver in its private memory. Feed it every chunk message
 /// in arrival order. After an error it is back to idle, so later messages
 /// still work.
+///
+/// Memory is bounded: it holds at most one message's buffer, allocated once
+/// when a first chunk arrives, of exactly the announced length, which must
+/// not exceed `max_len` (else `TooLong`, before allocating). The allocation
+/// is fallible (`try_reserve_exact`): no memory is `NoMemory`, never an
+/// abort. [`Reassembler::bytes_held`] tells the kernel what it holds now.
 #[derive(Debug)]
 pub struct Reassembler {
     max_len: usize,
@@ -168,9 +201,17 @@ impl Reassembler {
         self.partial.is_some()
     }
 
-    /// Drops any partly collected message.
+    /// Drops any partly collected message (and frees its buffer). Call it
+    /// when the receiver skipped a ticket while collecting
+    /// ([`MpscReceiver::skip_abandoned`](crate::MpscReceiver::skip_abandoned)).
     pub fn reset(&mut self) {
         self.partial = None;
+    }
+
+    /// Heap bytes held for the message being collected (its buffer's
+    /// capacity: the announced length, at most `max_len`); 0 when idle.
+    pub fn bytes_held(&self) -> usize {
+        self.partial.as_ref().map_or(0, |partial| partial.data.capacity())
     }
 
     /// Feeds one received chunk. Returns the kind and bytes when this chunk
@@ -393,15 +434,15 @@ mod tests {
     #[test]
     fn one_mebibyte_through_a_64_slot_queue_between_threads() {
         const LEN: usize = 1 << 20;
-        let queue = crate::MpscQueue::<64>::new_boxed();
+        let queue = crate::MpscQueue::<64, 1>::new_boxed();
         let queue = &*queue;
         let bytes = pattern(LEN, 0xdead_beef);
         thread::scope(|scope| {
             scope.spawn(|| {
                 // A small message before and after, from the same sender.
-                queue.send_spin(&Message::new(3, b"before").unwrap());
-                send_large(queue, 77, &bytes).unwrap();
-                queue.send_spin(&Message::new(3, b"after").unwrap());
+                queue.send_spin(0, &Message::new(3, b"before").unwrap()).unwrap();
+                send_large(queue, 0, 77, &bytes).unwrap();
+                queue.send_spin(0, &Message::new(3, b"after").unwrap()).unwrap();
             });
             let mut receiver = queue.receiver().unwrap();
             let mut reassembler = Reassembler::new(LEN);
@@ -435,14 +476,14 @@ mod tests {
 
     #[test]
     fn concurrent_large_senders_never_interleave() {
-        let queue = crate::MpscQueue::<16>::new_boxed();
+        let queue = crate::MpscQueue::<16, 3>::new_boxed();
         let queue = &*queue;
         let payloads: Vec<Vec<u8>> = (0..3).map(|sender| pattern(5000 + sender * 77, sender as u32 + 10)).collect();
         thread::scope(|scope| {
             for (sender, bytes) in payloads.iter().enumerate() {
                 scope.spawn(move || {
                     for _ in 0..20 {
-                        send_large(queue, 10 + sender as u16, bytes).unwrap();
+                        send_large(queue, sender, 10 + sender as u16, bytes).unwrap();
                     }
                 });
             }

@@ -18,8 +18,8 @@ mod urpc;
 
 pub use error::ChannelError;
 pub use large::{
-    chunk_count, send_large, LargeMessageChunks, Reassembler, CHUNK_DATA_LEN, CHUNK_HEADER_LEN, FIRST_CHUNK_DATA_LEN,
-    FIRST_CHUNK_HEADER_LEN,
+    chunk_count, send_large, send_large_within, LargeMessageChunks, Reassembler, CHUNK_DATA_LEN, CHUNK_HEADER_LEN,
+    FIRST_CHUNK_DATA_LEN, FIRST_CHUNK_HEADER_LEN,
 };
 pub use message::{Message, CHANNEL_FLAGS, FLAG_CHUNK, FLAG_FIRST, FLAG_LAST, KIND_PADDING, PAYLOAD_CAPACITY};
 pub use mpsc::{MpscQueue, MpscReceiver, Reservation};

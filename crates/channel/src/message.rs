@@ -290,11 +290,12 @@ mod tests {
     fn ring_sizes_match_the_documented_layout() {
         use core::mem::{align_of, size_of};
         assert_eq!(size_of::<crate::Urpc<8>>(), (8 + 2) * 64);
-        assert_eq!(size_of::<crate::MpscQueue<256>>(), (256 + 2) * 64);
+        assert_eq!(size_of::<crate::MpscQueue<256, 16>>(), (256 + 2 + 16) * 64);
+        assert_eq!(size_of::<crate::MpscQueue<4, 1>>(), (4 + 2 + 1) * 64);
         assert_eq!(size_of::<crate::Multicast<16, 64>>(), (2 + 64 + 2 * 16) * 64);
         assert_eq!(size_of::<crate::Multicast<4, 3>>(), (2 + 3 + 2 * 4) * 64);
         assert_eq!(align_of::<crate::Urpc<8>>(), 64);
-        assert_eq!(align_of::<crate::MpscQueue<2>>(), 64);
+        assert_eq!(align_of::<crate::MpscQueue<2, 3>>(), 64);
         assert_eq!(align_of::<crate::Multicast<2, 1>>(), 64);
     }
 

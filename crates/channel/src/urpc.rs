@@ -22,7 +22,8 @@ use crate::{ChannelError, Message};
 /// private memory.
 #[repr(C)]
 pub struct Urpc<const N: usize> {
-    /// Written only by the sender's endpoint, when it is dropped.
+    /// Sender claim and position, written by the sender after every send
+    /// (for [`Urpc::reclaim_sender`]); the receiver never reads it.
     sender_line: CacheLine<EndpointLine>,
     /// The consumer index: written by the receiver, read by the sender.
     receiver_line: CacheLine<EndpointLine>,
@@ -34,8 +35,9 @@ pub struct Urpc<const N: usize> {
 pub(crate) struct EndpointLine {
     /// 0 = free, 1 = an endpoint value exists.
     pub(crate) claimed: AtomicU32,
-    /// The endpoint's position (next ticket), kept while no endpoint value
-    /// exists so that a new endpoint resumes where the last one stopped.
+    /// The endpoint's position (next ticket), saved after every message so
+    /// that a new endpoint, or one reclaimed from a dead core, resumes where
+    /// the last one stopped.
     pub(crate) index: AtomicU64,
 }
 
@@ -89,20 +91,76 @@ impl<const N: usize> Urpc<N> {
     ring_constructors!("ring", CAPACITY_OK);
 
     /// Takes the sending endpoint. It resumes at the position where the
-    /// previous sender endpoint, if any, was dropped.
+    /// previous sender endpoint, if any, stopped.
     pub fn sender(&self) -> Result<UrpcSender<'_, N>, ChannelError> {
         self.sender_line.claim()?;
-        Ok(UrpcSender {
+        Ok(self.resume_sender())
+    }
+
+    /// Takes the sending endpoint even though it is claimed (its core died),
+    /// resuming at the position the dead sender saved after its last send.
+    /// A sender that died mid-write never published, so the new one simply
+    /// rewrites that slot; one that died after publishing but before saving
+    /// its position left the slot published for that ticket, and the new
+    /// one starts after it.
+    ///
+    /// # Safety
+    ///
+    /// The previous sender endpoint of this ring is never used again (its
+    /// core is dead), and its stores to the ring are visible to this core
+    /// (the kernel learned of the death through memory it Acquired).
+    pub unsafe fn reclaim_sender(&self) -> UrpcSender<'_, N> {
+        // Acquire: pairs with a Release `release()` if the endpoint was free.
+        self.sender_line.claimed.swap(1, Ordering::Acquire);
+        self.resume_sender()
+    }
+
+    /// A sender at the saved position, moved past a ticket published before
+    /// its position was saved.
+    fn resume_sender(&self) -> UrpcSender<'_, N> {
+        // Acquire: pairs with the previous sender's Release position stores.
+        let mut next_ticket = self.sender_line.index.load(Ordering::Acquire);
+        let slot = &self.slots[slot_index(next_ticket, N)];
+        // Only this side writes slots, so "published for `next_ticket`" can
+        // only mean the previous sender published it and died before saving.
+        // Acquire: as for the index (the dead sender's stores are visible).
+        if slot.sequence.load(Ordering::Acquire) == published_mark(next_ticket, N) {
+            next_ticket = next_ticket.wrapping_add(1);
+            self.sender_line.index.store(next_ticket, Ordering::Release);
+        }
+        UrpcSender {
             ring: self,
-            next_ticket: self.sender_line.index.load(Ordering::Relaxed),
+            next_ticket,
+            // Acquire: the receiver's copy-outs below this index happen
+            // before we overwrite their slots.
             known_consumer_index: self.receiver_line.index.load(Ordering::Acquire),
-        })
+        }
     }
 
     /// Takes the receiving endpoint. It resumes at the consumer index.
     pub fn receiver(&self) -> Result<UrpcReceiver<'_, N>, ChannelError> {
         self.receiver_line.claim()?;
-        Ok(UrpcReceiver { ring: self, next_ticket: self.receiver_line.index.load(Ordering::Relaxed) })
+        Ok(self.resume_receiver())
+    }
+
+    /// Takes the receiving endpoint even though it is claimed (its core
+    /// died), resuming at the consumer index, which the receiver publishes
+    /// after every message. A message the dead receiver copied out but had
+    /// not yet counted in the index is delivered again.
+    ///
+    /// # Safety
+    ///
+    /// The previous receiver endpoint of this ring is never used again (its
+    /// core is dead), and its stores to the ring are visible to this core.
+    pub unsafe fn reclaim_receiver(&self) -> UrpcReceiver<'_, N> {
+        // Acquire: pairs with a Release `release()` if the endpoint was free.
+        self.receiver_line.claimed.swap(1, Ordering::Acquire);
+        self.resume_receiver()
+    }
+
+    fn resume_receiver(&self) -> UrpcReceiver<'_, N> {
+        // Acquire: pairs with the previous receiver's Release index stores.
+        UrpcReceiver { ring: self, next_ticket: self.receiver_line.index.load(Ordering::Acquire) }
     }
 }
 
@@ -149,6 +207,9 @@ impl<const N: usize> UrpcSender<'_, N> {
         // Release: the message bytes are visible before the sequence says so.
         slot.sequence.store(published_mark(ticket, N), Ordering::Release);
         self.next_ticket = ticket.wrapping_add(1);
+        // Release: saved for `Urpc::reclaim_sender`, after the publish, on
+        // our own line (the receiver never reads it).
+        self.ring.sender_line.index.store(self.next_ticket, Ordering::Release);
         Ok(())
     }
 
@@ -162,8 +223,8 @@ impl<const N: usize> UrpcSender<'_, N> {
 
 impl<const N: usize> Drop for UrpcSender<'_, N> {
     fn drop(&mut self) {
-        self.ring.sender_line.index.store(self.next_ticket, Ordering::Relaxed);
-        // Release (in `release`): the saved index is visible to the next claimer.
+        // The position is already saved. Release (in `release`): it is
+        // visible to the next claimer.
         self.ring.sender_line.release();
     }
 }
@@ -314,6 +375,56 @@ mod tests {
             assert_eq!(receiver.try_recv(), Some(numbered(number)));
             assert_eq!(receiver.try_recv(), None);
         }
+    }
+
+    #[test]
+    fn reclaimed_endpoints_resume_with_nothing_lost_or_duplicated() {
+        let ring = Urpc::<4>::new_boxed();
+        let mut sender = ring.sender().unwrap();
+        let mut receiver = ring.receiver().unwrap();
+        for number in 0..3 {
+            sender.try_send(&numbered(number)).unwrap();
+        }
+        assert_eq!(receiver.try_recv(), Some(numbered(0)));
+        // Both cores fault: no drop runs, both claims stay.
+        core::mem::forget((sender, receiver));
+        assert!(matches!(ring.sender(), Err(ChannelError::EndpointTaken)));
+        assert!(matches!(ring.receiver(), Err(ChannelError::EndpointTaken)));
+        // SAFETY: the first endpoints are never used again.
+        let (mut sender, mut receiver) = unsafe { (ring.reclaim_sender(), ring.reclaim_receiver()) };
+        for number in 3..7 {
+            sender.send_spin(&numbered(number));
+            assert_eq!(receiver.try_recv(), Some(numbered(number - 2)));
+        }
+        assert_eq!(receiver.try_recv(), Some(numbered(5)));
+        assert_eq!(receiver.try_recv(), Some(numbered(6)));
+        assert_eq!(receiver.try_recv(), None);
+        // Reclaiming a free endpoint also works, and a dropped one resumes.
+        drop(sender);
+        // SAFETY: the sender was dropped; nothing uses it.
+        let mut sender = unsafe { ring.reclaim_sender() };
+        sender.try_send(&numbered(7)).unwrap();
+        assert_eq!(receiver.try_recv(), Some(numbered(7)));
+    }
+
+    #[test]
+    fn reclaimed_sender_passes_a_slot_published_before_its_position_was_saved() {
+        let ring = Urpc::<4>::new_boxed();
+        let mut sender = ring.sender().unwrap();
+        sender.try_send(&numbered(0)).unwrap();
+        core::mem::forget(sender);
+        // Fake a death between publishing ticket 1 and saving position 2.
+        // SAFETY: no endpoint writes slot 1 now.
+        unsafe { ring.slots[1].write(&numbered(1)) };
+        ring.slots[1].sequence.store(published_mark(1, 4), Ordering::Release);
+        // SAFETY: the first sender is never used again.
+        let mut sender = unsafe { ring.reclaim_sender() };
+        sender.try_send(&numbered(2)).unwrap();
+        let mut receiver = ring.receiver().unwrap();
+        for number in 0..3 {
+            assert_eq!(receiver.try_recv(), Some(numbered(number)));
+        }
+        assert_eq!(receiver.try_recv(), None);
     }
 
     #[test]

@@ -84,14 +84,14 @@ fn urpc_recv_polling_across_a_wrap() {
 #[test]
 fn mpsc_two_producers_race_for_tickets_across_a_wrap() {
     check(3, || {
-        let queue = Arc::new(MpscQueue::<2>::new());
+        let queue = Arc::new(MpscQueue::<2, 3>::new());
         // Ticket 0 is published but not consumed: whichever producer gets
         // ticket 2 (slot 0, lap 1) must wait for the consumer to free it.
-        queue.send_spin(&numbered(3, 0));
+        queue.send_spin(0, &numbered(3, 0)).unwrap();
         let producers: Vec<_> = (1..=2u16)
             .map(|kind| {
                 let queue = queue.clone();
-                thread::spawn(move || queue.send_spin(&numbered(kind, kind as u8)))
+                thread::spawn(move || queue.send_spin(kind.into(), &numbered(kind, kind as u8)).unwrap())
             })
             .collect();
         let mut receiver = queue.receiver().unwrap();
@@ -115,13 +115,13 @@ fn mpsc_two_producers_race_for_tickets_across_a_wrap() {
 #[test]
 fn mpsc_try_send_never_overwrites() {
     check(3, || {
-        let queue = Arc::new(MpscQueue::<2>::new());
+        let queue = Arc::new(MpscQueue::<2, 1>::new());
         let producer = {
             let queue = queue.clone();
             thread::spawn(move || {
                 let mut nr_sent = 0u8;
                 while nr_sent < 3 {
-                    match queue.try_send(&numbered(4, nr_sent)) {
+                    match queue.try_send(0, &numbered(4, nr_sent)) {
                         Ok(()) => nr_sent += 1,
                         Err(ChannelError::Full) => thread::yield_now(),
                         Err(error) => panic!("{error}"),
@@ -143,18 +143,102 @@ fn mpsc_try_send_never_overwrites() {
     });
 }
 
+/// Sender 1 is dead: it reserved one ticket (at any point of the race with
+/// sender 0) and never writes it; `forget` stands for the fault (no drop
+/// runs, its record stays). Its steps after the receiver declares it dead
+/// touch only its own record, which the receiver then ignores. Live sender 0
+/// sends two messages through two slots, so its second may need slot 0
+/// freed by the skip. Every live message must arrive once, in order, and
+/// exactly the one dead ticket be skipped.
+#[test]
+fn mpsc_dead_ticket_holder_is_skipped_live_messages_arrive_once_in_order() {
+    check(2, || {
+        let queue = Arc::new(MpscQueue::<2, 2>::new());
+        let dead = {
+            let queue = queue.clone();
+            thread::spawn(move || core::mem::forget(queue.reserve(1, 1).unwrap()))
+        };
+        let live = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                for number in 0..2 {
+                    queue.send_spin(0, &numbered(1, number)).unwrap();
+                }
+            })
+        };
+        let mut receiver = queue.receiver().unwrap();
+        let mut received = Vec::new();
+        let mut nr_skipped = 0;
+        while received.len() < 2 {
+            // SAFETY: sender 1 never writes a slot (it only reserves).
+            nr_skipped += unsafe { receiver.skip_abandoned(|sender| sender == 0) };
+            match receiver.try_recv() {
+                Some(message) => received.push(number_of(&message)),
+                None => thread::yield_now(),
+            }
+        }
+        live.join().unwrap();
+        dead.join().unwrap();
+        // SAFETY: as above.
+        nr_skipped += unsafe { receiver.skip_abandoned(|sender| sender == 0) };
+        assert_eq!(received, [(1, 0), (1, 1)]);
+        assert_eq!(nr_skipped, 1, "the dead ticket is skipped exactly once");
+        assert_eq!(receiver.nr_abandoned_skipped(), 1);
+        assert_eq!(receiver.try_recv(), None);
+        assert_eq!(receiver.position(), 3);
+    });
+}
+
+/// A live sender takes tickets and publishes them (once through
+/// `send_spin`'s `fetch_add`, once through `try_send`'s compare-exchange)
+/// while the receiver keeps trying to skip, every sender reported live: the
+/// receiver must never skip. The argument (module doc of `mpsc`) needs the
+/// Release on the tail RMW: with `send_spin`'s `fetch_add` weakened to
+/// Relaxed this model fails (tried: the receiver reads the sender's idle
+/// record, skips the ticket and the message is lost), and so it does with
+/// `try_send`'s compare-exchange weakened to Relaxed. It does not catch
+/// Relaxed record loads in `skip_abandoned` (tried: it passes): loom never
+/// lets a compare-exchange read a value older than a store it has already
+/// executed, which is the reordering those Acquires exclude in C11 (and which
+/// x86 TSO cannot produce either).
+#[test]
+fn mpsc_skip_never_skips_a_live_ticket() {
+    check(3, || {
+        let queue = Arc::new(MpscQueue::<2, 1>::new());
+        let live = {
+            let queue = queue.clone();
+            thread::spawn(move || {
+                queue.send_spin(0, &numbered(1, 7)).unwrap();
+                queue.try_send(0, &numbered(1, 8)).unwrap();
+            })
+        };
+        let mut receiver = queue.receiver().unwrap();
+        let mut received = Vec::new();
+        while received.len() < 2 {
+            // SAFETY: the only sender is live and reported live.
+            assert_eq!(unsafe { receiver.skip_abandoned(|_| true) }, 0, "skipped a live ticket");
+            match receiver.try_recv() {
+                Some(message) => received.push(number_of(&message)),
+                None => thread::yield_now(),
+            }
+        }
+        assert_eq!(received, [(1, 7), (1, 8)]);
+        live.join().unwrap();
+    });
+}
+
 #[test]
 fn large_message_of_three_chunks_through_two_slots() {
     // 36 + 48 + 10 bytes: exactly three chunks, one more than the ring
     // holds, so the reservation outruns the ring and waits per slot.
     const LEN: usize = 94;
     check(2, || {
-        let queue = Arc::new(MpscQueue::<2>::new());
+        let queue = Arc::new(MpscQueue::<2, 1>::new());
         let bytes: Vec<u8> = (0..LEN as u8).collect();
         let sender = {
             let queue = queue.clone();
             let bytes = bytes.clone();
-            thread::spawn(move || send_large(&queue, 9, &bytes).unwrap())
+            thread::spawn(move || send_large(&queue, 0, 9, &bytes).unwrap())
         };
         let mut receiver = queue.receiver().unwrap();
         let mut reassembler = Reassembler::new(LEN);
@@ -174,7 +258,7 @@ fn large_message_of_three_chunks_through_two_slots() {
         assert_eq!(nr_chunks, 3);
         assert_eq!(large, (9, bytes));
         // Then the queue is usable by an ordinary message.
-        queue.send_spin(&numbered(5, 1));
+        queue.send_spin(0, &numbered(5, 1)).unwrap();
         assert_eq!(receiver.try_recv().map(|m| number_of(&m)), Some((5, 1)));
     });
 }
@@ -193,12 +277,12 @@ fn send_bounded(group: &Group, numbers: core::ops::Range<u8>) -> u8 {
     let mut nr_sent = 0;
     'messages: for number in numbers {
         for _ in 0..ATTEMPTS {
-            match group.try_send(&numbered(2, number)) {
+            match group.try_send(0, &numbered(2, number)) {
                 Ok(()) => {
                     nr_sent += 1;
                     continue 'messages;
                 }
-                Err(ChannelError::Full) => thread::yield_now(),
+                Err(ChannelError::Full | ChannelError::Busy) => thread::yield_now(),
                 Err(error) => panic!("{error}"),
             }
         }
@@ -252,9 +336,9 @@ fn assert_quiescent_and_freed_exactly_once(group: &'static Group) {
     assert_eq!(group.members(), 0);
     let mut reader = group.join(0).unwrap();
     for number in 0..2 {
-        assert_eq!(group.try_send(&numbered(2, number)), Ok(()), "slot freed twice or never");
+        assert_eq!(group.try_send(0, &numbered(2, number)), Ok(()), "slot freed twice or never");
     }
-    assert_eq!(group.try_send(&numbered(2, 2)), Err(ChannelError::Full));
+    assert_eq!(group.try_send(0, &numbered(2, 2)), Err(ChannelError::Full));
     let mut received = Vec::new();
     drain(&mut reader, &mut received);
     assert_eq!(received, [0, 1]);
@@ -383,9 +467,9 @@ fn multicast_close_lets_members_drain() {
         let group = leaked_group();
         let mut reader = group.join(0).unwrap();
         let sender = thread::spawn(move || {
-            group.send_spin(&numbered(2, 0)).unwrap();
+            group.send_spin(0, &numbered(2, 0)).unwrap();
             group.close();
-            assert_eq!(group.try_send(&numbered(2, 1)), Err(ChannelError::Closed));
+            assert_eq!(group.try_send(0, &numbered(2, 1)), Err(ChannelError::Closed));
         });
         // The message sent before the close always arrives, then Closed.
         let message = loop {
