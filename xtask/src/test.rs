@@ -156,6 +156,18 @@ fn integrations(accel: Accel) -> Vec<Integration> {
             check: Box::new(|serial| all_tests_passed(serial, 4)),
         });
     }
+    for cores in [3usize, 4] {
+        list.push(Integration {
+            name: format!("msg-restart-{cores}-cores"),
+            machine: {
+                let mut m = machine(cores, "test=msg-restart:2,icc,boot");
+                m.timeout = Duration::from_secs(240);
+                m
+            },
+            expected_status: 0,
+            check: Box::new(|serial| all_tests_passed(serial, 3)),
+        });
+    }
     list.push(Integration {
         name: "msg-garbage-1-core".into(),
         machine: machine(1, "test=icc,msg-garbage"),

@@ -349,8 +349,10 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
     /// clears its member bit, waits out a send in progress (breaking the
     /// BUSY of a holder `is_live` says is dead), clears its bit in every slot
     /// from its saved cursor to the tail (freeing the slots it was the last
-    /// reader of), and releases its member id. Fails with
-    /// [`ChannelError::NotMember`] if no reader holds that member id.
+    /// reader of), and releases its member id. Returns how many messages
+    /// named the member that it never read (the caller counts them lost).
+    /// Fails with [`ChannelError::NotMember`] if no reader holds that member
+    /// id.
     ///
     /// # Safety
     ///
@@ -358,7 +360,7 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
     ///    its stores to the group are visible to this core;
     /// 2. `is_live(id)` returns false only for a sender that never runs
     ///    again (as for [`break_busy`](Self::break_busy)).
-    pub unsafe fn evict(&self, member: usize, is_live: impl FnMut(usize) -> bool) -> Result<(), ChannelError> {
+    pub unsafe fn evict(&self, member: usize, is_live: impl FnMut(usize) -> bool) -> Result<u64, ChannelError> {
         let line = self.member_lines.get(member).ok_or(ChannelError::NotMember)?;
         // Acquire: pairs with the member's Release claim and cursor stores.
         if line.claimed.load(Ordering::Acquire) == 0 {
@@ -367,21 +369,21 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
         let cursor = line.cursor.load(Ordering::Acquire);
         // SAFETY: (1) the member never reads or leaves again, so this is its
         // only leave; (2) is the caller's promise about `is_live`.
-        unsafe { self.remove_member(member, cursor, Some(is_live)) };
-        Ok(())
+        Ok(unsafe { self.remove_member(member, cursor, Some(is_live)) })
     }
 
     /// Leave, for a live or dead member: clears `member`'s bit, waits until
     /// the tail is not BUSY (breaking a dead holder's BUSY if `is_live` is
     /// given), clears the bit from every slot from `cursor` to the tail and
-    /// releases the member id (module doc).
+    /// releases the member id (module doc). Returns how many messages named
+    /// `member` and were not read.
     ///
     /// # Safety
     ///
     /// 1. Nothing else reads or leaves as `member` during or after this;
     /// 2. `is_live`, if given, returns false only for a sender that never
     ///    runs again.
-    unsafe fn remove_member(&self, member: usize, cursor: u64, mut is_live: Option<impl FnMut(usize) -> bool>) {
+    unsafe fn remove_member(&self, member: usize, cursor: u64, mut is_live: Option<impl FnMut(usize) -> bool>) -> u64 {
         let bit = 1u64 << member;
         // AcqRel: ordered against the senders' snapshots in the member word
         // (module doc: a snapshot still naming us synchronises with this).
@@ -407,11 +409,10 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
         // Only the last N tickets can still be in slots: an older ticket's
         // slot has been reused, which required every reader to clear it.
         let start = cursor.max(end.saturating_sub(N as u64));
-        for ticket in start..end {
-            self.release_reader(ticket, bit);
-        }
+        let unread = (start..end).filter(|ticket| self.release_reader(*ticket, bit)).count() as u64;
         // Release: the member id is reusable only after our bit is gone.
         self.member_lines[member].claimed.store(0, Ordering::Release);
+        unread
     }
 
     /// Sets BUSY with our sender id on an open, not-busy tail and returns
@@ -453,17 +454,17 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
 
     /// Clears `bit` from the reader set of `ticket`'s slot if that slot is
     /// published for `ticket` and names `bit`; frees the slot if `bit` was
-    /// its last reader.
-    fn release_reader(&self, ticket: u64, bit: u64) {
+    /// its last reader. Returns whether it cleared the bit.
+    fn release_reader(&self, ticket: u64, bit: u64) -> bool {
         let index = slot_index(ticket, N);
         let slot = &self.slots[index];
         let published = free_mark(ticket, N).wrapping_add(1);
         if slot.sequence.load(Ordering::Acquire) != published {
-            return;
+            return false;
         }
         let readers = &self.pending_readers[index];
         if readers.load(Ordering::Acquire) & bit == 0 {
-            return;
+            return false;
         }
         // AcqRel: our copy-out (if any) happens before the free, and the
         // last reader acquires every other reader's release.
@@ -473,6 +474,7 @@ impl<const N: usize, const MAX_MEMBERS: usize> Multicast<N, MAX_MEMBERS> {
             // with the sender's Acquire check of the sequence.
             slot.sequence.fetch_add(1, Ordering::Release);
         }
+        true
     }
 }
 
@@ -590,18 +592,19 @@ impl<const N: usize, const MAX_MEMBERS: usize> MulticastReader<'_, N, MAX_MEMBER
 
     /// [`leave`](Self::leave) that never waits on a dead sender: while the
     /// tail is BUSY it asks `is_live(holder)` and, for a dead holder, breaks
-    /// its BUSY ([`Multicast::break_busy`]).
+    /// its BUSY ([`Multicast::break_busy`]). Returns how many messages named
+    /// this member and were left unread.
     ///
     /// # Safety
     ///
     /// `is_live(id)` returns false only for a sender that never runs again
     /// (its core is dead), and whose stores are visible to this core.
-    pub unsafe fn leave_with(self, is_live: impl FnMut(usize) -> bool) {
+    pub unsafe fn leave_with(self, is_live: impl FnMut(usize) -> bool) -> u64 {
         let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: (1) `this` is consumed and its drop suppressed, so nothing
         // reads or leaves as this member afterwards; (2) is the caller's
         // promise.
-        unsafe { this.group.remove_member(this.member, this.cursor, Some(is_live)) };
+        unsafe { this.group.remove_member(this.member, this.cursor, Some(is_live)) }
     }
 }
 
@@ -848,8 +851,8 @@ mod tests {
         assert_eq!(unsafe { group.evict(3, |_| true) }, Err(ChannelError::NotMember));
         // SAFETY: as above (member 4 does not exist).
         assert_eq!(unsafe { group.evict(4, |_| true) }, Err(ChannelError::NotMember));
-        // SAFETY: as above.
-        unsafe { group.evict(2, |_| true) }.unwrap();
+        // SAFETY: as above. Member 2 never read 1, 2, 3 and 4.
+        assert_eq!(unsafe { group.evict(2, |_| true) }, Ok(4));
         assert_eq!(group.members(), 0b1);
         assert_eq!(group.nr_slots_in_use(), 1);
         assert_eq!(group.member_cursor(2), None);
@@ -873,7 +876,7 @@ mod tests {
         core::mem::forget(dead);
         die_holding_busy(&group, 3);
         // SAFETY: member 1 and sender 3 never run again.
-        unsafe { group.evict(1, |sender| sender != 3) }.unwrap();
+        assert_eq!(unsafe { group.evict(1, |sender| sender != 3) }, Ok(1));
         assert_eq!(group.busy_holder(), None);
         assert_eq!(drain(&mut alive), [0]);
         assert_eq!(group.nr_slots_in_use(), 0);

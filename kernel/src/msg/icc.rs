@@ -105,7 +105,10 @@ pub(super) fn register_handlers() {
         Ok(0)
     });
     if crate::selftest::requested("msg-restart") {
-        register(handler::FAULT_NOW, |_| {
+        register(handler::FAULT_NOW, |arguments| {
+            if arguments[0] == 1 {
+                super::hold_tickets_for_fault(arguments[1] as usize);
+            }
             log::warn!("test msg-restart: core {} faults inside a handler on purpose", shared::this_core());
             cpu::store_to_unmapped_address(0xdead_b000);
             Ok(0)

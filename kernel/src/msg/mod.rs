@@ -15,7 +15,7 @@ use crate::arch::{apic, cpu, idt};
 use crate::core::kcb::CoreState;
 use crate::core::shared;
 use ::core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use abi::message::{DecodeError, Kind, Ping, MAX_KIND, PAYLOAD_SIZE};
+use abi::message::{DecodeError, Kind, Ping, Probe, MAX_KIND, PAYLOAD_SIZE};
 use alloc::vec::Vec;
 use channel::{ChannelError, Message, MpscQueue, MpscReceiver, Multicast, MulticastReader, Reassembler, Urpc};
 use channel::{UrpcReceiver, UrpcSender};
@@ -37,7 +37,7 @@ pub const GROUP_SLOTS: usize = 64;
 /// chunk announcing more is dropped and counted before anything is allocated.
 pub const MAX_LARGE_MESSAGE: usize = 256 << 10;
 
-pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS>;
+pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS, MESSAGING_CORES>;
 pub type PairRing = Urpc<PAIR_SLOTS>;
 pub type Group = Multicast<GROUP_SLOTS, 64>;
 
@@ -263,11 +263,6 @@ impl Patience {
         }
         Ok(())
     }
-
-    /// [`Self::check`] as a yes/no, for the channel crate's give-up callbacks.
-    pub fn keep_waiting(&self) -> bool {
-        self.check().is_ok()
-    }
 }
 
 /// Why a handler refused a message.
@@ -294,8 +289,8 @@ pub enum Source {
 }
 
 struct Receivers {
-    high: MpscReceiver<'static, QUEUE_SLOTS>,
-    normal: MpscReceiver<'static, QUEUE_SLOTS>,
+    high: MpscReceiver<'static, QUEUE_SLOTS, MESSAGING_CORES>,
+    normal: MpscReceiver<'static, QUEUE_SLOTS, MESSAGING_CORES>,
     high_reassembler: Reassembler,
     normal_reassembler: Reassembler,
 }
@@ -353,10 +348,25 @@ pub fn init() {
     let area = area();
     let own = &area.cores[me];
     let restarted = shared::this_kcb().incarnation.load(Ordering::Relaxed) > 1;
-    // The receive endpoints were never claimed, or released when a previous instance of
-    // this core went away: a failure here is a protocol bug, reported and not hidden.
-    match (own.high.receiver(), own.normal.receiver()) {
-        (Ok(high), Ok(normal)) => {
+    let endpoints = if restarted {
+        take_over_endpoints(me)
+    } else {
+        // Never claimed before: a failure here is a protocol bug, reported and not hidden.
+        match (own.high.receiver(), own.normal.receiver()) {
+            (Ok(high), Ok(normal)) => {
+                let mut senders = PAIR_SENDERS.lock();
+                let mut receivers = PAIR_RECEIVERS.lock();
+                for other in 0..MESSAGING_CORES {
+                    senders[other] = area.pairs[me][other].sender().ok();
+                    receivers[other] = area.pairs[other][me].receiver().ok();
+                }
+                Some((high, normal))
+            }
+            _ => None,
+        }
+    };
+    match endpoints {
+        Some((high, normal)) => {
             *RECEIVERS.lock() = Some(Receivers {
                 high,
                 normal,
@@ -365,15 +375,8 @@ pub fn init() {
             });
             RESUMING.store(if restarted { 0b11 } else { 0 }, Ordering::Relaxed);
         }
-        _ => log::error!("receive queues of core {me} are already claimed"),
+        None => log::error!("receive queues of core {me} are already claimed"),
     }
-    let mut senders = PAIR_SENDERS.lock();
-    let mut receivers = PAIR_RECEIVERS.lock();
-    for other in 0..MESSAGING_CORES {
-        senders[other] = area.pairs[me][other].sender().ok();
-        receivers[other] = area.pairs[other][me].receiver().ok();
-    }
-    drop((senders, receivers));
     if own.notify.spin_cycles.load(Ordering::Relaxed) == 0 {
         own.notify.spin_cycles.store(crate::time::ns_to_cycles(DEFAULT_HYBRID_SPIN_NS), Ordering::Relaxed);
     }
@@ -386,6 +389,57 @@ pub fn init() {
     icc::register_handlers();
     stress::register_handlers();
     bench::register_handlers();
+}
+
+/// Whether `core` runs a kernel instance that may still write its channels. Every other state
+/// is final for what it left behind: a faulted, offline or unresponsive core never runs that
+/// kernel again, and a booting one is a new kernel that starts by abandoning what its
+/// predecessor held ([`take_over_endpoints`]) and sends nothing before it runs. Its stores
+/// happened before it published that state (Release), which this Acquire load sees.
+pub fn is_live(core: usize) -> bool {
+    shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live())
+}
+
+/// A restarted instance takes over the channel endpoints its dead predecessor held, where
+/// they stood (positions are saved after every message), abandons the tickets it held in
+/// other cores' queues (their receivers skip them, counted lost), and evicts its old
+/// multicast memberships (their unread messages counted lost).
+fn take_over_endpoints(
+    me: usize,
+) -> Option<(MpscReceiver<'static, QUEUE_SLOTS, MESSAGING_CORES>, MpscReceiver<'static, QUEUE_SLOTS, MESSAGING_CORES>)>
+{
+    let area = area();
+    for channels in &area.cores {
+        for queue in [&channels.high, &channels.normal] {
+            // SAFETY: `me` < MESSAGING_CORES; the only user of this sender id is this core,
+            // whose previous kernel is dead and whose new one sends nothing until it runs.
+            let _ = unsafe { queue.reset_sender_record(me) };
+        }
+    }
+    let mut senders = PAIR_SENDERS.lock();
+    let mut receivers = PAIR_RECEIVERS.lock();
+    for other in 0..MESSAGING_CORES {
+        // SAFETY: the endpoints being taken over belonged to this core's previous kernel,
+        // which faulted (or never finished booting) and never runs again; the boot driver
+        // saw its state with Acquire, so its saved positions are visible.
+        unsafe {
+            senders[other] = Some(area.pairs[me][other].reclaim_sender());
+            receivers[other] = Some(area.pairs[other][me].reclaim_receiver());
+        }
+    }
+    drop((senders, receivers));
+    let mut unread = 0;
+    for group in &area.groups {
+        // SAFETY: member `me` was this core's previous kernel, which never runs again;
+        // `is_live` is false only for cores that never write their channels again.
+        if let Ok(count) = unsafe { group.evict(me, is_live) } {
+            unread += count;
+        }
+    }
+    add(&counters().lost, unread);
+    let own = &area.cores[me];
+    // SAFETY: as for the URPC endpoints above.
+    unsafe { Some((own.high.reclaim_receiver(), own.normal.reclaim_receiver())) }
 }
 
 fn on_ping(message: &Message) -> HandlerResult {
@@ -473,7 +527,7 @@ pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
     // the slot and counts it lost, and sent = received + dropped + lost still holds.
     let sent = &counters().sent;
     bump(sent);
-    if let Err(error) = queue_for(target, message.kind).try_send(message) {
+    if let Err(error) = queue_for(target, message.kind).try_send(shared::this_core() as usize, message) {
         sent.store(sent.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
         return Err(SendError::Channel(error));
     }
@@ -505,10 +559,36 @@ pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendErr
     if bytes.len() > MAX_LARGE_MESSAGE {
         return Err(SendError::Channel(ChannelError::TooLong));
     }
-    channel::send_large(queue_for(target, kind as u16), kind as u16, bytes).map_err(SendError::Channel)?;
-    add(&counters().sent, channel::chunk_count(bytes.len() as u64));
-    notify(target, queue_mode(target));
-    Ok(())
+    let chunks = channel::chunk_count(bytes.len() as u64);
+    // Counted before the reservation: chunks this core never writes (it gives up, or dies)
+    // are skipped by the receiver and counted lost there.
+    let sent = &counters().sent;
+    add(sent, chunks);
+    let patience = Patience::new(target, SEND_TIMEOUT_MS);
+    let failure = ::core::cell::Cell::new(None);
+    let keep_waiting = || match patience.check() {
+        Ok(()) => true,
+        Err(error) => {
+            failure.set(Some(error));
+            false
+        }
+    };
+    let queue = queue_for(target, kind as u16);
+    match channel::send_large_within(queue, shared::this_core() as usize, kind as u16, bytes, keep_waiting) {
+        Ok(()) => {
+            notify(target, queue_mode(target));
+            Ok(())
+        }
+        Err(ChannelError::GaveUp) => {
+            // What was written is delivered; the rest is abandoned to the receiver's skip.
+            notify(target, queue_mode(target));
+            Err(failure.get().unwrap_or(SendError::Channel(ChannelError::GaveUp)))
+        }
+        Err(error) => {
+            sent.store(sent.load(Ordering::Relaxed) - chunks, Ordering::Relaxed);
+            Err(SendError::Channel(error))
+        }
+    }
 }
 
 /// Sends one line on the URPC ring from this core to `target`.
@@ -531,20 +611,30 @@ pub fn join_group(group: usize) -> Result<(), ChannelError> {
     Ok(())
 }
 
-/// This core leaves `group` (its unread messages are released, so slots are freed once).
+/// This core leaves `group` (its unread messages are released, so slots are freed once, and
+/// counted lost: they were sent to it). A sender that died holding the group is relieved.
 pub fn leave_group(group: usize) {
     if let Some(reader) = GROUP_READERS.lock().get_mut(group).and_then(Option::take) {
-        reader.leave();
+        // SAFETY: `is_live` is false only for cores that never write their channels again.
+        let unread = unsafe { reader.leave_with(is_live) };
+        add(&counters().lost, unread);
     }
 }
 
 /// Inserts one line into `group` and returns (insert cycles, notify cycles); members are
-/// notified each with its queue's mode.
+/// notified each with its queue's mode. A full or busy group is first cleared of what dead
+/// cores left: a member that will never read (evicted, its unread messages counted lost) or
+/// a sender that died holding the tail.
 pub fn send_group(group: usize, message: &Message) -> Result<(u64, u64), SendError> {
     let ring = area().groups.get(group).ok_or(SendError::Channel(ChannelError::NotMember))?;
     let members = ring.members();
     let start = cpu::read_tsc();
-    ring.try_send(message).map_err(SendError::Channel)?;
+    if let Err(error) = ring.try_send(shared::this_core() as usize, message) {
+        if matches!(error, ChannelError::Full | ChannelError::Busy) {
+            clear_dead_from_group(ring);
+        }
+        return Err(SendError::Channel(error));
+    }
     let inserted = cpu::read_tsc();
     add(&counters().sent, u64::from(members.count_ones()));
     for member in 0..messaging_cores() {
@@ -553,6 +643,22 @@ pub fn send_group(group: usize, message: &Message) -> Result<(u64, u64), SendErr
         }
     }
     Ok((inserted - start, cpu::read_tsc() - inserted))
+}
+
+fn clear_dead_from_group(ring: &Group) {
+    if let Some(holder) = ring.busy_holder().filter(|h| !is_live(*h)) {
+        // SAFETY: `holder` is not live, so it never writes the group again.
+        unsafe { ring.break_busy(holder) };
+    }
+    let members = ring.members();
+    for member in (0..messaging_cores()).filter(|m| members & (1 << m) != 0 && !is_live(*m)) {
+        // SAFETY: the member's core is not live: its reader is never used again, and
+        // `is_live` is false only for cores that never write their channels again.
+        if let Ok(unread) = unsafe { ring.evict(member, is_live) } {
+            log::debug!("core {member} left group traffic unread ({unread} lines): evicted");
+            add(&counters().lost, unread);
+        }
+    }
 }
 
 /// One received line, copied out of shared memory, not yet validated.
@@ -685,8 +791,34 @@ pub fn drain() -> usize {
     }
     if handled == 0 {
         bump(&counters().empty_polls);
+        skip_dead_tickets();
     }
     handled
+}
+
+/// When nothing could be received: a receive queue may be stuck behind a ticket whose holder
+/// died (or gave up) before publishing it. Skip such slots, count them lost, and forget the
+/// large message they interrupted (a reservation's chunks are consecutive, so a partly
+/// collected message belongs to the holder of the skipped ticket).
+fn skip_dead_tickets() {
+    let mut receivers = RECEIVERS.lock();
+    let Some(r) = receivers.as_mut() else { return };
+    let mut skipped = 0;
+    for (receiver, reassembler) in [(&mut r.high, &mut r.high_reassembler), (&mut r.normal, &mut r.normal_reassembler)]
+    {
+        // SAFETY: `is_live` is false only for cores whose kernel never writes its channels
+        // again (see `is_live`), and their stores are visible through the state's Release.
+        let count = unsafe { receiver.skip_abandoned(is_live) };
+        if count != 0 {
+            reassembler.reset();
+            skipped += count;
+        }
+    }
+    drop(receivers);
+    if skipped != 0 {
+        log::debug!("skipped {skipped} queue slots whose senders died before publishing");
+        add(&counters().lost, skipped);
+    }
 }
 
 /// Called from the message-notification interrupt: count it; the idle loop does the work.
@@ -805,6 +937,22 @@ pub fn ping(target: usize, count: usize) -> Result<Vec<u64>, SendError> {
         samples.push(cpu::read_tsc() - start);
     }
     Ok(samples)
+}
+
+/// `test=msg-restart` only: takes four tickets in `target`'s normal queue with one
+/// reservation, publishes the first and keeps the other three, so that the fault that follows
+/// leaves `target`'s receiver behind tickets their holder will never publish.
+pub fn hold_tickets_for_fault(target: usize) {
+    let me = shared::this_core() as usize;
+    let Some(channels) = area().cores.get(target) else { return };
+    let Ok(mut reservation) = channels.normal.reserve(me, 4) else { return };
+    add(&counters().sent, 4);
+    let probe = Probe { from: me as u16, sequence: 0, sent_tsc: cpu::read_tsc() };
+    let _ = reservation.push(&line(Kind::Probe, |out| probe.encode(out)));
+    notify(target, queue_mode(target));
+    log::warn!("test msg-restart: core {me} holds 3 unpublished tickets in core {target}'s queue");
+    // Never dropped: dropping would pad the slots, and the point is to die holding them.
+    ::core::mem::forget(reservation);
 }
 
 /// Called on the way down of a faulting core: the messages whose handlers were running are
