@@ -60,7 +60,7 @@ const _: () = {
     let mut i = 0;
     while i < KernelStack::ALL.len() {
         let stack = KernelStack::ALL[i];
-        assert!(stack.size() % PAGE_SIZE == 0 && stack.size() + PAGE_SIZE <= SLOT_SIZE);
+        assert!(stack.size().is_multiple_of(PAGE_SIZE) && stack.size() + PAGE_SIZE <= SLOT_SIZE);
         i += 1;
     }
 };
