@@ -217,7 +217,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     kcb.set_image_name(image::IMAGE_NAME);
     let build_id = image::build_id();
     log::info!(
-        "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}",
+        "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}{}",
         local.id(),
         match local.mode() {
             apic::ApicMode::X2Apic => "x2APIC",
@@ -228,6 +228,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         (partition.end - partition.start) >> 20,
         image::IMAGE_NAME,
         ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
+        if kcb.incarnation.load(Ordering::Relaxed) > 1 { ", restarted: taking over its channels" } else { "" },
     );
     crate::msg::init();
     if core == 0 {
