@@ -206,6 +206,36 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "cores-shows-each-image".into(),
+        machine: machine(4, &format!("cores=2 {}", qemu::exec_argument("cores"))),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let images: Vec<(usize, String)> = serial
+                .lines()
+                .skip_while(|l| !l.starts_with("core  apic  state"))
+                .skip(1)
+                .filter_map(|l| {
+                    let words: Vec<&str> = l.split_whitespace().collect();
+                    Some((words.first()?.parse().ok()?, words.get(4)?.to_string()))
+                })
+                .collect();
+            let expected: Vec<(usize, String)> =
+                [(0, "full"), (1, "full"), (2, "-"), (3, "-")].iter().map(|(c, i)| (*c, i.to_string())).collect();
+            (images == expected).then_some(()).ok_or(format!("images per core {images:?}, expected {expected:?}"))
+        }),
+    });
+    list.push(Integration {
+        name: "msg-mode-asks-the-owner".into(),
+        machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("msg mode 2 poll"))),
+        expected_status: 1,
+        check: Box::new(|serial| {
+            serial
+                .contains("error: core 2 kept its mode: core 2 is faulted")
+                .then_some(())
+                .ok_or("a faulted core's notification mode was changed behind its back".into())
+        }),
+    });
+    list.push(Integration {
         name: "dead-target".into(),
         machine: machine(4, "test=fault:2,dead-target"),
         expected_status: 0,

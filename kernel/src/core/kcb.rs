@@ -158,7 +158,7 @@ impl Kcb {
         }
     }
 
-    /// The image name recorded at entry, `?` before any instance ran.
+    /// The image name recorded at entry, `-` before any instance ran.
     pub fn image_name(&self) -> ([u8; IMAGE_NAME_LENGTH], usize) {
         let mut bytes = [0u8; IMAGE_NAME_LENGTH];
         for (out, byte) in bytes.iter_mut().zip(&self.image_name) {
@@ -166,7 +166,7 @@ impl Kcb {
         }
         let length = bytes.iter().position(|b| *b == 0).unwrap_or(IMAGE_NAME_LENGTH);
         if length == 0 {
-            bytes[0] = b'?';
+            bytes[0] = b'-';
             return (bytes, 1);
         }
         (bytes, length)
