@@ -30,6 +30,11 @@ fn all_tests_passed(serial: &str, expected: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The run printed `text`; else the error says what that means.
+fn printed(serial: &str, text: &str, missing: &str) -> Result<(), String> {
+    serial.contains(text).then_some(()).ok_or_else(|| missing.to_string())
+}
+
 /// `msg bench` ran every measurement to the end: no `BENCH-ERROR`, and each figure, with
 /// multicast up to `members` members, printed once with samples. (Benchmarks never fail on a
 /// number; this only checks that they run.)
@@ -178,7 +183,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         name: "msg-ping".into(),
         machine: machine(2, &qemu::exec_argument("msg ping 1 50")),
         expected_status: 0,
-        check: Box::new(|serial| serial.contains("50 pings to core 1").then_some(()).ok_or("no ping summary".into())),
+        check: Box::new(|serial| printed(serial, "50 pings to core 1", "no ping summary")),
     });
     list.push(Integration {
         name: "msg-bench-runs".into(),
@@ -229,10 +234,11 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("msg mode 2 poll"))),
         expected_status: 1,
         check: Box::new(|serial| {
-            serial
-                .contains("error: core 2 kept its mode: core 2 is faulted")
-                .then_some(())
-                .ok_or("a faulted core's notification mode was changed behind its back".into())
+            printed(
+                serial,
+                "error: core 2 kept its mode: core 2 is faulted",
+                "a faulted core's notification mode was changed behind its back",
+            )
         }),
     });
     list.push(Integration {
@@ -246,10 +252,11 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(4, &format!("test=fault:2 {}", qemu::exec_argument("msg bench 2 10"))),
         expected_status: 1,
         check: Box::new(|serial| {
-            serial
-                .contains("error: core 2 is faulted and takes no messages: `start 2` restarts it")
-                .then_some(())
-                .ok_or("no error naming the faulted core".into())
+            printed(
+                serial,
+                "error: core 2 is faulted and takes no messages: `start 2` restarts it",
+                "no error naming the faulted core",
+            )
         }),
     });
     list.push(Integration {
@@ -261,10 +268,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
             if !serial.lines().any(|l| l.starts_with("TEST stack-overflow:1 ok")) {
                 return Err("no passing stack-overflow test".into());
             }
-            serial
-                .contains("(kernel stack overflow: main stack)")
-                .then_some(())
-                .ok_or("the fault report does not name the stack overflow".into())
+            printed(serial, "(kernel stack overflow: main stack)", "the fault report does not name the stack overflow")
         }),
     });
     for lock in ["console", "bootdriver"] {
@@ -280,10 +284,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(2, "test=fault:0"),
         expected_status: 3,
         check: Box::new(|serial| {
-            serial
-                .contains("FAULT core 0: vector 14 (page fault)")
-                .then_some(())
-                .ok_or("no fault report from core 0".into())
+            printed(serial, "FAULT core 0: vector 14 (page fault)", "no fault report from core 0")
         }),
     });
     list.push(Integration {
@@ -304,10 +305,11 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         check: Box::new(|serial| {
             all_tests_passed(serial, 3)?;
             banners(serial, 3)?;
-            serial
-                .contains("[c1 DEBUG] boot driver: core 2 started")
-                .then_some(())
-                .ok_or("core 1's boot driver did not report starting core 2".into())
+            printed(
+                serial,
+                "[c1 DEBUG] boot driver: core 2 started",
+                "core 1's boot driver did not report starting core 2",
+            )
         }),
     });
     list.push(Integration {
@@ -335,9 +337,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         name: "unknown-command-status".into(),
         machine: machine(1, &qemu::exec_argument("frobnicate")),
         expected_status: 127,
-        check: Box::new(|serial| {
-            serial.contains("unknown command `frobnicate`: type `help`").then_some(()).ok_or("no error message".into())
-        }),
+        check: Box::new(|serial| printed(serial, "unknown command `frobnicate`: type `help`", "no error message")),
     });
     list.push(Integration {
         name: "typed-at-the-prompt".into(),
@@ -370,10 +370,11 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(2, &qemu::exec_argument("msg mode 1 warp")),
         expected_status: 1,
         check: Box::new(|serial| {
-            serial
-                .contains("error: `warp` is not a notification mode: use poll, ipi, hybrid or mwait")
-                .then_some(())
-                .ok_or("no error naming the bad mode".into())
+            printed(
+                serial,
+                "error: `warp` is not a notification mode: use poll, ipi, hybrid or mwait",
+                "no error naming the bad mode",
+            )
         }),
     });
     list.push(Integration {
@@ -393,7 +394,7 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         name: "poweroff".into(),
         machine: machine(4, &qemu::exec_argument("poweroff")),
         expected_status: 0,
-        check: Box::new(|serial| serial.contains("powering off").then_some(()).ok_or("no poweroff message".into())),
+        check: Box::new(|serial| printed(serial, "powering off", "no poweroff message")),
     });
     list
 }

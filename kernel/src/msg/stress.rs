@@ -160,6 +160,17 @@ fn send_share(per_target: u64, with_large: bool) {
     }
 }
 
+/// Opens the stress group and has every core but 0 join it; returns the members.
+fn join_stress_group(cores: usize) -> Result<Vec<usize>, String> {
+    let members: Vec<usize> = (1..cores).collect();
+    area().groups[STRESS_GROUP].reopen();
+    for member in &members {
+        icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
+            .map_err(|e| format!("core {member} did not join the stress group: {e}"))?;
+    }
+    Ok(members)
+}
+
 fn sum(field: impl Fn(&super::MessageCounters) -> &AtomicU64) -> u64 {
     let region = shared::get();
     (0..super::messaging_cores()).map(|c| field(&region.kcb(c).messages).load(Ordering::Relaxed)).sum()
@@ -178,12 +189,7 @@ pub fn run_stress(total: u64) -> Result<String, String> {
     let per_mode = total.div_ceil(modes.len() as u64);
     // Each core sends 1.25 lines per iteration to each other core.
     let per_target = (per_mode * 4).div_ceil(5 * (cores * (cores - 1)) as u64);
-    let members: Vec<usize> = (1..cores).collect();
-    area().groups[STRESS_GROUP].reopen();
-    for member in &members {
-        icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
-            .map_err(|e| format!("core {member} did not join the stress group: {e}"))?;
-    }
+    let members = join_stress_group(cores)?;
     let start_sent = sum(|c| &c.sent);
     let start_received = sum(|c| &c.received);
     let start_dropped = sum(|c| &c.dropped);
@@ -272,12 +278,7 @@ pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
         return Err(format!("needs 3 or more cores and a victim from 1 to {}", cores.saturating_sub(1)));
     }
     let region = shared::get();
-    let members: Vec<usize> = (1..cores).collect();
-    area().groups[STRESS_GROUP].reopen();
-    for member in &members {
-        icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
-            .map_err(|e| format!("core {member} did not join the stress group: {e}"))?;
-    }
+    let members = join_stress_group(cores)?;
     let order_before = sum(|c| &c.order_errors);
     let dropped_before = sum(|c| &c.dropped);
     let lost_before = sum(|c| &c.lost);
