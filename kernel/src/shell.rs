@@ -166,13 +166,15 @@ fn start(arguments: &[&str]) -> Result<(), CommandError> {
     }
 }
 
-/// Most pings or benchmark iterations one command takes (each keeps a sample).
-const MAX_SAMPLES: u64 = 100_000;
+/// Most pings one command takes (each keeps a sample: 800 KB of the 4 MiB kernel heap).
+const MAX_PINGS: u64 = 100_000;
 
-/// A number of `what` from `least` to [`MAX_SAMPLES`], or an error that says so.
-fn parse_count(text: &str, what: &str, least: u64) -> Result<u64, CommandError> {
-    text.parse().ok().filter(|n| (least..=MAX_SAMPLES).contains(n)).ok_or_else(|| {
-        CommandError::Failed(alloc::format!("`{text}` is not a number of {what}: give {least} to {MAX_SAMPLES}"))
+/// A number of `what` from `least` to `most`, or an error that says so.
+fn parse_count(text: &str, what: &str, least: u64, most: u64) -> Result<u64, CommandError> {
+    text.parse().ok().filter(|n| (least..=most).contains(n)).ok_or_else(|| {
+        CommandError::Failed(alloc::format!(
+            "`{text}` is not a number of {what}: give {least} to {most} (every sample is kept in the kernel heap)"
+        ))
     })
 }
 
@@ -215,7 +217,7 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             let target = parse_core(target)?;
             let count = match rest {
                 [] => 10,
-                [n] => parse_count(n, "pings", 1)? as usize,
+                [n] => parse_count(n, "pings", 1, MAX_PINGS)? as usize,
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             let mut samples =
@@ -267,7 +269,10 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
             let (target, iterations) = match rest {
                 [] => (1, 2000),
                 [t] => (parse_core(t)?, 2000),
-                [t, n] => (parse_core(t)?, parse_count(n, "iterations", 10)?),
+                [t, n] => {
+                    let (least, most) = (crate::msg::bench::MIN_ITERATIONS, crate::msg::bench::MAX_ITERATIONS);
+                    (parse_core(t)?, parse_count(n, "iterations", least, most)?)
+                }
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             crate::msg::bench::run(target, iterations).map_err(|e| CommandError::Failed(alloc::format!("{e}")))

@@ -99,39 +99,50 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
     Ok(0)
 }
 
-/// One `BENCH` line of the guest.
-#[derive(Clone, Debug)]
+/// One `BENCH` line of the guest. The guest prints only what it measured, so every
+/// statistic may be missing (a figure without samples has `n=0` and nothing else).
+#[derive(Clone, Debug, PartialEq)]
 struct Figure {
     name: String,
     parameter: String,
     pair: String,
-    n: u64,
+    n: Option<u64>,
+    /// Those of min, p5, median, p95, max the line has, in cycles.
     cycles: BTreeMap<String, f64>,
+    /// For differences of two TSC readings (`negative=`): how many came out negative.
+    negative: Option<u64>,
 }
 
+/// The statistics a `BENCH` line may carry.
+const STATISTICS: [&str; 5] = ["min", "p5", "median", "p95", "max"];
+
+/// The `BENCH name=` lines of a serial log; `BENCH-INFO`, `BENCH-NOTE`, `BENCH-PROGRESS` and
+/// `BENCH-ERROR` lines are not figures. A line without name, param or pair is skipped; a
+/// statistic that is missing or not a number is left out of that figure.
 fn parse_figures(serial: &str) -> Vec<Figure> {
     serial
         .lines()
         .filter(|l| l.starts_with("BENCH name="))
         .filter_map(|line| {
             let fields: BTreeMap<&str, &str> = line.split_whitespace().filter_map(|w| w.split_once('=')).collect();
-            let mut cycles = BTreeMap::new();
-            for key in ["min", "p5", "median", "p95", "max"] {
-                cycles.insert(key.to_string(), fields.get(key)?.parse().ok()?);
-            }
+            let cycles = STATISTICS
+                .iter()
+                .filter_map(|key| Some((key.to_string(), fields.get(key)?.parse::<f64>().ok()?)))
+                .collect();
             Some(Figure {
                 name: fields.get("name")?.to_string(),
                 parameter: fields.get("param")?.to_string(),
                 pair: fields.get("pair")?.to_string(),
-                n: fields.get("n")?.parse().ok()?,
+                n: fields.get("n").and_then(|n| n.parse().ok()),
                 cycles,
+                negative: fields.get("negative").and_then(|n| n.parse().ok()),
             })
         })
         .collect()
 }
 
 fn median(figures: &[Figure], name: &str, parameter: &str) -> Option<f64> {
-    figures.iter().find(|f| f.name == name && f.parameter == parameter).map(|f| f.cycles["median"])
+    figures.iter().find(|f| f.name == name && f.parameter == parameter).and_then(|f| f.cycles.get("median").copied())
 }
 
 /// One boot of the guest running `msg bench`.
@@ -170,10 +181,14 @@ fn guest_run(machine: &Machine, kernel: &std::path::Path, first: bool) -> Result
     Ok(GuestRun { tsc_hz, figures: parse_figures(&outcome.serial) })
 }
 
-/// A ratio the issue sets a goal for, as measured in each run.
+/// A ratio, as measured in each run: one the issue sets a goal for, or one for information.
 struct Ratio {
     what: String,
-    goal: f64,
+    /// The issue's goal: the median over runs at most this.
+    goal: Option<f64>,
+    /// `None`: like for like, the two sides do the same work apart from what is measured, on
+    /// the path real callers use. Else why the ratio is information only.
+    information: Option<&'static str>,
     per_run: Vec<Option<f64>>,
 }
 
@@ -215,8 +230,8 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             "--iterations" => {
                 iterations = value
                     .and_then(|v| v.parse().ok())
-                    .filter(|n| (10..=100_000).contains(n))
-                    .ok_or("--iterations takes a number from 10 to 100000 (what `msg bench` accepts)")?;
+                    .filter(|n| (10..=50_000).contains(n))
+                    .ok_or("--iterations takes a number from 10 to 50000 (what `msg bench` accepts)")?;
                 i += 1;
             }
             "--runs" => {
@@ -247,70 +262,113 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         if vs_linux {
             linux_runs.push(crate::peer::linux_msg_results(accel, cores)?);
         }
+        let ns = |name: &str, parameter: &str| {
+            result.median_ns(name, parameter).map_or("n/a".to_string(), |v| format!("{v:.0}"))
+        };
         println!(
-            "run {}: cache line {:.0} ns, polled URPC {:.0} ns, raw IPI {:.0} ns, IPI-notified {:.0} ns (round-trip medians)",
+            "run {}: round-trip medians, ns: cache line {}, polled URPC held {} drain {}, IPI out/poll back {}, \
+             notified drain {}, both asleep {}",
             run + 1,
-            result.median_ns("cacheline_roundtrip", "-").unwrap_or(f64::NAN),
-            result.median_ns("message_roundtrip", "poll").unwrap_or(f64::NAN),
-            result.median_ns("ipi_roundtrip", "-").unwrap_or(f64::NAN),
-            result.median_ns("message_roundtrip", "ipi").unwrap_or(f64::NAN),
+            ns("cacheline_roundtrip", "-"),
+            ns("message_roundtrip", "poll"),
+            ns("message_roundtrip_drain", "poll"),
+            ns("ipi_out_poll_back", "-"),
+            ns("message_roundtrip_drain", "ipi"),
+            ns("message_roundtrip_sleeping", "ipi"),
         );
         results.push(result);
     }
     let last = results.last().expect("runs >= 1");
     println!(
-        "Reef messaging, last run, {} cores, {}, TSC {:.0} MHz, medians (p5..p95):",
+        "Reef messaging, last run, {} cores, {}, TSC {:.0} MHz, medians (p5..p95; neg: differences of two \
+         cores' TSCs that came out negative):",
         cores,
         accel.name(),
         last.tsc_hz / 1e6
     );
     for f in &last.figures {
+        let ns = |key: &str| f.cycles.get(key).map_or("-".to_string(), |c| format!("{:.0}", last.ns(*c)));
         println!(
-            "  {:<28} {:<7} pair {} {:>10.0} cycles {:>9.0} ns  ({:.0}..{:.0})",
+            "  {:<30} {:<7} pair {} {:>10} cycles {:>9} ns  ({}..{}){}",
             f.name,
             f.parameter,
             f.pair,
-            f.cycles["median"],
-            last.ns(f.cycles["median"]),
-            last.ns(f.cycles["p5"]),
-            last.ns(f.cycles["p95"])
+            f.cycles.get("median").map_or("-".to_string(), |c| format!("{c:.0}")),
+            ns("median"),
+            ns("p5"),
+            ns("p95"),
+            f.negative.map_or(String::new(), |n| format!("  neg {n}/{}", f.n.unwrap_or(0))),
         );
     }
     let last_group = last
         .figures
         .iter()
-        .filter(|f| f.name == "multicast_insert_cost")
+        .filter(|f| f.name == "multicast_send_cost")
         .filter_map(|f| f.parameter.parse::<u64>().ok())
         .max()
         .unwrap_or(1)
         .to_string();
     let per_run = |f: &dyn Fn(&GuestRun) -> Option<f64>| results.iter().map(f).collect::<Vec<_>>();
+    let reef_ratio = |numerator: (&'static str, &'static str), denominator: (&'static str, &'static str)| {
+        per_run(&move |r: &GuestRun| {
+            divide(r.median_ns(numerator.0, numerator.1), r.median_ns(denominator.0, denominator.1))
+        })
+    };
+    let multicast_ratio = |name: &'static str| {
+        per_run(&|r: &GuestRun| {
+            if last_group == "1" {
+                return None;
+            }
+            divide(r.median_ns(name, &last_group), r.median_ns(name, "1"))
+        })
+    };
+    let members = if last_group == "1" {
+        "N-1 members / 1 (needs --cores 3 or more)".to_string()
+    } else {
+        format!("{last_group} members / 1 member")
+    };
     let mut ratios = vec![
         Ratio {
-            what: "URPC polled round trip / raw cache-line round trip".into(),
-            goal: 1.25,
-            per_run: per_run(&|r| {
-                divide(r.median_ns("message_roundtrip", "poll"), r.median_ns("cacheline_roundtrip", "-"))
-            }),
+            what: "polled URPC round trip through msg::drain / raw cache-line round trip".into(),
+            goal: Some(1.25),
+            information: None,
+            per_run: reef_ratio(("message_roundtrip_drain", "poll"), ("cacheline_roundtrip", "-")),
         },
         Ratio {
-            what: "IPI-notified round trip / raw IPI round trip".into(),
-            goal: 1.3,
-            per_run: per_run(&|r| divide(r.median_ns("message_roundtrip", "ipi"), r.median_ns("ipi_roundtrip", "-"))),
+            what: "IPI-notified round trip through msg::drain / IPI out, poll back".into(),
+            goal: Some(1.3),
+            information: None,
+            per_run: reef_ratio(("message_roundtrip_drain", "ipi"), ("ipi_out_poll_back", "-")),
         },
         Ratio {
-            what: if last_group == "1" {
-                "multicast insert cost, N-1 members / 1 (needs --cores 3 or more)".to_string()
-            } else {
-                format!("multicast insert cost, {last_group} members / 1 member")
-            },
-            goal: 1.5,
-            per_run: per_run(&|r| {
-                if last_group == "1" {
-                    return None;
-                }
-                divide(r.median_ns("multicast_insert_cost", &last_group), r.median_ns("multicast_insert_cost", "1"))
-            }),
+            what: format!("multicast sender cost (insertion + notification), {members}"),
+            goal: Some(1.5),
+            information: None,
+            per_run: multicast_ratio("multicast_send_cost"),
+        },
+        Ratio {
+            what: "polled URPC round trip, held endpoints / raw cache-line round trip".into(),
+            goal: None,
+            information: Some("benchmark-only path"),
+            per_run: reef_ratio(("message_roundtrip", "poll"), ("cacheline_roundtrip", "-")),
+        },
+        Ratio {
+            what: "IPI-notified round trip, held endpoints / IPI out, poll back".into(),
+            goal: None,
+            information: Some("benchmark-only path"),
+            per_run: reef_ratio(("message_roundtrip", "ipi"), ("ipi_out_poll_back", "-")),
+        },
+        Ratio {
+            what: "IPI-notified round trip through msg::drain / IPI ping-pong, two interrupts".into(),
+            goal: None,
+            information: Some("old floor: two interrupts"),
+            per_run: reef_ratio(("message_roundtrip_drain", "ipi"), ("ipi_pingpong_two_interrupts", "-")),
+        },
+        Ratio {
+            what: format!("multicast slot insertion alone, {members}"),
+            goal: None,
+            information: Some("insertion alone, constant by design"),
+            per_run: multicast_ratio("multicast_insert_cost"),
         },
     ];
     // The raw mechanisms over the Linux figure: what no channel built on them can go below.
@@ -320,11 +378,7 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         let linux_run_ns = |run: &Value, name: &str| run["benchmarks"][name]["ns"]["median"].as_f64();
         let linux_ns =
             |name: &str| median_of(&linux_runs.iter().filter_map(|run| linux_run_ns(run, name)).collect::<Vec<_>>());
-        let fastest = ["pipe", "eventfd", "futex"]
-            .iter()
-            .filter_map(|b| linux_ns(b).map(|v| (*b, v)))
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        for (name, _) in fastest.iter() {
+        for name in ["urpc", "futex"] {
             let list: Vec<String> = linux_runs
                 .iter()
                 .map(|run| linux_run_ns(run, name).map_or("n/a".into(), |v| format!("{v:.0}")))
@@ -332,63 +386,115 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
             println!("Linux {name} round trip per run, ns: {}", list.join(" "));
         }
         println!("Reef and Linux side by side, medians over {runs} runs of each, round trips in ns:");
-        println!("  {:<44} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
-        let reef_ipi = across_runs(&results, "message_roundtrip", "ipi");
-        let rows = [
-            ("cache-line round trip", across_runs(&results, "cacheline_roundtrip", "-"), linux_ns("cacheline")),
-            ("URPC ring round trip, polled", across_runs(&results, "message_roundtrip", "poll"), linux_ns("urpc")),
-            ("notified: Reef IPI / Linux futex", reef_ipi, linux_ns("futex")),
-            ("notified: Reef IPI / Linux eventfd", reef_ipi, linux_ns("eventfd")),
-            ("notified: Reef IPI / Linux pipe", reef_ipi, linux_ns("pipe")),
+        println!("  {:<74} {:>10} {:>10} {:>8}", "mechanism", "Reef", "Linux", "ratio");
+        let reef = |name: &str, parameter: &str| across_runs(&results, name, parameter);
+        let like = [
+            (
+                "polled ring: Reef URPC, held endpoints vs Linux URPC (the same channel crate)",
+                reef("message_roundtrip", "poll"),
+                linux_ns("urpc"),
+            ),
+            (
+                "notified, both sides asleep: Reef IPI through msg::drain vs Linux futex",
+                reef("message_roundtrip_sleeping", "ipi"),
+                linux_ns("futex"),
+            ),
+        ];
+        let unlike = [
+            ("cache line: Reef 8-word line vs Linux one word", reef("cacheline_roundtrip", "-"), linux_ns("cacheline")),
+            (
+                "polled: Reef URPC through msg::drain vs Linux URPC ring",
+                reef("message_roundtrip_drain", "poll"),
+                linux_ns("urpc"),
+            ),
+            (
+                "polled: Reef URPC through msg::drain vs Linux futex (blocking)",
+                reef("message_roundtrip_drain", "poll"),
+                linux_ns("futex"),
+            ),
+            (
+                "notified: Reef IPI, initiator polling, vs Linux futex",
+                reef("message_roundtrip_drain", "ipi"),
+                linux_ns("futex"),
+            ),
+            (
+                "notified, both asleep: Reef IPI vs Linux eventfd",
+                reef("message_roundtrip_sleeping", "ipi"),
+                linux_ns("eventfd"),
+            ),
+            (
+                "notified, both asleep: Reef IPI vs Linux pipe",
+                reef("message_roundtrip_sleeping", "ipi"),
+                linux_ns("pipe"),
+            ),
         ];
         let mut table = Vec::new();
-        for (what, reef, other) in rows {
-            let ratio = divide(reef, other);
-            println!(
-                "  {what:<44} {:>10} {:>10} {:>8}",
-                reef.map_or("n/a".into(), |v| format!("{v:.0}")),
-                other.map_or("n/a".into(), |v| format!("{v:.0}")),
-                ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
-            );
-            table.push(json!({ "mechanism": what, "reef_ns": reef, "linux_ns": other, "ratio": ratio }));
+        for (heading, rows, like_for_like) in
+            [("like for like:", &like[..], true), ("information only (not like for like):", &unlike[..], false)]
+        {
+            println!("  {heading}");
+            for (what, reef, other) in rows {
+                let ratio = divide(*reef, *other);
+                println!(
+                    "    {what:<72} {:>10} {:>10} {:>8}",
+                    reef.map_or("n/a".into(), |v| format!("{v:.0}")),
+                    other.map_or("n/a".into(), |v| format!("{v:.0}")),
+                    ratio.map_or("n/a".into(), |r| format!("{r:.3}"))
+                );
+                table.push(json!({
+                    "mechanism": what, "like_for_like": like_for_like,
+                    "reef_ns": reef, "linux_ns": other, "ratio": ratio,
+                }));
+            }
         }
-        if let Some((name, _)) = fastest {
-            // Reef run i against the Linux run booted right after it.
-            let against_linux = |figure: &str, parameter: &str| -> Vec<Option<f64>> {
-                results
-                    .iter()
-                    .zip(&linux_runs)
-                    .map(|(reef, other)| divide(reef.median_ns(figure, parameter), linux_run_ns(other, name)))
-                    .collect()
-            };
-            ratios.push(Ratio {
-                what: format!("Reef IPI-notified round trip / Linux {name} (fastest blocking)"),
-                goal: 0.1,
-                per_run: against_linux("message_roundtrip", "ipi"),
-            });
-            ratios.push(Ratio {
-                what: format!("Reef polled round trip / Linux {name} (fastest blocking)"),
-                goal: 0.01,
-                per_run: against_linux("message_roundtrip", "poll"),
-            });
-            floors.push((
-                format!("raw IPI round trip / Linux {name} (floor of the 0.1 goal)"),
-                against_linux("ipi_roundtrip", "-"),
-            ));
-            floors.push((
-                format!("raw cache-line round trip / Linux {name} (floor of the 0.01 goal)"),
-                against_linux("cacheline_roundtrip", "-"),
-            ));
-        }
-        let side_by_side = json!(table);
-        let groups: Vec<String> = ["cache line", "polled ring", "notified"].iter().map(|s| s.to_string()).collect();
-        let reef_values = vec![rows[0].1.unwrap_or(0.0), rows[1].1.unwrap_or(0.0), reef_ipi.unwrap_or(0.0)];
-        let linux_values =
-            vec![linux_ns("cacheline").unwrap_or(0.0), linux_ns("urpc").unwrap_or(0.0), fastest.map_or(0.0, |f| f.1)];
+        // Reef run i against the Linux run booted right after it.
+        let against_linux = |figure: &str, parameter: &str, linux_name: &str| -> Vec<Option<f64>> {
+            results
+                .iter()
+                .zip(&linux_runs)
+                .map(|(reef, other)| divide(reef.median_ns(figure, parameter), linux_run_ns(other, linux_name)))
+                .collect()
+        };
+        ratios.push(Ratio {
+            what: "Reef notified round trip, both sides asleep (msg::drain) / Linux futex".into(),
+            goal: Some(0.1),
+            information: None,
+            per_run: against_linux("message_roundtrip_sleeping", "ipi", "futex"),
+        });
+        ratios.push(Ratio {
+            what: "Reef polled URPC, held endpoints / Linux polled URPC (the same channel crate)".into(),
+            goal: None,
+            information: None,
+            per_run: against_linux("message_roundtrip", "poll", "urpc"),
+        });
+        ratios.push(Ratio {
+            what: "Reef polled round trip (msg::drain) / Linux futex".into(),
+            goal: Some(0.01),
+            information: Some("polling against blocking"),
+            per_run: against_linux("message_roundtrip_drain", "poll", "futex"),
+        });
+        ratios.push(Ratio {
+            what: "Reef IPI round trip, initiator polling (msg::drain) / Linux futex".into(),
+            goal: None,
+            information: Some("Reef initiator polls, Linux blocks"),
+            per_run: against_linux("message_roundtrip_drain", "ipi", "futex"),
+        });
+        floors.push((
+            "IPI ping-pong, two interrupts / Linux futex (floor of the both-asleep ratio)".into(),
+            against_linux("ipi_pingpong_two_interrupts", "-", "futex"),
+        ));
+        floors.push((
+            "raw cache-line round trip / Linux futex (floor of the polled-vs-futex ratio)".into(),
+            against_linux("cacheline_roundtrip", "-", "futex"),
+        ));
+        let groups: Vec<String> = ["polled ring", "notified, both asleep"].iter().map(|s| s.to_string()).collect();
+        let value = |v: Option<f64>| v.unwrap_or(0.0);
+        let reef_values = vec![value(like[0].1), value(like[1].1)];
+        let linux_values = vec![value(like[0].2), value(like[1].2)];
         let path = tools::root().join("results/msg_vs_linux.png");
         if let Err(e) = plot::grouped_bar_chart(
             &path,
-            "Round trips: Reef vs Linux guest (median)",
+            "Round trips, like for like: Reef vs Linux guest (median)",
             "ns (log)",
             &groups,
             &["Reef".to_string(), "Linux".to_string()],
@@ -397,31 +503,41 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         ) {
             println!("xtask: no plot {}: {e}", path.display());
         }
-        linux = json!({ "runs": linux_runs, "side_by_side": side_by_side });
+        linux = json!({ "runs": linux_runs, "side_by_side": table });
     }
     println!("Ratios, each measured inside one run (runs: {runs}):");
     let mut ratio_json = Vec::new();
-    for ratio in &ratios {
-        let values: Vec<f64> = ratio.per_run.iter().flatten().copied().collect();
-        let middle = median_of(&values);
-        let reached = middle.map(|m| m <= ratio.goal);
-        let list: Vec<String> = ratio.per_run.iter().map(|v| v.map_or("n/a".into(), |v| format!("{v:.3}"))).collect();
-        println!(
-            "  {:<66} median {:>7}  goal <= {:<5} {}   (runs: {})",
-            ratio.what,
-            middle.map_or("n/a".into(), |m| format!("{m:.3}")),
-            ratio.goal,
-            match reached {
-                Some(true) => "reached",
-                Some(false) => "NOT reached",
-                None => "not measured",
-            },
-            list.join(" ")
-        );
-        ratio_json.push(json!({
-            "what": ratio.what, "goal_at_most": ratio.goal, "per_run": ratio.per_run,
-            "median": middle, "reached": reached,
-        }));
+    for (heading, like_for_like) in [("like for like:", true), ("information only (why in brackets):", false)] {
+        println!("  {heading}");
+        for ratio in ratios.iter().filter(|r| r.information.is_none() == like_for_like) {
+            let values: Vec<f64> = ratio.per_run.iter().flatten().copied().collect();
+            let middle = median_of(&values);
+            let reached = ratio.goal.and_then(|goal| middle.map(|m| m <= goal));
+            let list: Vec<String> =
+                ratio.per_run.iter().map(|v| v.map_or("n/a".into(), |v| format!("{v:.3}"))).collect();
+            let verdict = match (ratio.goal, reached) {
+                (None, _) => String::new(),
+                (Some(goal), Some(true)) => format!("goal <= {goal}: reached"),
+                (Some(goal), Some(false)) => format!("goal <= {goal}: NOT reached"),
+                (Some(goal), None) => format!("goal <= {goal}: not measured"),
+            };
+            let what = match ratio.information {
+                Some(why) => format!("{} [{why}]", ratio.what),
+                None => ratio.what.clone(),
+            };
+            println!(
+                "    {:<96} median {:>7}  {:<26} (runs: {})",
+                what,
+                middle.map_or("n/a".into(), |m| format!("{m:.3}")),
+                verdict,
+                list.join(" ")
+            );
+            ratio_json.push(json!({
+                "what": ratio.what, "like_for_like": ratio.information.is_none(),
+                "information_because": ratio.information, "goal_at_most": ratio.goal,
+                "per_run": ratio.per_run, "median": middle, "reached": reached,
+            }));
+        }
     }
     let mut floor_json = Vec::new();
     if !floors.is_empty() {
@@ -431,31 +547,16 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
         let middle = median_of(&per_run.iter().flatten().copied().collect::<Vec<_>>());
         let list: Vec<String> = per_run.iter().map(|v| v.map_or("n/a".into(), |v| format!("{v:.3}"))).collect();
         println!(
-            "  {what:<66} median {:>7}   (runs: {})",
+            "  {what:<96} median {:>7}   (runs: {})",
             middle.map_or("n/a".into(), |m| format!("{m:.3}")),
             list.join(" ")
         );
         floor_json.push(json!({ "what": what, "per_run": per_run, "median": middle }));
     }
-    let runs_json: Vec<Value> = results
-        .iter()
-        .map(|run| {
-            let figures: Vec<Value> = run
-                .figures
-                .iter()
-                .map(|f| {
-                    let in_ns: BTreeMap<String, f64> =
-                        f.cycles.iter().map(|(k, v)| (k.clone(), (run.ns(*v) * 10.0).round() / 10.0)).collect();
-                    json!({ "name": f.name, "parameter": f.parameter, "core_pair": f.pair, "n": f.n,
-                            "cycles": f.cycles, "ns": in_ns })
-                })
-                .collect();
-            json!({ "tsc_hz": run.tsc_hz, "figures": figures })
-        })
-        .collect();
+    let runs_json: Vec<Value> = results.iter().map(run_json).collect();
     let result = json!({
         "benchmark": "msg",
-        "what": "Reef inter-core messaging: raw cache line and IPI, one-line messages per notification mode, large messages, multicast, ICC (Popcorn tables 6.1-6.3, 6.9-6.11, figures 6.3-6.6)",
+        "what": "Reef inter-core messaging: raw cache line and IPI, one-line messages per notification mode (held endpoints and through msg::drain), large messages, multicast, ICC (Popcorn tables 6.1-6.3, 6.9-6.11, figures 6.3-6.6)",
         "accelerator": accel.name(),
         "guest_cores": cores,
         "core_pair": "0-1 (multicast: 0 to members 1..N-1)",
@@ -475,6 +576,25 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     Ok(0)
 }
 
+/// One run's figures as JSON: only the statistics each figure has, in cycles and in ns.
+fn run_json(run: &GuestRun) -> Value {
+    let figures: Vec<Value> = run
+        .figures
+        .iter()
+        .map(|f| {
+            let in_ns: BTreeMap<String, f64> =
+                f.cycles.iter().map(|(k, v)| (k.clone(), (run.ns(*v) * 10.0).round() / 10.0)).collect();
+            let mut figure = json!({ "name": f.name, "parameter": f.parameter, "core_pair": f.pair, "n": f.n,
+                                     "cycles": f.cycles, "ns": in_ns });
+            if let Some(negative) = f.negative {
+                figure["negative_differences"] = json!(negative);
+            }
+            figure
+        })
+        .collect();
+    json!({ "tsc_hz": run.tsc_hz, "figures": figures })
+}
+
 fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f64) {
     let series = |name: &str, label: &str| -> Series {
         let mut points: Vec<(f64, f64, f64, f64)> = figures
@@ -482,7 +602,9 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
             .filter(|f| f.name == name)
             .filter_map(|f| {
                 let x: f64 = f.parameter.parse().ok()?;
-                Some((x, ns(f.cycles["median"]), ns(f.cycles["p5"]), ns(f.cycles["p95"])))
+                let median = *f.cycles.get("median")?;
+                let (low, high) = (f.cycles.get("p5").unwrap_or(&median), f.cycles.get("p95").unwrap_or(&median));
+                Some((x, ns(median), ns(*low), ns(*high)))
             })
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -521,15 +643,20 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
     for f in figures.iter().filter(|f| {
         matches!(
             f.name.as_str(),
-            "cacheline_roundtrip" | "ipi_roundtrip" | "message_roundtrip" | "icc_roundtrip" | "ipi_send_cost"
+            "cacheline_roundtrip"
+                | "ipi_out_poll_back"
+                | "ipi_pingpong_two_interrupts"
+                | "message_roundtrip"
+                | "message_roundtrip_drain"
+                | "message_roundtrip_sleeping"
+                | "icc_roundtrip"
+                | "ipi_send_cost"
         )
     }) {
+        let Some(&median) = f.cycles.get("median") else { continue };
         let label = if f.parameter == "-" { f.name.clone() } else { format!("{} {}", f.name, f.parameter) };
-        bars.push((
-            label.replace("_roundtrip", " rtt"),
-            ns(f.cycles["median"]),
-            Some((ns(f.cycles["p5"]), ns(f.cycles["p95"]))),
-        ));
+        let whisker = f.cycles.get("p5").zip(f.cycles.get("p95")).map(|(low, high)| (ns(*low), ns(*high)));
+        bars.push((label.replace("_roundtrip", " rtt"), ns(median), whisker));
     }
     if let Err(e) = plot::bar_chart(
         &directory.join("msg_roundtrips.png"),
@@ -542,5 +669,50 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
     }
     for e in errors {
         println!("xtask: a plot was not drawn: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SERIAL: &str = "\
+BENCH-INFO tsc_hz=2000000000 pair=0-1 iterations=40 mwait=no apic=xapic cores=2
+BENCH-PROGRESS 2/10 cache line and polled message round trips (after 44 ms)
+BENCH name=cacheline_roundtrip param=- pair=0-1 unit=cycles n=40 min=380 p5=420 median=440.5 p95=520 max=9000
+BENCH-ERROR cacheline: no answer to line 7
+BENCH name=message_send_to_wake param=poll pair=0-1 unit=cycles n=40 min=-120 p5=-40 median=300 p95=900 max=2000 negative=3
+BENCH name=large_roundtrip param=1 pair=0-1 unit=cycles n=0
+BENCH name=message_roundtrip param=ipi pair=0-1 unit=cycles n=12 median=30000
+BENCH name=broken param=- unit=cycles n=1 median=1
+";
+
+    #[test]
+    fn only_figure_lines_are_parsed_and_missing_fields_are_left_out() {
+        let figures = parse_figures(SERIAL);
+        let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
+        // No BENCH-INFO, -PROGRESS or -ERROR line, and not the line without a pair.
+        assert_eq!(names, ["cacheline_roundtrip", "message_send_to_wake", "large_roundtrip", "message_roundtrip"]);
+        assert_eq!(figures[0].cycles["median"], 440.5);
+        assert_eq!((figures[0].n, figures[0].negative), (Some(40), None));
+        assert_eq!(figures[1].cycles["min"], -120.0);
+        assert_eq!(figures[1].negative, Some(3));
+        assert_eq!((figures[2].n, figures[2].cycles.len()), (Some(0), 0));
+        assert_eq!(figures[3].cycles.keys().collect::<Vec<_>>(), ["median"]);
+        assert_eq!(median(&figures, "large_roundtrip", "1"), None);
+        assert_eq!(median(&figures, "message_roundtrip", "ipi"), Some(30000.0));
+    }
+
+    #[test]
+    fn json_carries_only_what_was_measured() {
+        let run = GuestRun { tsc_hz: 2e9, figures: parse_figures(SERIAL) };
+        let json = run_json(&run);
+        let figures = json["figures"].as_array().unwrap();
+        assert_eq!(figures[1]["negative_differences"], 3);
+        assert_eq!(figures[1]["ns"]["min"], -60.0);
+        assert!(figures[0].get("negative_differences").is_none());
+        assert_eq!(figures[2]["cycles"], json!({}));
+        assert_eq!(figures[3]["ns"], json!({ "median": 15000.0 }));
+        assert_eq!(run.median_ns("message_roundtrip", "ipi"), Some(15000.0));
     }
 }

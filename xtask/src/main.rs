@@ -28,11 +28,13 @@ cargo xtask <command>
   bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json and boot.png
   bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
-        channel measurements (cache line, IPI, one-line messages per notification mode, large
-        messages, multicast, ICC) in N guest runs (default 3), with each run's ratios and their
-        median; writes results/msg.json and results/msg_*.png; with --vs-linux
-        a Linux guest boot after each run, a side-by-side table, and the ratios
-        to Linux run by run
+        channel measurements (cache line, IPI, one-line messages per notification mode on the
+        benchmark's held endpoints and through msg::drain, large messages, multicast, ICC) in
+        N guest runs (default 3) of N iterations (10 to 50000, default 2000), with each run's
+        ratios and their median, like-for-like ratios apart from information-only ones;
+        writes results/msg.json and results/msg_*.png; with --vs-linux a Linux guest boot
+        after each run, a side-by-side table (like for like: polled ring against polled ring,
+        both sides asleep against futex) and the ratios to Linux run by run
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json

@@ -35,36 +35,75 @@ fn printed(serial: &str, text: &str, missing: &str) -> Result<(), String> {
     serial.contains(text).then_some(()).ok_or_else(|| missing.to_string())
 }
 
-/// `msg bench` ran every measurement to the end: no `BENCH-ERROR`, and each figure, with
-/// multicast up to `members` members, printed once with samples. (Benchmarks never fail on a
-/// number; this only checks that they run.)
+/// `msg bench` ran every measurement to the end: no `BENCH-ERROR`, a `BENCH-PROGRESS` line
+/// per measurement, and each figure, with multicast up to `members` members, printed once with
+/// samples and with only measured statistics: min <= p5 <= median <= p95 <= max, and on every
+/// difference of two TSC readings a count of the negative ones. (Benchmarks never fail on a
+/// number; this only checks that they run and report what they measured.)
 fn every_bench_figure(serial: &str, members: usize) -> Result<(), String> {
     if let Some(error) = serial.lines().find(|l| l.starts_with("BENCH-ERROR")) {
         return Err(error.to_string());
     }
-    let mut wanted: Vec<(String, String)> = ["cacheline_roundtrip", "ipi_send_cost", "ipi_roundtrip"]
-        .iter()
-        .map(|name| (name.to_string(), "-".to_string()))
-        .collect();
+    let progress = serial.lines().filter(|l| l.starts_with("BENCH-PROGRESS ")).count();
+    if progress < 10 {
+        return Err(format!("expected a BENCH-PROGRESS line per measurement (10 or more), got {progress}"));
+    }
+    let mut wanted: Vec<(String, String)> = [
+        "cacheline_roundtrip",
+        "ipi_send_cost",
+        "ipi_out_poll_back",
+        "ipi_pingpong_two_interrupts",
+        "local_drain_empty",
+        "local_drain_one",
+    ]
+    .iter()
+    .map(|name| (name.to_string(), "-".to_string()))
+    .collect();
     for mode in ["poll", "ipi", "hybrid"] {
-        for name in ["message_roundtrip", "message_send_cost", "message_send_to_wake", "message_wake_to_dequeue"] {
+        for name in [
+            "message_roundtrip",
+            "message_send_cost",
+            "message_send_to_wake",
+            "message_wake_to_dequeue",
+            "message_dequeue_to_handler",
+        ] {
             wanted.push((name.into(), mode.into()));
         }
+    }
+    for (name, mode) in
+        [("message_roundtrip_drain", "poll"), ("message_roundtrip_drain", "ipi"), ("message_roundtrip_sleeping", "ipi")]
+    {
+        wanted.push((name.into(), mode.into()));
     }
     for chunks in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
         wanted.push(("large_roundtrip".into(), chunks.to_string()));
     }
     for count in 1..=members {
-        wanted.push(("multicast_insert_cost".into(), count.to_string()));
-        wanted.push(("multicast_notify_cost".into(), count.to_string()));
+        for name in ["multicast_insert_cost", "multicast_notify_cost", "multicast_send_cost"] {
+            wanted.push((name.into(), count.to_string()));
+        }
     }
     wanted.push(("icc_roundtrip".into(), "hybrid".into()));
     for (name, parameter) in wanted {
         let prefix = format!("BENCH name={name} param={parameter} ");
         let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with(&prefix)).collect();
-        let sampled = |line: &&str| line.split_whitespace().any(|w| w.strip_prefix("n=").is_some_and(|n| n != "0"));
-        if lines.len() != 1 || !lines.iter().all(sampled) {
-            return Err(format!("expected one `{prefix}` line with samples, got {lines:?}"));
+        let [line] = lines[..] else {
+            return Err(format!("expected one `{prefix}` line, got {lines:?}"));
+        };
+        let field = |key: &str| {
+            line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse::<f64>().ok())
+        };
+        if !field("n").is_some_and(|n| n > 0.0) {
+            return Err(format!("no samples: {line}"));
+        }
+        let statistics: Option<Vec<f64>> = ["min", "p5", "median", "p95", "max"].iter().map(|k| field(k)).collect();
+        match statistics {
+            Some(s) if s.windows(2).all(|pair| pair[0] <= pair[1]) => {}
+            _ => return Err(format!("statistics missing or out of order: {line}")),
+        }
+        let difference = name.starts_with("message_") && name.contains("_to_");
+        if difference && !field("negative").is_some_and(|n| n <= field("n").unwrap_or(0.0)) {
+            return Err(format!("a difference of TSC readings without its count of negative ones: {line}"));
         }
     }
     Ok(())
@@ -190,6 +229,20 @@ fn integrations(accel: Accel) -> Vec<Integration> {
         machine: machine(4, &qemu::exec_argument("msg bench 1 40")),
         expected_status: 0,
         check: Box::new(|serial| every_bench_figure(serial, 3)),
+    });
+    list.push(Integration {
+        name: "msg-bench-bounded".into(),
+        machine: {
+            // Before the bound, 100000 iterations ran out of heap: a panic, then silence.
+            let mut m = machine(2, &qemu::exec_argument("msg bench 1 100000"));
+            m.timeout = Duration::from_secs(30);
+            m
+        },
+        expected_status: 1,
+        check: Box::new(|serial| {
+            let wanted = "error: `100000` is not a number of iterations: give 10 to 50000";
+            serial.contains(wanted).then_some(()).ok_or(format!("no one-line refusal `{wanted}…`"))
+        }),
     });
     list.push(Integration {
         name: "fault-containment".into(),

@@ -28,6 +28,22 @@ impl Sample for u64 {
     }
 }
 
+/// Signed samples: differences of two cores' TSCs, which can come out negative (the cores'
+/// counters are not exactly in step, or the later event was stamped before the earlier one
+/// became visible); they are summarised as they are, never clamped.
+impl Sample for i64 {
+    fn order(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
+    fn value(self) -> f64 {
+        self as f64
+    }
+    fn mean(samples: &[Self]) -> f64 {
+        let total: i128 = samples.iter().map(|&sample| i128::from(sample)).sum();
+        total as f64 / samples.len() as f64
+    }
+}
+
 impl Sample for f64 {
     fn order(&self, other: &Self) -> Ordering {
         self.total_cmp(other)
@@ -122,6 +138,15 @@ mod tests {
     fn mean_does_not_overflow() {
         let summary = summarize(&mut [u64::MAX, u64::MAX]).unwrap();
         assert_eq!(summary.mean, u64::MAX as f64);
+    }
+
+    #[test]
+    fn signed_samples_keep_their_sign() {
+        let summary = summarize(&mut [5i64, -3, 1, -1]).unwrap();
+        assert_eq!((summary.min, summary.median, summary.max), (-3, 0.0, 5));
+        assert_eq!(summary.mean, 0.5);
+        let summary = summarize(&mut [i64::MIN, i64::MIN]).unwrap();
+        assert_eq!(summary.mean, i64::MIN as f64);
     }
 
     #[test]

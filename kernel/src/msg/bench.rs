@@ -1,18 +1,26 @@
 //! In-guest messaging measurements (Popcorn tables 6.1–6.3, 6.9–6.11, figures 6.3–6.6).
 //!
-//! `msg bench [core] [iterations]` on core 0 drives each measurement against a responder
-//! running on the other core as an ICC handler. Every figure is printed as one line,
-//! `BENCH name=… param=… pair=a-b unit=cycles n=… min=… p5=… median=… p95=… max=…`, which
-//! `cargo xtask bench msg` turns into JSON and plots. Benchmarks never fail on a number.
+//! `msg bench [core] [iterations]` on core 0 drives each measurement against a responder on
+//! the other core: an ICC handler, or for the notified messages through the kernel's real
+//! receive path, that core's idle loop. Every figure is printed as one line,
+//! `BENCH name=… param=… pair=a-b unit=cycles n=… min=… p5=… median=… p95=… max=…`, with
+//! `negative=…` added where a figure is a difference of two TSC readings that can come out
+//! negative; `cargo xtask bench msg` turns them into JSON and plots. Only measured values are
+//! printed (a figure without samples has `n=0` and no statistics). A `BENCH-PROGRESS` line
+//! names each measurement as it starts. Benchmarks never fail on a number.
+//!
+//! Memory is bounded: the initiator keeps [`SAMPLE_BUFFERS`] buffers of one sample per
+//! iteration, allocated once up front, and at most [`MAX_ITERATIONS`] iterations, so that they
+//! fit the kernel heap with room to spare.
 
-use super::{area, icc, line, try_send_pair, Handler, HandlerResult, NotifyMode, MESSAGING_CORES};
+use super::{area, icc, line, try_send_pair, Handler, HandlerResult, NotifyMode, SendError, MESSAGING_CORES};
 use crate::arch::{apic, cpu, idt};
 use crate::core::shared::{self, CacheLine};
 use crate::println;
 use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use abi::message::{handler, Kind, Probe};
+use abi::message::{handler, IccStatus, Kind, Probe};
 use alloc::vec::Vec;
-use channel::Message;
+use channel::{ChannelError, Message};
 use channel::{UrpcReceiver, UrpcSender};
 
 /// Cache lines and result slots shared by the initiator and the responder of a benchmark.
@@ -20,25 +28,92 @@ use channel::{UrpcReceiver, UrpcSender};
 pub struct BenchArea {
     /// Raw ping-pong: a whole line written by the initiator (7 data words, then word 7 the
     /// sequence), as the FOS/Barrelfish cache-line benchmark sends a line-sized message.
-    pub ping: CacheLine<[AtomicU64; 8]>,
+    pub ping: LinePair<[AtomicU64; 8]>,
     /// Raw ping-pong: the responder's line.
-    pub pong: CacheLine<[AtomicU64; 8]>,
+    pub pong: LinePair<[AtomicU64; 8]>,
     /// The responder is set up and waits for the first probe.
     pub ready: CacheLine<AtomicU32>,
-    /// Responder-side latency breakdown: (send→wake, wake→dequeued, dequeued→handler) medians
-    /// then p5 and p95, in cycles.
-    pub breakdown: CacheLine<[AtomicU64; 9]>,
+    /// The responder's receive-side breakdown, one summary per phase (send→wake,
+    /// wake→dequeue, dequeue→handler), written before its ICC reply, which orders them.
+    pub breakdown: CacheLine<[PhaseSummary; 3]>,
+}
+
+/// A value alone in an aligned pair of cache lines. Hosts that fetch lines in pairs (the
+/// adjacent-line prefetch of x86 L2 caches) would otherwise make two vCPUs writing
+/// neighbouring lines contend as if they shared one, and the raw ping-pong, the floor of the
+/// polled ratio, would pay for a conflict the channel's rings do not have.
+#[repr(C, align(128))]
+pub struct LinePair<T>(pub T);
+
+/// A summary of signed cycle differences as the responder measured it, for the initiator to
+/// print: every field of a `samples::Summary<i64>` (as bits) and how many were negative.
+#[repr(C)]
+pub struct PhaseSummary {
+    count: AtomicU64,
+    min: AtomicU64,
+    p5: AtomicU64,
+    /// `f64` bits: the median of an even count is the mean of the middle two.
+    median: AtomicU64,
+    p95: AtomicU64,
+    max: AtomicU64,
+    negative: AtomicU64,
+}
+
+impl PhaseSummary {
+    fn store(&self, summary: &samples::Summary<i64>, negative: u64) {
+        self.count.store(summary.count as u64, Ordering::Relaxed);
+        self.min.store(summary.min as u64, Ordering::Relaxed);
+        self.p5.store(summary.p5 as u64, Ordering::Relaxed);
+        self.median.store(summary.median.to_bits(), Ordering::Relaxed);
+        self.p95.store(summary.p95 as u64, Ordering::Relaxed);
+        self.max.store(summary.max as u64, Ordering::Relaxed);
+        self.negative.store(negative, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> (samples::Summary<i64>, u64) {
+        let signed = |word: &AtomicU64| word.load(Ordering::Relaxed) as i64;
+        let summary = samples::Summary {
+            count: self.count.load(Ordering::Relaxed) as usize,
+            min: signed(&self.min),
+            p5: signed(&self.p5),
+            median: f64::from_bits(self.median.load(Ordering::Relaxed)),
+            p95: signed(&self.p95),
+            max: signed(&self.max),
+            mean: 0.0,
+        };
+        (summary, self.negative.load(Ordering::Relaxed))
+    }
 }
 
 const RESPONDER_CACHELINE: u64 = 0;
 const RESPONDER_IPI_ECHO: u64 = 1;
 const RESPONDER_PAIR: u64 = 2;
 const RESPONDER_LARGE: u64 = 3;
+const RESPONDER_IPI_POLL_BACK: u64 = 4;
+const RESPONDER_DRAIN: u64 = 5;
+
+/// Sample buffers the initiator holds at once: the five IPI round trips, measured in
+/// alternating blocks.
+pub const SAMPLE_BUFFERS: usize = 5;
+/// Most iterations `msg bench` takes. The initiator's buffers (`SAMPLE_BUFFERS` × 8 bytes per
+/// iteration) then fill at most half of its kernel heap and the responder's breakdown (3 × 8
+/// bytes per iteration) less, which leaves room for the large messages (57 KiB) and the rest.
+pub const MAX_ITERATIONS: u64 = 50_000;
+/// Fewest iterations: every ratio is measured in [`BLOCKS`] blocks of at least two.
+pub const MIN_ITERATIONS: u64 = 10;
+const _: () = assert!(SAMPLE_BUFFERS as u64 * 8 * MAX_ITERATIONS <= crate::mm::heap::HEAP_SIZE / 2);
 
 /// Benchmark IPIs this instance took (private).
 static BENCH_IPIS: AtomicU64 = AtomicU64::new(0);
 /// APIC id + 1 to echo each benchmark IPI to (0: no echo), set by this core's responder.
 static ECHO_TO: AtomicU32 = AtomicU32::new(0);
+/// Probes this instance's handler accepted and did not echo: the replies an initiator waits
+/// for, and the multicast probes a member receives. Only this core writes it.
+static PROBES_RECEIVED: AtomicU64 = AtomicU64::new(0);
+/// Core id + 1 whose probes the handler echoes (0: none), set by this core's responder.
+static ECHO_PROBES_TO: AtomicU32 = AtomicU32::new(0);
+/// Probes the handler still echoes before it stops.
+static ECHO_REMAINING: AtomicU64 = AtomicU64::new(0);
 
 /// From the benchmark IPI vector: count it and, when responding, send it straight back.
 pub fn on_bench_interrupt() {
@@ -50,16 +125,46 @@ pub fn on_bench_interrupt() {
 }
 
 pub(super) fn register_handlers() {
-    // Probes reaching the normal dispatch path (multicast members) are validated and counted.
+    // Probes reaching the normal dispatch path (the real-path round trips, multicast members)
+    // are validated, then echoed or counted.
     super::register(
         Kind::Probe,
-        Handler {
-            high_priority: false,
-            on_line: Some(|message| Probe::decode(message.payload()).map(|_| ())),
-            on_large: Some(check_large_probe),
-        },
+        Handler { high_priority: false, on_line: Some(on_probe), on_large: Some(check_large_probe) },
     );
     icc::register(handler::BENCH_RESPONDER, respond);
+}
+
+/// The registered handler of probes: decode, then echo the probe to its sender with the
+/// normal send function while this core's responder asks for it, else count it.
+fn on_probe(message: &Message) -> HandlerResult {
+    let probe = Probe::decode(message.payload())?;
+    let echo_to = ECHO_PROBES_TO.load(Ordering::Relaxed);
+    if echo_to == 0 || echo_to != u32::from(probe.from) + 1 {
+        PROBES_RECEIVED.store(PROBES_RECEIVED.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        return Ok(());
+    }
+    let remaining = ECHO_REMAINING.load(Ordering::Relaxed).saturating_sub(1);
+    ECHO_REMAINING.store(remaining, Ordering::Relaxed);
+    if remaining == 0 {
+        ECHO_PROBES_TO.store(0, Ordering::Relaxed);
+    }
+    let me = shared::this_core() as u16;
+    let reply = line(Kind::Probe, |out| Probe { from: me, ..probe }.encode(out));
+    let to = usize::from(probe.from);
+    let mut result = try_send_pair(to, &reply);
+    if result == Err(SendError::Channel(ChannelError::Full)) {
+        // One probe is in flight at a time, so the ring back is never full unless the
+        // initiator stopped reading: wait a bounded time for it.
+        let deadline = cpu::read_tsc() + shared::facts().tsc_hz;
+        while result == Err(SendError::Channel(ChannelError::Full)) && cpu::read_tsc() < deadline {
+            cpu::relax();
+            result = try_send_pair(to, &reply);
+        }
+    }
+    if let Err(error) = result {
+        log::warn!("benchmark probe {} from core {to} not echoed: {error}", probe.sequence);
+    }
+    Ok(())
 }
 
 fn check_large_probe(bytes: &[u8]) -> HandlerResult {
@@ -81,13 +186,43 @@ pub fn summarize(samples: &mut [u64]) -> samples::Summary<u64> {
     samples::summarize(samples).unwrap_or_default()
 }
 
-fn report(name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) -> samples::Summary<u64> {
-    let s = summarize(samples);
+/// Prints one figure's `BENCH` line: its statistics only if it has samples.
+fn report(name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) {
+    match samples::summarize(samples) {
+        Some(s) => println!(
+            "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={}",
+            pair.0, pair.1, s.count, s.min, s.p5, s.median, s.p95, s.max
+        ),
+        None => println!("BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1),
+    }
+}
+
+/// Prints the `BENCH` line of signed differences, with how many came out negative.
+fn report_signed(name: &str, parameter: &str, pair: (usize, usize), s: &samples::Summary<i64>, negative: u64) {
+    if s.count == 0 {
+        println!("BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1);
+        return;
+    }
     println!(
-        "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={}",
+        "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={} negative={negative}",
         pair.0, pair.1, s.count, s.min, s.p5, s.median, s.p95, s.max
     );
-    s
+}
+
+/// `BENCH-PROGRESS` lines: which measurement starts, so a long run shows it is alive. The
+/// host's parser reads only `BENCH name=` lines and ignores these.
+struct Progress {
+    step: u32,
+    steps: u32,
+    start: u64,
+}
+
+impl Progress {
+    fn next(&mut self, what: &str) {
+        self.step += 1;
+        let elapsed_ms = crate::time::cycles_to_ns(cpu::read_tsc() - self.start) / 1_000_000;
+        println!("BENCH-PROGRESS {}/{} {what} (after {elapsed_ms} ms)", self.step, self.steps);
+    }
 }
 
 fn wait_ready() -> bool {
@@ -109,19 +244,39 @@ fn write_line(line: &[AtomicU64; 8], sequence: u64) {
     line[7].store(sequence, Ordering::Release);
 }
 
-/// Waits for sequence `sequence` on a line, then reads its seven data words; returns the
-/// sequence if the words match it (a torn line returns something else).
-fn read_line(line: &[AtomicU64; 8], sequence: u64) -> u64 {
-    while line[7].load(Ordering::Acquire) != sequence {
+/// Polls between deadline checks: a TSC read in every poll would slow the loop being timed.
+const POLLS_PER_CHECK: u32 = 1024;
+
+/// Waits until `done()`, relaxing between polls, or until the TSC passes `deadline`; returns
+/// whether `done()` held.
+#[inline(always)]
+fn spin_until(deadline: u64, mut done: impl FnMut() -> bool) -> bool {
+    let mut polls = 0u32;
+    while !done() {
+        polls += 1;
+        if polls == POLLS_PER_CHECK {
+            if cpu::read_tsc() > deadline {
+                return false;
+            }
+            polls = 0;
+        }
         cpu::relax();
     }
-    let intact =
-        line.iter().take(7).enumerate().all(|(i, w)| w.load(Ordering::Relaxed) == sequence.wrapping_mul(i as u64 + 1));
-    if intact {
-        sequence
-    } else {
-        !sequence
+    true
+}
+
+/// Waits (until `deadline`) for sequence `sequence` on a line, then reads its seven data
+/// words; `Some(true)` if they match it, `Some(false)` for a torn line, `None` if it never came.
+fn read_line(line: &[AtomicU64; 8], sequence: u64, deadline: u64) -> Option<bool> {
+    if !spin_until(deadline, || line[7].load(Ordering::Acquire) == sequence) {
+        return None;
     }
+    Some(line.iter().take(7).enumerate().all(|(i, w)| w.load(Ordering::Relaxed) == sequence.wrapping_mul(i as u64 + 1)))
+}
+
+/// The TSC `seconds` from now.
+fn deadline_in(seconds: u64) -> u64 {
+    cpu::read_tsc() + shared::facts().tsc_hz * seconds
 }
 
 fn spin_cycles(cycles: u64) {
@@ -132,7 +287,7 @@ fn spin_cycles(cycles: u64) {
 }
 
 /// The responder side, run on the other core as an ICC handler.
-fn respond(arguments: &[u64; 5]) -> Result<u64, abi::message::IccStatus> {
+fn respond(arguments: &[u64; 5]) -> Result<u64, IccStatus> {
     let bench = &area().bench;
     let iterations = arguments[1];
     match arguments[0] {
@@ -140,10 +295,38 @@ fn respond(arguments: &[u64; 5]) -> Result<u64, abi::message::IccStatus> {
             bench.ready.0.store(1, Ordering::Release);
             let mut torn = 0;
             for i in 1..=iterations {
-                torn += u64::from(read_line(&bench.ping.0, i) != i);
+                torn += u64::from(!read_line(&bench.ping.0, i, deadline_in(10)).ok_or(IccStatus::Failed)?);
                 write_line(&bench.pong.0, i);
             }
             Ok(torn)
+        }
+        RESPONDER_IPI_POLL_BACK => {
+            let start = BENCH_IPIS.load(Ordering::Acquire);
+            bench.ready.0.store(1, Ordering::Release);
+            let deadline = deadline_in(10);
+            for i in 1..=iterations {
+                // Sleep as an idle core does, and write the line once awake: the interrupt
+                // handler only counts, as the message-notification handler does. Interrupts
+                // are masked from the check to `sti; hlt`, so an IPI after the check still
+                // ends the halt.
+                loop {
+                    cpu::disable_interrupts();
+                    if BENCH_IPIS.load(Ordering::Acquire) - start >= i {
+                        cpu::enable_interrupts();
+                        break;
+                    }
+                    if cpu::read_tsc() > deadline {
+                        cpu::enable_interrupts();
+                        return Err(IccStatus::Failed);
+                    }
+                    cpu::wait_for_interrupt();
+                }
+                write_line(&bench.pong.0, i);
+            }
+            Ok(iterations)
+        }
+        RESPONDER_DRAIN => {
+            drain_responder(arguments[2] as usize, iterations, NotifyMode::from_u32(arguments[3] as u32))
         }
         RESPONDER_IPI_ECHO => {
             let start = BENCH_IPIS.load(Ordering::Acquire);
@@ -164,8 +347,45 @@ fn respond(arguments: &[u64; 5]) -> Result<u64, abi::message::IccStatus> {
             arguments[4] != 0,
         ),
         RESPONDER_LARGE => large_responder(arguments[2] as usize, iterations),
-        _ => Err(abi::message::IccStatus::BadArguments),
+        _ => Err(IccStatus::BadArguments),
     }
+}
+
+/// The real receive path's responder: probes from `initiator` reach [`on_probe`] through
+/// `drain()` (receive_one, dispatch, the registered handler), which echoes them with
+/// `try_send_pair`. Polled, this core spins on `drain()` here until all are echoed; notified,
+/// it returns at once and its idle loop does the work (drain, then sleep until the IPI).
+fn drain_responder(initiator: usize, iterations: u64, mode: NotifyMode) -> Result<u64, IccStatus> {
+    ECHO_REMAINING.store(iterations, Ordering::Relaxed);
+    ECHO_PROBES_TO.store(initiator as u32 + 1, Ordering::Relaxed);
+    area().bench.ready.0.store(1, Ordering::Release);
+    if mode != NotifyMode::Poll {
+        return Ok(iterations);
+    }
+    // Give up after ten seconds without progress (the initiator stopped), checked between
+    // batches of polls so that the loop is drain() and little else.
+    let mut deadline = deadline_in(10);
+    let mut remaining_at_check = iterations;
+    let mut polls = 0u32;
+    loop {
+        let remaining = ECHO_REMAINING.load(Ordering::Relaxed);
+        if remaining == 0 {
+            break;
+        }
+        super::drain();
+        polls += 1;
+        if polls == POLLS_PER_CHECK {
+            polls = 0;
+            if remaining != remaining_at_check {
+                remaining_at_check = remaining;
+                deadline = deadline_in(10);
+            } else if cpu::read_tsc() > deadline {
+                ECHO_PROBES_TO.store(0, Ordering::Relaxed);
+                return Err(IccStatus::Failed);
+            }
+        }
+    }
+    Ok(iterations)
 }
 
 /// Waits for the next message on `receiver`, sleeping as `mode` says; returns (message,
@@ -244,14 +464,9 @@ impl<'a> HeldLink<'a> {
 
 /// Answers each probe on the URPC ring from `initiator`. With `timestamps`, also measures
 /// the receive-side breakdown (which costs TSC reads, so round trips are measured without).
-fn pair_responder(
-    initiator: usize,
-    iterations: u64,
-    mode: NotifyMode,
-    timestamps: bool,
-) -> Result<u64, abi::message::IccStatus> {
+fn pair_responder(initiator: usize, iterations: u64, mode: NotifyMode, timestamps: bool) -> Result<u64, IccStatus> {
     let me = shared::this_core() as u16;
-    let failed = abi::message::IccStatus::Failed;
+    let failed = IccStatus::Failed;
     let mut senders = super::PAIR_SENDERS.lock();
     let mut receivers = super::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[initiator].as_mut(), receivers[initiator].as_mut()) else {
@@ -259,9 +474,15 @@ fn pair_responder(
     };
     let mut link = HeldLink::new(sender, initiator);
     let capacity = if timestamps { iterations as usize } else { 0 };
-    let mut to_wake = Vec::with_capacity(capacity);
-    let mut to_dequeue = Vec::with_capacity(capacity);
-    let mut to_handler = Vec::with_capacity(capacity);
+    let (mut to_wake, mut to_dequeue, mut to_handler) = (Vec::new(), Vec::new(), Vec::new());
+    for buffer in [&mut to_wake, &mut to_dequeue, &mut to_handler] {
+        if buffer.try_reserve_exact(capacity).is_err() {
+            println!(
+                "BENCH-ERROR responder on core {me}: no heap for {iterations} breakdown samples: give fewer iterations"
+            );
+            return Err(failed);
+        }
+    }
     area().bench.ready.0.store(1, Ordering::Release);
     for _ in 0..iterations {
         let (message, woke, dequeued) = wait_pair_message(receiver, mode, timestamps).ok_or(failed)?;
@@ -272,10 +493,14 @@ fn pair_responder(
         }
         let probe = Probe::decode(message.payload()).map_err(|_| failed)?;
         if timestamps {
+            // Signed: `woke` is this core's TSC and `sent_tsc` the initiator's, and a polled
+            // wake is stamped when the poll that finds the message starts, which can be
+            // before the send; a negative difference is reported, not clamped.
             let handler_start = cpu::read_tsc();
-            to_wake.push(woke.saturating_sub(probe.sent_tsc));
-            to_dequeue.push(dequeued.saturating_sub(woke));
-            to_handler.push(handler_start.saturating_sub(dequeued));
+            let difference = |later: u64, earlier: u64| later.wrapping_sub(earlier) as i64;
+            to_wake.push(difference(woke, probe.sent_tsc));
+            to_dequeue.push(difference(dequeued, woke));
+            to_handler.push(difference(handler_start, dequeued));
         }
         // A fresh reply: built from constants and the decoded fields, so nothing of the
         // received copy is carried through memory.
@@ -283,27 +508,25 @@ fn pair_responder(
     }
     if timestamps {
         let breakdown = &area().bench.breakdown.0;
-        for (i, samples) in [&mut to_wake, &mut to_dequeue, &mut to_handler].into_iter().enumerate() {
-            let s = summarize(samples);
-            breakdown[i].store(s.median as u64, Ordering::Relaxed);
-            breakdown[3 + i].store(s.p5, Ordering::Relaxed);
-            breakdown[6 + i].store(s.p95, Ordering::Relaxed);
+        for (phase, samples) in breakdown.iter().zip([&mut to_wake, &mut to_dequeue, &mut to_handler]) {
+            let negative = samples.iter().filter(|&&cycles| cycles < 0).count() as u64;
+            phase.store(&samples::summarize(samples).unwrap_or_default(), negative);
         }
     }
     Ok(iterations)
 }
 
-fn large_responder(initiator: usize, iterations: u64) -> Result<u64, abi::message::IccStatus> {
+fn large_responder(initiator: usize, iterations: u64) -> Result<u64, IccStatus> {
     let me = shared::this_core() as u16;
     area().bench.ready.0.store(1, Ordering::Release);
     let deadline = cpu::read_tsc() + shared::facts().tsc_hz * 20;
     let mut done = 0;
     while done < iterations {
         if cpu::read_tsc() > deadline {
-            return Err(abi::message::IccStatus::Failed);
+            return Err(IccStatus::Failed);
         }
         let mut receivers = super::RECEIVERS.lock();
-        let Some(receivers) = receivers.as_mut() else { return Err(abi::message::IccStatus::Failed) };
+        let Some(receivers) = receivers.as_mut() else { return Err(IccStatus::Failed) };
         let Some(message) = receivers.normal.try_recv() else {
             cpu::relax();
             continue;
@@ -317,7 +540,7 @@ fn large_responder(initiator: usize, iterations: u64) -> Result<u64, abi::messag
                     cpu::relax();
                 }
             }
-            _ => return Err(abi::message::IccStatus::Failed),
+            _ => return Err(IccStatus::Failed),
         }
     }
     Ok(done)
@@ -366,8 +589,13 @@ fn cacheline_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
         for i in 1..=n {
             let start = cpu::read_tsc();
             write_line(&bench.ping.0, i);
-            if read_line(&bench.pong.0, i) != i {
-                println!("BENCH-ERROR cacheline: torn line {i}");
+            match read_line(&bench.pong.0, i, start + shared::facts().tsc_hz * 5) {
+                Some(true) => {}
+                Some(false) => println!("BENCH-ERROR cacheline: torn line {i}"),
+                None => {
+                    println!("BENCH-ERROR cacheline: no answer to line {i}");
+                    break;
+                }
             }
             samples.push(cpu::read_tsc() - start);
         }
@@ -375,21 +603,47 @@ fn cacheline_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     finish_call(call, "cacheline")
 }
 
-/// Table 6.3: `n` IPI round trips, the responder asleep between them and echoing from its
-/// interrupt handler.
-fn ipi_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
+/// The floor of a notified round trip, what it does minus the channel: an IPI out to a
+/// sleeping responder, which wakes, takes the interrupt, and writes a line that this core
+/// polls (as the notified message's reply is seen by polling its slot). `n` round trips.
+fn ipi_poll_back_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
+    let bench = &area().bench;
+    let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+    bench.pong.0[7].store(0, Ordering::Release);
+    let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_IPI_POLL_BACK, n, 0, 0, 0]);
+    if wait_ready() {
+        for i in 1..=n {
+            // Let the responder fall asleep, as in the notified-message measurement.
+            spin_cycles(shared::facts().tsc_hz / 20_000);
+            let start = cpu::read_tsc();
+            apic::local().send_ipi(target_apic, idt::VECTOR_BENCH);
+            if read_line(&bench.pong.0, i, start + shared::facts().tsc_hz * 5).is_none() {
+                println!("BENCH-ERROR ipi_out_poll_back: no answer to IPI {i}");
+                break;
+            }
+            samples.push(cpu::read_tsc() - start);
+        }
+    }
+    finish_call(call, "ipi_out_poll_back")
+}
+
+/// Table 6.3 as Popcorn measures it: `n` IPI ping-pongs, the responder asleep between them
+/// and echoing from its interrupt handler, so a round trip takes two interrupt deliveries
+/// (a notified message takes one: its reply is polled).
+fn ipi_pingpong_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     let my_apic = apic::local().id();
     let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_IPI_ECHO, n, u64::from(my_apic), 0, 0]);
     if wait_ready() {
-        for _ in 0..n {
+        for i in 0..n {
             // Let the responder fall asleep, as in the notified-message measurement.
             spin_cycles(shared::facts().tsc_hz / 20_000);
             let before = BENCH_IPIS.load(Ordering::Acquire);
             let start = cpu::read_tsc();
             apic::local().send_ipi(target_apic, idt::VECTOR_BENCH);
-            while BENCH_IPIS.load(Ordering::Acquire) == before {
-                cpu::relax();
+            if !spin_until(start + shared::facts().tsc_hz * 5, || BENCH_IPIS.load(Ordering::Acquire) != before) {
+                println!("BENCH-ERROR ipi_pingpong_two_interrupts: no IPI back for IPI {i}");
+                break;
             }
             samples.push(cpu::read_tsc() - start);
         }
@@ -397,8 +651,10 @@ fn ipi_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     finish_call(call, "ipi echo")
 }
 
-/// Tables 6.9–6.11: `n` one-line round trips over the URPC rings with notification `mode`.
-/// With `timestamps`, the initiator also records send costs and the responder its breakdown.
+/// Tables 6.9–6.11 on the benchmark's own path: `n` one-line round trips over the URPC rings
+/// with notification `mode`, both sides holding their endpoints for the whole block and
+/// polling the reply slot (no registry, no dispatch). With `timestamps`, the initiator also
+/// records send costs and the responder its breakdown.
 fn pair_block(
     target: usize,
     mode: NotifyMode,
@@ -499,6 +755,104 @@ fn local_path_costs(pair: (usize, usize)) -> bool {
     failures == 0
 }
 
+/// How the initiator of a real-path round trip waits for the reply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// Spinning on `drain()`.
+    Polling,
+    /// In `wait_for_messages()`, asleep until the reply's IPI, then `drain()`.
+    Sleeping,
+}
+
+/// `n` one-line round trips through the kernel's real path on both sides: the probe goes out
+/// with `try_send_pair`, the responder's `drain()` hands it to the registered handler
+/// ([`on_probe`]), which replies with `try_send_pair`, and this core's `drain()` hands the
+/// reply to the same handler, which counts it. Polled, the responder spins on `drain()`;
+/// notified, its idle loop sleeps between probes and the rings notify by IPI.
+fn drain_block(target: usize, mode: NotifyMode, waiting: Waiting, n: u64, samples: &mut Vec<u64>) -> bool {
+    let me = shared::this_core() as usize;
+    let facts = shared::facts();
+    let what = match (mode, waiting) {
+        (_, Waiting::Sleeping) => "message_roundtrip_sleeping",
+        _ => "message_roundtrip_drain",
+    };
+    let modes = (super::queue_mode(me), super::queue_mode(target));
+    set_pair_modes(me, target, mode);
+    if mode != NotifyMode::Poll {
+        // The responder's idle loop sleeps at once (its queue mode), and so does this core
+        // when it waits sleeping.
+        super::set_mode(target, mode);
+        if waiting == Waiting::Sleeping {
+            super::set_mode(me, mode);
+        }
+    }
+    let gap = if mode == NotifyMode::Poll { 0 } else { facts.tsc_hz / 20_000 };
+    let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_DRAIN, n, me as u64, mode as u64, 0]);
+    if wait_ready() {
+        for sequence in 0..n {
+            spin_cycles(gap);
+            let before = PROBES_RECEIVED.load(Ordering::Relaxed);
+            let start = cpu::read_tsc();
+            let probe = Probe { from: me as u16, sequence, sent_tsc: start };
+            if let Err(error) = try_send_pair(target, &line(Kind::Probe, |out| probe.encode(out))) {
+                println!("BENCH-ERROR {what} {}: {error}", mode.name());
+                break;
+            }
+            let deadline = start + facts.tsc_hz * 5;
+            let replied = spin_until(deadline, || {
+                if waiting == Waiting::Sleeping {
+                    super::wait_for_messages();
+                }
+                super::drain();
+                PROBES_RECEIVED.load(Ordering::Relaxed) != before
+            });
+            if !replied {
+                println!("BENCH-ERROR {what} {}: no reply to probe {sequence}", mode.name());
+                break;
+            }
+            samples.push(cpu::read_tsc() - start);
+        }
+    }
+    let finished = finish_call(call, what);
+    super::set_mode(me, modes.0);
+    super::set_mode(target, modes.1);
+    finished
+}
+
+/// What the kernel's real receive path costs on one core, with no cache line crossing: a
+/// `drain()` that finds nothing (one scan of every channel), and a probe sent to this core's
+/// own URPC ring with `try_send_pair` and handled by `drain()` (receive_one, dispatch, the
+/// registered handler, and the scan that finds nothing more). Per operation, batches of 100.
+fn local_drain_costs(pair: (usize, usize)) -> bool {
+    let me = shared::this_core() as usize;
+    const BATCH: u64 = 100;
+    let message = line(Kind::Probe, |out| Probe { from: me as u16, sequence: 1, sent_tsc: 2 }.encode(out));
+    let (mut empty, mut one) = (Vec::with_capacity(100), Vec::with_capacity(100));
+    let mut failures = 0;
+    for _ in 0..100 {
+        let start = cpu::read_tsc();
+        for _ in 0..BATCH {
+            failures += super::drain() as u64;
+        }
+        empty.push((cpu::read_tsc() - start) / BATCH);
+        let before = PROBES_RECEIVED.load(Ordering::Relaxed);
+        let start = cpu::read_tsc();
+        for _ in 0..BATCH {
+            failures += u64::from(try_send_pair(me, &message).is_err());
+            super::drain();
+        }
+        one.push((cpu::read_tsc() - start) / BATCH);
+        failures += BATCH - (PROBES_RECEIVED.load(Ordering::Relaxed) - before).min(BATCH);
+    }
+    if failures != 0 {
+        println!("BENCH-ERROR local drain: {failures} sends or receives failed or found other messages");
+    }
+    let pair = (pair.0, pair.0);
+    report("local_drain_empty", "-", pair, &mut empty);
+    report("local_drain_one", "-", pair, &mut one);
+    failures == 0
+}
+
 /// Why [`run`] did not give every figure.
 #[derive(Debug)]
 pub enum RunError {
@@ -506,6 +860,10 @@ pub enum RunError {
     ThisCore(usize),
     /// The target has no channels.
     Target(super::SendError),
+    /// The iteration count is outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    Iterations(u64),
+    /// The sample buffers did not fit this core's heap: (bytes wanted, bytes free).
+    Memory(usize, usize),
     /// Some measurements could not run; each printed a `BENCH-ERROR` line.
     Incomplete,
 }
@@ -515,9 +873,33 @@ impl ::core::fmt::Display for RunError {
         match self {
             Self::ThisCore(core) => write!(f, "core {core} is this core: pick another one, see `cores`"),
             Self::Target(error) => write!(f, "{error}"),
+            Self::Iterations(n) => write!(
+                f,
+                "{n} iterations: give {MIN_ITERATIONS} to {MAX_ITERATIONS} (every sample is kept in the kernel heap)"
+            ),
+            Self::Memory(wanted, free) => write!(
+                f,
+                "the sample buffers need {} KiB but this core's heap has {} KiB free: give fewer iterations",
+                wanted / 1024,
+                free / 1024
+            ),
             Self::Incomplete => write!(f, "some measurements could not run: the BENCH-ERROR lines above say which"),
         }
     }
+}
+
+/// The initiator's sample buffers, allocated once for the whole run.
+fn sample_buffers(iterations: u64) -> Result<[Vec<u64>; SAMPLE_BUFFERS], RunError> {
+    // The large-message figures take at least 20 rounds however few the iterations.
+    let capacity = iterations.max(20) as usize;
+    let mut buffers: [Vec<u64>; SAMPLE_BUFFERS] = Default::default();
+    for buffer in &mut buffers {
+        if buffer.try_reserve_exact(capacity).is_err() {
+            let wanted = SAMPLE_BUFFERS * capacity * ::core::mem::size_of::<u64>();
+            return Err(RunError::Memory(wanted, crate::mm::heap::usage().1));
+        }
+    }
+    Ok(buffers)
 }
 
 /// Runs every measurement between this core and `target`.
@@ -528,6 +910,10 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     if target == me {
         return Err(RunError::ThisCore(target));
     }
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+        return Err(RunError::Iterations(iterations));
+    }
+    let [mut a, mut b, mut c, mut d, mut e] = sample_buffers(iterations)?;
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     let pair = (me, target);
     let bench = &area().bench;
@@ -541,39 +927,58 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     if !facts.has_mwait {
         println!("BENCH-NOTE mwait: CPUID.1:ECX.MONITOR is 0 on this CPU, the mwait mode falls back to hybrid");
     }
+    let modes = (super::queue_mode(me), super::queue_mode(target));
+    let mut progress = Progress { step: 0, steps: 10 + u32::from(facts.has_mwait), start: cpu::read_tsc() };
     let mut ok = true;
-    let mut samples = Vec::with_capacity(iterations as usize);
 
+    progress.next("one core: channel path, checks, line write, drain()");
     ok &= local_path_costs(pair);
+    ok &= local_drain_costs(pair);
 
     // Tables 6.1 and 6.3 against 6.9: the raw mechanisms and the channels that use them are
     // measured in alternating blocks, so each ratio compares runs that saw the same host.
-    let block = (iterations / BLOCKS).max(1);
-    let (mut raw_line, mut polled, mut raw_ipi, mut notified) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut unused = Vec::new();
-    for _ in 0..BLOCKS {
-        ok &= cacheline_block(target, block, &mut raw_line);
-        ok &= pair_block(target, NotifyMode::Poll, block, false, &mut polled, &mut unused);
+    let block = iterations / BLOCKS;
+    progress.next("cache line and polled message round trips");
+    for buffer in [&mut a, &mut b, &mut c] {
+        buffer.clear();
     }
-    report("cacheline_roundtrip", "-", pair, &mut raw_line);
-    report("message_roundtrip", NotifyMode::Poll.name(), pair, &mut polled);
+    for _ in 0..BLOCKS {
+        ok &= cacheline_block(target, block, &mut a);
+        ok &= pair_block(target, NotifyMode::Poll, block, false, &mut b, &mut e);
+        ok &= drain_block(target, NotifyMode::Poll, Waiting::Polling, block, &mut c);
+    }
+    report("cacheline_roundtrip", "-", pair, &mut a);
+    report("message_roundtrip", NotifyMode::Poll.name(), pair, &mut b);
+    report("message_roundtrip_drain", NotifyMode::Poll.name(), pair, &mut c);
 
     // Table 6.2: cost to send one IPI.
-    samples.clear();
+    progress.next("IPI send cost");
+    a.clear();
     for _ in 0..iterations {
         let start = cpu::read_tsc();
         apic::local().send_ipi(target_apic, idt::VECTOR_WAKE);
-        samples.push(cpu::read_tsc() - start);
+        a.push(cpu::read_tsc() - start);
         spin_cycles(facts.tsc_hz / 50_000);
     }
-    report("ipi_send_cost", "-", pair, &mut samples);
+    report("ipi_send_cost", "-", pair, &mut a);
 
-    for _ in 0..BLOCKS {
-        ok &= ipi_block(target, block, &mut raw_ipi);
-        ok &= pair_block(target, NotifyMode::Ipi, block, false, &mut notified, &mut unused);
+    progress.next("IPI and notified message round trips");
+    for buffer in [&mut a, &mut b, &mut c, &mut d, &mut e] {
+        buffer.clear();
     }
-    report("ipi_roundtrip", "-", pair, &mut raw_ipi);
-    report("message_roundtrip", NotifyMode::Ipi.name(), pair, &mut notified);
+    let mut unused = Vec::new();
+    for _ in 0..BLOCKS {
+        ok &= ipi_poll_back_block(target, block, &mut a);
+        ok &= ipi_pingpong_block(target, block, &mut b);
+        ok &= pair_block(target, NotifyMode::Ipi, block, false, &mut c, &mut unused);
+        ok &= drain_block(target, NotifyMode::Ipi, Waiting::Polling, block, &mut d);
+        ok &= drain_block(target, NotifyMode::Ipi, Waiting::Sleeping, block, &mut e);
+    }
+    report("ipi_out_poll_back", "-", pair, &mut a);
+    report("ipi_pingpong_two_interrupts", "-", pair, &mut b);
+    report("message_roundtrip", NotifyMode::Ipi.name(), pair, &mut c);
+    report("message_roundtrip_drain", NotifyMode::Ipi.name(), pair, &mut d);
+    report("message_roundtrip_sleeping", NotifyMode::Ipi.name(), pair, &mut e);
 
     // The other modes' round trips, then for every mode the send cost and the receive-side
     // breakdown (a separate pass: its TSC reads would inflate the round trips).
@@ -581,34 +986,29 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
         if mode == NotifyMode::Mwait && !facts.has_mwait {
             continue;
         }
+        progress.next(mode.name());
         if matches!(mode, NotifyMode::Hybrid | NotifyMode::Mwait) {
-            samples.clear();
-            ok &= pair_block(target, mode, iterations, false, &mut samples, &mut unused);
-            report("message_roundtrip", mode.name(), pair, &mut samples);
+            a.clear();
+            ok &= pair_block(target, mode, iterations, false, &mut a, &mut unused);
+            report("message_roundtrip", mode.name(), pair, &mut a);
         }
-        let mut send_costs = Vec::new();
-        samples.clear();
-        if pair_block(target, mode, iterations, true, &mut samples, &mut send_costs) {
-            report("message_send_cost", mode.name(), pair, &mut send_costs);
-            let b = &bench.breakdown.0;
-            for (i, phase) in ["send_to_wake", "wake_to_dequeue", "dequeue_to_handler"].iter().enumerate() {
-                println!(
-                    "BENCH name=message_{phase} param={} pair={me}-{target} unit=cycles n={iterations} min={} p5={} median={} p95={} max={}",
-                    mode.name(),
-                    b[3 + i].load(Ordering::Relaxed),
-                    b[3 + i].load(Ordering::Relaxed),
-                    b[i].load(Ordering::Relaxed),
-                    b[6 + i].load(Ordering::Relaxed),
-                    b[6 + i].load(Ordering::Relaxed)
-                );
+        a.clear();
+        b.clear();
+        if pair_block(target, mode, iterations, true, &mut a, &mut b) {
+            report("message_send_cost", mode.name(), pair, &mut b);
+            for (phase, name) in bench.breakdown.0.iter().zip(["send_to_wake", "wake_to_dequeue", "dequeue_to_handler"])
+            {
+                let (summary, negative) = phase.load();
+                report_signed(&alloc::format!("message_{name}"), mode.name(), pair, &summary, negative);
             }
         } else {
             ok = false;
         }
     }
-    set_pair_modes(me, target, NotifyMode::Hybrid);
+    set_pair_modes(me, target, modes.1);
 
     // Figures 6.3–6.5: large messages, 1 to 1024 chunks, over the target's receive queue.
+    progress.next("large messages");
     let target_mode = super::queue_mode(target);
     super::set_mode(target, NotifyMode::Poll);
     for shift in 0..=10 {
@@ -621,32 +1021,34 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
             ok &= finish_call(call, "large");
             continue;
         }
-        let mut send_costs = Vec::new();
-        samples.clear();
+        a.clear();
+        b.clear();
         for _ in 0..rounds {
             let start = cpu::read_tsc();
             if super::send_large(target, Kind::Probe, &bytes).is_err() {
                 break;
             }
-            send_costs.push(cpu::read_tsc() - start);
+            a.push(cpu::read_tsc() - start);
             if receive_pair_spin(target).is_none() {
                 println!("BENCH-ERROR large {chunks}: no acknowledgement");
                 break;
             }
-            samples.push(cpu::read_tsc() - start);
+            b.push(cpu::read_tsc() - start);
         }
         let parameter = alloc::format!("{chunks}");
-        report("large_send_cost", &parameter, pair, &mut send_costs);
-        report("large_roundtrip", &parameter, pair, &mut samples);
+        report("large_send_cost", &parameter, pair, &mut a);
+        report("large_roundtrip", &parameter, pair, &mut b);
         ok &= finish_call(call, "large");
     }
     super::set_mode(target, target_mode);
 
     // Figure 6.6: multicast sender costs versus group size (members notified by IPI).
-    ok &= multicast(iterations, &mut samples);
+    progress.next("multicast");
+    ok &= multicast(iterations, [&mut a, &mut b, &mut c]);
 
     // Inter-core call round trip.
-    samples.clear();
+    progress.next("inter-core calls");
+    a.clear();
     for i in 0..iterations {
         let start = cpu::read_tsc();
         if icc::call(target, handler::ECHO, [i, 0, 0, 0, 0], 1000) != Ok(i) {
@@ -654,9 +1056,11 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
             ok = false;
             break;
         }
-        samples.push(cpu::read_tsc() - start);
+        a.push(cpu::read_tsc() - start);
     }
-    report("icc_roundtrip", super::queue_mode(target).name(), pair, &mut samples);
+    report("icc_roundtrip", super::queue_mode(target).name(), pair, &mut a);
+    super::set_mode(me, modes.0);
+    super::set_mode(target, modes.1);
     if ok {
         Ok(())
     } else {
@@ -664,7 +1068,10 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     }
 }
 
-fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {
+/// Figure 6.6: per group size, the sender's cost to insert a line into the group ring, to
+/// notify the members, and the two together (what a sender pays), into `buffers`.
+fn multicast(iterations: u64, buffers: [&mut Vec<u64>; 3]) -> bool {
+    let [insert_costs, notify_costs, send_costs] = buffers;
     let me = shared::this_core() as usize;
     let cores = super::messaging_cores();
     let group = &area().groups[0];
@@ -685,8 +1092,9 @@ fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {
             break;
         }
         members.push(member);
-        let mut notify_costs = Vec::with_capacity(iterations as usize);
-        samples.clear();
+        insert_costs.clear();
+        notify_costs.clear();
+        send_costs.clear();
         for sequence in 0..iterations {
             let deadline = cpu::read_tsc() + shared::facts().tsc_hz;
             while group.nr_slots_in_use() != 0 && cpu::read_tsc() < deadline {
@@ -697,9 +1105,10 @@ fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {
             spin_cycles(shared::facts().tsc_hz / 20_000);
             let probe = Probe { from: me as u16, sequence, sent_tsc: cpu::read_tsc() };
             match super::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
-                Ok((insert, notify_cycles)) => {
-                    samples.push(insert);
-                    notify_costs.push(notify_cycles);
+                Ok((insert, notify)) => {
+                    insert_costs.push(insert);
+                    notify_costs.push(notify);
+                    send_costs.push(insert + notify);
                 }
                 Err(error) => {
                     println!("BENCH-ERROR multicast: {error}");
@@ -709,8 +1118,9 @@ fn multicast(iterations: u64, samples: &mut Vec<u64>) -> bool {
             }
         }
         let parameter = alloc::format!("{size}");
-        report("multicast_insert_cost", &parameter, (me, member), samples);
-        report("multicast_notify_cost", &parameter, (me, member), &mut notify_costs);
+        report("multicast_insert_cost", &parameter, (me, member), insert_costs);
+        report("multicast_notify_cost", &parameter, (me, member), notify_costs);
+        report("multicast_send_cost", &parameter, (me, member), send_costs);
     }
     for member in members {
         let _ = icc::call(member, handler::GROUP_LEAVE, [0; 5], 1000);

@@ -669,6 +669,7 @@ struct Incoming {
 
 /// Takes the next message from this core's channels: high queue first, then normal, then
 /// the URPC rings, then the groups.
+#[inline(always)]
 fn receive_one() -> Option<Incoming> {
     if let Some(receivers) = RECEIVERS.lock().as_mut() {
         if let Some(message) = receivers.high.try_recv() {
@@ -686,6 +687,13 @@ fn receive_one() -> Option<Incoming> {
         }
     }
     drop(pairs);
+    // This core holds a reader only while its member bit is set (join sets the bit before
+    // it returns the reader, dropping the reader clears it), so a core in no group skips the
+    // lock and the scan of every group.
+    let me = 1u64.checked_shl(shared::this_core()).unwrap_or(0);
+    if area().groups.iter().all(|group| group.members() & me == 0) {
+        return None;
+    }
     let mut groups = GROUP_READERS.lock();
     for (group, reader) in groups.iter_mut().enumerate() {
         if let Some(Ok(Some(message))) = reader.as_mut().map(|r| r.try_recv()) {
@@ -717,11 +725,14 @@ fn drop_message(reason: DropReason, message: &Message, source: Source) {
 }
 
 /// Validates and dispatches one received line. Decode, then invoke: the handler sees only a
-/// message whose header and payload passed validation.
-fn dispatch(incoming: Incoming) {
-    let Incoming { message, source } = incoming;
+/// message whose header and payload passed validation. Inlined, like [`receive_one`], into
+/// the loops that poll: under TCG every call and return costs a lookup of its target, and
+/// this is the path every received message takes; chunks go to [`dispatch_chunk`].
+#[inline(always)]
+fn dispatch(incoming: &Incoming) {
+    let Incoming { ref message, source } = *incoming;
     if message.validate().is_err() {
-        return drop_message(DropReason::Malformed, &message, source);
+        return drop_message(DropReason::Malformed, message, source);
     }
     if RESUMING.load(Ordering::Relaxed) != 0 {
         let bit = match source {
@@ -737,43 +748,21 @@ fn dispatch(incoming: Incoming) {
         }
     }
     if message.is_chunk() {
-        let mut receivers = RECEIVERS.lock();
-        let reassembler = match (source, receivers.as_mut()) {
-            (Source::High, Some(r)) => &mut r.high_reassembler,
-            (Source::Normal, Some(r)) => &mut r.normal_reassembler,
-            // Large messages travel only on receive queues.
-            _ => return drop_message(DropReason::Chunk, &message, source),
-        };
-        let result = reassembler.push(&message);
-        drop(receivers);
-        return match result {
-            Err(ChannelError::TooLong | ChannelError::NoMemory) => drop_message(DropReason::TooLarge, &message, source),
-            Err(_) => drop_message(DropReason::Chunk, &message, source),
-            Ok(None) => bump(&counters().received),
-            Ok(Some((kind, bytes))) => {
-                let handler = HANDLERS.lock().get(kind as usize).copied().flatten().and_then(|h| h.on_large);
-                match handler {
-                    None => drop_message(DropReason::UnknownKind, &message, source),
-                    Some(handle) => match run_handler(|| handle(&bytes)) {
-                        Ok(()) => bump(&counters().received),
-                        Err(_) => drop_message(DropReason::Malformed, &message, source),
-                    },
-                }
-            }
-        };
+        return dispatch_chunk(message, source);
     }
     let handler = HANDLERS.lock().get(message.kind as usize).copied().flatten().and_then(|h| h.on_line);
     match handler {
-        None => drop_message(DropReason::UnknownKind, &message, source),
-        Some(handle) => match run_handler(|| handle(&message)) {
+        None => drop_message(DropReason::UnknownKind, message, source),
+        Some(handle) => match run_handler(|| handle(message)) {
             Ok(()) => bump(&counters().received),
-            Err(_) => drop_message(DropReason::Malformed, &message, source),
+            Err(_) => drop_message(DropReason::Malformed, message, source),
         },
     }
 }
 
 /// Runs a handler, counted in `handlers_running` so that a fault inside it counts the
 /// message lost (see [`count_lost_in_fault`]).
+#[inline(always)]
 fn run_handler(handle: impl FnOnce() -> HandlerResult) -> HandlerResult {
     let running = &counters().handlers_running;
     running.store(running.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -782,11 +771,41 @@ fn run_handler(handle: impl FnOnce() -> HandlerResult) -> HandlerResult {
     result
 }
 
+/// Hands a validated chunk to its queue's reassembler and a completed large message to its
+/// kind's handler.
+#[inline(never)]
+fn dispatch_chunk(message: &Message, source: Source) {
+    let mut receivers = RECEIVERS.lock();
+    let reassembler = match (source, receivers.as_mut()) {
+        (Source::High, Some(r)) => &mut r.high_reassembler,
+        (Source::Normal, Some(r)) => &mut r.normal_reassembler,
+        // Large messages travel only on receive queues.
+        _ => return drop_message(DropReason::Chunk, message, source),
+    };
+    let result = reassembler.push(message);
+    drop(receivers);
+    match result {
+        Err(ChannelError::TooLong | ChannelError::NoMemory) => drop_message(DropReason::TooLarge, message, source),
+        Err(_) => drop_message(DropReason::Chunk, message, source),
+        Ok(None) => bump(&counters().received),
+        Ok(Some((kind, bytes))) => {
+            let handler = HANDLERS.lock().get(kind as usize).copied().flatten().and_then(|h| h.on_large);
+            match handler {
+                None => drop_message(DropReason::UnknownKind, message, source),
+                Some(handle) => match run_handler(|| handle(&bytes)) {
+                    Ok(()) => bump(&counters().received),
+                    Err(_) => drop_message(DropReason::Malformed, message, source),
+                },
+            }
+        }
+    }
+}
+
 /// Handles every message waiting on this core's channels; returns how many.
 pub fn drain() -> usize {
     let mut handled = 0;
     while let Some(incoming) = receive_one() {
-        dispatch(incoming);
+        dispatch(&incoming);
         handled += 1;
     }
     if handled == 0 {
@@ -845,14 +864,14 @@ pub fn wait_for_messages() {
         let spin = line.spin_cycles.load(Ordering::Relaxed);
         while cpu::read_tsc() - start < spin {
             if let Some(incoming) = receive_one() {
-                dispatch(incoming);
+                dispatch(&incoming);
                 return;
             }
             cpu::relax();
         }
     }
     if let Some(incoming) = sleep_armed(line, mode == NotifyMode::Mwait, receive_one) {
-        dispatch(incoming);
+        dispatch(&incoming);
     }
 }
 

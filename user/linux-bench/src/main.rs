@@ -4,6 +4,7 @@
 mod options;
 mod os;
 mod pingpong;
+mod spin;
 mod stats;
 mod tsc;
 
@@ -74,6 +75,9 @@ fn run(options: &Options) -> Result<(), String> {
     println!("PEER cpus initiator={} responder={} available={}", cpus.initiator, cpus.responder, available.len());
 
     let tsc_hz = print_tsc_line(cpus.initiator)?;
+    if spin::running_under_tcg() {
+        println!("PEER note spin loops skip PAUSE under TCG, as Reef's kernels do");
+    }
 
     let plan = pingpong::Plan { warmup: options.warmup, rounds: options.rounds };
     for &benchmark in &options.benchmarks {

@@ -3,11 +3,11 @@
 
 use crate::options::Benchmark;
 use crate::os;
+use crate::spin::relax;
 use crate::stats::CpuPair;
 use crate::tsc::read_tsc;
 use channel::{Message, Urpc};
 use std::fs::File;
-use std::hint::spin_loop;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Barrier, OnceLock};
@@ -111,7 +111,7 @@ fn cacheline(plan: Plan, cpus: CpuPair) -> io::Result<Vec<u64>> {
                 // handshake correct on its own terms, not only by x86's ordering.
                 turn.store(2 * round + 1, Ordering::Release);
                 while turn.load(Ordering::Acquire) != 2 * round + 2 {
-                    spin_loop();
+                    relax();
                 }
                 Ok(())
             })
@@ -119,7 +119,7 @@ fn cacheline(plan: Plan, cpus: CpuPair) -> io::Result<Vec<u64>> {
         || {
             for round in 0..plan.total() {
                 while turn.load(Ordering::Acquire) != 2 * round + 1 {
-                    spin_loop();
+                    relax();
                 }
                 turn.store(2 * round + 2, Ordering::Release);
             }
@@ -140,7 +140,7 @@ fn channel_error(error: channel::ChannelError) -> io::Error {
 /// Receives the next message from `receiver`, polling its slot.
 fn receive_polling<const N: usize>(receiver: &mut channel::UrpcReceiver<'_, N>) -> Message {
     loop {
-        if let Some(message) = receiver.recv_polling(4096, spin_loop) {
+        if let Some(message) = receiver.recv_polling(4096, relax) {
             return message;
         }
     }
