@@ -3,4 +3,5 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod call;
 pub mod message;
