@@ -27,6 +27,15 @@ struct StartInfo {
     reserved: u32,
 }
 
+/// `hvm_modlist_entry` [Xen start_info.h]: QEMU passes `-initrd` as module 0.
+#[repr(C)]
+struct ModuleEntry {
+    address: u64,
+    size: u64,
+    command_line: u64,
+    reserved: u64,
+}
+
 #[repr(C)]
 struct MemoryMapEntry {
     address: u64,
@@ -101,8 +110,21 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
     }
     let layout = image::ImageLayout::get();
     let (image_start, image_end) = layout.physical_range();
+    let initramfs = if start_info.module_count > 0 && start_info.module_list != 0 {
+        // SAFETY: PVH puts `module_count` entries at `module_list`, in low memory the boot
+        // direct map covers.
+        let module = unsafe { &*(physical_to_virtual(start_info.module_list) as *const ModuleEntry) };
+        Range { start: module.address, end: module.address + module.size }
+    } else {
+        Range { start: 0, end: 0 }
+    };
+    // The 2 MiB pages around the initramfs: every instance maps them read-only, so no
+    // partition may hold any of their bytes.
+    let initramfs_cover =
+        Range { start: initramfs.start & !(LARGE_PAGE_SIZE - 1), end: initramfs.end.next_multiple_of(LARGE_PAGE_SIZE) };
     // Low 2 MiB: trampoline, loader data, firmware; the image: shared read-only text.
-    let reserved = [Range { start: 0, end: LARGE_PAGE_SIZE }, Range { start: image_start, end: image_end }];
+    let reserved =
+        [Range { start: 0, end: LARGE_PAGE_SIZE }, Range { start: image_start, end: image_end }, initramfs_cover];
     let usable = UsableMemory::new(&regions[..entries], &reserved);
 
     // Cores, from the MADT.
@@ -145,6 +167,16 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         .unwrap_or_else(|error| panic!("cannot partition memory for {count} cores: {error:?}; give QEMU more memory"));
     let mut partitions = [Range { start: 0, end: 0 }; MAX_CORES];
     partitions[..count].copy_from_slice(plan.partitions());
+    if initramfs.end > initramfs.start {
+        log::info!(
+            "initramfs {:#x}-{:#x} ({} KiB)",
+            initramfs.start,
+            initramfs.end,
+            (initramfs.end - initramfs.start) >> 10
+        );
+    } else {
+        log::info!("no initramfs (QEMU -initrd): no programs to run");
+    }
     log::info!(
         "TSC {} MHz, LAPIC timer {} MHz, {} MiB usable, shared region {:#x}-{:#x}",
         tsc_hz / 1_000_000,
@@ -167,6 +199,7 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         has_mwait: cpu::has_monitor_mwait(),
         has_x2apic: apic::x2apic_supported(),
         pause_in_spins: !cpu::running_under_tcg(),
+        initramfs,
     };
     // SAFETY: the plan's shared region is usable RAM the boot direct map covers, and no other
     // core runs yet.
@@ -234,6 +267,30 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     if core == 0 {
         crate::console::route_input(facts);
     }
+    let features = crate::arch::user::init();
+    if let Err(error) = crate::mm::window::prepare_kernel_half() {
+        log::error!("no frame for the kernel half's tables: {error:?}");
+    }
+    crate::sched::init();
+    crate::proc::init();
+    crate::proc::record_baseline();
+    crate::fs::console::init();
+    if facts.initramfs.end > facts.initramfs.start {
+        let length = (facts.initramfs.end - facts.initramfs.start) as usize;
+        // SAFETY: the boot driver mapped the initramfs read-only in this instance's direct
+        // map; nothing writes it for the life of the system.
+        let bytes =
+            unsafe { ::core::slice::from_raw_parts(physical_to_virtual(facts.initramfs.start) as *const u8, length) };
+        crate::fs::init(bytes);
+    }
+    if core == 0 {
+        log::info!(
+            "user mode: SMEP {}, SMAP {}, RDRAND {}",
+            if features.smep { "on" } else { "absent" },
+            if features.smap { "on" } else { "absent" },
+            if features.rdrand { "yes" } else { "no (seeded generator)" }
+        );
+    }
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 
@@ -280,7 +337,6 @@ fn start_requested_cores(region: &SharedRegion) {
 /// notification mode says. It never spins unbounded, so idle vCPUs cost the host little.
 fn idle_loop() -> ! {
     loop {
-        crate::msg::drain();
-        crate::msg::wait_for_messages();
+        crate::sched::idle_once();
     }
 }

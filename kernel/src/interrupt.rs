@@ -6,7 +6,8 @@ use crate::core::kcb::CoreState;
 use crate::core::shared;
 use core::sync::atomic::Ordering;
 
-fn exception_name(vector: u64) -> &'static str {
+/// The name of exception `vector`.
+pub fn exception_name(vector: u64) -> &'static str {
     match vector {
         0 => "divide error",
         1 => "debug",
@@ -33,6 +34,8 @@ fn exception_name(vector: u64) -> &'static str {
 /// Called by every entry stub with the saved frame.
 pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     match frame.vector {
+        14 => page_fault(frame),
+        0..=31 if frame.came_from_user() => crate::proc::kill_for_fault(frame, 0),
         0..=31 => fault(frame),
         v if v == u64::from(idt::VECTOR_TIMER) => {
             // The count lives in this core's KCB only; this core is its only writer.
@@ -41,16 +44,19 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
                 ticks.store(ticks.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
             apic::local().end_of_interrupt();
+            crate::sched::on_tick();
         }
         v if v == u64::from(idt::VECTOR_MESSAGE) => {
             crate::msg::on_notification();
+            crate::sched::on_message_notification();
             apic::local().end_of_interrupt();
         }
         v if v == u64::from(idt::VECTOR_WAKE) => apic::local().end_of_interrupt(),
         v if v == u64::from(idt::VECTOR_CONSOLE) => {
-            // Only wakes core 0: the shell reads the bytes once it runs again.
+            // Wakes core 0: the shell, or a process reading the console, reads the bytes.
             crate::console::on_input_interrupt();
             apic::local().end_of_interrupt();
+            crate::sched::wake(crate::sched::WaitToken::Console, usize::MAX);
         }
         v if v == u64::from(idt::VECTOR_BENCH) => {
             apic::local().end_of_interrupt();
@@ -61,6 +67,37 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
         // left something enabled, worth a line but no EOI (the LAPIC did not deliver it).
         vector => log::warn!("stray interrupt on vector {vector} ignored: a legacy PIC line is unmasked"),
     }
+    if frame.came_from_user() {
+        crate::sched::before_user_return();
+    }
+}
+
+/// A page fault: demand-zero memory of the running process (from ring 3, or from the kernel
+/// copying to or from its memory), a bad user pointer in a copy (the copy fails), a bad
+/// access of a process (it is killed), or a kernel fault (this core stops).
+fn page_fault(frame: &mut InterruptFrame) {
+    let address = cpu::read_cr2();
+    let write = frame.error_code & 2 != 0;
+    let execute = frame.error_code & 16 != 0;
+    let user_copy = if frame.came_from_user() { None } else { crate::arch::user::fault_fixup(frame.rip) };
+    if frame.came_from_user() || user_copy.is_some() {
+        let resolved = address < crate::arch::user::USER_END
+            && crate::sched::current_process().is_some_and(|process| {
+                // A copy never runs with the process's state locked (see `syscall`), so this
+                // lock cannot be held by the code that faulted.
+                process.state.lock().memory.handle_fault(address, write, execute)
+            });
+        if resolved {
+            return;
+        }
+        if let Some(fixup) = user_copy {
+            frame.rip = fixup;
+            return;
+        }
+        // Re-enable interrupts: the process's end may wait for messages.
+        crate::proc::kill_for_fault(frame, address);
+    }
+    fault(frame)
 }
 
 /// QEMU exit status when core 0 (the shell, the console's owner) faults or panics.

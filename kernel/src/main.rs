@@ -15,11 +15,16 @@ mod arch;
 mod boot;
 mod console;
 mod core;
+mod fs;
 mod interrupt;
 mod mm;
 mod msg;
+mod proc;
+mod random;
+mod sched;
 mod selftest;
 mod shell;
+mod syscall;
 mod time;
 
 pub use boot::instance_entry;

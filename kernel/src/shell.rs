@@ -52,6 +52,19 @@ const COMMANDS: &[Command] = &[
         help: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]",
         run: msg,
     },
+    Command {
+        name: "spawn",
+        usage: "spawn <core> <program> [args]",
+        help: "run a program of the initramfs as a process on a core, wait for it, give its status",
+        run: spawn,
+    },
+    Command { name: "ps", usage: "ps", help: "this instance's processes and every instance's counts", run: ps },
+    Command {
+        name: "syscalls",
+        usage: "syscalls [core]",
+        help: "system calls per core by number, and the unimplemented ones (ENOSYS)",
+        run: syscalls,
+    },
     Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff },
 ];
 
@@ -281,6 +294,119 @@ fn msg(arguments: &[&str]) -> Result<(), CommandError> {
     }
 }
 
+/// The environment of programs the shell starts.
+const ENVIRONMENT: [&[u8]; 4] = [b"PATH=/bin:/sbin", b"HOME=/", b"TERM=vt100", b"USER=root"];
+
+/// Status of the last `spawn`, which `run_line` returns (so `xtask run -- 'spawn …'` exits
+/// with the program's status).
+static LAST_STATUS: ::core::sync::atomic::AtomicU32 = ::core::sync::atomic::AtomicU32::new(0);
+
+fn spawn(arguments: &[&str]) -> Result<(), CommandError> {
+    const USAGE: &str = "spawn <core> <program> [args]";
+    let [core, program, ..] = arguments else { return Err(CommandError::Usage(USAGE)) };
+    let core = parse_core(core)?;
+    let mut argv: alloc::vec::Vec<&[u8]> = alloc::vec![program.as_bytes()];
+    argv.extend(arguments[2..].iter().map(|a| a.as_bytes()));
+    // The program's own name is its first argument, as a shell gives it.
+    let pid = crate::proc::spawn(core, program.as_bytes(), &argv, &ENVIRONMENT, 0).map_err(|error| {
+        CommandError::Failed(alloc::format!("{program} on core {core}: {}", crate::proc::errno_text(error)))
+    })?;
+    let (_, status) = crate::proc::wait(0, i64::from(pid), 0)
+        .map_err(|error| {
+            CommandError::Failed(alloc::format!("waiting for pid {pid}: {}", crate::proc::errno_text(error)))
+        })?
+        .ok_or_else(|| CommandError::Failed(alloc::format!("pid {pid} vanished")))?;
+    let code = if status & 0x7f == 0 { (status >> 8) & 0xff } else { 128 + (status & 0x7f) };
+    LAST_STATUS.store(code, Ordering::Relaxed);
+    if status & 0x7f == 0 {
+        println!("pid {pid} on core {core} exited with status {code}");
+    } else {
+        println!("pid {pid} on core {core} was killed by signal {}", status & 0x7f);
+    }
+    Ok(())
+}
+
+fn ps(_: &[&str]) -> Result<(), CommandError> {
+    let region = shared::get();
+    println!("core  processes  threads  pids  stacks  frames  created  killed  leaked frames");
+    for kcb in region.listed_kcbs() {
+        let p = &kcb.processes;
+        let small = |a: &::core::sync::atomic::AtomicU32| a.load(Ordering::Relaxed);
+        let large = |a: &::core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        println!(
+            "{:<5} {:<10} {:<8} {:<5} {:<7} {:<7} {:<8} {:<7} {}",
+            kcb.core_id.load(Ordering::Relaxed),
+            small(&p.live),
+            small(&p.threads),
+            small(&p.pids),
+            small(&p.stacks),
+            large(&p.frames),
+            large(&p.created),
+            large(&p.killed),
+            large(&p.frames_unaccounted),
+        );
+    }
+    let (running, blocked, switches) = crate::sched::counts();
+    println!(
+        "core {}: {running} threads ready or running, {blocked} blocked, {switches} switches",
+        shared::this_core()
+    );
+    for process in crate::proc::all() {
+        let state = process.state.lock();
+        println!(
+            "  pid {} ({}): {} threads, {} frames",
+            process.pid,
+            state.name,
+            state.threads.len(),
+            state.memory.frames()
+        );
+    }
+    Ok(())
+}
+
+fn syscalls(arguments: &[&str]) -> Result<(), CommandError> {
+    let region = shared::get();
+    let cores: alloc::vec::Vec<usize> = match arguments {
+        [] => (0..region.listed_kcbs().len()).collect(),
+        [core] => alloc::vec![parse_core(core)?],
+        _ => return Err(CommandError::Usage("syscalls [core]")),
+    };
+    for core in cores {
+        let Some(kcb) = region.listed_kcbs().get(core) else {
+            return Err(CommandError::Failed(alloc::format!("no core {core}: see `cores`")));
+        };
+        let c = &kcb.syscalls;
+        println!(
+            "core {core}: {} system calls, {} Reef calls, {} unimplemented (ENOSYS)",
+            c.total.load(Ordering::Relaxed),
+            c.reef.load(Ordering::Relaxed),
+            c.unimplemented.load(Ordering::Relaxed)
+        );
+        let mut line = String::new();
+        for (number, count) in c.by_number.iter().enumerate() {
+            let count = count.load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let missing = c.unimplemented_by_number[number].load(Ordering::Relaxed);
+            let entry = if missing > 0 {
+                alloc::format!(" {number}:{count}(ENOSYS)")
+            } else {
+                alloc::format!(" {number}:{count}")
+            };
+            if line.len() + entry.len() > 96 {
+                println!("  {}", line.trim_start());
+                line.clear();
+            }
+            line.push_str(&entry);
+        }
+        if !line.is_empty() {
+            println!("  {}", line.trim_start());
+        }
+    }
+    Ok(())
+}
+
 fn poweroff(_: &[&str]) -> Result<(), CommandError> {
     println!("powering off");
     legacy::qemu_exit(0);
@@ -293,12 +419,13 @@ pub fn run_line(line: &str) -> u32 {
     let Some((name, arguments)) = words.split_first() else {
         return 0;
     };
+    LAST_STATUS.store(0, Ordering::Relaxed);
     let result = match COMMANDS.iter().find(|c| c.name == *name) {
         Some(command) => (command.run)(arguments),
         None => Err(CommandError::Unknown(String::from(*name))),
     };
     match result {
-        Ok(()) => 0,
+        Ok(()) => LAST_STATUS.load(Ordering::Relaxed),
         Err(CommandError::Unknown(name)) => {
             println!("error: unknown command `{name}`: type `help` for the list");
             127
@@ -320,8 +447,7 @@ fn read_line(buffer: &mut String) {
         let Some(byte) = legacy::com1::read_byte() else {
             // Between keystrokes core 0 is idle: it answers its messages like any idle core,
             // then sleeps until a message, a key (COM1's interrupt) or the next timer tick.
-            crate::msg::drain();
-            crate::msg::wait_for_messages();
+            crate::sched::idle_once();
             continue;
         };
         crate::console::note_input();

@@ -5,3 +5,4 @@
 
 pub mod call;
 pub mod message;
+pub mod process;

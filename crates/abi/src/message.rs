@@ -21,10 +21,19 @@ pub enum Kind {
     StressLarge = 6,
     /// A benchmark probe, answered at once by the benchmark responder.
     Probe = 7,
+    /// A large message: build a process on the receiving instance ([`crate::process::SpawnRequest`]).
+    SpawnRequest = 8,
+    /// The answer to a spawn request ([`crate::process::SpawnReply`]).
+    SpawnReply = 9,
+    /// A child homed on the sender exited; to its parent's home ([`crate::process::ChildExited`]).
+    ChildExited = 10,
+    /// A large message: whole lines a process printed, for instance 0 (which owns the
+    /// console) to write as they are.
+    ConsoleOutput = 11,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 7;
+pub const MAX_KIND: u16 = 11;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -38,6 +47,10 @@ impl Kind {
             5 => Self::Stress,
             6 => Self::StressLarge,
             7 => Self::Probe,
+            8 => Self::SpawnRequest,
+            9 => Self::SpawnReply,
+            10 => Self::ChildExited,
+            11 => Self::ConsoleOutput,
             _ => return None,
         })
     }
@@ -55,24 +68,24 @@ pub enum DecodeError {
 // Decoders first turn the payload into a fixed-size array (one length check), so the field
 // reads below compile to plain loads with no further bounds checks.
 #[inline]
-fn u16_at<const N: usize>(bytes: &[u8; N], at: usize) -> u16 {
+pub(crate) fn u16_at<const N: usize>(bytes: &[u8; N], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
 #[inline]
-fn u32_at<const N: usize>(bytes: &[u8; N], at: usize) -> u32 {
+pub(crate) fn u32_at<const N: usize>(bytes: &[u8; N], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
 #[inline]
-fn u64_at<const N: usize>(bytes: &[u8; N], at: usize) -> u64 {
+pub(crate) fn u64_at<const N: usize>(bytes: &[u8; N], at: usize) -> u64 {
     let b = |i: usize| bytes[at + i];
     u64::from_le_bytes([b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)])
 }
 
 /// The payload as an array of exactly `N` bytes, or the length error.
 #[inline]
-fn exact<const N: usize>(bytes: &[u8]) -> Result<&[u8; N], DecodeError> {
+pub(crate) fn exact<const N: usize>(bytes: &[u8]) -> Result<&[u8; N], DecodeError> {
     bytes.try_into().map_err(|_| DecodeError::BadLength { expected: N, found: bytes.len() })
 }
 
@@ -286,8 +299,11 @@ pub mod handler {
     pub const SET_NOTIFY_MODE: u16 = 9;
     /// Test images only: the callee faults on purpose inside the handler (restart tests).
     pub const FAULT_NOW: u16 = 10;
+    /// Sends signal `arguments[1]` to process `arguments[0]` homed on the callee; returns 0
+    /// or a Linux errno (`ESRCH`, `EINVAL`).
+    pub const KILL_PROCESS: u16 = 11;
     /// Highest id in use.
-    pub const MAX: u16 = 10;
+    pub const MAX: u16 = 11;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

@@ -79,6 +79,15 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
     builder.map_direct(Range { start: 0, end: LARGE_PAGE_SIZE })?;
     builder.map_direct(facts.shared)?;
     builder.map_direct(partition)?;
+    // The initramfs QEMU loaded: one copy, read-only for every instance.
+    let initramfs = facts.initramfs;
+    if initramfs.end > initramfs.start {
+        let mut page = initramfs.start & !(LARGE_PAGE_SIZE - 1);
+        while page < initramfs.end {
+            builder.map_large_page(physical_to_virtual(page), page, flags::NO_EXECUTE)?;
+            page += LARGE_PAGE_SIZE;
+        }
+    }
     let device = flags::WRITABLE | flags::NO_EXECUTE | flags::CACHE_DISABLE | flags::WRITE_THROUGH;
     let apic_page = facts.local_apic_physical & !(PAGE_SIZE - 1);
     builder.map_page(physical_to_virtual(apic_page), apic_page, device)?;

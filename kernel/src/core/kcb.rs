@@ -122,6 +122,49 @@ pub struct Kcb {
     pub incarnation: AtomicU64,
     /// Message counters (`msg stats`).
     pub messages: crate::msg::MessageCounters,
+    /// System calls taken by trap (`syscalls`).
+    pub syscalls: SyscallCounters,
+    /// Processes homed here (`ps`, the leak check).
+    pub processes: ProcessCounters,
+}
+
+/// System-call counters of one instance, written by that instance only.
+#[repr(C)]
+pub struct SyscallCounters {
+    pub total: AtomicU64,
+    /// Reef's own calls (numbers from 4096).
+    pub reef: AtomicU64,
+    /// Calls answered `ENOSYS`.
+    pub unimplemented: AtomicU64,
+    /// Per Linux number below [`crate::syscall::COUNTED_NUMBERS`].
+    pub by_number: [AtomicU32; crate::syscall::COUNTED_NUMBERS],
+    /// Per number, the calls answered `ENOSYS`.
+    pub unimplemented_by_number: [AtomicU32; crate::syscall::COUNTED_NUMBERS],
+}
+
+/// Process counters of one instance, written by that instance only.
+#[repr(C)]
+#[derive(Default)]
+pub struct ProcessCounters {
+    /// Processes homed here now.
+    pub live: AtomicU32,
+    /// Threads alive now.
+    pub threads: AtomicU32,
+    /// Processes created since boot.
+    pub created: AtomicU64,
+    /// Processes killed by a fault or a signal.
+    pub killed: AtomicU64,
+    /// Pids and tids in use.
+    pub pids: AtomicU32,
+    /// Thread kernel stacks in use.
+    pub stacks: AtomicU32,
+    /// Frames held by live processes (pages and page tables).
+    pub frames: AtomicU64,
+    /// Frames missing from the instance's free list beyond what live processes and the
+    /// stack cache hold: 0 unless something leaked.
+    pub frames_unaccounted: AtomicU64,
+    /// Free frames right after the instance started, before any process.
+    pub baseline_free_frames: AtomicU64,
 }
 
 impl Kcb {

@@ -46,6 +46,9 @@ pub struct BootFacts {
     pub has_mwait: bool,
     /// Whether x2APIC is offered.
     pub has_x2apic: bool,
+    /// Where QEMU loaded the initramfs (`-initrd`, PVH module 0); empty if none. Every
+    /// instance maps it read-only.
+    pub initramfs: Range,
     /// Whether spin loops execute PAUSE (not under QEMU's TCG, where PAUSE leaves the
     /// translated code for the emulator's main loop and costs microseconds).
     pub pause_in_spins: bool,

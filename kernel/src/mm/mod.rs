@@ -4,4 +4,5 @@ pub mod address_space;
 pub mod frames;
 pub mod heap;
 pub mod image;
+pub mod user;
 pub mod window;

@@ -66,3 +66,29 @@ pub fn unmap(partition: Range) {
         Ok(())
     });
 }
+
+/// Maps a fresh zeroed frame at kernel address `virtual_address` in this instance's kernel
+/// half (which every process of the instance shares), writable, no-execute.
+pub fn map_kernel_page(virtual_address: u64) -> Result<u64, FrameError> {
+    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let (free_before, _) = frames::counts();
+    let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
+    let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
+    let pt = next_table(pd, (virtual_address >> 21) & 511)?;
+    let tables = free_before - frames::counts().0;
+    let frame = frames::allocate_zeroed()?;
+    // SAFETY: a page table of this instance's kernel half; the address maps nothing yet.
+    unsafe {
+        entry(pt, (virtual_address >> 12) & 511).write(frame | flags::PRESENT | flags::WRITABLE | flags::NO_EXECUTE)
+    };
+    flush_page(virtual_address);
+    Ok(tables + 1)
+}
+
+/// Makes sure the boot window's top-level entry exists in this instance's root before any
+/// process copies the kernel half, so a boot driver running later maps its window where
+/// every address space sees it.
+pub fn prepare_kernel_half() -> Result<(), FrameError> {
+    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    next_table(root, (BOOT_WINDOW_BASE >> 39) & 511).map(drop)
+}

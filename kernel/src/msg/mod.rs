@@ -400,6 +400,11 @@ pub fn is_live(core: usize) -> bool {
     shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live())
 }
 
+/// Kernel instances running now.
+pub fn live_instances() -> usize {
+    shared::get().listed_kcbs().iter().filter(|kcb| kcb.state() == CoreState::Running).count()
+}
+
 /// A restarted instance takes over the channel endpoints its dead predecessor held, where
 /// they stood (positions are saved after every message), abandons the tickets it held in
 /// other cores' queues (their receivers skip them, counted lost), and evicts its old

@@ -221,3 +221,28 @@ pub unsafe fn enable_interrupts_and_mwait() {
     // SAFETY: guaranteed by the caller; ECX bit 0 set: interrupts wake MWAIT even if masked.
     unsafe { asm!("sti", "mwait", in("eax") 0u32, in("ecx") 1u32, options(nostack)) };
 }
+
+/// A hardware random number (RDRAND), if the CPU offers it and delivers within 10 tries.
+pub fn rdrand() -> Option<u64> {
+    static CHECKED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+    let offered = match CHECKED.load(Ordering::Relaxed) {
+        0 => {
+            let has = cpuid(1, 0).ecx & (1 << 30) != 0;
+            CHECKED.store(if has { 1 } else { 2 }, Ordering::Relaxed);
+            has
+        }
+        value => value == 1,
+    };
+    if !offered {
+        return None;
+    }
+    for _ in 0..10 {
+        let (value, ok): (u64, u8);
+        // SAFETY: RDRAND exists (CPUID.1:ECX[30]); it only writes the register and CF.
+        unsafe { asm!("rdrand {}", "setc {}", out(reg) value, out(reg_byte) ok, options(nomem, nostack)) };
+        if ok != 0 {
+            return Some(value);
+        }
+    }
+    None
+}

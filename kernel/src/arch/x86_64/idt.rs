@@ -13,6 +13,8 @@ pub const VECTOR_WAKE: u8 = 34;
 pub const VECTOR_BENCH: u8 = 35;
 /// Vector of the console (COM1) receive interrupt, routed through the I/O APIC to core 0.
 pub const VECTOR_CONSOLE: u8 = 36;
+/// The `vector` of a frame built by the SYSCALL entry (not an IDT vector).
+pub const VECTOR_SYSCALL: u64 = 256;
 /// Vector of the LAPIC spurious interrupt.
 pub const VECTOR_SPURIOUS: u8 = 255;
 /// The 8259 PICs are remapped here and masked, so a stray legacy IRQ is recognisable.
@@ -20,7 +22,7 @@ pub const VECTOR_LEGACY_BASE: u8 = 48;
 
 /// The registers the entry stub saved, in stack order, then what the CPU pushed.
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct InterruptFrame {
     pub r15: u64,
     pub r14: u64,
@@ -46,6 +48,13 @@ pub struct InterruptFrame {
     pub ss: u64,
 }
 
+impl InterruptFrame {
+    /// Whether the frame was saved on an entry from ring 3.
+    pub fn came_from_user(&self) -> bool {
+        self.cs & 3 == 3
+    }
+}
+
 // Stubs: exceptions with an error code push only the vector; the others push a zero first,
 // so every frame has the same shape [SDM vol3 §6.13]. The stack is 16-byte aligned at the
 // call: the CPU aligns before pushing its 5 words, and the stub adds 17 more.
@@ -67,6 +76,12 @@ global_asm!(
 
     .section .text.interrupts, "ax"
     interrupt_common:
+        // A user thread may have set RFLAGS.AC: with SMAP that would let the kernel touch
+        // user pages anywhere, so clear it (CLAC only exists where SMAP does).
+        test byte ptr [rip + {smap}], 1
+        jz 1f
+        clac
+    1:
         push rax
         push rbx
         push rcx
@@ -85,6 +100,8 @@ global_asm!(
         mov rdi, rsp
         cld
         call {dispatch}
+    .global interrupt_return
+    interrupt_return:
         pop r15
         pop r14
         pop r13
@@ -170,6 +187,7 @@ global_asm!(
     .quad 0
     "#,
     dispatch = sym crate::interrupt::dispatch,
+    smap = sym super::user::SMAP_ENABLED,
 );
 
 extern "C" {

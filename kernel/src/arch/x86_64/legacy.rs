@@ -119,6 +119,12 @@ pub mod com1 {
         unsafe { write_port_u8(BASE + 1, 0x01) };
     }
 
+    /// Whether a received byte waits.
+    pub fn has_input() -> bool {
+        // SAFETY: reading the line status register of COM1 has no side effect.
+        unsafe { read_port_u8(BASE + 5) & 1 != 0 }
+    }
+
     /// A received byte, if one is waiting.
     pub fn read_byte() -> Option<u8> {
         // SAFETY: reading the line status and data registers of COM1.

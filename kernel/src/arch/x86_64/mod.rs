@@ -10,3 +10,4 @@ pub mod legacy;
 pub mod paging;
 pub mod stacks;
 pub mod trampoline;
+pub mod user;

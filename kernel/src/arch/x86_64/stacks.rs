@@ -69,3 +69,84 @@ const _: () = {
 pub fn guard_hit(address: u64) -> Option<KernelStack> {
     KernelStack::ALL.into_iter().find(|stack| (stack.top() - SLOT_SIZE..stack.bottom()).contains(&address))
 }
+
+/// Kernel stack of one thread: pages in the stack area above an unmapped guard, at a slot
+/// after the instance's own stacks. Slots are reused with their pages still mapped, so
+/// creating a thread costs no page-table work after the first use of a slot.
+#[derive(Debug)]
+pub struct ThreadStack {
+    slot: usize,
+}
+
+/// Bytes of a thread's kernel stack.
+pub const THREAD_STACK_SIZE: u64 = 32 * 1024;
+/// Most threads an instance runs at once (slots in the stack area).
+pub const THREAD_STACK_SLOTS: usize = 1024;
+const FIRST_THREAD_SLOT: usize = KernelStack::ALL.len();
+
+/// Which slots hold a thread's stack now, and which have pages mapped (private .bss).
+struct SlotTable {
+    in_use: [u64; THREAD_STACK_SLOTS / 64],
+    mapped: [u64; THREAD_STACK_SLOTS / 64],
+    /// Frames the mapped slots hold (pages and tables), kept for reuse.
+    cached_frames: u64,
+}
+
+static SLOTS: spin::Mutex<SlotTable> = spin::Mutex::new(SlotTable {
+    in_use: [0; THREAD_STACK_SLOTS / 64],
+    mapped: [0; THREAD_STACK_SLOTS / 64],
+    cached_frames: 0,
+});
+
+/// Why a thread stack could not be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// Every slot holds a running thread's stack.
+    NoSlot,
+    /// No frame left for its pages or tables.
+    OutOfMemory,
+}
+
+impl ThreadStack {
+    /// Takes a free slot, mapping its pages on first use with `map_page(virtual)`, which
+    /// returns how many frames it took (the page and any new table).
+    pub fn allocate(map_page: impl Fn(u64) -> Result<u64, ()>) -> Result<Self, StackError> {
+        let mut slots = SLOTS.lock();
+        let slot =
+            (0..THREAD_STACK_SLOTS).find(|&s| slots.in_use[s / 64] & (1 << (s % 64)) == 0).ok_or(StackError::NoSlot)?;
+        let stack = Self { slot };
+        if slots.mapped[slot / 64] & (1 << (slot % 64)) == 0 {
+            let mut page = stack.bottom();
+            while page < stack.top() {
+                slots.cached_frames += map_page(page).map_err(|()| StackError::OutOfMemory)?;
+                page += PAGE_SIZE;
+            }
+            slots.mapped[slot / 64] |= 1 << (slot % 64);
+        }
+        slots.in_use[slot / 64] |= 1 << (slot % 64);
+        Ok(stack)
+    }
+
+    /// One past the highest byte.
+    pub fn top(&self) -> u64 {
+        STACK_AREA_BASE + (FIRST_THREAD_SLOT + self.slot + 1) as u64 * SLOT_SIZE
+    }
+
+    /// Lowest mapped byte.
+    pub fn bottom(&self) -> u64 {
+        self.top() - THREAD_STACK_SIZE
+    }
+}
+
+impl Drop for ThreadStack {
+    fn drop(&mut self) {
+        SLOTS.lock().in_use[self.slot / 64] &= !(1 << (self.slot % 64));
+    }
+}
+
+/// Thread stacks in use now, and the frames kept mapped for stack slots (the leak check
+/// counts those as accounted for).
+pub fn thread_stack_usage() -> (u32, u64) {
+    let slots = SLOTS.lock();
+    (slots.in_use.iter().map(|w| w.count_ones()).sum(), slots.cached_frames)
+}

@@ -1,0 +1,212 @@
+//! Messages between kernel instances about processes: spawn a process on another core, its
+//! answer, and a child's exit travelling to its parent's home.
+
+use crate::message::{exact, u32_at, u64_at, DecodeError, PAYLOAD_SIZE};
+
+/// Longest path a spawn request carries (Linux `PATH_MAX`).
+pub const MAX_PATH: usize = 4096;
+
+/// A request to build a process on the receiving instance: the program, its arguments and
+/// environment, and who waits for it. Travels as a large message; decoding checks every count
+/// and terminator, so a malformed request is refused, never trusted.
+///
+/// Layout: request id (u64), parent pid (u32), parent core (u32), argument count (u32),
+/// environment count (u32), then `path\0`, the arguments, the environment, each NUL-ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpawnRequest<'a> {
+    /// Chosen by the sender; echoed in the reply.
+    pub request_id: u64,
+    /// The process that asked (0: the kernel of `parent_core`).
+    pub parent_pid: u32,
+    /// The parent's home instance.
+    pub parent_core: u32,
+    /// The program's path.
+    pub path: &'a [u8],
+    argument_count: u32,
+    environment_count: u32,
+    /// The NUL-ended arguments, then the NUL-ended environment.
+    strings: &'a [u8],
+}
+
+const HEADER: usize = 8 + 4 + 4 + 4 + 4;
+
+impl<'a> SpawnRequest<'a> {
+    /// Bytes [`encode`](Self::encode) writes for these strings.
+    pub fn encoded_size(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]]) -> usize {
+        HEADER + path.len() + 1 + arguments.iter().chain(environment).map(|s| s.len() + 1).sum::<usize>()
+    }
+
+    /// Writes the request into `out` (at least `encoded_size` long); returns the length, or
+    /// `None` if a string holds a NUL or `out` is too short.
+    pub fn encode(
+        out: &mut [u8],
+        request_id: u64,
+        parent_pid: u32,
+        parent_core: u32,
+        path: &[u8],
+        arguments: &[&[u8]],
+        environment: &[&[u8]],
+    ) -> Option<usize> {
+        let size = Self::encoded_size(path, arguments, environment);
+        if out.len() < size || path.is_empty() || path.len() > MAX_PATH {
+            return None;
+        }
+        out[0..8].copy_from_slice(&request_id.to_le_bytes());
+        out[8..12].copy_from_slice(&parent_pid.to_le_bytes());
+        out[12..16].copy_from_slice(&parent_core.to_le_bytes());
+        out[16..20].copy_from_slice(&u32::try_from(arguments.len()).ok()?.to_le_bytes());
+        out[20..24].copy_from_slice(&u32::try_from(environment.len()).ok()?.to_le_bytes());
+        let mut at = HEADER;
+        for string in core::iter::once(&path).chain(arguments.iter()).chain(environment.iter()) {
+            if string.contains(&0) {
+                return None;
+            }
+            out[at..at + string.len()].copy_from_slice(string);
+            out[at + string.len()] = 0;
+            at += string.len() + 1;
+        }
+        Some(at)
+    }
+
+    /// Reads a request from untrusted bytes.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        if bytes.len() < HEADER {
+            return Err(DecodeError::BadLength { expected: HEADER, found: bytes.len() });
+        }
+        let header: &[u8; HEADER] = exact(&bytes[..HEADER])?;
+        let argument_count = u32_at(header, 16);
+        let environment_count = u32_at(header, 20);
+        let rest = &bytes[HEADER..];
+        let path_end = rest.iter().position(|&b| b == 0).ok_or(DecodeError::BadField("path"))?;
+        if path_end == 0 || path_end > MAX_PATH {
+            return Err(DecodeError::BadField("path"));
+        }
+        let strings = &rest[path_end + 1..];
+        let terminators = strings.iter().filter(|&&b| b == 0).count() as u64;
+        let wanted = u64::from(argument_count) + u64::from(environment_count);
+        if terminators != wanted || strings.last().is_some_and(|&b| b != 0) {
+            return Err(DecodeError::BadField("string counts"));
+        }
+        Ok(Self {
+            request_id: u64_at(header, 0),
+            parent_pid: u32_at(header, 8),
+            parent_core: u32_at(header, 12),
+            path: &rest[..path_end],
+            argument_count,
+            environment_count,
+            strings,
+        })
+    }
+
+    /// The arguments.
+    pub fn arguments(&self) -> impl Iterator<Item = &'a [u8]> {
+        self.strings.split(|&b| b == 0).take(self.argument_count as usize)
+    }
+
+    /// The environment.
+    pub fn environment(&self) -> impl Iterator<Item = &'a [u8]> {
+        self.strings.split(|&b| b == 0).skip(self.argument_count as usize).take(self.environment_count as usize)
+    }
+}
+
+/// The answer to a [`SpawnRequest`]: the new pid, or a negative Linux errno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpawnReply {
+    pub request_id: u64,
+    pub result: i64,
+}
+
+impl SpawnReply {
+    pub const SIZE: usize = 16;
+
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..8].copy_from_slice(&self.request_id.to_le_bytes());
+        out[8..16].copy_from_slice(&self.result.to_le_bytes());
+        Self::SIZE
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
+        let result = u64_at(bytes, 8) as i64;
+        if result == 0 || result < -4095 {
+            return Err(DecodeError::BadField("result"));
+        }
+        Ok(Self { request_id: u64_at(bytes, 0), result })
+    }
+}
+
+/// A child exited: its parent (homed on the receiver) may reap it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChildExited {
+    /// The parent (0: the receiving kernel itself, e.g. its shell).
+    pub parent_pid: u32,
+    pub child_pid: u32,
+    /// The `wait4` status word (Linux encoding).
+    pub wait_status: u32,
+}
+
+impl ChildExited {
+    pub const SIZE: usize = 12;
+
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..4].copy_from_slice(&self.parent_pid.to_le_bytes());
+        out[4..8].copy_from_slice(&self.child_pid.to_le_bytes());
+        out[8..12].copy_from_slice(&self.wait_status.to_le_bytes());
+        Self::SIZE
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
+        let child_pid = u32_at(bytes, 4);
+        if child_pid == 0 {
+            return Err(DecodeError::BadField("child pid"));
+        }
+        Ok(Self { parent_pid: u32_at(bytes, 0), child_pid, wait_status: u32_at(bytes, 8) })
+    }
+}
+
+const _: () = assert!(SpawnReply::SIZE <= PAYLOAD_SIZE && ChildExited::SIZE <= PAYLOAD_SIZE);
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn spawn_request_round_trip() {
+        let mut out = [0u8; 256];
+        let arguments: [&[u8]; 3] = [b"/bin/busybox", b"ls", b"-l"];
+        let environment: [&[u8]; 1] = [b"HOME=/"];
+        let n = SpawnRequest::encode(&mut out, 7, 3, 1, b"/bin/busybox", &arguments, &environment).unwrap();
+        let request = SpawnRequest::decode(&out[..n]).unwrap();
+        assert_eq!((request.request_id, request.parent_pid, request.parent_core), (7, 3, 1));
+        assert_eq!(request.path, b"/bin/busybox");
+        assert_eq!(request.arguments().collect::<Vec<_>>(), arguments);
+        assert_eq!(request.environment().collect::<Vec<_>>(), environment);
+    }
+
+    #[test]
+    fn malformed_spawn_requests_are_refused() {
+        let mut out = [0u8; 128];
+        let n = SpawnRequest::encode(&mut out, 1, 1, 0, b"/x", &[b"a"], &[]).unwrap();
+        assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
+        out[16] = 5;
+        assert!(SpawnRequest::decode(&out[..n]).is_err(), "wrong count");
+        assert!(SpawnRequest::decode(&[0; 10]).is_err());
+        for cut in 0..n {
+            let _ = SpawnRequest::decode(&out[..cut]);
+        }
+    }
+
+    #[test]
+    fn replies_and_exits_round_trip() {
+        let mut out = [0u8; PAYLOAD_SIZE];
+        let reply = SpawnReply { request_id: 9, result: -2 };
+        let n = reply.encode(&mut out);
+        assert_eq!(SpawnReply::decode(&out[..n]), Ok(reply));
+        let exit = ChildExited { parent_pid: 1, child_pid: 200001, wait_status: 7 << 8 };
+        let n = exit.encode(&mut out);
+        assert_eq!(ChildExited::decode(&out[..n]), Ok(exit));
+    }
+}

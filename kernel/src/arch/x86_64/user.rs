@@ -1,0 +1,346 @@
+//! Ring 3: the SYSCALL entry and its return, the first entry of a new thread, the switch
+//! between kernel stacks, FPU and TLS state, and copies to and from user memory that turn a
+//! bad pointer into an error instead of a kernel fault.
+
+use super::cpu::{cpuid, read_msr, write_msr};
+use super::gdt::{KERNEL_CODE, SYSRET_BASE, USER_CODE, USER_DATA};
+use super::idt::InterruptFrame;
+use core::arch::{asm, global_asm};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Lowest address that is not user space: user pointers must end at or below it.
+pub const USER_END: u64 = 0x0000_8000_0000_0000;
+
+const MSR_EFER: u32 = 0xC000_0080;
+const MSR_STAR: u32 = 0xC000_0081;
+const MSR_LSTAR: u32 = 0xC000_0082;
+const MSR_FMASK: u32 = 0xC000_0084;
+const MSR_FS_BASE: u32 = 0xC000_0100;
+
+/// RFLAGS bits the SYSCALL entry clears: IF, TF, DF, AC, NT [SDM vol3 §5.8.8].
+const SYSCALL_MASKED_FLAGS: u64 = (1 << 9) | (1 << 8) | (1 << 10) | (1 << 18) | (1 << 14);
+
+/// Kernel stack top of the thread running on this core: where SYSCALL switches to (the TSS
+/// holds the same value for interrupts). Private .bss: every instance has its own.
+pub static SYSCALL_STACK_TOP: AtomicU64 = AtomicU64::new(0);
+/// Where the SYSCALL entry parks the user stack pointer for the few instructions before it
+/// is pushed (interrupts are masked there).
+static SYSCALL_USER_RSP: AtomicU64 = AtomicU64::new(0);
+/// Whether this core runs with SMAP on (then STAC/CLAC exist and matter).
+pub static SMAP_ENABLED: AtomicBool = AtomicBool::new(false);
+
+// The SYSCALL entry builds the same frame as an interrupt from ring 3, so a system call, a
+// fault and a preemption all leave a thread's user state in one shape, and fork, clone and
+// exec can edit it. It returns with SYSRET when the saved RIP is canonical (the kernel
+// checks; SYSRET to a non-canonical RIP would fault in ring 0), else with IRETQ.
+global_asm!(
+    r#"
+    .section .text.syscall, "ax"
+    .global syscall_entry
+    syscall_entry:
+        mov [rip + {user_rsp}], rsp
+        mov rsp, [rip + {stack_top}]
+        push {user_data}
+        push qword ptr [rip + {user_rsp}]
+        push r11
+        push {user_code}
+        push rcx
+        push 0
+        push {vector}
+        push rax
+        push rbx
+        push rcx
+        push rdx
+        push rsi
+        push rdi
+        push rbp
+        push r8
+        push r9
+        push r10
+        push r11
+        push r12
+        push r13
+        push r14
+        push r15
+        mov rdi, rsp
+        call {dispatch}
+        pop r15
+        pop r14
+        pop r13
+        pop r12
+        pop r11
+        pop r10
+        pop r9
+        pop r8
+        pop rbp
+        pop rdi
+        pop rsi
+        pop rdx
+        pop rcx
+        pop rbx
+        pop rax
+        add rsp, 16
+        // [rsp] rip, +8 cs, +16 rflags, +24 rsp, +32 ss
+        cli
+        mov rcx, [rsp]
+        mov r11, rcx
+        shl r11, 16
+        sar r11, 16
+        cmp r11, rcx
+        jne 2f
+        mov r11, [rsp + 16]
+        mov rsp, [rsp + 24]
+        sysretq
+    2:
+        iretq
+
+    // A new thread's first switch returns here, with its user frame at the stack pointer.
+    .global thread_first_entry
+    thread_first_entry:
+        call {started}
+        jmp interrupt_return
+
+    // switch_stacks(save: *mut u64 [rdi], load: u64 [rsi]): saves the callee-saved registers
+    // on the current stack and its pointer in *save, then resumes the stack at `load`.
+    .global switch_stacks
+    switch_stacks:
+        push rbp
+        push rbx
+        push r12
+        push r13
+        push r14
+        push r15
+        mov [rdi], rsp
+        mov rsp, rsi
+        pop r15
+        pop r14
+        pop r13
+        pop r12
+        pop rbx
+        pop rbp
+        ret
+
+    // copy_with_fixup(destination [rdi], source [rsi], length [rdx]) -> bytes not copied.
+    // A page fault between copy_start and copy_end resumes at copy_fault (see
+    // `fault_fixup`), with rcx holding what is left.
+    .global copy_with_fixup
+    copy_with_fixup:
+        mov rcx, rdx
+        test byte ptr [rip + {smap}], 1
+        jz 1f
+        stac
+    1:
+    .global user_copy_start
+    user_copy_start:
+        rep movsb
+    .global user_copy_end
+    user_copy_end:
+    .global user_copy_fault
+    user_copy_fault:
+        test byte ptr [rip + {smap}], 1
+        jz 3f
+        clac
+    3:
+        mov rax, rcx
+        ret
+    "#,
+    user_rsp = sym SYSCALL_USER_RSP,
+    stack_top = sym SYSCALL_STACK_TOP,
+    user_data = const USER_DATA as u64,
+    user_code = const USER_CODE as u64,
+    vector = const super::idt::VECTOR_SYSCALL,
+    dispatch = sym crate::syscall::dispatch,
+    started = sym crate::sched::on_thread_start,
+    smap = sym SMAP_ENABLED,
+);
+
+extern "C" {
+    fn syscall_entry();
+    fn thread_first_entry();
+    fn switch_stacks(save: *mut u64, load: u64);
+    fn copy_with_fixup(destination: *mut u8, source: *const u8, length: usize) -> usize;
+    static user_copy_start: u8;
+    static user_copy_end: u8;
+    static user_copy_fault: u8;
+}
+
+/// What this core's CPU offers for running user code safely.
+#[derive(Clone, Copy, Debug)]
+pub struct UserFeatures {
+    pub smep: bool,
+    pub smap: bool,
+    pub rdrand: bool,
+}
+
+/// Sets up this core for ring 3: SSE state (user code uses XMM registers), SYSCALL, and SMEP
+/// and SMAP where the CPU has them (the kernel never runs or reads user pages by accident).
+pub fn init() -> UserFeatures {
+    let leaf7 = cpuid(7, 0);
+    let features = UserFeatures {
+        smep: leaf7.ebx & (1 << 7) != 0,
+        smap: leaf7.ebx & (1 << 20) != 0,
+        rdrand: cpuid(1, 0).ecx & (1 << 30) != 0,
+    };
+    // SAFETY: CR0/CR4 bits set here only enable features CPUID reported: MP and no EM with
+    // OSFXSR/OSXMMEXCPT for SSE [SDM vol3 §13.1], SMEP (bit 20) and SMAP (bit 21); the MSRs
+    // exist on every x86-64 CPU; LSTAR points at the entry above.
+    unsafe {
+        let mut cr0: u64;
+        asm!("mov {}, cr0", out(reg) cr0, options(nomem, nostack, preserves_flags));
+        cr0 = (cr0 & !(1 << 2)) | (1 << 1);
+        asm!("mov cr0, {}", in(reg) cr0, options(nostack, preserves_flags));
+        let mut cr4: u64;
+        asm!("mov {}, cr4", out(reg) cr4, options(nomem, nostack, preserves_flags));
+        cr4 |= (1 << 9) | (1 << 10);
+        if features.smep {
+            cr4 |= 1 << 20;
+        }
+        if features.smap {
+            cr4 |= 1 << 21;
+        }
+        asm!("mov cr4, {}", in(reg) cr4, options(nostack, preserves_flags));
+        asm!("fninit", options(nomem, nostack));
+        write_msr(MSR_EFER, read_msr(MSR_EFER) | 1);
+        write_msr(MSR_STAR, (u64::from(SYSRET_BASE) << 48) | (u64::from(KERNEL_CODE) << 32));
+        write_msr(MSR_LSTAR, syscall_entry as *const () as u64);
+        write_msr(MSR_FMASK, SYSCALL_MASKED_FLAGS);
+    }
+    SMAP_ENABLED.store(features.smap, Ordering::Relaxed);
+    features
+}
+
+/// The user frame a new thread starts from: at `entry` with stack `stack`, interrupts on.
+pub fn initial_frame(entry: u64, stack: u64) -> InterruptFrame {
+    InterruptFrame {
+        rip: entry,
+        cs: u64::from(USER_CODE),
+        rflags: 1 << 9 | 1 << 1,
+        rsp: stack,
+        ss: u64::from(USER_DATA),
+        ..InterruptFrame::default()
+    }
+}
+
+/// Callee-saved registers `switch_stacks` pops, then its return address.
+const SWITCH_WORDS: usize = 7;
+
+/// Prepares a new thread's kernel stack (`top`, 16-byte aligned) so that the first switch to
+/// it enters ring 3 with `frame`; returns the stack pointer to switch to.
+///
+/// # Safety
+/// `[top - 4 KiB, top)` must be mapped, writable, and used by nothing else.
+pub unsafe fn prepare_thread_stack(top: u64, frame: &InterruptFrame) -> u64 {
+    let frame_address = top - core::mem::size_of::<InterruptFrame>() as u64;
+    let switch_address = frame_address - (SWITCH_WORDS * 8) as u64;
+    // SAFETY: both writes land inside the stack's top page, per the caller.
+    unsafe {
+        (frame_address as *mut InterruptFrame).write(*frame);
+        let words = switch_address as *mut u64;
+        for i in 0..SWITCH_WORDS - 1 {
+            words.add(i).write(0);
+        }
+        words.add(SWITCH_WORDS - 1).write(thread_first_entry as *const () as u64);
+    }
+    switch_address
+}
+
+/// Switches from the current kernel stack to another thread's: saves this one's stack pointer
+/// in `*save` and resumes the one at `load`; returns when some core switches back to `*save`.
+///
+/// # Safety
+/// `load` must come from [`prepare_thread_stack`] or from an earlier `switch` of a thread that
+/// is not running; interrupts must be masked.
+pub unsafe fn switch(save: *mut u64, load: u64) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { switch_stacks(save, load) }
+}
+
+/// 512-byte FXSAVE area [SDM vol1 §10.5.1].
+#[repr(C, align(16))]
+#[derive(Clone)]
+pub struct FpuState(pub [u8; 512]);
+
+impl FpuState {
+    /// The state of a fresh thread: FNINIT defaults, MXCSR 0x1F80 (all exceptions masked).
+    pub fn initial() -> Self {
+        let mut state = Self([0; 512]);
+        state.0[0..2].copy_from_slice(&0x037Fu16.to_le_bytes());
+        state.0[24..28].copy_from_slice(&0x1F80u32.to_le_bytes());
+        state.0[28..32].copy_from_slice(&0xFFFFu32.to_le_bytes());
+        state
+    }
+
+    /// Saves this core's x87/SSE registers here.
+    pub fn save(&mut self) {
+        // SAFETY: FXSAVE64 writes 512 bytes at a 16-byte aligned address: `self`.
+        unsafe { asm!("fxsave64 [{}]", in(reg) self.0.as_mut_ptr(), options(nostack, preserves_flags)) };
+    }
+
+    /// Loads this core's x87/SSE registers from here.
+    pub fn restore(&self) {
+        // SAFETY: FXRSTOR64 reads 512 aligned bytes; reserved MXCSR bits are never set
+        // (`initial` and FXSAVE write valid images only).
+        unsafe { asm!("fxrstor64 [{}]", in(reg) self.0.as_ptr(), options(nostack, preserves_flags)) };
+    }
+}
+
+/// Sets the FS base (user TLS, from `arch_prctl(ARCH_SET_FS)`).
+pub fn set_fs_base(value: u64) {
+    // SAFETY: FS_BASE takes any canonical address; callers check canonicality.
+    unsafe { write_msr(MSR_FS_BASE, value) };
+}
+
+/// Whether `[address, address + length)` lies wholly in user space.
+pub fn is_user_range(address: u64, length: u64) -> bool {
+    address.checked_add(length).is_some_and(|end| end <= USER_END)
+}
+
+/// A user access that touched an unmapped or forbidden page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadAddress;
+
+/// Copies `destination.len()` bytes from user address `source`.
+pub fn copy_from_user(destination: &mut [u8], source: u64) -> Result<(), BadAddress> {
+    if !is_user_range(source, destination.len() as u64) {
+        return Err(BadAddress);
+    }
+    // SAFETY: the source range is user space (checked); a fault inside the copy resumes at
+    // its fixup and is reported as bytes left; the destination is a kernel buffer.
+    let left = unsafe { copy_with_fixup(destination.as_mut_ptr(), source as *const u8, destination.len()) };
+    if left == 0 {
+        Ok(())
+    } else {
+        Err(BadAddress)
+    }
+}
+
+/// Copies `source` to user address `destination`.
+pub fn copy_to_user(destination: u64, source: &[u8]) -> Result<(), BadAddress> {
+    if !is_user_range(destination, source.len() as u64) {
+        return Err(BadAddress);
+    }
+    // SAFETY: as in `copy_from_user`, the other way round.
+    let left = unsafe { copy_with_fixup(destination as *mut u8, source.as_ptr(), source.len()) };
+    if left == 0 {
+        Ok(())
+    } else {
+        Err(BadAddress)
+    }
+}
+
+/// Where a fault at `rip` inside the user-copy routine resumes, or `None` if `rip` is not in it.
+pub fn fault_fixup(rip: u64) -> Option<u64> {
+    let start = &raw const user_copy_start as u64;
+    let end = &raw const user_copy_end as u64;
+    (start..=end).contains(&rip).then_some(&raw const user_copy_fault as u64)
+}
+
+/// Reads one byte of kernel memory at `address` with a plain load, outside the copy
+/// routines: the SMAP test uses it on a user address and expects a fault.
+pub fn read_byte_unchecked(address: u64) -> u8 {
+    let value: u8;
+    // SAFETY: the load is expected to fault (SMAP); the fault handler reports it and never
+    // resumes here when it does.
+    unsafe { asm!("mov {}, byte ptr [{}]", out(reg_byte) value, in(reg) address, options(nostack, readonly)) };
+    value
+}

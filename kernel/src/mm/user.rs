@@ -1,0 +1,578 @@
+//! A process's address space: the user half of its own page tables, built from frames of its
+//! home instance's partition, with areas that say what may be mapped where (demand-zero pages
+//! are mapped on first touch), and a kernel half shared with the instance.
+
+use crate::arch::paging::{self, flags, physical_to_virtual, PAGE_SIZE};
+use crate::arch::user::USER_END;
+use crate::mm::frames;
+use alloc::vec::Vec;
+
+/// Access rights of an area, as `PROT_*` asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Protection {
+    pub read: bool,
+    pub write: bool,
+    pub execute: bool,
+}
+
+impl Protection {
+    /// From Linux `PROT_READ | PROT_WRITE | PROT_EXEC` bits.
+    pub fn from_linux(bits: u64) -> Self {
+        Self { read: bits & 1 != 0, write: bits & 2 != 0, execute: bits & 4 != 0 }
+    }
+
+    pub const READ_WRITE: Self = Self { read: true, write: true, execute: false };
+
+    fn page_flags(self) -> u64 {
+        let mut bits = flags::USER;
+        if self.write {
+            bits |= flags::WRITABLE;
+        }
+        if !self.execute {
+            bits |= flags::NO_EXECUTE;
+        }
+        bits
+    }
+
+    fn any(self) -> bool {
+        self.read || self.write || self.execute
+    }
+}
+
+/// What an area is for (named in reports and `/proc`-like listings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AreaKind {
+    /// Loaded from the program file (pages mapped at exec).
+    Program,
+    /// The `brk` heap.
+    Heap,
+    /// The main thread's stack.
+    Stack,
+    /// Anonymous `mmap`.
+    Anonymous,
+}
+
+/// A range of user addresses with one protection. Pages inside it that are not mapped yet
+/// are mapped zeroed on first touch.
+#[derive(Clone, Copy, Debug)]
+pub struct Area {
+    pub start: u64,
+    pub end: u64,
+    pub protection: Protection,
+    pub kind: AreaKind,
+}
+
+/// Why a memory operation failed, as the `errno` it becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryError {
+    /// The partition has no free frame left (`ENOMEM`).
+    OutOfMemory,
+    /// The range is not page aligned, empty, or leaves user space (`EINVAL`).
+    BadRange,
+    /// A fixed mapping would overlap what exists and the caller forbade replacing (`EEXIST`),
+    /// or no free range is large enough (`ENOMEM`).
+    NoSpace,
+}
+
+/// Where `mmap` without a hint starts looking, downwards.
+const MMAP_TOP: u64 = 0x0000_7F00_0000_0000;
+/// Lowest address `mmap` hands out.
+const MMAP_BOTTOM: u64 = 0x0000_1000_0000_0000;
+/// Top of the main stack (the page above it stays unmapped).
+pub const STACK_TOP: u64 = 0x0000_7FFF_FFFF_E000;
+/// Size of the main stack area (demand-zero; Linux's default `RLIMIT_STACK`).
+pub const STACK_SIZE: u64 = 8 << 20;
+
+const TABLE_FLAGS: u64 = flags::PRESENT | flags::WRITABLE | flags::USER;
+/// PML4 entries of the user half.
+const USER_ROOT_ENTRIES: usize = 256;
+
+/// One process's address space.
+pub struct AddressSpace {
+    /// Physical address of its PML4.
+    root: u64,
+    areas: Vec<Area>,
+    /// Start of the `brk` heap (after the program's last segment).
+    pub heap_start: u64,
+    /// Current program break.
+    pub heap_end: u64,
+    /// Frames this address space holds (pages and tables), for the leak check.
+    frames: u64,
+}
+
+fn table(physical: u64) -> *mut u64 {
+    physical_to_virtual(physical) as *mut u64
+}
+
+const fn page_floor(address: u64) -> u64 {
+    address & !(PAGE_SIZE - 1)
+}
+
+/// `address` rounded up to a page, or `None` past the address space.
+fn page_ceiling(address: u64) -> Option<u64> {
+    address.checked_add(PAGE_SIZE - 1).map(page_floor)
+}
+
+impl AddressSpace {
+    /// An empty user half under a copy of this instance's kernel half.
+    pub fn new() -> Result<Self, MemoryError> {
+        let root = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
+        let kernel_root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+        // SAFETY: both are PML4 frames of this instance, mapped by its direct map; the kernel
+        // half's entries point at tables every process of this instance shares (they are
+        // created before the first process and never freed).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                table(kernel_root).add(USER_ROOT_ENTRIES),
+                table(root).add(USER_ROOT_ENTRIES),
+                512 - USER_ROOT_ENTRIES,
+            )
+        };
+        Ok(Self { root, areas: Vec::new(), heap_start: 0, heap_end: 0, frames: 1 })
+    }
+
+    /// Physical address of the PML4 (what CR3 loads).
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    /// Frames held (pages and page tables).
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// The areas, in address order.
+    pub fn areas(&self) -> &[Area] {
+        &self.areas
+    }
+
+    /// The page-table entry of `address`, creating missing tables when `create`.
+    fn entry(&mut self, address: u64, create: bool) -> Result<Option<*mut u64>, MemoryError> {
+        let mut current = self.root;
+        for level in (2..=4).rev() {
+            let index = ((address >> (12 + 9 * (level - 1))) & 511) as usize;
+            // SAFETY: `current` is a page-table frame of this address space (user half).
+            let slot = unsafe { table(current).add(index) };
+            // SAFETY: as above.
+            let value = unsafe { slot.read() };
+            if value & flags::PRESENT == 0 {
+                if !create {
+                    return Ok(None);
+                }
+                let new = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
+                self.frames += 1;
+                // SAFETY: as above; `new` is a zeroed frame of this instance.
+                unsafe { slot.write(new | TABLE_FLAGS) };
+                current = new;
+            } else {
+                current = value & flags::ADDRESS_MASK;
+            }
+        }
+        // SAFETY: `current` is a page table of this address space.
+        Ok(Some(unsafe { table(current).add(((address >> 12) & 511) as usize) }))
+    }
+
+    /// Physical frame mapped at `address`, if any.
+    pub fn translate(&mut self, address: u64) -> Option<u64> {
+        let entry = self.entry(address, false).ok().flatten()?;
+        // SAFETY: a page-table entry of this address space.
+        let value = unsafe { entry.read() };
+        (value & flags::PRESENT != 0).then_some(value & flags::ADDRESS_MASK)
+    }
+
+    /// Maps a fresh zeroed page at `address` (page aligned) with `protection`; returns its frame.
+    fn map_zeroed(&mut self, address: u64, protection: Protection) -> Result<u64, MemoryError> {
+        let entry = self.entry(address, true)?.ok_or(MemoryError::OutOfMemory)?;
+        // SAFETY: a page-table entry of this address space.
+        let value = unsafe { entry.read() };
+        if value & flags::PRESENT != 0 {
+            return Ok(value & flags::ADDRESS_MASK);
+        }
+        let frame = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
+        self.frames += 1;
+        // SAFETY: as above.
+        unsafe { entry.write(frame | protection.page_flags() | flags::PRESENT) };
+        Ok(frame)
+    }
+
+    /// Adds an area (the caller checked it overlaps nothing).
+    fn insert_area(&mut self, area: Area) {
+        let at = self.areas.partition_point(|a| a.start < area.start);
+        self.areas.insert(at, area);
+    }
+
+    /// The area holding `address`.
+    pub fn area_of(&self, address: u64) -> Option<&Area> {
+        let at = self.areas.partition_point(|a| a.end <= address);
+        self.areas.get(at).filter(|a| a.start <= address)
+    }
+
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.areas.iter().any(|a| a.start < end && start < a.end)
+    }
+
+    /// Declares `[start, end)` as an area and maps every page of it now, zeroed; used by exec
+    /// for program segments (which it then fills) and for the initial stack's top pages.
+    pub fn map_now(&mut self, start: u64, end: u64, protection: Protection, kind: AreaKind) -> Result<(), MemoryError> {
+        let start = page_floor(start);
+        let end = page_ceiling(end).ok_or(MemoryError::BadRange)?;
+        if start >= end || end > USER_END {
+            return Err(MemoryError::BadRange);
+        }
+        // Segments may share a page at their boundary: merge into the existing area's rights.
+        let mut page = start;
+        while page < end {
+            if let Some(existing) = self.areas.iter_mut().find(|a| a.start <= page && page < a.end) {
+                let merged = Protection {
+                    read: existing.protection.read || protection.read,
+                    write: existing.protection.write || protection.write,
+                    execute: existing.protection.execute || protection.execute,
+                };
+                existing.protection = merged;
+                self.map_zeroed(page, merged)?;
+                self.set_page_rights(page, merged);
+            } else {
+                let run_end = self.areas.iter().map(|a| a.start).filter(|&s| s > page && s < end).min().unwrap_or(end);
+                self.insert_area(Area { start: page, end: run_end, protection, kind });
+                while page < run_end {
+                    self.map_zeroed(page, protection)?;
+                    page += PAGE_SIZE;
+                }
+                continue;
+            }
+            page += PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    /// Declares a demand-zero area without mapping anything.
+    pub fn reserve(&mut self, start: u64, end: u64, protection: Protection, kind: AreaKind) -> Result<(), MemoryError> {
+        if start >= end || end > USER_END || start % PAGE_SIZE != 0 || end % PAGE_SIZE != 0 {
+            return Err(MemoryError::BadRange);
+        }
+        if self.overlaps(start, end) {
+            return Err(MemoryError::NoSpace);
+        }
+        self.insert_area(Area { start, end, protection, kind });
+        Ok(())
+    }
+
+    /// Copies `bytes` to user address `address` of this address space (not necessarily the
+    /// current one), through the direct map; pages must be mapped.
+    pub fn write(&mut self, mut address: u64, mut bytes: &[u8]) -> Result<(), MemoryError> {
+        while !bytes.is_empty() {
+            let frame = self.translate(page_floor(address)).ok_or(MemoryError::BadRange)?;
+            let offset = address % PAGE_SIZE;
+            let length = bytes.len().min((PAGE_SIZE - offset) as usize);
+            // SAFETY: `frame` is a frame of this address space in this instance's partition,
+            // mapped by the direct map; the copy stays inside it.
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), (physical_to_virtual(frame) + offset) as *mut u8, length)
+            };
+            address += length as u64;
+            bytes = &bytes[length..];
+        }
+        Ok(())
+    }
+
+    /// Resolves a fault at `address`: maps a zeroed page if an area allows the access.
+    /// Returns false if the access is not allowed (the process has a bad pointer).
+    pub fn handle_fault(&mut self, address: u64, write: bool, execute: bool) -> bool {
+        let Some(area) = self.area_of(address).copied() else { return false };
+        let allowed =
+            area.protection.any() && (!write || area.protection.write) && (!execute || area.protection.execute);
+        if !allowed {
+            return false;
+        }
+        if self.translate(page_floor(address)).is_some() {
+            // Present and allowed: a fault from a stale TLB entry after mprotect; retry.
+            paging::flush_page(page_floor(address));
+            return true;
+        }
+        self.map_zeroed(page_floor(address), area.protection).is_ok()
+    }
+
+    /// Sets the program break (`brk`); returns the break in effect afterwards.
+    pub fn set_break(&mut self, wanted: u64) -> u64 {
+        if wanted < self.heap_start || wanted > self.heap_start + (1 << 36) {
+            return self.heap_end;
+        }
+        let old_top = page_ceiling(self.heap_end).unwrap_or(self.heap_end);
+        let new_top = page_ceiling(wanted).unwrap_or(old_top);
+        if new_top > old_top {
+            if self.overlaps(old_top, new_top) {
+                return self.heap_end;
+            }
+            match self.areas.iter_mut().find(|a| a.kind == AreaKind::Heap) {
+                Some(heap) => heap.end = new_top,
+                None => self.insert_area(Area {
+                    start: old_top,
+                    end: new_top,
+                    protection: Protection::READ_WRITE,
+                    kind: AreaKind::Heap,
+                }),
+            }
+        } else if new_top < old_top {
+            self.unmap_pages(new_top, old_top);
+            if let Some(at) = self.areas.iter().position(|a| a.kind == AreaKind::Heap) {
+                self.areas[at].end = new_top;
+                if self.areas[at].start >= new_top {
+                    self.areas.remove(at);
+                }
+            }
+        }
+        self.heap_end = wanted;
+        wanted
+    }
+
+    /// Finds `length` free bytes for `mmap` (top-down), or uses `hint` if it is free.
+    pub fn find_free(&self, hint: u64, length: u64) -> Result<u64, MemoryError> {
+        if hint != 0 && hint % PAGE_SIZE == 0 && is_user(hint, length) && !self.overlaps(hint, hint + length) {
+            return Ok(hint);
+        }
+        let mut top = MMAP_TOP;
+        for area in self.areas.iter().rev() {
+            if area.start >= top {
+                continue;
+            }
+            if area.end <= top.saturating_sub(length) {
+                break;
+            }
+            top = area.start;
+        }
+        let start = top.checked_sub(length).ok_or(MemoryError::NoSpace)?;
+        if start < MMAP_BOTTOM {
+            return Err(MemoryError::NoSpace);
+        }
+        Ok(start)
+    }
+
+    /// Unmaps `[start, end)`: frees its pages and cuts the areas there.
+    pub fn unmap(&mut self, start: u64, end: u64) -> Result<(), MemoryError> {
+        if start % PAGE_SIZE != 0 || start >= end || end > USER_END {
+            return Err(MemoryError::BadRange);
+        }
+        self.unmap_pages(start, end);
+        self.cut_areas(start, end, None);
+        Ok(())
+    }
+
+    /// Changes the rights of `[start, end)`; fails if part of it is not mapped.
+    pub fn protect(&mut self, start: u64, end: u64, protection: Protection) -> Result<(), MemoryError> {
+        if start % PAGE_SIZE != 0 || start >= end || end > USER_END {
+            return Err(MemoryError::BadRange);
+        }
+        // Linux: ENOMEM when part of the range is unmapped.
+        let mut covered = start;
+        for area in &self.areas {
+            if area.end <= covered || area.start >= end {
+                continue;
+            }
+            if area.start > covered {
+                return Err(MemoryError::NoSpace);
+            }
+            covered = area.end;
+        }
+        if covered < end {
+            return Err(MemoryError::NoSpace);
+        }
+        self.cut_areas(start, end, Some(protection));
+        let mut page = start;
+        while page < end {
+            self.set_page_rights(page, protection);
+            page += PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    fn set_page_rights(&mut self, page: u64, protection: Protection) {
+        if let Ok(Some(entry)) = self.entry(page, false) {
+            // SAFETY: a page-table entry of this address space.
+            let value = unsafe { entry.read() };
+            if value & flags::PRESENT != 0 {
+                let kept = value & (flags::ADDRESS_MASK | flags::ACCESSED | flags::DIRTY);
+                // SAFETY: as above.
+                unsafe { entry.write(kept | protection.page_flags() | flags::PRESENT) };
+                paging::flush_page(page);
+            }
+        }
+    }
+
+    /// Splits areas at `start` and `end`; the parts inside are removed (`None`) or given
+    /// `protection`.
+    fn cut_areas(&mut self, start: u64, end: u64, protection: Option<Protection>) {
+        let mut result = Vec::with_capacity(self.areas.len() + 2);
+        for area in self.areas.drain(..) {
+            if area.end <= start || area.start >= end {
+                result.push(area);
+                continue;
+            }
+            if area.start < start {
+                result.push(Area { end: start, ..area });
+            }
+            if let Some(protection) = protection {
+                result.push(Area { start: area.start.max(start), end: area.end.min(end), protection, ..area });
+            }
+            if area.end > end {
+                result.push(Area { start: end, ..area });
+            }
+        }
+        self.areas = result;
+    }
+
+    /// Frees every mapped page of `[start, end)`.
+    fn unmap_pages(&mut self, start: u64, end: u64) {
+        let mut page = start;
+        while page < end {
+            if let Ok(Some(entry)) = self.entry(page, false) {
+                // SAFETY: a page-table entry of this address space.
+                let value = unsafe { entry.read() };
+                if value & flags::PRESENT != 0 {
+                    // SAFETY: as above.
+                    unsafe { entry.write(0) };
+                    paging::flush_page(page);
+                    if frames::free(value & flags::ADDRESS_MASK).is_ok() {
+                        self.frames -= 1;
+                    }
+                }
+                page += PAGE_SIZE;
+            } else {
+                // No page table here: skip to the next 2 MiB.
+                page = (page | (paging::LARGE_PAGE_SIZE - 1)) + 1;
+            }
+        }
+    }
+
+    /// A copy for `fork`: the same areas, every mapped page copied into a new frame.
+    pub fn duplicate(&mut self) -> Result<Self, MemoryError> {
+        let mut copy = Self::new()?;
+        copy.heap_start = self.heap_start;
+        copy.heap_end = self.heap_end;
+        copy.areas = self.areas.clone();
+        let result = self.for_each_page(|page, frame, entry_flags| {
+            let new = copy.map_zeroed(page, Protection::READ_WRITE)?;
+            // SAFETY: both frames are this instance's, mapped by the direct map, one page each.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    physical_to_virtual(frame) as *const u8,
+                    physical_to_virtual(new) as *mut u8,
+                    PAGE_SIZE as usize,
+                )
+            };
+            if let Ok(Some(entry)) = copy.entry(page, false) {
+                // SAFETY: the entry just written by `map_zeroed`.
+                unsafe { entry.write(new | (entry_flags & !flags::ADDRESS_MASK)) };
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => Ok(copy),
+            Err(error) => {
+                copy.destroy();
+                Err(error)
+            }
+        }
+    }
+
+    /// Calls `visit(address, frame, entry)` for every mapped user page.
+    fn for_each_page(
+        &self,
+        mut visit: impl FnMut(u64, u64, u64) -> Result<(), MemoryError>,
+    ) -> Result<(), MemoryError> {
+        let read = |t: u64, i: usize| {
+            // SAFETY: `t` is a page-table frame of this address space; i < 512.
+            unsafe { table(t).add(i).read() }
+        };
+        for i4 in 0..USER_ROOT_ENTRIES {
+            let e4 = read(self.root, i4);
+            if e4 & flags::PRESENT == 0 {
+                continue;
+            }
+            for i3 in 0..512 {
+                let e3 = read(e4 & flags::ADDRESS_MASK, i3);
+                if e3 & flags::PRESENT == 0 {
+                    continue;
+                }
+                for i2 in 0..512 {
+                    let e2 = read(e3 & flags::ADDRESS_MASK, i2);
+                    if e2 & flags::PRESENT == 0 {
+                        continue;
+                    }
+                    for i1 in 0..512 {
+                        let e1 = read(e2 & flags::ADDRESS_MASK, i1);
+                        if e1 & flags::PRESENT != 0 {
+                            let address =
+                                ((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12);
+                            visit(address, e1 & flags::ADDRESS_MASK, e1)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees every page and table of the user half and the root: the end of the process's
+    /// memory. Afterwards the address space holds no frame.
+    pub fn destroy(&mut self) {
+        let free_frame = |frame: u64, count: &mut u64| {
+            if frames::free(frame).is_ok() {
+                *count -= 1;
+            } else {
+                log::error!("address space: frame {frame:#x} was not allocated");
+            }
+        };
+        let mut count = self.frames;
+        let read = |t: u64, i: usize| {
+            // SAFETY: `t` is a page-table frame of this address space; i < 512.
+            unsafe { table(t).add(i).read() }
+        };
+        for i4 in 0..USER_ROOT_ENTRIES {
+            let e4 = read(self.root, i4);
+            if e4 & flags::PRESENT == 0 {
+                continue;
+            }
+            let pdpt = e4 & flags::ADDRESS_MASK;
+            for i3 in 0..512 {
+                let e3 = read(pdpt, i3);
+                if e3 & flags::PRESENT == 0 {
+                    continue;
+                }
+                let pd = e3 & flags::ADDRESS_MASK;
+                for i2 in 0..512 {
+                    let e2 = read(pd, i2);
+                    if e2 & flags::PRESENT == 0 {
+                        continue;
+                    }
+                    let pt = e2 & flags::ADDRESS_MASK;
+                    for i1 in 0..512 {
+                        let e1 = read(pt, i1);
+                        if e1 & flags::PRESENT != 0 {
+                            free_frame(e1 & flags::ADDRESS_MASK, &mut count);
+                        }
+                    }
+                    free_frame(pt, &mut count);
+                }
+                free_frame(pd, &mut count);
+            }
+            free_frame(pdpt, &mut count);
+        }
+        free_frame(self.root, &mut count);
+        self.frames = count;
+        self.root = 0;
+        self.areas.clear();
+    }
+}
+
+impl Drop for AddressSpace {
+    fn drop(&mut self) {
+        if self.root != 0 {
+            self.destroy();
+        }
+    }
+}
+
+/// Whether `[address, address + length)` is inside user space and not empty.
+pub fn is_user(address: u64, length: u64) -> bool {
+    length > 0 && address.checked_add(length).is_some_and(|end| end <= USER_END)
+}

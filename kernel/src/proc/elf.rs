@@ -1,0 +1,242 @@
+//! Loading a static ELF program (`ET_EXEC`, or static-PIE `ET_DYN`) into a fresh address
+//! space, and the initial stack Linux programs expect (argc, argv, envp, auxv).
+
+use crate::arch::paging::PAGE_SIZE;
+use crate::mm::user::{AddressSpace, AreaKind, MemoryError, Protection, STACK_SIZE, STACK_TOP};
+use alloc::vec::Vec;
+use goblin::container::{Container, Ctx, Endian};
+use goblin::elf::header::{EI_CLASS, ELFCLASS64, ELFMAG, EM_X86_64, ET_DYN, ET_EXEC, SELFMAG};
+use goblin::elf::program_header::{ProgramHeader, PT_INTERP, PT_LOAD, PT_PHDR};
+use goblin::elf64::header::Header;
+
+/// Where a static-PIE program is placed (Linux uses a random base near here).
+const PIE_BASE: u64 = 0x0000_5555_5555_0000;
+
+/// Why a program could not be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// Not an ELF file Reef runs: bad header, not x86-64, not 64-bit, not executable,
+    /// dynamically linked, or segments outside user space (`ENOEXEC`).
+    NotExecutable(&'static str),
+    /// The partition ran out of frames (`ENOMEM`).
+    OutOfMemory,
+    /// Arguments and environment do not fit the initial stack (`E2BIG`).
+    TooBig,
+}
+
+impl From<MemoryError> for LoadError {
+    fn from(error: MemoryError) -> Self {
+        match error {
+            MemoryError::OutOfMemory => Self::OutOfMemory,
+            _ => Self::NotExecutable("segment outside user space or overlapping"),
+        }
+    }
+}
+
+/// A loaded program: its address space and where its first thread starts.
+pub struct Loaded {
+    pub memory: AddressSpace,
+    pub entry: u64,
+    pub stack_pointer: u64,
+}
+
+/// `AT_*` keys of the auxiliary vector [Linux include/uapi/linux/auxvec.h].
+mod auxv {
+    pub const NULL: u64 = 0;
+    pub const PHDR: u64 = 3;
+    pub const PHENT: u64 = 4;
+    pub const PHNUM: u64 = 5;
+    pub const PAGESZ: u64 = 6;
+    pub const BASE: u64 = 7;
+    pub const FLAGS: u64 = 8;
+    pub const ENTRY: u64 = 9;
+    pub const UID: u64 = 11;
+    pub const EUID: u64 = 12;
+    pub const GID: u64 = 13;
+    pub const EGID: u64 = 14;
+    pub const PLATFORM: u64 = 15;
+    pub const HWCAP: u64 = 16;
+    pub const CLKTCK: u64 = 17;
+    pub const SECURE: u64 = 23;
+    pub const RANDOM: u64 = 25;
+    pub const EXECFN: u64 = 31;
+}
+
+/// Largest total of argument and environment bytes (Linux allows a quarter of the stack).
+const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
+
+/// Loads `image` and builds its initial stack with `arguments` and `environment`.
+pub fn load(image: &[u8], path: &str, arguments: &[&[u8]], environment: &[&[u8]]) -> Result<Loaded, LoadError> {
+    // goblin reads every field with bounds checks and no alignment demands: the initramfs
+    // keeps files 4-byte aligned only, and a malformed file must be an error, never a fault.
+    if image.len() < 64 || image[..SELFMAG] != ELFMAG[..] {
+        return Err(LoadError::NotExecutable("not an ELF file"));
+    }
+    if image[EI_CLASS] != ELFCLASS64 {
+        return Err(LoadError::NotExecutable("not a 64-bit ELF file"));
+    }
+    let header = Header::parse(image).map_err(|_| LoadError::NotExecutable("malformed ELF header"))?;
+    if header.e_machine != EM_X86_64 {
+        return Err(LoadError::NotExecutable("not an x86-64 program"));
+    }
+    let base = match header.e_type {
+        ET_EXEC => 0,
+        ET_DYN => PIE_BASE,
+        _ => return Err(LoadError::NotExecutable("neither an executable nor a static PIE")),
+    };
+    if usize::from(header.e_phnum) > 64 {
+        return Err(LoadError::NotExecutable("too many program headers"));
+    }
+    let context = Ctx::new(Container::Big, Endian::Little);
+    let program_headers = ProgramHeader::parse(
+        image,
+        usize::try_from(header.e_phoff).unwrap_or(usize::MAX),
+        usize::from(header.e_phnum),
+        context,
+    )
+    .map_err(|_| LoadError::NotExecutable("program headers outside the file"))?;
+    let mut memory = AddressSpace::new().map_err(|_| LoadError::OutOfMemory)?;
+    let mut program_headers_address = None;
+    let mut highest = 0u64;
+    let mut segments = 0;
+    for segment in &program_headers {
+        match segment.p_type {
+            PT_INTERP => return Err(LoadError::NotExecutable("dynamically linked: Reef runs static programs only")),
+            PT_PHDR => program_headers_address = base.checked_add(segment.p_vaddr),
+            PT_LOAD if segment.p_memsz > 0 => {
+                let start = base.checked_add(segment.p_vaddr).ok_or(LoadError::NotExecutable("bad address"))?;
+                let end = start.checked_add(segment.p_memsz).ok_or(LoadError::NotExecutable("bad size"))?;
+                let file_end = segment.p_offset.checked_add(segment.p_filesz);
+                if segment.p_filesz > segment.p_memsz || file_end.is_none_or(|e| e > image.len() as u64) {
+                    return Err(LoadError::NotExecutable("segment larger than the file"));
+                }
+                if !crate::mm::user::is_user(start, end - start) || start < PAGE_SIZE {
+                    return Err(LoadError::NotExecutable("segment outside user space"));
+                }
+                let protection =
+                    Protection { read: segment.is_read(), write: segment.is_write(), execute: segment.is_executable() };
+                memory.map_now(start, end, protection, AreaKind::Program)?;
+                let bytes = &image[segment.p_offset as usize..(segment.p_offset + segment.p_filesz) as usize];
+                memory.write(start, bytes)?;
+                if program_headers_address.is_none()
+                    && segment.p_offset <= header.e_phoff
+                    && header.e_phoff < segment.p_offset + segment.p_filesz
+                {
+                    program_headers_address = Some(start + header.e_phoff - segment.p_offset);
+                }
+                highest = highest.max(end);
+                segments += 1;
+            }
+            _ => {}
+        }
+    }
+    if segments == 0 {
+        return Err(LoadError::NotExecutable("no loadable segment"));
+    }
+    let entry = base.wrapping_add(header.e_entry);
+    if memory.area_of(entry).is_none_or(|a| !a.protection.execute) {
+        return Err(LoadError::NotExecutable("entry point outside executable code"));
+    }
+    let heap_start = highest.next_multiple_of(PAGE_SIZE);
+    memory.heap_start = heap_start;
+    memory.heap_end = heap_start;
+
+    let stack_bottom = STACK_TOP - STACK_SIZE;
+    memory.reserve(stack_bottom, STACK_TOP, Protection::READ_WRITE, AreaKind::Stack)?;
+    let facts = InitialStack {
+        path,
+        arguments,
+        environment,
+        program_headers: program_headers_address.unwrap_or(0),
+        program_header_count: u64::from(header.e_phnum),
+        entry,
+    };
+    let stack_pointer = facts.build(&mut memory)?;
+    Ok(Loaded { memory, entry, stack_pointer })
+}
+
+struct InitialStack<'a> {
+    path: &'a str,
+    arguments: &'a [&'a [u8]],
+    environment: &'a [&'a [u8]],
+    program_headers: u64,
+    program_header_count: u64,
+    entry: u64,
+}
+
+impl InitialStack<'_> {
+    /// Writes strings, random bytes, then the argc/argv/envp/auxv block below them, the
+    /// stack pointer 16-byte aligned at argc [System V x86-64 ABI §3.4.1].
+    fn build(&self, memory: &mut AddressSpace) -> Result<u64, LoadError> {
+        let string_bytes: usize =
+            self.arguments.iter().chain(self.environment.iter()).map(|s| s.len() + 1).sum::<usize>()
+                + self.path.len()
+                + 1;
+        if string_bytes > MAX_ARGUMENT_BYTES {
+            return Err(LoadError::TooBig);
+        }
+        // Map the pages the initial block needs now (the rest of the stack is demand-zero).
+        let needed = (string_bytes + 64 + (self.arguments.len() + self.environment.len() + 40) * 8) as u64;
+        let pages = needed.div_ceil(PAGE_SIZE) + 1;
+        memory.map_now(STACK_TOP - pages * PAGE_SIZE, STACK_TOP, Protection::READ_WRITE, AreaKind::Stack)?;
+
+        let mut top = STACK_TOP;
+        let mut push_bytes = |memory: &mut AddressSpace, bytes: &[u8], nul: bool| -> Result<u64, LoadError> {
+            top -= bytes.len() as u64 + u64::from(nul);
+            memory.write(top, bytes)?;
+            if nul {
+                memory.write(top + bytes.len() as u64, &[0])?;
+            }
+            Ok(top)
+        };
+        let execfn = push_bytes(memory, self.path.as_bytes(), true)?;
+        let platform = push_bytes(memory, b"x86_64", true)?;
+        let mut random = [0u8; 16];
+        crate::random::fill(&mut random);
+        let random_address = push_bytes(memory, &random, false)?;
+        let mut argument_pointers = Vec::with_capacity(self.arguments.len());
+        for argument in self.arguments {
+            argument_pointers.push(push_bytes(memory, argument, true)?);
+        }
+        let mut environment_pointers = Vec::with_capacity(self.environment.len());
+        for variable in self.environment {
+            environment_pointers.push(push_bytes(memory, variable, true)?);
+        }
+        let hardware_capabilities = u64::from(crate::arch::cpu::cpuid(1, 0).edx);
+        let auxiliary = [
+            (auxv::PHDR, self.program_headers),
+            (auxv::PHENT, 56),
+            (auxv::PHNUM, self.program_header_count),
+            (auxv::PAGESZ, PAGE_SIZE),
+            (auxv::BASE, 0),
+            (auxv::FLAGS, 0),
+            (auxv::ENTRY, self.entry),
+            (auxv::UID, 0),
+            (auxv::EUID, 0),
+            (auxv::GID, 0),
+            (auxv::EGID, 0),
+            (auxv::PLATFORM, platform),
+            (auxv::HWCAP, hardware_capabilities),
+            (auxv::CLKTCK, 100),
+            (auxv::SECURE, 0),
+            (auxv::RANDOM, random_address),
+            (auxv::EXECFN, execfn),
+            (auxv::NULL, 0),
+        ];
+        let words = 1 + argument_pointers.len() + 1 + environment_pointers.len() + 1 + auxiliary.len() * 2;
+        let mut block: Vec<u64> = Vec::with_capacity(words);
+        block.push(self.arguments.len() as u64);
+        block.extend_from_slice(&argument_pointers);
+        block.push(0);
+        block.extend_from_slice(&environment_pointers);
+        block.push(0);
+        for (key, value) in auxiliary {
+            block.push(key);
+            block.push(value);
+        }
+        let stack_pointer = (top - (block.len() * 8) as u64) & !15;
+        let bytes: Vec<u8> = block.iter().flat_map(|w| w.to_le_bytes()).collect();
+        memory.write(stack_pointer, &bytes)?;
+        Ok(stack_pointer)
+    }
+}

@@ -1,0 +1,708 @@
+//! Processes of one kernel instance: pids from the instance's own range, creation from a
+//! program file, fork, threads, exit and the wait status that reaches the parent (by message
+//! when the parent is homed on another instance), kill, and spawning on another core.
+
+pub mod elf;
+
+use crate::arch::idt::InterruptFrame;
+use crate::arch::user::{self, FpuState};
+use crate::core::shared;
+use crate::fs::FileTable;
+use crate::mm::user::AddressSpace;
+use crate::sched::{self, Thread, WaitToken, Wakeup};
+use abi::message::Kind;
+use abi::process::{ChildExited, SpawnReply, SpawnRequest};
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use linux_raw_sys::errno;
+use spin::Mutex;
+
+/// Pids (and tids) per instance: instance `c` hands out `c * PID_RANGE + 1 ..`, so a pid names
+/// its home and no counter is shared between cores.
+pub const PID_RANGE: u32 = 100_000;
+
+/// Linux signal numbers Reef uses in wait statuses.
+pub mod signal {
+    pub const SIGILL: u32 = 4;
+    pub const SIGTRAP: u32 = 5;
+    pub const SIGBUS: u32 = 7;
+    pub const SIGFPE: u32 = 8;
+    pub const SIGSEGV: u32 = 11;
+}
+
+/// The home instance of `pid`.
+pub fn home_of(pid: u32) -> usize {
+    (pid / PID_RANGE) as usize
+}
+
+/// Who reaps a process: a process, or (pid 0) the kernel shell of `core`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parent {
+    pub core: u32,
+    pub pid: u32,
+}
+
+/// A child as its parent sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Child {
+    pub pid: u32,
+    /// Set when it exited: the `wait4` status word.
+    pub wait_status: Option<u32>,
+}
+
+/// What changes while a process runs.
+pub struct ProcessState {
+    pub memory: AddressSpace,
+    pub files: FileTable,
+    pub children: Vec<Child>,
+    /// Its live threads.
+    pub threads: Vec<u32>,
+    /// Program name (last part of the path), for reports.
+    pub name: String,
+    /// The path it was loaded from (`/proc/self/exe`).
+    pub path: String,
+    /// Signal dispositions asked with `rt_sigaction` (recorded; delivery comes later).
+    pub signal_actions: BTreeMap<u32, [u64; 4]>,
+    pub signal_mask: u64,
+}
+
+/// One process homed on this instance.
+pub struct Process {
+    pub pid: u32,
+    pub parent: Parent,
+    killed: AtomicBool,
+    /// The status the process ends with, once decided (exit_group, a fatal fault, a kill).
+    exit_status: AtomicU32,
+    root: AtomicU64,
+    pub state: Mutex<ProcessState>,
+    /// Console output after its last newline, not yet written (see `fs::console`).
+    pub console_pending: Mutex<Vec<u8>>,
+}
+
+const NO_STATUS: u32 = u32::MAX;
+
+impl Process {
+    /// Whether the process is being torn down; its threads end at their next return to ring 3.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
+    }
+
+    /// The root page table its threads run on.
+    pub fn page_table_root(&self) -> u64 {
+        self.root.load(Ordering::Relaxed)
+    }
+
+    /// Decides the process's end (the first decision wins) and wakes its blocked threads.
+    fn doom(&self, wait_status: u32) {
+        let _ = self.exit_status.compare_exchange(NO_STATUS, wait_status, Ordering::Relaxed, Ordering::Relaxed);
+        self.killed.store(true, Ordering::Relaxed);
+        sched::wake_process(self.pid);
+    }
+}
+
+struct PidAllocator {
+    next: u32,
+    used: BTreeSet<u32>,
+}
+
+static PIDS: Mutex<PidAllocator> = Mutex::new(PidAllocator { next: 0, used: BTreeSet::new() });
+static PROCESSES: Mutex<BTreeMap<u32, Arc<Process>>> = Mutex::new(BTreeMap::new());
+/// Children of this instance's kernel (started by the shell's `spawn`).
+static KERNEL_CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
+/// Spawn requests sent to other instances, waiting for their reply: id → (parent pid, result).
+static PENDING_SPAWNS: Mutex<BTreeMap<u64, (u32, Option<i64>)>> = Mutex::new(BTreeMap::new());
+static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
+
+/// Records this instance's free frames as the leak check's baseline (at instance entry).
+pub fn record_baseline() {
+    let kcb = shared::this_kcb();
+    kcb.processes.baseline_free_frames.store(crate::mm::frames::counts().0, Ordering::Relaxed);
+    publish_counts();
+}
+
+/// Publishes this instance's process and resource counts in its KCB, where `ps` and the
+/// leak check of any core read them: after every change of a process or thread.
+pub fn publish_counts() {
+    let counters = &shared::this_kcb().processes;
+    let processes = all();
+    let frames: u64 = processes.iter().map(|p| p.state.lock().memory.frames()).sum();
+    let threads: usize = processes.iter().map(|p| p.state.lock().threads.len()).sum();
+    let (stacks, cached) = crate::arch::stacks::thread_stack_usage();
+    let free = crate::mm::frames::counts().0;
+    let baseline = counters.baseline_free_frames.load(Ordering::Relaxed);
+    counters.live.store(processes.len() as u32, Ordering::Relaxed);
+    counters.threads.store(threads as u32, Ordering::Relaxed);
+    counters.pids.store(pids_in_use() as u32, Ordering::Relaxed);
+    counters.stacks.store(stacks, Ordering::Relaxed);
+    counters.frames.store(frames, Ordering::Relaxed);
+    counters.frames_unaccounted.store(baseline.saturating_sub(free + frames + cached), Ordering::Relaxed);
+}
+
+fn allocate_pid() -> Option<u32> {
+    let base = shared::this_core() * PID_RANGE;
+    let mut pids = PIDS.lock();
+    for _ in 0..PID_RANGE - 1 {
+        pids.next = if pids.next == 0 || pids.next >= PID_RANGE - 1 { 1 } else { pids.next + 1 };
+        let pid = base + pids.next;
+        if pids.used.insert(pid) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+fn release_pid(pid: u32) {
+    PIDS.lock().used.remove(&pid);
+}
+
+/// Pids (and tids) in use on this instance.
+pub fn pids_in_use() -> usize {
+    PIDS.lock().used.len()
+}
+
+/// The process `pid` if it is homed here and alive.
+pub fn find(pid: u32) -> Option<Arc<Process>> {
+    PROCESSES.lock().get(&pid).cloned()
+}
+
+/// Every live process of this instance.
+pub fn all() -> Vec<Arc<Process>> {
+    PROCESSES.lock().values().cloned().collect()
+}
+
+/// A Linux errno as the negative value a system call returns.
+pub type Errno = u32;
+
+/// Reads a program from the initramfs and loads it into a fresh address space.
+fn load_program(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]]) -> Result<(elf::Loaded, String), Errno> {
+    let path = core::str::from_utf8(path).map_err(|_| errno::ENOENT)?;
+    let (image, resolved) = crate::fs::read_program(path)?;
+    let loaded = elf::load(image, path, arguments, environment).map_err(|error| match error {
+        elf::LoadError::NotExecutable(why) => {
+            log::warn!("{path}: not a program Reef runs: {why}");
+            errno::ENOEXEC
+        }
+        elf::LoadError::OutOfMemory => errno::ENOMEM,
+        elf::LoadError::TooBig => errno::E2BIG,
+    })?;
+    Ok((loaded, resolved))
+}
+
+fn name_of(path: &str) -> String {
+    String::from(path.rsplit('/').next().unwrap_or(path))
+}
+
+/// Builds a process from the program at `path` on this instance and queues its thread.
+pub fn create(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], parent: Parent) -> Result<u32, Errno> {
+    let (loaded, resolved) = load_program(path, arguments, environment)?;
+    let pid = allocate_pid().ok_or(errno::EAGAIN)?;
+    let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
+    let process = Arc::new(Process {
+        pid,
+        parent,
+        killed: AtomicBool::new(false),
+        exit_status: AtomicU32::new(NO_STATUS),
+        root: AtomicU64::new(loaded.memory.root()),
+        state: Mutex::new(ProcessState {
+            memory: loaded.memory,
+            files: FileTable::with_console(),
+            children: Vec::new(),
+            threads: alloc::vec![pid],
+            name,
+            path: resolved,
+            signal_actions: BTreeMap::new(),
+            signal_mask: 0,
+        }),
+        console_pending: Mutex::new(Vec::new()),
+    });
+    let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
+    let thread = match Thread::new_user(pid, process.clone(), &frame, FpuState::initial(), 0) {
+        Ok(thread) => thread,
+        Err(_) => {
+            release_pid(pid);
+            return Err(errno::EAGAIN);
+        }
+    };
+    PROCESSES.lock().insert(pid, process);
+    shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
+    publish_counts();
+    sched::make_ready(thread);
+    Ok(pid)
+}
+
+/// Replaces the calling process's program (`execve`); on success the caller's user frame
+/// is `frame`, to be returned into.
+pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut InterruptFrame) -> Result<(), Errno> {
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    if process.state.lock().threads.len() > 1 {
+        // Linux kills the other threads first; Reef asks programs to exec from one thread.
+        return Err(errno::EBUSY);
+    }
+    let (loaded, resolved) = load_program(path, arguments, environment)?;
+    let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
+    let old_memory = {
+        let mut state = process.state.lock();
+        state.name = name;
+        state.path = resolved;
+        state.files.close_on_exec();
+        state.signal_actions.clear();
+        process.root.store(loaded.memory.root(), Ordering::Relaxed);
+        core::mem::replace(&mut state.memory, loaded.memory)
+    };
+    // SAFETY: the new root maps the kernel half like every root of this instance.
+    unsafe { crate::arch::paging::load_root(process.page_table_root()) };
+    drop(old_memory);
+    *frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
+    let me = sched::current();
+    me.fs_base.store(0, Ordering::Relaxed);
+    me.clear_child_tid.store(0, Ordering::Relaxed);
+    user::set_fs_base(0);
+    FpuState::initial().restore();
+    Ok(())
+}
+
+/// `fork`: a copy of the calling process on the same instance; returns the child's pid.
+pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let me = sched::current();
+    let pid = allocate_pid().ok_or(errno::EAGAIN)?;
+    let child = {
+        let mut state = process.state.lock();
+        let memory = match state.memory.duplicate() {
+            Ok(memory) => memory,
+            Err(_) => {
+                release_pid(pid);
+                return Err(errno::ENOMEM);
+            }
+        };
+        let child = Arc::new(Process {
+            pid,
+            parent: Parent { core: shared::this_core(), pid: process.pid },
+            killed: AtomicBool::new(false),
+            exit_status: AtomicU32::new(NO_STATUS),
+            root: AtomicU64::new(memory.root()),
+            state: Mutex::new(ProcessState {
+                memory,
+                files: state.files.clone(),
+                children: Vec::new(),
+                threads: alloc::vec![pid],
+                name: state.name.clone(),
+                path: state.path.clone(),
+                signal_actions: state.signal_actions.clone(),
+                signal_mask: state.signal_mask,
+            }),
+            console_pending: Mutex::new(Vec::new()),
+        });
+        state.children.push(Child { pid, wait_status: None });
+        child
+    };
+    let mut child_frame = *frame;
+    child_frame.rax = 0;
+    let thread = Thread::new_user(pid, child.clone(), &child_frame, me.fpu_copy(), me.fs_base.load(Ordering::Relaxed))
+        .map_err(|_| {
+            process.state.lock().children.retain(|c| c.pid != pid);
+            release_pid(pid);
+            errno::EAGAIN
+        })?;
+    PROCESSES.lock().insert(pid, child);
+    shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
+    publish_counts();
+    sched::make_ready(thread);
+    Ok(pid)
+}
+
+/// `clone` of a thread (`CLONE_VM | CLONE_THREAD`): same process, new stack and TLS.
+pub fn clone_thread(
+    frame: &InterruptFrame,
+    stack: u64,
+    tls: Option<u64>,
+    parent_tid: u64,
+    child_tid: u64,
+    flags: u64,
+) -> Result<u32, Errno> {
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let me = sched::current();
+    let tid = allocate_pid().ok_or(errno::EAGAIN)?;
+    let mut child_frame = *frame;
+    child_frame.rax = 0;
+    if stack != 0 {
+        child_frame.rsp = stack;
+    }
+    let fs_base = tls.unwrap_or(me.fs_base.load(Ordering::Relaxed));
+    let thread = Thread::new_user(tid, process.clone(), &child_frame, me.fpu_copy(), fs_base).map_err(|_| {
+        release_pid(tid);
+        errno::EAGAIN
+    })?;
+    let tid_bytes = tid.to_le_bytes();
+    if flags & u64::from(linux_raw_sys::general::CLONE_PARENT_SETTID) != 0
+        && user::copy_to_user(parent_tid, &tid_bytes).is_err()
+    {
+        release_pid(tid);
+        return Err(errno::EFAULT);
+    }
+    if flags & u64::from(linux_raw_sys::general::CLONE_CHILD_SETTID) != 0 {
+        let _ = user::copy_to_user(child_tid, &tid_bytes);
+    }
+    if flags & u64::from(linux_raw_sys::general::CLONE_CHILD_CLEARTID) != 0 {
+        thread.clear_child_tid.store(child_tid, Ordering::Relaxed);
+    }
+    process.state.lock().threads.push(tid);
+    publish_counts();
+    sched::make_ready(thread);
+    Ok(tid)
+}
+
+/// Wait status of a normal exit with `code`.
+pub fn exited_status(code: u32) -> u32 {
+    (code & 0xff) << 8
+}
+
+/// `exit_group` (and a fatal signal): the whole process ends with `wait_status`.
+pub fn exit_process(wait_status: u32) -> ! {
+    if let Some(process) = sched::current_process() {
+        process.doom(wait_status);
+    }
+    exit_thread()
+}
+
+/// `exit(code)` of one thread: when it is the last, the process ends with `code`.
+pub fn exit_thread_with(code: u32) -> ! {
+    if let Some(process) = sched::current_process() {
+        if process.state.lock().threads.len() == 1 {
+            let status = exited_status(code);
+            let _ = process.exit_status.compare_exchange(NO_STATUS, status, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+    exit_thread()
+}
+
+/// `exit` of one thread; the last thread out ends the process.
+pub fn exit_thread() -> ! {
+    let me = sched::current();
+    let Some(process) = me.process.clone() else {
+        panic!("the boot thread cannot exit");
+    };
+    // CLONE_CHILD_CLEARTID: zero the tid word and wake a joiner (pthread_join's futex).
+    let clear = me.clear_child_tid.swap(0, Ordering::Relaxed);
+    if clear != 0 && !process.is_killed() && user::copy_to_user(clear, &0u32.to_le_bytes()).is_ok() {
+        sched::wake(WaitToken::Futex(process.pid, clear), usize::MAX);
+    }
+    let last = {
+        let mut state = process.state.lock();
+        state.threads.retain(|&t| t != me.tid);
+        state.threads.is_empty()
+    };
+    if me.tid != process.pid {
+        release_pid(me.tid);
+    }
+    if last {
+        end_process(&process);
+    }
+    drop(process);
+    drop(me);
+    sched::exit_current()
+}
+
+/// From the return-to-user path: the running thread's process was killed.
+pub fn exit_thread_of_killed_process() -> ! {
+    exit_thread()
+}
+
+/// The last thread of `process` is leaving: free its memory and files, tell its parent.
+fn end_process(process: &Arc<Process>) {
+    let status = match process.exit_status.load(Ordering::Relaxed) {
+        NO_STATUS => 0,
+        status => status,
+    };
+    // Leave its page tables before freeing them.
+    let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
+    unsafe { crate::arch::paging::load_root(kernel_root) };
+    process.root.store(kernel_root, Ordering::Relaxed);
+    crate::fs::console::flush(process);
+    let orphans = {
+        let mut state = process.state.lock();
+        state.memory.destroy();
+        state.files.close_all();
+        core::mem::take(&mut state.children)
+    };
+    // Orphans are reaped by nobody: forget them (their exits find no parent and are dropped).
+    drop(orphans);
+    PROCESSES.lock().remove(&process.pid);
+    release_pid(process.pid);
+    if status & 0x7f != 0 {
+        shared::this_kcb().processes.killed.fetch_add(1, Ordering::Relaxed);
+    }
+    publish_counts();
+    report_exit(process.parent, process.pid, status);
+}
+
+fn report_exit(parent: Parent, child_pid: u32, wait_status: u32) {
+    log::debug!("process {child_pid} exited with {wait_status:#x}; parent {} on core {}", parent.pid, parent.core);
+    if parent.core == shared::this_core() {
+        record_exit(parent.pid, child_pid, wait_status);
+        return;
+    }
+    let message = crate::msg::line(Kind::ChildExited, |out| {
+        ChildExited { parent_pid: parent.pid, child_pid, wait_status }.encode(out)
+    });
+    if let Err(error) = crate::msg::send_blocking(parent.core as usize, &message) {
+        log::warn!("process {child_pid} exited but its parent's core {} was not told: {error}", parent.core);
+    }
+}
+
+/// Records a child's exit for its parent here and wakes the parent's waiters.
+fn record_exit(parent_pid: u32, child_pid: u32, wait_status: u32) {
+    let updated = if parent_pid == 0 {
+        let mut children = KERNEL_CHILDREN.lock();
+        children.iter_mut().find(|c| c.pid == child_pid).map(|c| c.wait_status = Some(wait_status)).is_some()
+    } else if let Some(parent) = find(parent_pid) {
+        let mut state = parent.state.lock();
+        state.children.iter_mut().find(|c| c.pid == child_pid).map(|c| c.wait_status = Some(wait_status)).is_some()
+    } else {
+        false
+    };
+    if updated {
+        sched::wake(WaitToken::Child(parent_pid), usize::MAX);
+    }
+}
+
+/// `wait4` options Reef honours.
+pub const WNOHANG: u64 = 1;
+
+/// Waits for a child of `parent_pid` (0: this kernel) matching `which` (-1: any); returns
+/// (pid, status), or `Ok(None)` with `WNOHANG` and nothing exited yet.
+pub fn wait(parent_pid: u32, which: i64, options: u64) -> Result<Option<(u32, u32)>, Errno> {
+    loop {
+        let reaped = with_children(parent_pid, |children| {
+            let matching = |c: &Child| which == -1 || which == 0 || i64::from(c.pid) == which;
+            if !children.iter().any(matching) {
+                return Err(errno::ECHILD);
+            }
+            Ok(children
+                .iter()
+                .position(|c| matching(c) && c.wait_status.is_some())
+                .map(|at| children.remove(at))
+                .map(|c| (c.pid, c.wait_status.unwrap_or(0))))
+        })??;
+        if let Some(found) = reaped {
+            return Ok(Some(found));
+        }
+        if options & WNOHANG != 0 {
+            return Ok(None);
+        }
+        if sched::block(WaitToken::Child(parent_pid), None) == Wakeup::Killed {
+            return Err(errno::EINTR);
+        }
+    }
+}
+
+fn with_children<T>(parent_pid: u32, work: impl FnOnce(&mut Vec<Child>) -> T) -> Result<T, Errno> {
+    if parent_pid == 0 {
+        return Ok(work(&mut KERNEL_CHILDREN.lock()));
+    }
+    let parent = find(parent_pid).ok_or(errno::ECHILD)?;
+    let mut state = parent.state.lock();
+    Ok(work(&mut state.children))
+}
+
+/// Sends `signal` to `pid` (any instance). Reef delivers no handlers yet: every signal that
+/// Linux's default action ends a process with ends it; the others are ignored.
+pub fn kill(pid: u32, signal_number: u32) -> Result<(), Errno> {
+    if signal_number > 64 {
+        return Err(errno::EINVAL);
+    }
+    let home = home_of(pid);
+    if home != shared::this_core() as usize {
+        if home >= crate::msg::messaging_cores() {
+            return Err(errno::ESRCH);
+        }
+        let result = crate::msg::icc::call(
+            home,
+            abi::message::handler::KILL_PROCESS,
+            [u64::from(pid), u64::from(signal_number), 0, 0, 0],
+            crate::msg::SEND_TIMEOUT_MS,
+        )
+        .map_err(|_| errno::ESRCH)?;
+        return if result == 0 { Ok(()) } else { Err(result as u32) };
+    }
+    kill_local(pid, signal_number)
+}
+
+fn kill_local(pid: u32, signal_number: u32) -> Result<(), Errno> {
+    let process = find(pid).ok_or(errno::ESRCH)?;
+    // SIGCHLD, SIGCONT, SIGURG, SIGWINCH default to nothing; 0 only checks existence.
+    if signal_number == 0 || matches!(signal_number, 17 | 18 | 23 | 28) {
+        return Ok(());
+    }
+    process.doom(signal_number);
+    Ok(())
+}
+
+/// ICC handler: a kill from another instance.
+pub fn kill_handler(arguments: &[u64; 5]) -> Result<u64, abi::message::IccStatus> {
+    Ok(match kill_local(arguments[0] as u32, arguments[1] as u32) {
+        Ok(()) => 0,
+        Err(error) => u64::from(error),
+    })
+}
+
+/// A user-mode fault the process cannot survive: report it in one line and end the process
+/// with the signal Linux would send.
+pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
+    let process = sched::current_process().expect("a user fault comes from a process");
+    let (signal_number, signal_name) = match frame.vector {
+        0 | 16 | 19 => (signal::SIGFPE, "SIGFPE"),
+        6 => (signal::SIGILL, "SIGILL"),
+        3 | 1 => (signal::SIGTRAP, "SIGTRAP"),
+        17 => (signal::SIGBUS, "SIGBUS"),
+        _ => (signal::SIGSEGV, "SIGSEGV"),
+    };
+    let name = process.state.lock().name.clone();
+    log::error!(
+        "process {} ({}) killed by {}: {} at rip={:#x} address={:#x} error={:#x} on core {}",
+        process.pid,
+        name,
+        signal_name,
+        crate::interrupt::exception_name(frame.vector),
+        frame.rip,
+        address,
+        frame.error_code,
+        shared::this_core()
+    );
+    exit_process(signal_number)
+}
+
+/// Spawns a process on `core` for `parent` (a local process, or 0 for this kernel): locally
+/// when `core` is this one, else by a message to that core's kernel; returns its pid.
+pub fn spawn(
+    core: usize,
+    path: &[u8],
+    arguments: &[&[u8]],
+    environment: &[&[u8]],
+    parent_pid: u32,
+) -> Result<u32, Errno> {
+    let me = shared::this_core();
+    let parent = Parent { core: me, pid: parent_pid };
+    if core == me as usize {
+        let pid = create(path, arguments, environment, parent)?;
+        let _ = with_children(parent_pid, |children| children.push(Child { pid, wait_status: None }));
+        return Ok(pid);
+    }
+    if core >= crate::msg::messaging_cores() {
+        return Err(errno::EINVAL);
+    }
+    if !crate::msg::is_live(core) {
+        return Err(errno::EAGAIN);
+    }
+    let size = SpawnRequest::encoded_size(path, arguments, environment);
+    if size > crate::msg::MAX_LARGE_MESSAGE {
+        return Err(errno::E2BIG);
+    }
+    let mut request = alloc::vec![0u8; size];
+    let request_id = (u64::from(me) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed);
+    SpawnRequest::encode(&mut request, request_id, parent_pid, me, path, arguments, environment)
+        .ok_or(errno::EINVAL)?;
+    PENDING_SPAWNS.lock().insert(request_id, (parent_pid, None));
+    if let Err(error) = crate::msg::send_large(core, Kind::SpawnRequest, &request) {
+        PENDING_SPAWNS.lock().remove(&request_id);
+        log::warn!("spawn on core {core}: {error}");
+        return Err(errno::EAGAIN);
+    }
+    let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(crate::msg::SEND_TIMEOUT_MS * 1_000_000);
+    loop {
+        let answered = PENDING_SPAWNS.lock().get(&request_id).and_then(|&(_, result)| result);
+        if let Some(result) = answered {
+            PENDING_SPAWNS.lock().remove(&request_id);
+            return if result > 0 { Ok(result as u32) } else { Err((-result) as u32) };
+        }
+        match sched::block(WaitToken::Reply(request_id), Some(deadline)) {
+            Wakeup::Woken => {}
+            Wakeup::TimedOut if crate::arch::cpu::read_tsc() >= deadline => {
+                PENDING_SPAWNS.lock().remove(&request_id);
+                return Err(errno::ETIMEDOUT);
+            }
+            Wakeup::TimedOut => {}
+            Wakeup::Killed => {
+                PENDING_SPAWNS.lock().remove(&request_id);
+                return Err(errno::EINTR);
+            }
+        }
+    }
+}
+
+/// Message handler: another instance asks for a process here.
+fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let request = SpawnRequest::decode(bytes)?;
+    log::debug!("spawn request {:#x} from core {}", request.request_id, request.parent_core);
+    let arguments: Vec<&[u8]> = request.arguments().collect();
+    let environment: Vec<&[u8]> = request.environment().collect();
+    let parent = Parent { core: request.parent_core, pid: request.parent_pid };
+    let result = match create(request.path, &arguments, &environment, parent) {
+        Ok(pid) => i64::from(pid),
+        Err(error) => -i64::from(error),
+    };
+    let reply =
+        crate::msg::line(Kind::SpawnReply, |out| SpawnReply { request_id: request.request_id, result }.encode(out));
+    if let Err(error) = crate::msg::send_blocking(request.parent_core as usize, &reply) {
+        log::warn!("spawn request from core {}: the reply was not sent: {error}", request.parent_core);
+    }
+    Ok(())
+}
+
+/// Message handler: the answer to a spawn request of ours. The child is recorded for its
+/// parent at once, so its exit (which may follow right behind) finds the record.
+fn on_spawn_reply(message: &channel::Message) -> crate::msg::HandlerResult {
+    let reply = SpawnReply::decode(message.payload())?;
+    log::debug!("spawn reply {:#x}: {}", reply.request_id, reply.result);
+    let mut pending = PENDING_SPAWNS.lock();
+    let Some(slot) = pending.get_mut(&reply.request_id) else {
+        // The requester gave up waiting: the process runs without a waiting parent.
+        return Ok(());
+    };
+    slot.1 = Some(reply.result);
+    let parent_pid = slot.0;
+    drop(pending);
+    if reply.result > 0 {
+        let pid = reply.result as u32;
+        let _ = with_children(parent_pid, |children| children.push(Child { pid, wait_status: None }));
+    }
+    sched::wake(WaitToken::Reply(reply.request_id), usize::MAX);
+    Ok(())
+}
+
+/// Message handler: a child homed elsewhere exited.
+fn on_child_exited(message: &channel::Message) -> crate::msg::HandlerResult {
+    let exited = ChildExited::decode(message.payload())?;
+    record_exit(exited.parent_pid, exited.child_pid, exited.wait_status);
+    Ok(())
+}
+
+/// Registers this instance's process message handlers.
+pub fn init() {
+    use crate::msg::{register, Handler};
+    register(Kind::SpawnRequest, Handler { high_priority: false, on_line: None, on_large: Some(on_spawn_request) });
+    register(Kind::SpawnReply, Handler { high_priority: false, on_line: Some(on_spawn_reply), on_large: None });
+    register(Kind::ChildExited, Handler { high_priority: false, on_line: Some(on_child_exited), on_large: None });
+    crate::msg::icc::register(abi::message::handler::KILL_PROCESS, kill_handler);
+}
+
+/// A sentence for a Linux errno, for the shell's messages.
+pub fn errno_text(error: Errno) -> &'static str {
+    match error {
+        errno::ENOENT => "no such file in the initramfs (see `spawn 0 /bin/busybox ls /bin`)",
+        errno::EACCES => "not an executable file",
+        errno::ENOEXEC => "not a static x86-64 ELF program",
+        errno::ENOMEM => "out of memory on that core",
+        errno::E2BIG => "arguments too long",
+        errno::EINVAL => "no such core: see `cores`",
+        errno::EAGAIN => "that core is not running: see `cores`, `start <core>`",
+        errno::ETIMEDOUT => "that core did not answer in time",
+        errno::ECHILD => "no such child",
+        errno::EINTR => "interrupted",
+        _ => "failed",
+    }
+}

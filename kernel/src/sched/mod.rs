@@ -1,0 +1,433 @@
+//! The scheduler of one kernel instance: its threads, a round-robin run queue preempted by
+//! the LAPIC timer, and blocking with wake-up tokens and deadlines.
+//!
+//! Every structure here is private to the instance (its own `.bss`); a thread never runs on
+//! another core. The boot thread (the idle loop, or the shell on core 0) is a thread too, with
+//! no process. The kernel is not preemptible: a thread leaves the CPU only when it blocks,
+//! yields, exits, or is preempted on its way back to ring 3.
+
+use crate::arch::cpu;
+use crate::arch::gdt;
+use crate::arch::paging;
+use crate::arch::stacks::{StackError, ThreadStack};
+use crate::arch::user::{self, FpuState, SYSCALL_STACK_TOP};
+use crate::proc::Process;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use spin::Mutex;
+
+/// What a blocked thread waits for; [`wake`] names the same token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitToken {
+    /// A futex word: (process id, user address).
+    Futex(u32, u64),
+    /// A child of process `pid` (or of the kernel, pid 0) changed state.
+    Child(u32),
+    /// The reply to a request this instance sent (spawn on another core).
+    Reply(u64),
+    /// Console input.
+    Console,
+    /// Nothing but the deadline (`nanosleep`).
+    Sleep,
+}
+
+/// Why a blocked thread runs again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wakeup {
+    /// [`wake`] named its token.
+    Woken,
+    /// Its deadline passed.
+    TimedOut,
+    /// Its process is being killed.
+    Killed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum State {
+    Running = 0,
+    Ready = 1,
+    Blocked = 2,
+    Dead = 3,
+}
+
+/// Register state a thread keeps while it does not run.
+struct Context {
+    /// Kernel stack pointer saved by the switch.
+    stack_pointer: u64,
+    fpu: Box<FpuState>,
+}
+
+/// One thread of this instance.
+pub struct Thread {
+    /// Thread id (global: from this instance's pid range).
+    pub tid: u32,
+    /// The process it belongs to; `None` for the boot thread.
+    pub process: Option<Arc<Process>>,
+    context: UnsafeCell<Context>,
+    /// Its kernel stack; `None` for the boot thread, which runs on the instance's main stack.
+    stack: Option<ThreadStack>,
+    state: AtomicU8,
+    /// TLS base (FS), set by `arch_prctl` or `clone(CLONE_SETTLS)`.
+    pub fs_base: AtomicU64,
+    /// `set_tid_address`/`CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
+    pub clear_child_tid: AtomicU64,
+    wait: Mutex<Option<(WaitToken, Option<u64>)>>,
+    wakeup: Mutex<Wakeup>,
+}
+
+// SAFETY: a thread is touched only by its own instance (one core); `context` is written only
+// by the switch, with interrupts masked, while the thread is not running.
+unsafe impl Sync for Thread {}
+// SAFETY: as above: threads never move to another core.
+unsafe impl Send for Thread {}
+
+impl Thread {
+    fn state(&self) -> State {
+        match self.state.load(Ordering::Relaxed) {
+            0 => State::Running,
+            1 => State::Ready,
+            2 => State::Blocked,
+            _ => State::Dead,
+        }
+    }
+
+    fn set_state(&self, state: State) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// A user thread ready to enter ring 3 with `frame`.
+    pub fn new_user(
+        tid: u32,
+        process: Arc<Process>,
+        frame: &crate::arch::idt::InterruptFrame,
+        fpu: FpuState,
+        fs_base: u64,
+    ) -> Result<Arc<Self>, StackError> {
+        let stack = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop))?;
+        // SAFETY: the stack was just allocated for this thread and is mapped writable.
+        let stack_pointer = unsafe { user::prepare_thread_stack(stack.top(), frame) };
+        Ok(Arc::new(Self {
+            tid,
+            process: Some(process),
+            context: UnsafeCell::new(Context { stack_pointer, fpu: Box::new(fpu) }),
+            stack: Some(stack),
+            state: AtomicU8::new(State::Ready as u8),
+            fs_base: AtomicU64::new(fs_base),
+            clear_child_tid: AtomicU64::new(0),
+            wait: Mutex::new(None),
+            wakeup: Mutex::new(Wakeup::Woken),
+        }))
+    }
+
+    /// A copy of its FPU state as last saved.
+    pub fn fpu_copy(&self) -> FpuState {
+        if is_current(self) {
+            let mut state = FpuState::initial();
+            state.save();
+            return state;
+        }
+        // SAFETY: the thread is not running, so its saved state is stable.
+        unsafe { (*self.context.get()).fpu.as_ref().clone() }
+    }
+}
+
+struct Scheduler {
+    current: Option<Arc<Thread>>,
+    ready: VecDeque<Arc<Thread>>,
+    blocked: Vec<Arc<Thread>>,
+    /// Threads that died; their stacks are freed by the next thread that runs.
+    dead: Vec<Arc<Thread>>,
+    switches: u64,
+}
+
+static SCHEDULER: Mutex<Scheduler> =
+    Mutex::new(Scheduler { current: None, ready: VecDeque::new(), blocked: Vec::new(), dead: Vec::new(), switches: 0 });
+/// Set by the timer: the running thread's slice is over.
+static NEED_SWITCH: AtomicBool = AtomicBool::new(false);
+/// Set by the message notification and the timer: look at the channels before returning to
+/// ring 3 (a system call's return path stays free of channel polling otherwise).
+static LOOK_AT_MESSAGES: AtomicBool = AtomicBool::new(false);
+
+/// From the message-notification interrupt: messages wait for this core.
+pub fn on_message_notification() {
+    LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
+}
+
+fn with_scheduler<T>(work: impl FnOnce(&mut Scheduler) -> T) -> T {
+    cpu::without_interrupts(|| work(&mut SCHEDULER.lock()))
+}
+
+/// Makes the code running now the boot thread of this instance.
+pub fn init() {
+    let boot = Arc::new(Thread {
+        tid: 0,
+        process: None,
+        context: UnsafeCell::new(Context { stack_pointer: 0, fpu: Box::new(FpuState::initial()) }),
+        stack: None,
+        state: AtomicU8::new(State::Running as u8),
+        fs_base: AtomicU64::new(0),
+        clear_child_tid: AtomicU64::new(0),
+        wait: Mutex::new(None),
+        wakeup: Mutex::new(Wakeup::Woken),
+    });
+    with_scheduler(|s| s.current = Some(boot));
+}
+
+/// The running thread.
+pub fn current() -> Arc<Thread> {
+    with_scheduler(|s| s.current.clone().expect("scheduler initialised at instance entry"))
+}
+
+fn is_current(thread: &Thread) -> bool {
+    with_scheduler(|s| s.current.as_ref().is_some_and(|c| core::ptr::eq(c.as_ref(), thread)))
+}
+
+/// The process of the running thread, if it is a user thread.
+pub fn current_process() -> Option<Arc<Process>> {
+    current().process.clone()
+}
+
+/// Queues a new or woken thread.
+pub fn make_ready(thread: Arc<Thread>) {
+    thread.set_state(State::Ready);
+    with_scheduler(|s| s.ready.push_back(thread));
+}
+
+/// Threads (ready or running, blocked) of this instance, the boot thread included, and the
+/// switches so far.
+pub fn counts() -> (usize, usize, u64) {
+    with_scheduler(|s| (s.ready.len() + 1, s.blocked.len(), s.switches))
+}
+
+/// One round of the boot thread's idle loop: handle messages, run the ready threads (the
+/// boot thread comes back when they block or their slice ends), else sleep until an
+/// interrupt. (Processes run on every core, the shell's too, between keystrokes.)
+pub fn idle_once() {
+    crate::msg::drain();
+    if with_scheduler(|s| !s.ready.is_empty()) {
+        yield_now();
+    } else {
+        crate::msg::wait_for_messages();
+    }
+}
+
+/// Gives the CPU to the next ready thread, if any; the caller stays ready.
+pub fn yield_now() {
+    cpu::disable_interrupts();
+    let me = current();
+    let has_other = with_scheduler(|s| !s.ready.is_empty());
+    if has_other {
+        me.set_state(State::Ready);
+        with_scheduler(|s| s.ready.push_back(me.clone()));
+        drop(me);
+        schedule();
+    }
+    cpu::enable_interrupts();
+}
+
+/// Blocks the running thread until [`wake`] names `token`, `deadline_tsc` passes, or its
+/// process is killed. Interrupts are enabled on return.
+pub fn block(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {
+    cpu::disable_interrupts();
+    let me = current();
+    if me.process.as_ref().is_some_and(|p| p.is_killed()) {
+        cpu::enable_interrupts();
+        return Wakeup::Killed;
+    }
+    *me.wait.lock() = Some((token, deadline_tsc));
+    me.set_state(State::Blocked);
+    with_scheduler(|s| s.blocked.push(me.clone()));
+    drop(me);
+    schedule();
+    let result = *current().wakeup.lock();
+    cpu::enable_interrupts();
+    result
+}
+
+fn unblock(s: &mut Scheduler, index: usize, why: Wakeup) {
+    let thread = s.blocked.swap_remove(index);
+    *thread.wait.lock() = None;
+    *thread.wakeup.lock() = why;
+    thread.set_state(State::Ready);
+    s.ready.push_back(thread);
+}
+
+/// Wakes up to `count` threads blocked on `token`; returns how many.
+pub fn wake(token: WaitToken, count: usize) -> usize {
+    with_scheduler(|s| {
+        let mut woken = 0;
+        let mut i = 0;
+        while i < s.blocked.len() && woken < count {
+            if s.blocked[i].wait.lock().is_some_and(|(t, _)| t == token) {
+                unblock(s, i, Wakeup::Woken);
+                woken += 1;
+            } else {
+                i += 1;
+            }
+        }
+        woken
+    })
+}
+
+/// Wakes every blocked thread of process `pid` with [`Wakeup::Killed`].
+pub fn wake_process(pid: u32) {
+    with_scheduler(|s| {
+        let mut i = 0;
+        while i < s.blocked.len() {
+            if s.blocked[i].process.as_ref().is_some_and(|p| p.pid == pid) {
+                unblock(s, i, Wakeup::Killed);
+            } else {
+                i += 1;
+            }
+        }
+    })
+}
+
+/// From the timer interrupt: wakes threads whose deadline passed and ends the slice.
+pub fn on_tick() {
+    wake_expired();
+    NEED_SWITCH.store(true, Ordering::Relaxed);
+    LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
+}
+
+fn wake_expired() {
+    let now = cpu::read_tsc();
+    with_scheduler(|s| {
+        let mut i = 0;
+        while i < s.blocked.len() {
+            let expired = s.blocked[i].wait.lock().is_some_and(|(_, d)| d.is_some_and(|d| d <= now));
+            if expired {
+                unblock(s, i, Wakeup::TimedOut);
+            } else {
+                i += 1;
+            }
+        }
+    })
+}
+
+/// On the way back to ring 3 (after a system call or an interrupt from user mode): handles
+/// this core's messages, ends a killed thread, and switches if the slice is over.
+pub fn before_user_return() {
+    if LOOK_AT_MESSAGES.swap(false, Ordering::Relaxed) {
+        crate::msg::drain();
+    }
+    let me = current();
+    if me.process.as_ref().is_some_and(|p| p.is_killed()) {
+        drop(me);
+        crate::proc::exit_thread_of_killed_process();
+    }
+    if NEED_SWITCH.swap(false, Ordering::Relaxed) {
+        drop(me);
+        yield_now();
+    }
+}
+
+/// The running thread ends: it is never scheduled again; its stack is freed once another
+/// thread runs. Called with its process's bookkeeping done.
+pub fn exit_current() -> ! {
+    cpu::disable_interrupts();
+    let me = current();
+    me.set_state(State::Dead);
+    with_scheduler(|s| s.dead.push(me.clone()));
+    drop(me);
+    schedule();
+    unreachable!("a dead thread was scheduled again");
+}
+
+/// Picks the next thread and switches to it. With nothing ready and the current thread not
+/// runnable, idles here: handles messages and sleeps until an interrupt, on the current
+/// thread's stack. Interrupts masked on entry and on return.
+fn schedule() {
+    loop {
+        let next = with_scheduler(|s| s.ready.pop_front());
+        let me = current();
+        match next {
+            Some(next) if Arc::ptr_eq(&next, &me) => {
+                me.set_state(State::Running);
+                return;
+            }
+            Some(next) => {
+                drop(me);
+                switch_to(next);
+                return;
+            }
+            None if me.state() == State::Running || me.state() == State::Ready => {
+                me.set_state(State::Running);
+                return;
+            }
+            None => {
+                drop(me);
+                cpu::enable_interrupts();
+                crate::msg::drain();
+                wake_expired();
+                if with_scheduler(|s| s.ready.is_empty()) {
+                    crate::msg::wait_for_messages();
+                }
+                cpu::disable_interrupts();
+            }
+        }
+    }
+}
+
+fn switch_to(next: Arc<Thread>) {
+    let previous = with_scheduler(|s| {
+        s.switches += 1;
+        s.current.replace(next.clone()).expect("a thread runs")
+    });
+    next.set_state(State::Running);
+    // SAFETY: interrupts are masked; `previous` is the running thread, so nothing else
+    // touches its context; `next` is not running (it was in the ready queue).
+    let (save, load) = unsafe {
+        let previous_context = &mut *previous.context.get();
+        previous_context.fpu.save();
+        let next_context = &*next.context.get();
+        next_context.fpu.restore();
+        (&raw mut previous_context.stack_pointer, next_context.stack_pointer)
+    };
+    user::set_fs_base(next.fs_base.load(Ordering::Relaxed));
+    let root = match &next.process {
+        Some(process) => process.page_table_root(),
+        None => crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed),
+    };
+    if root != paging::current_root() {
+        // SAFETY: every root of this instance maps the kernel half (text, data, stacks)
+        // at the same addresses: it is a copy of the instance's.
+        unsafe { paging::load_root(root) };
+    }
+    if let Some(stack) = &next.stack {
+        gdt::set_kernel_stack(stack.top());
+        SYSCALL_STACK_TOP.store(stack.top(), Ordering::Relaxed);
+    }
+    // Both threads stay alive: `previous` is queued, blocked or in `dead`, `next` is current.
+    drop(previous);
+    drop(next);
+    // SAFETY: interrupts masked, `load` from a prepared or previously switched stack.
+    unsafe { user::switch(save, load) };
+    after_switch();
+}
+
+/// Work after any switch, on the new thread's stack: free the stacks of dead threads (none
+/// of them is the running one).
+fn after_switch() {
+    let dead: Vec<Arc<Thread>> = with_scheduler(|s| {
+        let current = s.current.clone();
+        let (gone, keep): (Vec<_>, Vec<_>) =
+            s.dead.drain(..).partition(|t| !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, t)));
+        s.dead = keep;
+        gone
+    });
+    if !dead.is_empty() {
+        drop(dead);
+        crate::proc::publish_counts();
+    }
+}
+
+/// The first code of a new thread after its first switch, before it enters ring 3.
+pub extern "C" fn on_thread_start() {
+    after_switch();
+}

@@ -1,0 +1,100 @@
+//! Memory calls: `brk`, anonymous and file-copy `mmap`, `munmap`, `mprotect`.
+
+use super::SyscallResult;
+use crate::arch::paging::PAGE_SIZE;
+use crate::fs::Open;
+use crate::mm::user::{AreaKind, MemoryError, Protection};
+use crate::sched;
+use linux_raw_sys::errno;
+
+const MAP_SHARED: u64 = 0x01;
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+
+fn memory_errno(error: MemoryError) -> u32 {
+    match error {
+        MemoryError::OutOfMemory | MemoryError::NoSpace => errno::ENOMEM,
+        MemoryError::BadRange => errno::EINVAL,
+    }
+}
+
+pub fn brk(wanted: u64) -> SyscallResult {
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let mut state = process.state.lock();
+    if wanted == 0 {
+        return Ok(state.memory.heap_end);
+    }
+    Ok(state.memory.set_break(wanted))
+}
+
+pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset: u64) -> SyscallResult {
+    if length == 0 || offset % PAGE_SIZE != 0 || flags & (MAP_SHARED | MAP_PRIVATE) == 0 {
+        return Err(errno::EINVAL);
+    }
+    let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
+    let protection = Protection::from_linux(protection);
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    // A file mapping is a private copy of the file's bytes (the initramfs is read-only).
+    let contents: Option<&'static [u8]> = if flags & MAP_ANONYMOUS == 0 {
+        let open = process.state.lock().files.get(fd)?;
+        match &*open {
+            Open::File { entry, .. } => Some(entry.data.get(offset as usize..).unwrap_or(&[])),
+            _ => return Err(errno::ENODEV),
+        }
+    } else {
+        None
+    };
+    let mut state = process.state.lock();
+    let memory = &mut state.memory;
+    let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
+    let start = if fixed {
+        if hint % PAGE_SIZE != 0 || !crate::mm::user::is_user(hint, length) {
+            return Err(errno::EINVAL);
+        }
+        if flags & MAP_FIXED_NOREPLACE != 0 {
+            if memory.areas().iter().any(|a| a.start < hint + length && hint < a.end) {
+                return Err(errno::EEXIST);
+            }
+        } else {
+            memory.unmap(hint, hint + length).map_err(memory_errno)?;
+        }
+        hint
+    } else {
+        memory.find_free(hint & !(PAGE_SIZE - 1), length).map_err(memory_errno)?
+    };
+    match contents {
+        None => memory.reserve(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?,
+        Some(bytes) => {
+            memory.map_now(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
+            let copied = &bytes[..bytes.len().min(length as usize)];
+            memory.write(start, copied).map_err(memory_errno)?;
+        }
+    }
+    Ok(start)
+}
+
+pub fn munmap(start: u64, length: u64) -> SyscallResult {
+    if length == 0 {
+        return Err(errno::EINVAL);
+    }
+    let end =
+        start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let mut state = process.state.lock();
+    state.memory.unmap(start, end).map_err(memory_errno)?;
+    Ok(0)
+}
+
+pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
+    if length == 0 {
+        return Ok(0);
+    }
+    let end =
+        start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let mut state = process.state.lock();
+    state.memory.protect(start, end, Protection::from_linux(protection)).map_err(memory_errno)?;
+    Ok(0)
+}

@@ -1,0 +1,242 @@
+//! The trap path of system calls: Linux x86-64 numbers and conventions (arguments in `rdi,
+//! rsi, rdx, r10, r8, r9`, `-errno` in `rax`), plus Reef's own calls from 4096. Each call
+//! decodes its arguments (user pointers checked and copied) before it acts; an unknown number
+//! is `ENOSYS`, counted, and named once in the log with the program that made it.
+
+mod files;
+mod memory;
+mod process;
+mod time;
+
+use crate::arch::cpu;
+use crate::arch::idt::InterruptFrame;
+use crate::arch::user::{self, copy_from_user, copy_to_user};
+use crate::core::shared;
+use crate::proc::Errno;
+use crate::sched;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use linux_raw_sys::errno;
+use linux_raw_sys::general as nr;
+
+/// Numbers counted one by one (Linux's go up to about 460).
+pub const COUNTED_NUMBERS: usize = 512;
+
+/// A system call's outcome: a value, or an errno.
+pub type SyscallResult = Result<u64, Errno>;
+
+/// The six argument registers.
+#[derive(Clone, Copy, Debug)]
+pub struct Arguments(pub [u64; 6]);
+
+impl Arguments {
+    fn fd(&self, index: usize) -> i64 {
+        self.0[index] as i32 as i64
+    }
+}
+
+/// Called by the SYSCALL entry with the thread's saved user frame.
+pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
+    // The entry masked interrupts; a system call may take long (exec) or block.
+    cpu::enable_interrupts();
+    let number = frame.rax;
+    let arguments = Arguments([frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9]);
+    count(number);
+    let result = handle(number, arguments, frame);
+    frame.rax = match result {
+        Ok(value) => value,
+        Err(error) => (-i64::from(error)) as u64,
+    };
+    sched::before_user_return();
+    cpu::disable_interrupts();
+}
+
+fn count(number: u64) {
+    let counters = &shared::this_kcb().syscalls;
+    counters.total.fetch_add(1, Ordering::Relaxed);
+    if let Some(slot) = counters.by_number.get(number as usize) {
+        slot.fetch_add(1, Ordering::Relaxed);
+    } else if abi::call::is_reef_call(number) {
+        counters.reef.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Numbers already named in the log as unimplemented (private to the instance).
+static NAMED_UNKNOWN: [AtomicU64; COUNTED_NUMBERS / 64] = [const { AtomicU64::new(0) }; COUNTED_NUMBERS / 64];
+
+fn unimplemented(number: u64) -> SyscallResult {
+    let counters = &shared::this_kcb().syscalls;
+    counters.unimplemented.fetch_add(1, Ordering::Relaxed);
+    if let Some(slot) = counters.unimplemented_by_number.get(number as usize) {
+        slot.fetch_add(1, Ordering::Relaxed);
+    }
+    let first = match NAMED_UNKNOWN.get(number as usize / 64) {
+        Some(word) => word.fetch_or(1 << (number % 64), Ordering::Relaxed) & (1 << (number % 64)) == 0,
+        None => false,
+    };
+    if first {
+        let (pid, name) = match sched::current_process() {
+            Some(process) => (process.pid, process.state.lock().name.clone()),
+            None => (0, alloc::string::String::from("kernel")),
+        };
+        log::info!("system call {number} is not implemented: ENOSYS to {name} (pid {pid}); `syscalls` counts them");
+    }
+    Err(errno::ENOSYS)
+}
+
+fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResult {
+    let Ok(call) = u32::try_from(number) else { return unimplemented(number) };
+    match call {
+        nr::__NR_read => files::read(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_write => files::write(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_readv => files::readv(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_writev => files::writev(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_pread64 => files::pread(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_open => files::openat(nr::AT_FDCWD as i64, a.0[0], a.0[1]),
+        nr::__NR_openat => files::openat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_close => files::close(a.fd(0)),
+        nr::__NR_lseek => files::lseek(a.fd(0), a.0[1] as i64, a.0[2]),
+        nr::__NR_fstat => files::fstat(a.fd(0), a.0[1]),
+        nr::__NR_stat => files::fstatat(nr::AT_FDCWD as i64, a.0[0], a.0[1], 0),
+        nr::__NR_lstat => files::fstatat(nr::AT_FDCWD as i64, a.0[0], a.0[1], u64::from(nr::AT_SYMLINK_NOFOLLOW)),
+        nr::__NR_newfstatat => files::fstatat(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_getdents64 => files::getdents64(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_readlink => files::readlinkat(nr::AT_FDCWD as i64, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_readlinkat => files::readlinkat(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_access => files::faccessat(nr::AT_FDCWD as i64, a.0[0]),
+        nr::__NR_faccessat | nr::__NR_faccessat2 => files::faccessat(a.fd(0), a.0[1]),
+        nr::__NR_dup => files::dup(a.fd(0)),
+        nr::__NR_dup2 => files::dup3(a.fd(0), a.fd(1), 0, true),
+        nr::__NR_dup3 => files::dup3(a.fd(0), a.fd(1), a.0[2], false),
+        nr::__NR_fcntl => files::fcntl(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_ioctl => files::ioctl(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
+        nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_getcwd => files::getcwd(a.0[0], a.0[1]),
+        nr::__NR_chdir => files::chdir(a.0[0]),
+        nr::__NR_umask => Ok(0o022),
+
+        nr::__NR_brk => memory::brk(a.0[0]),
+        nr::__NR_mmap => memory::mmap(a.0[0], a.0[1], a.0[2], a.0[3], a.fd(4), a.0[5]),
+        nr::__NR_munmap => memory::munmap(a.0[0], a.0[1]),
+        nr::__NR_mprotect => memory::mprotect(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_madvise => Ok(0),
+
+        nr::__NR_getpid => process::getpid(),
+        nr::__NR_getppid => process::getppid(),
+        nr::__NR_gettid => Ok(u64::from(sched::current().tid)),
+        nr::__NR_fork | nr::__NR_vfork => process::fork(frame),
+        nr::__NR_clone => process::clone(frame, a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
+        nr::__NR_execve => process::execve(a.0[0], a.0[1], a.0[2], frame),
+        nr::__NR_exit => crate::proc::exit_thread_with(a.0[0] as u32),
+        nr::__NR_exit_group => crate::proc::exit_process(crate::proc::exited_status(a.0[0] as u32)),
+        nr::__NR_wait4 => process::wait4(a.0[0] as i32 as i64, a.0[1], a.0[2]),
+        nr::__NR_kill => process::kill(a.0[0] as i32 as i64, a.0[1]),
+        nr::__NR_tkill => process::kill(a.0[0] as i32 as i64, a.0[1]),
+        nr::__NR_tgkill => process::kill(a.0[1] as i32 as i64, a.0[2]),
+        nr::__NR_futex => process::futex(a.0[0], a.0[1], a.0[2], a.0[3], a.0[5]),
+        nr::__NR_set_tid_address => process::set_tid_address(a.0[0]),
+        nr::__NR_set_robust_list => Ok(0),
+        nr::__NR_arch_prctl => process::arch_prctl(a.0[0], a.0[1]),
+        nr::__NR_rt_sigaction => process::rt_sigaction(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_rt_sigprocmask => process::rt_sigprocmask(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_sigaltstack => process::sigaltstack(a.0[1]),
+        nr::__NR_sched_yield => {
+            sched::yield_now();
+            Ok(0)
+        }
+        nr::__NR_sched_getaffinity => process::sched_getaffinity(a.0[1], a.0[2]),
+        nr::__NR_prlimit64 => process::prlimit64(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_getrlimit => process::prlimit64(0, a.0[0], 0, a.0[1]),
+        nr::__NR_uname => process::uname(a.0[0]),
+        nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Ok(0),
+        nr::__NR_setuid | nr::__NR_setgid if a.0[0] == 0 => Ok(0),
+        nr::__NR_setuid | nr::__NR_setgid => Err(errno::EPERM),
+        nr::__NR_getpgrp | nr::__NR_getpgid | nr::__NR_getsid => process::getpid(),
+        nr::__NR_setpgid | nr::__NR_setsid => process::getpid(),
+        nr::__NR_prctl => Err(errno::EINVAL),
+        nr::__NR_getrandom => process::getrandom(a.0[0], a.0[1]),
+        nr::__NR_getcpu => process::getcpu(a.0[0], a.0[1]),
+        nr::__NR_sysinfo => process::sysinfo(a.0[0]),
+
+        nr::__NR_clock_gettime => time::clock_gettime(a.0[0], a.0[1]),
+        nr::__NR_clock_getres => time::clock_getres(a.0[1]),
+        nr::__NR_gettimeofday => time::gettimeofday(a.0[0]),
+        nr::__NR_time => time::time(a.0[0]),
+        nr::__NR_nanosleep => time::nanosleep(a.0[0], a.0[1]),
+        nr::__NR_clock_nanosleep => time::clock_nanosleep(a.0[0], a.0[1], a.0[2], a.0[3]),
+
+        _ if number == abi::call::CORE => Ok(u64::from(shared::this_core())),
+        _ if number == abi::call::CORES => Ok(crate::msg::live_instances() as u64),
+        _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
+        _ => unimplemented(number),
+    }
+}
+
+/// Reads a plain-data value from user memory.
+pub fn read_user<T: Copy>(address: u64) -> Result<T, Errno> {
+    let mut value = core::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: the slice covers the value's bytes; `T: Copy` is plain data for which every
+    // byte pattern the caller accepts comes from user space (callers use integer structs).
+    let bytes = unsafe { core::slice::from_raw_parts_mut(value.as_mut_ptr().cast::<u8>(), core::mem::size_of::<T>()) };
+    copy_from_user(bytes, address).map_err(|_| errno::EFAULT)?;
+    // SAFETY: every byte was written by the copy.
+    Ok(unsafe { value.assume_init() })
+}
+
+/// Writes a plain-data value to user memory.
+pub fn write_user<T>(address: u64, value: &T) -> Result<(), Errno> {
+    // SAFETY: reading the bytes of a `Copy` value of plain integers (callers pass ABI structs
+    // that have no padding holes, or zeroed ones).
+    let bytes = unsafe { core::slice::from_raw_parts((value as *const T).cast::<u8>(), core::mem::size_of::<T>()) };
+    copy_to_user(address, bytes).map_err(|_| errno::EFAULT)
+}
+
+/// Reads a NUL-terminated string of at most `max` bytes (without the NUL).
+pub fn read_string(address: u64, max: usize) -> Result<Vec<u8>, Errno> {
+    let mut result = Vec::new();
+    let mut at = address;
+    loop {
+        // Up to the end of the page, so a string that ends before an unmapped page is fine.
+        let chunk = (4096 - (at % 4096)) as usize;
+        let mut buffer = [0u8; 256];
+        let length = chunk.min(buffer.len());
+        copy_from_user(&mut buffer[..length], at).map_err(|_| errno::EFAULT)?;
+        if let Some(end) = buffer[..length].iter().position(|&b| b == 0) {
+            result.extend_from_slice(&buffer[..end]);
+            return Ok(result);
+        }
+        result.extend_from_slice(&buffer[..length]);
+        if result.len() > max {
+            return Err(errno::ENAMETOOLONG);
+        }
+        at += length as u64;
+    }
+}
+
+/// Reads a NULL-terminated array of string pointers (argv, envp).
+pub fn read_string_array(address: u64) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut strings = Vec::new();
+    if address == 0 {
+        return Ok(strings);
+    }
+    let mut total = 0;
+    for index in 0.. {
+        let pointer: u64 = read_user(address + index * 8)?;
+        if pointer == 0 {
+            break;
+        }
+        let string = read_string(pointer, 128 * 1024)?;
+        total += string.len() + 1;
+        if total > 256 * 1024 || index > 32_768 {
+            return Err(errno::E2BIG);
+        }
+        strings.push(string);
+    }
+    Ok(strings)
+}
+
+/// Whether the address is canonical and in user space (for TLS bases and jump targets).
+pub fn is_user_address(address: u64) -> bool {
+    address < user::USER_END
+}

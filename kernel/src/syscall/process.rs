@@ -1,0 +1,338 @@
+//! Process and thread calls: ids, fork, clone, execve, wait4, kill, futex, TLS, limits, and
+//! Reef's spawn on another core.
+
+use super::{read_string, read_string_array, read_user, write_user, SyscallResult};
+use crate::arch::idt::InterruptFrame;
+use crate::core::shared;
+use crate::proc;
+use crate::sched::{self, WaitToken, Wakeup};
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use linux_raw_sys::errno;
+use linux_raw_sys::general as linux;
+
+fn current() -> Result<alloc::sync::Arc<proc::Process>, u32> {
+    sched::current_process().ok_or(errno::EPERM)
+}
+
+pub fn getpid() -> SyscallResult {
+    Ok(u64::from(current()?.pid))
+}
+
+pub fn getppid() -> SyscallResult {
+    Ok(u64::from(current()?.parent.pid))
+}
+
+pub fn fork(frame: &InterruptFrame) -> SyscallResult {
+    proc::fork(frame).map(u64::from)
+}
+
+/// `clone(flags, stack, parent_tid, child_tid, tls)`: threads (`CLONE_VM | CLONE_THREAD`) or,
+/// with neither, a fork. Sharing an address space between processes is not offered.
+pub fn clone(
+    frame: &InterruptFrame,
+    flags: u64,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+    tls: u64,
+) -> SyscallResult {
+    let vm = flags & u64::from(linux::CLONE_VM) != 0;
+    let thread = flags & u64::from(linux::CLONE_THREAD) != 0;
+    match (vm, thread) {
+        (true, true) => {
+            let tls = (flags & u64::from(linux::CLONE_SETTLS) != 0).then_some(tls);
+            if tls.is_some_and(|t| !super::is_user_address(t)) {
+                return Err(errno::EPERM);
+            }
+            proc::clone_thread(frame, stack, tls, parent_tid, child_tid, flags).map(u64::from)
+        }
+        (false, false) => {
+            let mut child_frame = *frame;
+            if stack != 0 {
+                child_frame.rsp = stack;
+            }
+            proc::fork(&child_frame).map(u64::from)
+        }
+        // CLONE_VM without CLONE_THREAD (vfork-style posix_spawn) needs a shared address
+        // space between processes, which Reef does not offer yet.
+        _ => Err(errno::EINVAL),
+    }
+}
+
+pub fn execve(path: u64, arguments: u64, environment: u64, frame: &mut InterruptFrame) -> SyscallResult {
+    let path = read_string(path, 4096)?;
+    let arguments = read_string_array(arguments)?;
+    let environment = read_string_array(environment)?;
+    let arguments: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
+    let environment: Vec<&[u8]> = environment.iter().map(Vec::as_slice).collect();
+    proc::exec(&path, &arguments, &environment, frame)?;
+    Ok(0)
+}
+
+pub fn wait4(which: i64, status: u64, options: u64) -> SyscallResult {
+    let process = current()?;
+    let pid = process.pid;
+    drop(process);
+    match proc::wait(pid, which, options)? {
+        None => Ok(0),
+        Some((child, wait_status)) => {
+            if status != 0 {
+                write_user(status, &wait_status)?;
+            }
+            Ok(u64::from(child))
+        }
+    }
+}
+
+pub fn kill(pid: i64, signal_number: u64) -> SyscallResult {
+    let me = current()?;
+    let target = match pid {
+        0 | -1 => return Err(errno::EPERM),
+        p if p < 0 => (-p) as u32,
+        p => p as u32,
+    };
+    drop(me);
+    proc::kill(target, signal_number as u32)?;
+    Ok(0)
+}
+
+const FUTEX_WAIT: u64 = 0;
+const FUTEX_WAKE: u64 = 1;
+const FUTEX_WAIT_BITSET: u64 = 9;
+const FUTEX_WAKE_BITSET: u64 = 10;
+const FUTEX_COMMAND_MASK: u64 = 0x7f;
+const FUTEX_CLOCK_REALTIME: u64 = 256;
+
+/// `futex(address, op, value, timeout, _, bitset)`: WAIT and WAKE (and their bitset forms,
+/// the bitset taken as "all"). Every thread of a process runs on its home core and the
+/// kernel is not preempted, so the compare and the sleep are atomic with respect to them.
+pub fn futex(address: u64, operation: u64, value: u64, timeout: u64, _bitset: u64) -> SyscallResult {
+    let process = current()?;
+    let key = WaitToken::Futex(process.pid, address);
+    drop(process);
+    if address % 4 != 0 {
+        return Err(errno::EINVAL);
+    }
+    match operation & FUTEX_COMMAND_MASK {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let current_value: u32 = read_user(address)?;
+            if current_value != value as u32 {
+                return Err(errno::EAGAIN);
+            }
+            let deadline = if timeout == 0 {
+                None
+            } else {
+                let spec: linux::timespec = read_user(timeout)?;
+                if spec.tv_sec < 0 || !(0..1_000_000_000).contains(&spec.tv_nsec) {
+                    return Err(errno::EINVAL);
+                }
+                let ns = (spec.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(spec.tv_nsec as u64);
+                // WAIT is relative; WAIT_BITSET is absolute (monotonic, or realtime with the flag).
+                let absolute = operation & FUTEX_COMMAND_MASK == FUTEX_WAIT_BITSET;
+                let relative = if absolute {
+                    let base = if operation & FUTEX_CLOCK_REALTIME != 0 {
+                        crate::time::now_ns() + 1_767_225_600_000_000_000
+                    } else {
+                        crate::time::now_ns()
+                    };
+                    ns.saturating_sub(base)
+                } else {
+                    ns
+                };
+                Some(crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(relative))
+            };
+            match sched::block(key, deadline) {
+                Wakeup::Woken => Ok(0),
+                Wakeup::TimedOut => Err(errno::ETIMEDOUT),
+                Wakeup::Killed => Err(errno::EINTR),
+            }
+        }
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => Ok(sched::wake(key, value as u32 as usize) as u64),
+        _ => Err(errno::ENOSYS),
+    }
+}
+
+pub fn set_tid_address(address: u64) -> SyscallResult {
+    let me = sched::current();
+    me.clear_child_tid.store(address, Ordering::Relaxed);
+    Ok(u64::from(me.tid))
+}
+
+/// `ARCH_GET_FS` [Linux arch/x86/include/uapi/asm/prctl.h].
+const ARCH_GET_FS: u32 = 0x1003;
+
+pub fn arch_prctl(code: u64, address: u64) -> SyscallResult {
+    match code as u32 {
+        linux::ARCH_SET_FS => {
+            if !super::is_user_address(address) {
+                return Err(errno::EPERM);
+            }
+            sched::current().fs_base.store(address, Ordering::Relaxed);
+            crate::arch::user::set_fs_base(address);
+            Ok(0)
+        }
+        ARCH_GET_FS => {
+            write_user(address, &sched::current().fs_base.load(Ordering::Relaxed))?;
+            Ok(0)
+        }
+        _ => Err(errno::EINVAL),
+    }
+}
+
+/// Records the action (handlers are not delivered yet) and returns the previous one.
+pub fn rt_sigaction(signal_number: u64, action: u64, old_action: u64, size: u64) -> SyscallResult {
+    if signal_number == 0 || signal_number > 64 || size != 8 || signal_number == 9 || signal_number == 19 {
+        return Err(errno::EINVAL);
+    }
+    let new: Option<[u64; 4]> = if action != 0 { Some(read_user(action)?) } else { None };
+    let process = current()?;
+    let previous = {
+        let mut state = process.state.lock();
+        let previous = state.signal_actions.get(&(signal_number as u32)).copied().unwrap_or([0; 4]);
+        if let Some(new) = new {
+            state.signal_actions.insert(signal_number as u32, new);
+        }
+        previous
+    };
+    if old_action != 0 {
+        write_user(old_action, &previous)?;
+    }
+    Ok(0)
+}
+
+pub fn rt_sigprocmask(how: u64, set: u64, old_set: u64, size: u64) -> SyscallResult {
+    if size != 8 {
+        return Err(errno::EINVAL);
+    }
+    let new: Option<u64> = if set != 0 { Some(read_user(set)?) } else { None };
+    let process = current()?;
+    let previous = {
+        let mut state = process.state.lock();
+        let previous = state.signal_mask;
+        if let Some(new) = new {
+            state.signal_mask = match how {
+                0 => previous | new,
+                1 => previous & !new,
+                2 => new,
+                _ => return Err(errno::EINVAL),
+            };
+        }
+        previous
+    };
+    if old_set != 0 {
+        write_user(old_set, &previous)?;
+    }
+    Ok(0)
+}
+
+pub fn sigaltstack(old_stack: u64) -> SyscallResult {
+    if old_stack != 0 {
+        // ss_sp, ss_flags (SS_DISABLE), ss_size.
+        write_user(old_stack, &[0u64, 2, 0])?;
+    }
+    Ok(0)
+}
+
+pub fn sched_getaffinity(size: u64, mask: u64) -> SyscallResult {
+    if size < 8 {
+        return Err(errno::EINVAL);
+    }
+    // A process runs on its home core only.
+    write_user(mask, &(1u64 << (shared::this_core() % 64)))?;
+    Ok(8)
+}
+
+pub fn prlimit64(pid: u64, resource: u64, new_limit: u64, old_limit: u64) -> SyscallResult {
+    if pid != 0 && pid != u64::from(current()?.pid) {
+        return Err(errno::ESRCH);
+    }
+    let _ = new_limit;
+    const INFINITY: u64 = u64::MAX;
+    let (soft, hard) = match resource as u32 {
+        linux::RLIMIT_STACK => (crate::mm::user::STACK_SIZE, INFINITY),
+        linux::RLIMIT_NOFILE => (crate::fs::MAX_FILES as u64, crate::fs::MAX_FILES as u64),
+        linux::RLIMIT_NPROC => (u64::from(proc::PID_RANGE), u64::from(proc::PID_RANGE)),
+        r if r < 16 => (INFINITY, INFINITY),
+        _ => return Err(errno::EINVAL),
+    };
+    if old_limit != 0 {
+        write_user(old_limit, &linux::rlimit64 { rlim_cur: soft, rlim_max: hard })?;
+    }
+    Ok(0)
+}
+
+fn field<const N: usize>(text: &str) -> [core::ffi::c_char; N] {
+    let mut out = [0 as core::ffi::c_char; N];
+    for (slot, byte) in out.iter_mut().zip(text.bytes().take(N - 1)) {
+        *slot = byte as core::ffi::c_char;
+    }
+    out
+}
+
+pub fn uname(out: u64) -> SyscallResult {
+    let build = crate::mm::image::build_id();
+    let version = alloc::format!(
+        "#1 Reef {} build {}",
+        crate::mm::image::IMAGE_NAME,
+        core::str::from_utf8(&build[..12]).unwrap_or("?")
+    );
+    let name = linux_raw_sys::system::new_utsname {
+        sysname: field("Reef"),
+        nodename: field("reef"),
+        release: field(env!("CARGO_PKG_VERSION")),
+        version: field(&version),
+        machine: field("x86_64"),
+        domainname: field("(none)"),
+    };
+    write_user(out, &name)?;
+    Ok(0)
+}
+
+pub fn getrandom(buffer: u64, length: u64) -> SyscallResult {
+    let length = length.min(1 << 20) as usize;
+    let mut chunk = [0u8; 256];
+    let mut done = 0;
+    while done < length {
+        let n = (length - done).min(chunk.len());
+        crate::random::fill(&mut chunk[..n]);
+        crate::arch::user::copy_to_user(buffer + done as u64, &chunk[..n]).map_err(|_| errno::EFAULT)?;
+        done += n;
+    }
+    Ok(length as u64)
+}
+
+pub fn getcpu(cpu: u64, node: u64) -> SyscallResult {
+    if cpu != 0 {
+        write_user(cpu, &shared::this_core())?;
+    }
+    if node != 0 {
+        write_user(node, &0u32)?;
+    }
+    Ok(0)
+}
+
+pub fn sysinfo(out: u64) -> SyscallResult {
+    let (free, total) = crate::mm::frames::counts();
+    // SAFETY: `sysinfo` is plain integers, for which all zeroes is valid.
+    let mut info: linux_raw_sys::system::sysinfo = unsafe { core::mem::zeroed() };
+    info.uptime = (crate::time::now_ns() / 1_000_000_000) as _;
+    info.totalram = total * 4096;
+    info.freeram = free * 4096;
+    info.procs = proc::all().len() as u16;
+    info.mem_unit = 1;
+    write_user(out, &info)?;
+    Ok(0)
+}
+
+/// `reef_spawn(core, path, argv, envp)`.
+pub fn reef_spawn(core: u64, path: u64, arguments: u64, environment: u64) -> SyscallResult {
+    let process = current()?;
+    let path = read_string(path, 4096)?;
+    let arguments = read_string_array(arguments)?;
+    let environment = read_string_array(environment)?;
+    let arguments: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
+    let environment: Vec<&[u8]> = environment.iter().map(Vec::as_slice).collect();
+    let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
+    proc::spawn(core, &path, &arguments, &environment, process.pid).map(u64::from)
+}

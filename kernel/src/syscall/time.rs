@@ -1,0 +1,101 @@
+//! Time calls: clocks from the TSC (monotonic since boot; realtime is boot time plus that).
+
+use super::{read_user, write_user, SyscallResult};
+use crate::sched::{self, WaitToken, Wakeup};
+use linux_raw_sys::errno;
+use linux_raw_sys::general::{timespec, timeval};
+
+/// Realtime at boot, in seconds since 1970. QEMU's microvm here has no RTC, so Reef takes a
+/// fixed epoch (2026-01-01) unless a later issue reads one; monotonic time is exact.
+const BOOT_EPOCH_SECONDS: u64 = 1_767_225_600;
+
+const CLOCK_REALTIME: u64 = 0;
+const CLOCK_MONOTONIC: u64 = 1;
+const CLOCK_PROCESS_CPUTIME_ID: u64 = 2;
+const CLOCK_THREAD_CPUTIME_ID: u64 = 3;
+const CLOCK_MONOTONIC_RAW: u64 = 4;
+const CLOCK_REALTIME_COARSE: u64 = 5;
+const CLOCK_MONOTONIC_COARSE: u64 = 6;
+const CLOCK_BOOTTIME: u64 = 7;
+const TIMER_ABSTIME: u64 = 1;
+
+fn now(clock: u64) -> Result<u64, u32> {
+    let monotonic = crate::time::now_ns();
+    match clock {
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Ok(monotonic + BOOT_EPOCH_SECONDS * 1_000_000_000),
+        CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => Ok(monotonic),
+        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Ok(monotonic),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+fn to_timespec(ns: u64) -> timespec {
+    timespec { tv_sec: (ns / 1_000_000_000) as _, tv_nsec: (ns % 1_000_000_000) as _ }
+}
+
+fn from_timespec(value: &timespec) -> Result<u64, u32> {
+    if value.tv_sec < 0 || !(0..1_000_000_000).contains(&value.tv_nsec) {
+        return Err(errno::EINVAL);
+    }
+    Ok((value.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(value.tv_nsec as u64))
+}
+
+pub fn clock_gettime(clock: u64, out: u64) -> SyscallResult {
+    let ns = now(clock)?;
+    write_user(out, &to_timespec(ns))?;
+    Ok(0)
+}
+
+pub fn clock_getres(out: u64) -> SyscallResult {
+    if out != 0 {
+        write_user(out, &to_timespec(1))?;
+    }
+    Ok(0)
+}
+
+pub fn gettimeofday(out: u64) -> SyscallResult {
+    if out != 0 {
+        let ns = now(CLOCK_REALTIME)?;
+        write_user(out, &timeval { tv_sec: (ns / 1_000_000_000) as _, tv_usec: ((ns % 1_000_000_000) / 1000) as _ })?;
+    }
+    Ok(0)
+}
+
+pub fn time(out: u64) -> SyscallResult {
+    let seconds = now(CLOCK_REALTIME)? / 1_000_000_000;
+    if out != 0 {
+        write_user(out, &seconds)?;
+    }
+    Ok(seconds)
+}
+
+/// Sleeps until monotonic time `until_ns`; `Err(EINTR)` if the process is killed meanwhile.
+fn sleep_until(until_ns: u64) -> SyscallResult {
+    loop {
+        let now_ns = crate::time::now_ns();
+        if now_ns >= until_ns {
+            return Ok(0);
+        }
+        let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(until_ns - now_ns);
+        if sched::block(WaitToken::Sleep, Some(deadline)) == Wakeup::Killed {
+            return Err(errno::EINTR);
+        }
+    }
+}
+
+pub fn nanosleep(request: u64, _remaining: u64) -> SyscallResult {
+    let duration = from_timespec(&read_user::<timespec>(request)?)?;
+    sleep_until(crate::time::now_ns().saturating_add(duration))
+}
+
+pub fn clock_nanosleep(clock: u64, flags: u64, request: u64, _remaining: u64) -> SyscallResult {
+    let value = from_timespec(&read_user::<timespec>(request)?)?;
+    let base = now(clock)?;
+    let monotonic = crate::time::now_ns();
+    let until = if flags & TIMER_ABSTIME != 0 {
+        monotonic + value.saturating_sub(base)
+    } else {
+        monotonic.saturating_add(value)
+    };
+    sleep_until(until)
+}
