@@ -49,6 +49,7 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
     }
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
+    let initrd = tools::build_initramfs()?;
     let mut configurations = Vec::new();
     let mut bars = Vec::new();
     let mut tsc_hz = None;
@@ -56,6 +57,7 @@ fn boot(arguments: &[String]) -> Result<u8, String> {
         let mut machine = Machine::new(cores);
         machine.accel = accel;
         machine.timeout = Duration::from_secs(30);
+        machine.initrd = Some(initrd.clone());
         let mut samples = Vec::new();
         for _ in 0..runs {
             let (outcome, prompt) = qemu::boot(&machine, &kernel, Some("reef> "))?;
@@ -252,6 +254,7 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     let mut machine = Machine::new(cores);
     machine.accel = accel;
     machine.timeout = Duration::from_secs(900);
+    machine.initrd = Some(tools::build_initramfs()?);
     machine.kernel_args = qemu::exec_argument(&format!("msg bench 1 {iterations}"));
     let mut results: Vec<GuestRun> = Vec::new();
     // With --vs-linux, a Linux boot follows each Reef boot, so each per-run ratio compares

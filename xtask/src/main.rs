@@ -4,6 +4,7 @@
 
 mod bench;
 mod check;
+mod debian;
 mod peer;
 mod plot;
 mod qemu;
@@ -18,12 +19,13 @@ cargo xtask <command>
 
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
       [-- <shell command>]
-        build Reef and boot it in QEMU (4 cores) into its shell; with a shell command after
-        `--`, run just that command, print its output as it comes and exit with its status
-        (killed after --timeout seconds, default 600); --gdb starts QEMU paused for gdb on :1234;
-        REEF_QEMU=path runs another QEMU binary
+        build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell; with a
+        shell command after `--`, run just that command, print its output as it comes and exit
+        with its status (killed after --timeout seconds, default 600); --gdb starts QEMU paused
+        for gdb on :1234; REEF_QEMU=path runs another QEMU binary
   test [--accel kvm|tcg] [--only NAME]
-        the whole suite: check, host unit tests, loom models, QEMU integration runs
+        the whole suite: check, host unit tests, loom models, the initramfs read back, QEMU
+        integration runs (each boots the kernel with the initramfs as -initrd)
   check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
   bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json and boot.png
@@ -38,7 +40,8 @@ cargo xtask <command>
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json
-  build build the kernel image and print its path
+  build build the kernel image and the initramfs (user programs, busybox, /etc) and print
+        their paths, one a line
   help  this text
 ";
 
@@ -57,9 +60,10 @@ fn main() -> ExitCode {
         Some("check") => check::run(),
         Some("bench") => bench::run(&arguments[1..]),
         Some("peer") => peer::run(&arguments[1..]),
-        Some("build") => tools::build_kernel().map(|path| {
-            println!("{}", path.display());
-            0
+        Some("build") => tools::build_kernel().and_then(|kernel| {
+            let initramfs = tools::build_initramfs()?;
+            println!("{}\n{}", kernel.display(), initramfs.display());
+            Ok(0)
         }),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");

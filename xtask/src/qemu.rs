@@ -2,7 +2,7 @@
 
 use crate::tools;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -66,10 +66,14 @@ pub struct Machine {
     pub echo: bool,
     /// Start paused with a gdb stub on :1234 (`-s -S`).
     pub gdb: bool,
+    /// The initramfs, passed with `-initrd`: QEMU's firmware loads it at the top of the RAM
+    /// below 4 GiB and names it as module 0 in the PVH start_info (`docs/initramfs.md`).
+    pub initrd: Option<PathBuf>,
 }
 
 impl Machine {
-    /// 4 cores, 512 MiB, the detected accelerator, no arguments, a 60 s timeout.
+    /// `cores` cores, 512 MiB, the detected accelerator, no arguments, a 60 s timeout, no
+    /// initramfs.
     pub fn new(cores: usize) -> Self {
         Self {
             cores,
@@ -80,6 +84,7 @@ impl Machine {
             typed: None,
             echo: false,
             gdb: false,
+            initrd: None,
         }
     }
 
@@ -98,6 +103,9 @@ impl Machine {
             .arg("-kernel")
             .arg(kernel)
             .args(["-append", &self.kernel_args]);
+        if let Some(initrd) = &self.initrd {
+            command.arg("-initrd").arg(initrd);
+        }
         if self.gdb {
             command.args(["-s", "-S"]);
         }
@@ -276,6 +284,7 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
     }
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
+    machine.initrd = Some(tools::build_initramfs()?);
     if machine.gdb {
         let script = tools::root().join("target/reef.gdb");
         std::fs::write(

@@ -162,13 +162,14 @@ fn mem_ranges(serial: &str) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-fn integrations(accel: Accel) -> Vec<Integration> {
+fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     let mut list = Vec::new();
     let machine = |cores: usize, args: &str| {
         let mut m = Machine::new(cores);
         m.accel = accel;
         m.kernel_args = args.to_string();
         m.timeout = Duration::from_secs(60);
+        m.initrd = Some(initrd.to_path_buf());
         m
     };
     let mut core_counts = vec![1, 2, 3, 4];
@@ -452,6 +453,47 @@ fn integrations(accel: Accel) -> Vec<Integration> {
     list
 }
 
+/// The initramfs the QEMU runs boot, read back with the kernel's reader: `/etc/hello.txt`
+/// holds [`tools::HELLO_TEXT`], every user program of this tree is in place, busybox is static
+/// and every link in `/bin` leads to it or to a program.
+fn initramfs_image_checks(initrd: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(initrd).map_err(|e| format!("reading {}: {e}", initrd.display()))?;
+    let archive = initramfs::Archive::parse(&bytes).map_err(|e| format!("{}: {e}", initrd.display()))?;
+    let file = |path: &str| -> Result<&[u8], String> {
+        let entry = archive.resolve(path, true).map_err(|e| format!("{path}: {e}"))?;
+        entry.is_file().then_some(entry.data).ok_or_else(|| format!("{path} is not a regular file"))
+    };
+    if file("/etc/hello.txt")? != tools::HELLO_TEXT.as_bytes() {
+        return Err("/etc/hello.txt does not hold the known text".into());
+    }
+    for name in tools::USER_PROGRAMS {
+        if tools::root().join("user").join(name).join("Cargo.toml").is_file() {
+            let path = if name == "init" { "/sbin/init".to_string() } else { format!("/bin/{name}") };
+            if tools::has_program_interpreter(file(&path)?) {
+                return Err(format!("{path} needs a dynamic loader"));
+            }
+        }
+    }
+    if tools::has_program_interpreter(file("/bin/busybox")?) {
+        return Err("/bin/busybox needs a dynamic loader".into());
+    }
+    let mut applets = 0;
+    for entry in archive.read_dir("/bin").map_err(|e| format!("/bin: {e}"))? {
+        if entry.is_symlink() {
+            applets += 1;
+            let target = archive.resolve(entry.name, true).map_err(|e| format!("{}: {e}", entry.name))?;
+            if !target.is_file() {
+                return Err(format!("/{} leads to no program", entry.name));
+            }
+        }
+    }
+    // Debian's busybox-static has some 270 applets; a handful means `--list` went wrong.
+    if applets < 100 {
+        return Err(format!("only {applets} busybox applet links in /bin"));
+    }
+    Ok(())
+}
+
 /// `cargo xtask run -- <command>` as a user meets it, against a stand-in emulator (a script
 /// named by `REEF_QEMU` that prints its arguments and then never exits): what the guest prints
 /// must reach the terminal as it comes, even when the run is killed at its timeout, and
@@ -565,11 +607,16 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     }
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
+    // Built once: every QEMU run of the suite boots the same image.
+    let initrd = tools::build_initramfs()?;
+    if only.as_deref().is_none_or(|o| "initramfs-image".contains(o)) {
+        record("initramfs-image", timed(&|| initramfs_image_checks(&initrd)));
+    }
     if only.as_deref().is_none_or(|o| "run-command".contains(o)) {
         record("run-command", timed(&run_command_checks));
     }
     println!("xtask: QEMU integration runs with {}", accel.name());
-    for test in integrations(accel) {
+    for test in integrations(accel, &initrd) {
         if only.as_deref().is_some_and(|o| !test.name.contains(o)) {
             continue;
         }

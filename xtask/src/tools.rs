@@ -1,6 +1,7 @@
 //! Making sure the tools exist (the pinned toolchain's targets and components, QEMU), and
-//! building the kernel image.
+//! building what QEMU boots: the kernel image, the user programs and the initramfs.
 
+use crate::debian;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -156,6 +157,161 @@ pub fn build_kernel() -> Result<PathBuf, String> {
     Ok(root().join("target/x86_64-unknown-none/release/kernel"))
 }
 
+/// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
+/// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
+pub const USER_PROGRAMS: [&str; 5] = ["init", "proctest", "sysfuzz", "procbench", "tiny"];
+/// The target of the user programs: Linux's system-call ABI, linked statically against musl,
+/// so the same binaries run on Reef and in the Linux guest.
+const USER_TARGET: &str = "x86_64-unknown-linux-musl";
+/// Where `cargo xtask build`, `run`, `test` and `bench` write Reef's initramfs.
+pub const INITRAMFS_FILE: &str = "target/reef-initramfs.cpio";
+/// `/etc/hello.txt`: a fixed text, so a test can check that a program read the whole file.
+pub const HELLO_TEXT: &str = "\
+Hello from Reef's initramfs.
+This is /etc/hello.txt: three lines of fixed text,
+so a test can check every byte a program read.
+";
+/// `/etc/motd`.
+const MOTD: &str = "Reef: a multikernel OS. Every core runs its own kernel instance; cores talk by messages.\n";
+/// The directories at the top of the image, with their permissions: `/tmp` is world-writable
+/// with the sticky bit, as on any Unix.
+const INITRAMFS_DIRECTORIES: [(&str, u32); 7] = [
+    ("bin", 0o755),
+    ("sbin", 0o755),
+    ("etc", 0o755),
+    ("dev", 0o755),
+    ("proc", 0o555),
+    ("tmp", 0o1777),
+    ("boot", 0o755),
+];
+
+/// Builds the programs of [`USER_PROGRAMS`] that exist in this tree (release, static, for
+/// [`USER_TARGET`]) and returns each name with its binary; says in one line which are absent.
+/// They build into `target/user-build`, so another target and profile do not invalidate the
+/// workspace's build cache.
+pub fn build_user_programs() -> Result<Vec<(String, PathBuf)>, String> {
+    let (present, absent): (Vec<&str>, Vec<&str>) =
+        USER_PROGRAMS.iter().partition(|name| root().join("user").join(name).join("Cargo.toml").is_file());
+    if !absent.is_empty() {
+        eprintln!("xtask: not in this tree, so not in the initramfs: {}", absent.join(", "));
+    }
+    if present.is_empty() {
+        return Ok(Vec::new());
+    }
+    let target_directory = root().join("target/user-build");
+    let mut command = cargo();
+    command
+        .args(["build", "--quiet", "--release", "--target", USER_TARGET])
+        .arg("--target-dir")
+        .arg(&target_directory)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        // musl links statically by default; saying so keeps it true whatever the defaults become.
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        // Debug info would multiply the image the kernel reads; symbols stay for backtraces.
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+    for name in &present {
+        command.args(["--package", name]);
+    }
+    run_checked(&mut command, &format!("building the user programs ({})", present.join(", ")))?;
+    present
+        .into_iter()
+        .map(|name| {
+            let binary = target_directory.join(USER_TARGET).join("release").join(name);
+            let elf = std::fs::read(&binary).map_err(|e| format!("reading {}: {e}", binary.display()))?;
+            if has_program_interpreter(&elf) {
+                return Err(format!("{} is dynamically linked: Reef has no program loader", binary.display()));
+            }
+            Ok((name.to_string(), binary))
+        })
+        .collect()
+}
+
+/// Builds Reef's initramfs into [`INITRAMFS_FILE`] and returns its path: the user programs,
+/// Debian's static busybox with a link for each of its applets, and a few files in `/etc`
+/// (`docs/initramfs.md`). The same inputs give the same bytes.
+pub fn build_initramfs() -> Result<PathBuf, String> {
+    let programs = build_user_programs()?
+        .into_iter()
+        .map(|(name, binary)| {
+            std::fs::read(&binary).map(|elf| (name, elf)).map_err(|e| format!("reading {}: {e}", binary.display()))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let busybox = debian::fetch_busybox(&debian::cache()?)?;
+    let listing = Command::new(&busybox.file)
+        .arg("--list")
+        .output()
+        .map_err(|e| format!("cannot run {} --list: {e}", busybox.file.display()))?;
+    if !listing.status.success() {
+        return Err(format!("{} --list failed ({})", busybox.file.display(), listing.status));
+    }
+    let applets = busybox_applets(&String::from_utf8_lossy(&listing.stdout));
+    let busybox_binary =
+        std::fs::read(&busybox.file).map_err(|e| format!("reading {}: {e}", busybox.file.display()))?;
+    let image = initramfs_image(&programs, &busybox_binary, &applets);
+    // Read back with the kernel's reader, so an image it would refuse never boots.
+    initramfs::Archive::parse(&image).map_err(|e| format!("the initramfs just built does not parse: {e}"))?;
+    let path = root().join(INITRAMFS_FILE);
+    std::fs::write(&path, &image).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The applet names of `busybox --list` output, sorted, each once, `busybox` itself left out.
+fn busybox_applets(listing: &str) -> Vec<String> {
+    let applets: std::collections::BTreeSet<&str> =
+        listing.lines().map(str::trim).filter(|name| !name.is_empty() && *name != "busybox").collect();
+    applets.into_iter().map(str::to_string).collect()
+}
+
+/// The image: [`INITRAMFS_DIRECTORIES`], `/sbin/init` and `/bin/<program>` for the other
+/// `programs`, `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no
+/// program of ours takes, `/etc/hello.txt` and `/etc/motd`. Entries come in a fixed order
+/// and the writer adds nothing from the host, so the same inputs give the same bytes.
+pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: &[String]) -> Vec<u8> {
+    let mut image = initramfs::Writer::new();
+    for (directory, permissions) in INITRAMFS_DIRECTORIES {
+        image.directory(directory, permissions);
+    }
+    let mut in_bin = std::collections::BTreeSet::new();
+    for (name, elf) in programs {
+        if name == "init" {
+            image.file("sbin/init", 0o755, elf);
+        } else {
+            image.file(&format!("bin/{name}"), 0o755, elf);
+            in_bin.insert(name.as_str());
+        }
+    }
+    image.file("bin/busybox", 0o755, busybox);
+    for applet in applets.iter().filter(|applet| !in_bin.contains(applet.as_str())) {
+        image.symlink(&format!("bin/{applet}"), "busybox");
+    }
+    image.file("etc/hello.txt", 0o644, HELLO_TEXT.as_bytes());
+    image.file("etc/motd", 0o644, MOTD.as_bytes());
+    image.finish()
+}
+
+/// Whether an ELF64 executable names a program interpreter (a `PT_INTERP` header), i.e. needs
+/// the dynamic loader. Anything that is not a readable ELF64 counts as needing one.
+pub fn has_program_interpreter(elf: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let field = |offset: usize, size: usize| -> Option<u64> {
+        let bytes = elf.get(offset..offset.checked_add(size)?)?;
+        Some(bytes.iter().rev().fold(0u64, |value, &byte| value << 8 | u64::from(byte)))
+    };
+    let parsed = (|| {
+        if elf.get(..5)? != b"\x7fELF\x02" {
+            return None;
+        }
+        let (table, entry_size, count) = (field(0x20, 8)? as usize, field(0x36, 2)? as usize, field(0x38, 2)?);
+        let mut interpreter = false;
+        for index in 0..count as usize {
+            let header = index.checked_mul(entry_size)?.checked_add(table)?;
+            interpreter |= field(header, 4)? as u32 == PT_INTERP;
+        }
+        Some(interpreter)
+    })();
+    parsed.unwrap_or(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +331,7 @@ mod tests {
         let text = std::fs::read_to_string(root().join("rust-toolchain.toml")).unwrap();
         let (_, targets, _) = pinned_toolchain(&text).unwrap();
         assert!(targets.iter().any(|t| t == "x86_64-unknown-none"));
+        assert!(targets.iter().any(|t| t == USER_TARGET), "the user programs' target is pinned");
     }
 
     #[test]
@@ -189,5 +346,48 @@ mod tests {
         assert_eq!(missing(&["rust-src".into()], components), ["rust-src"]);
         // A prefix of another name is not a match.
         assert_eq!(missing(&["rust".into()], "rustfmt-x86_64-unknown-linux-gnu\n"), ["rust"]);
+    }
+
+    #[test]
+    fn static_and_dynamic_elf() {
+        // A minimal ELF64 header with one program header of type `type_`.
+        let elf = |type_: u32| {
+            let mut bytes = vec![0u8; 64 + 56];
+            bytes[..5].copy_from_slice(b"\x7fELF\x02");
+            bytes[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+            bytes[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+            bytes[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+            bytes[64..68].copy_from_slice(&type_.to_le_bytes());
+            bytes
+        };
+        assert!(has_program_interpreter(&elf(3)));
+        assert!(!has_program_interpreter(&elf(1)));
+        assert!(has_program_interpreter(b"#!/bin/sh"));
+    }
+
+    #[test]
+    fn the_image_holds_the_programs_busybox_and_its_applets() {
+        let programs = vec![("init".to_string(), b"INIT".to_vec()), ("tiny".to_string(), b"TINY".to_vec())];
+        let applets = busybox_applets("[\n[[\nash\nbusybox\nls\n\nsh\ntiny\nls\n");
+        assert_eq!(applets, ["[", "[[", "ash", "ls", "sh", "tiny"]);
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets);
+        assert_eq!(image, initramfs_image(&programs, b"BUSYBOX", &applets), "the same inputs, the same bytes");
+        let archive = initramfs::Archive::parse(&image).unwrap();
+        for (directory, _) in INITRAMFS_DIRECTORIES {
+            assert!(archive.find(directory).unwrap().inode != 0, "/{directory} has its own entry");
+        }
+        assert_eq!(archive.find("/tmp").unwrap().permissions(), 0o1777);
+        assert_eq!(archive.find("/sbin/init").unwrap().data, b"INIT");
+        assert!(archive.find("/bin/init").is_none());
+        assert_eq!(archive.find("/bin/tiny").unwrap().data, b"TINY", "our program, not the applet");
+        for applet in ["[", "[[", "ash", "ls", "sh"] {
+            let path = format!("/bin/{applet}");
+            assert_eq!(archive.find(&path).unwrap().symlink_target(), Some("busybox"));
+            assert_eq!(archive.resolve(&path, true).unwrap().data, b"BUSYBOX");
+        }
+        assert_eq!(archive.find("/etc/hello.txt").unwrap().data, HELLO_TEXT.as_bytes());
+        assert_eq!(archive.find("/etc/motd").unwrap().data, MOTD.as_bytes());
+        let in_bin: Vec<&str> = archive.read_dir("/bin").unwrap().map(|entry| entry.file_name()).collect();
+        assert_eq!(in_bin, ["tiny", "busybox", "[", "[[", "ash", "ls", "sh"]);
     }
 }

@@ -146,6 +146,41 @@ impl<'a> Archive<'a> {
     }
 }
 
+impl<'a> Archive<'a> {
+    /// The names of the entries with the offsets of their headers, for the lookups' scans.
+    pub(crate) fn names(&self) -> Names<'a> {
+        Names { bytes: self.bytes, offset: 0, remaining: self.entry_count }
+    }
+
+    /// The whole entry whose header is at `offset`, one [`Archive::names`] gave.
+    pub(crate) fn entry_at(&self, offset: usize) -> Option<Entry<'a>> {
+        format::read_record(self.bytes, offset).ok().map(|record| record.entry)
+    }
+}
+
+/// The names of an archive's entries and where their headers start, in order.
+#[derive(Clone, Debug)]
+pub(crate) struct Names<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+    remaining: usize,
+}
+
+impl<'a> Iterator for Names<'a> {
+    type Item = (&'a str, usize);
+
+    fn next(&mut self) -> Option<(&'a str, usize)> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let (name, next) = format::read_name(self.bytes, self.offset)?;
+        let offset = self.offset;
+        self.remaining -= 1;
+        self.offset = next;
+        Some((name, offset))
+    }
+}
+
 /// The entries of an [`Archive`], in order.
 #[derive(Clone, Debug)]
 pub struct Entries<'a> {
@@ -171,5 +206,128 @@ impl<'a> Iterator for Entries<'a> {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         (0, Some(self.remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{MAGIC, MAGIC_WITH_CHECKSUM, TRAILER_NAME};
+    use crate::Writer;
+    use alloc::vec::Vec;
+
+    /// One raw entry: `magic`, the 13 fields (the name size among them as given), `name` as
+    /// given (NUL included or not), `data`, each padded to 4 bytes.
+    fn raw_entry(magic: &[u8], fields: [u32; 13], name: &[u8], data: &[u8]) -> Vec<u8> {
+        let mut bytes = magic.to_vec();
+        for field in fields {
+            bytes.extend_from_slice(alloc::format!("{field:08X}").as_bytes());
+        }
+        bytes.extend_from_slice(name);
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        bytes.extend_from_slice(data);
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        bytes
+    }
+
+    /// The fields of an entry with this mode, data and name (NUL counted).
+    fn fields(mode: u32, data: &[u8], name: &str) -> [u32; 13] {
+        [1, mode, 0, 0, 1, 0, data.len() as u32, 0, 0, 0, 0, name.len() as u32 + 1, 0]
+    }
+
+    fn trailer() -> Vec<u8> {
+        raw_entry(MAGIC, fields(0, b"", TRAILER_NAME), b"TRAILER!!!\0", b"")
+    }
+
+    fn with_trailer(mut entry: Vec<u8>) -> Vec<u8> {
+        entry.extend_from_slice(&trailer());
+        entry
+    }
+
+    #[test]
+    fn names_lose_their_leading_root() {
+        let mut writer = Writer::new();
+        for name in [".", "./bin", "/etc", "//./usr/bin/"] {
+            writer.directory(name, 0o755);
+        }
+        let bytes = writer.finish();
+        let archive = Archive::parse(&bytes).unwrap();
+        let names: Vec<&str> = archive.entries().map(|entry| entry.name).collect();
+        assert_eq!(names, ["", "bin", "etc", "usr/bin/"]);
+        assert_eq!(archive.len(), 4);
+        assert_eq!(archive.entries().last().unwrap().file_name(), "bin");
+    }
+
+    #[test]
+    fn upper_case_hex_and_checksums_are_read() {
+        let data = b"checked";
+        let sum = data.iter().map(|&byte| u32::from(byte)).sum();
+        let mut good = fields(mode::REGULAR | 0o644, data, "f");
+        good[12] = sum;
+        let bytes = with_trailer(raw_entry(MAGIC_WITH_CHECKSUM, good, b"f\0", data));
+        assert_eq!(Archive::parse(&bytes).unwrap().entries().next().unwrap().data, data);
+        let mut bad = good;
+        bad[12] = sum + 1;
+        let bytes = with_trailer(raw_entry(MAGIC_WITH_CHECKSUM, bad, b"f\0", data));
+        assert_eq!(
+            Archive::parse(&bytes),
+            Err(FormatError::ChecksumMismatch { offset: 0, expected: sum + 1, computed: sum })
+        );
+        // `070701` has no checksum to check.
+        assert!(Archive::parse(&with_trailer(raw_entry(MAGIC, bad, b"f\0", data))).is_ok());
+    }
+
+    #[test]
+    fn every_format_error() {
+        let file = |name: &[u8], name_size: u32, data: &[u8], mode: u32| {
+            let mut header = fields(mode, data, "");
+            header[11] = name_size;
+            with_trailer(raw_entry(MAGIC, header, name, data))
+        };
+        let regular = mode::REGULAR | 0o644;
+        let valid = file(b"abc\0", 4, b"12345", regular);
+        assert!(Archive::parse(&valid).is_ok());
+
+        assert_eq!(Archive::parse(&[]), Err(FormatError::MissingTrailer { offset: 0 }));
+        let no_trailer = &valid[..valid.len() - trailer().len()];
+        assert_eq!(Archive::parse(no_trailer), Err(FormatError::MissingTrailer { offset: no_trailer.len() }));
+        for cut in [1, 109, 112, 115, 117] {
+            assert_eq!(Archive::parse(&valid[..cut]), Err(FormatError::Truncated { offset: 0 }), "cut at {cut}");
+        }
+        let mut magic = valid.clone();
+        magic[..6].copy_from_slice(b"070707");
+        assert_eq!(Archive::parse(&magic), Err(FormatError::BadMagic { offset: 0 }));
+        let mut field = valid.clone();
+        field[6 + 8 * 5 + 3] = b'x';
+        assert_eq!(Archive::parse(&field), Err(FormatError::BadField { offset: 0, field: "mtime" }));
+        assert_eq!(Archive::parse(&file(b"", 0, b"", regular)), Err(FormatError::EmptyName { offset: 0 }));
+        assert_eq!(Archive::parse(&file(b"abcd", 4, b"", regular)), Err(FormatError::NameNotTerminated { offset: 0 }));
+        assert_eq!(Archive::parse(&file(b"a\0c\0", 4, b"", regular)), Err(FormatError::NameContainsNul { offset: 0 }));
+        assert_eq!(Archive::parse(&file(b"a\xffc\0", 4, b"", regular)), Err(FormatError::NameNotUtf8 { offset: 0 }));
+        assert_eq!(
+            Archive::parse(&file(b"abc\0", 4, b"\xfe", mode::SYMLINK | 0o777)),
+            Err(FormatError::SymlinkTargetNotUtf8 { offset: 0 })
+        );
+        let mut huge = fields(regular, b"", "abc");
+        huge[6] = u32::MAX;
+        assert_eq!(
+            Archive::parse(&with_trailer(raw_entry(MAGIC, huge, b"abc\0", b""))),
+            Err(FormatError::Truncated { offset: 0 })
+        );
+        huge = fields(regular, b"", "abc");
+        huge[11] = u32::MAX;
+        assert_eq!(
+            Archive::parse(&with_trailer(raw_entry(MAGIC, huge, b"abc\0", b""))),
+            Err(FormatError::Truncated { offset: 0 })
+        );
+
+        let mut padded = valid.clone();
+        padded.resize(512, 0);
+        assert_eq!(Archive::parse(&padded).unwrap().as_bytes(), &valid[..]);
+        padded[300] = 1;
+        assert_eq!(Archive::parse(&padded), Err(FormatError::DataAfterTrailer { offset: 300 }));
+        // The padding after the trailer's name may be missing: the archive just ends there.
+        let short = &valid[..valid.len() - 3];
+        assert_eq!(Archive::parse(short).unwrap().len(), 1);
     }
 }

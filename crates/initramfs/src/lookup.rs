@@ -5,7 +5,7 @@
 //! When a name appears more than once, the last entry counts, as when Linux unpacks an
 //! initramfs over itself. Relative paths are taken from the root.
 
-use crate::archive::{Archive, Entries, Entry};
+use crate::archive::{Archive, Entry, Names};
 use crate::path;
 use core::fmt;
 
@@ -48,21 +48,21 @@ impl<'a> Archive<'a> {
         let wanted_count = wanted.clone().count();
         let mut explicit = None;
         let mut implicit = None;
-        for entry in self.entries() {
-            let count = path::components(entry.name).count();
+        for (name, offset) in self.names() {
+            let count = path::components(name).count();
             // Compared from the last component: an entry deeper than the path matches when
             // the path is a prefix of its name, which makes it an implicit directory.
             let Some(deeper_by) = count.checked_sub(wanted_count) else { continue };
-            if !path::components(entry.name).rev().skip(deeper_by).eq(wanted.clone()) {
+            if !path::components(name).rev().skip(deeper_by).eq(wanted.clone()) {
                 continue;
             }
             if deeper_by == 0 {
-                explicit = Some(entry);
+                explicit = Some(offset);
             } else if implicit.is_none() {
-                implicit = Some(path::leading_components(entry.name, wanted_count));
+                implicit = Some(path::leading_components(name, wanted_count));
             }
         }
-        explicit.or_else(|| implicit.map(Entry::implicit_directory)).or_else(|| {
+        self.explicit_or_implicit(explicit, implicit).or_else(|| {
             // The root exists even in an archive with no entry for it, or none at all.
             (wanted_count == 0).then(|| Entry::implicit_directory(""))
         })
@@ -125,34 +125,46 @@ impl<'a> Archive<'a> {
         if !directory.is_directory() {
             return Err(LookupError::NotADirectory);
         }
-        Ok(ReadDirectory { archive: *self, directory: directory.name, entries: self.entries(), position: 0 })
+        Ok(ReadDirectory { archive: *self, directory: directory.name, names: self.names(), position: 0 })
     }
 
     /// The root directory: the last entry named `.` or `/` if any, else an implicit one.
     fn root(&self) -> Entry<'a> {
-        self.entries()
-            .filter(|entry| path::split_first(entry.name).is_none())
-            .last()
-            .unwrap_or(Entry::implicit_directory(""))
+        let root = self.names().filter(|(name, _)| path::split_first(name).is_none()).last();
+        self.explicit_or_implicit(root.map(|(_, offset)| offset), None).unwrap_or(Entry::implicit_directory(""))
+    }
+
+    /// The entry at `explicit`, a header offset, if there is one, else the implicit directory
+    /// named `implicit`.
+    fn explicit_or_implicit(&self, explicit: Option<usize>, implicit: Option<&'a str>) -> Option<Entry<'a>> {
+        match explicit {
+            Some(offset) => self.entry_at(offset),
+            None => implicit.map(Entry::implicit_directory),
+        }
     }
 
     /// The entry named `name` in `directory` (given by its entry's name), or the implicit
     /// directory of that path if only deeper names start with it.
     fn child(&self, directory: &str, name: &str) -> Option<Entry<'a>> {
+        self.child_among(self.names(), directory, name)
+    }
+
+    /// [`Archive::child`] among the entries `names` lists.
+    fn child_among(&self, names: Names<'a>, directory: &str, name: &str) -> Option<Entry<'a>> {
         let mut explicit = None;
         let mut implicit = None;
-        for entry in self.entries() {
-            let Some((component, after)) = child_component(entry.name, directory) else { continue };
+        for (entry_name, offset) in names {
+            let Some((component, after)) = child_component(entry_name, directory) else { continue };
             if component != name {
                 continue;
             }
             if path::split_first(after).is_none() {
-                explicit = Some(entry);
+                explicit = Some(offset);
             } else if implicit.is_none() {
-                implicit = Some(&entry.name[..entry.name.len() - after.len()]);
+                implicit = Some(&entry_name[..entry_name.len() - after.len()]);
             }
         }
-        explicit.or_else(|| implicit.map(Entry::implicit_directory))
+        self.explicit_or_implicit(explicit, implicit)
     }
 }
 
@@ -167,8 +179,9 @@ pub struct ReadDirectory<'a> {
     archive: Archive<'a>,
     /// The directory's name, as its entry (or a deeper entry, if it is implicit) spells it.
     directory: &'a str,
-    entries: Entries<'a>,
-    /// How many entries `entries` has passed.
+    /// The entries not yet looked at.
+    names: Names<'a>,
+    /// How many entries `names` has passed.
     position: usize,
 }
 
@@ -176,21 +189,24 @@ impl<'a> Iterator for ReadDirectory<'a> {
     type Item = Entry<'a>;
 
     fn next(&mut self) -> Option<Entry<'a>> {
-        for entry in self.entries.by_ref() {
+        loop {
+            // The entries from this one on: where to look for the child's last entry.
+            let from_here = self.names.clone();
+            let (entry_name, _) = self.names.next()?;
             let earlier = self.position;
             self.position += 1;
-            let Some((name, _)) = child_component(entry.name, self.directory) else { continue };
-            // A child is listed at the first entry that names it or a path below it.
+            let Some((name, _)) = child_component(entry_name, self.directory) else { continue };
+            // A child is listed at the first entry that names it or a path below it, so no
+            // entry before this one names it, and its last entry, if any, is still ahead.
             let seen_before = self
                 .archive
-                .entries()
+                .names()
                 .take(earlier)
-                .any(|before| child_component(before.name, self.directory).is_some_and(|(other, _)| other == name));
+                .any(|(before, _)| child_component(before, self.directory).is_some_and(|(other, _)| other == name));
             if !seen_before {
-                return self.archive.child(self.directory, name);
+                return self.archive.child_among(from_here, self.directory, name);
             }
         }
-        None
     }
 }
 
