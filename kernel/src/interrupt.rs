@@ -77,6 +77,10 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
 /// access of a process (it is killed), or a kernel fault (this core stops).
 fn page_fault(frame: &mut InterruptFrame) {
     let address = cpu::read_cr2();
+    if let Some(fixup) = crate::arch::user::probe_fixup(frame.rip) {
+        frame.rip = fixup;
+        return;
+    }
     let write = frame.error_code & 2 != 0;
     let execute = frame.error_code & 16 != 0;
     let user_copy = if frame.came_from_user() { None } else { crate::arch::user::fault_fixup(frame.rip) };

@@ -335,6 +335,37 @@ fn icc() -> Outcome {
     Ok(format!("{called} cores answered ADD and refused an unknown handler id"))
 }
 
+/// SMAP: a kernel load from a present user page outside the copy routines faults, and the
+/// copy routine reads the same byte. (The suite boots QEMU with `-cpu max`, which has SMAP.)
+fn smap() -> Outcome {
+    use crate::mm::user::{AddressSpace, AreaKind, Protection};
+    const PAGE: u64 = 0x0000_0000_4000_0000;
+    if crate::arch::cpu::cpuid(7, 0).ebx & (1 << 20) == 0 {
+        return Err(String::from("this CPU has no SMAP (QEMU needs -cpu max)"));
+    }
+    let mut memory = AddressSpace::new().map_err(|e| format!("no address space: {e:?}"))?;
+    memory.map_now(PAGE, PAGE + 4096, Protection::READ_WRITE, AreaKind::Anonymous).map_err(|e| format!("{e:?}"))?;
+    memory.write(PAGE, &[0x5a]).map_err(|e| format!("{e:?}"))?;
+    let kernel_root = crate::arch::paging::current_root();
+    let (faulted, copied) = crate::arch::cpu::without_interrupts(|| {
+        // SAFETY: the new root maps the kernel half like the instance's; interrupts are off,
+        // so nothing else runs on it, and the instance's root is back before they are on.
+        unsafe { crate::arch::paging::load_root(memory.root()) };
+        let faulted = crate::arch::user::kernel_load_faults(PAGE);
+        let mut byte = [0u8];
+        let copied = crate::arch::user::copy_from_user(&mut byte, PAGE).map(|()| byte[0]);
+        // SAFETY: the instance's own root.
+        unsafe { crate::arch::paging::load_root(kernel_root) };
+        (faulted, copied)
+    });
+    drop(memory);
+    match (faulted, copied) {
+        (true, Ok(0x5a)) => Ok(String::from("a plain kernel load of a user page faulted; the copy routine read it")),
+        (false, _) => Err(String::from("the kernel read a user page outside the copy routines: SMAP is off")),
+        (true, other) => Err(format!("the copy routine could not read the user page: {other:?}")),
+    }
+}
+
 /// Runs the comma-separated tests; returns the exit status (0 when all passed).
 pub fn run(list: &str) -> u32 {
     // Tests look at every core: wait for the boot to settle first.
@@ -350,6 +381,7 @@ pub fn run(list: &str) -> u32 {
             "msg-garbage" => crate::msg::stress::run_garbage(),
             "msg-stress" => crate::msg::stress::run_stress(1_000_000),
             "dead-target" => dead_target(),
+            "smap" => smap(),
             _ => match name.split_once(':') {
                 Some(("fault", target)) => fault(target),
                 Some(("stack-overflow", target)) => stack_overflow(target),
@@ -360,7 +392,7 @@ pub fn run(list: &str) -> u32 {
                     .and_then(|victim| crate::msg::stress::run_restart(victim, 20_000)),
                 _ => Err(String::from(
                     "unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, \
-                     dead-target, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
+                     dead-target, smap, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
                 )),
             },
         };

@@ -54,9 +54,15 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "spawn",
-        usage: "spawn <core> <program> [args]",
-        help: "run a program of the initramfs as a process on a core, wait for it, give its status",
+        usage: "spawn [--no-wait] <core> <program> [args]",
+        help: "run a program of the initramfs as a process on a core; wait for it and give its status",
         run: spawn,
+    },
+    Command {
+        name: "wait",
+        usage: "wait",
+        help: "wait for every process started with `spawn --no-wait`, giving each status",
+        run: wait_all,
     },
     Command { name: "ps", usage: "ps", help: "this instance's processes and every instance's counts", run: ps },
     Command {
@@ -302,7 +308,11 @@ const ENVIRONMENT: [&[u8]; 4] = [b"PATH=/bin:/sbin", b"HOME=/", b"TERM=vt100", b
 static LAST_STATUS: ::core::sync::atomic::AtomicU32 = ::core::sync::atomic::AtomicU32::new(0);
 
 fn spawn(arguments: &[&str]) -> Result<(), CommandError> {
-    const USAGE: &str = "spawn <core> <program> [args]";
+    const USAGE: &str = "spawn [--no-wait] <core> <program> [args]";
+    let (wait, arguments) = match arguments {
+        ["--no-wait", rest @ ..] => (false, rest),
+        rest => (true, rest),
+    };
     let [core, program, ..] = arguments else { return Err(CommandError::Usage(USAGE)) };
     let core = parse_core(core)?;
     let mut argv: alloc::vec::Vec<&[u8]> = alloc::vec![program.as_bytes()];
@@ -311,17 +321,34 @@ fn spawn(arguments: &[&str]) -> Result<(), CommandError> {
     let pid = crate::proc::spawn(core, program.as_bytes(), &argv, &ENVIRONMENT, 0).map_err(|error| {
         CommandError::Failed(alloc::format!("{program} on core {core}: {}", crate::proc::errno_text(error)))
     })?;
-    let (_, status) = crate::proc::wait(0, i64::from(pid), 0)
-        .map_err(|error| {
-            CommandError::Failed(alloc::format!("waiting for pid {pid}: {}", crate::proc::errno_text(error)))
-        })?
-        .ok_or_else(|| CommandError::Failed(alloc::format!("pid {pid} vanished")))?;
+    if !wait {
+        println!("pid {pid} started on core {core}");
+        return Ok(());
+    }
+    reap(i64::from(pid))
+}
+
+/// Waits for the shell's child `which` (-1: any) and reports how it ended.
+fn reap(which: i64) -> Result<(), CommandError> {
+    let (pid, status) = crate::proc::wait(0, which, 0)
+        .map_err(|error| CommandError::Failed(alloc::format!("waiting: {}", crate::proc::errno_text(error))))?
+        .ok_or_else(|| CommandError::Failed(String::from("no child ended")))?;
+    let core = crate::proc::home_of(pid);
     let code = if status & 0x7f == 0 { (status >> 8) & 0xff } else { 128 + (status & 0x7f) };
-    LAST_STATUS.store(code, Ordering::Relaxed);
+    if code != 0 {
+        LAST_STATUS.store(code, Ordering::Relaxed);
+    }
     if status & 0x7f == 0 {
         println!("pid {pid} on core {core} exited with status {code}");
     } else {
         println!("pid {pid} on core {core} was killed by signal {}", status & 0x7f);
+    }
+    Ok(())
+}
+
+fn wait_all(_: &[&str]) -> Result<(), CommandError> {
+    while crate::proc::has_children(0) {
+        reap(-1)?;
     }
     Ok(())
 }
@@ -413,8 +440,20 @@ fn poweroff(_: &[&str]) -> Result<(), CommandError> {
     cpu::halt_forever()
 }
 
-/// Runs one command line; returns its exit status (0 success).
+/// Runs a line of commands separated by `;`; returns the last failing status (0 if none).
 pub fn run_line(line: &str) -> u32 {
+    let mut status = 0;
+    for command in line.split(';') {
+        let result = run_command(command);
+        if result != 0 {
+            status = result;
+        }
+    }
+    status
+}
+
+/// Runs one command; returns its exit status (0 success).
+fn run_command(line: &str) -> u32 {
     let words: alloc::vec::Vec<&str> = line.split_whitespace().collect();
     let Some((name, arguments)) = words.split_first() else {
         return 0;

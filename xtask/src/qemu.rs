@@ -93,7 +93,8 @@ impl Machine {
         let mut command = Command::new(emulator());
         command.args(["-M", "microvm,pit=on,rtc=off", "-nodefaults", "-no-user-config", "-display", "none"]);
         match self.accel {
-            Accel::Tcg => command.args(["-accel", "tcg,thread=multi"]),
+            // `max`: the emulated CPU offers SMEP, SMAP and RDRAND, which Reef's user mode uses.
+            Accel::Tcg => command.args(["-accel", "tcg,thread=multi", "-cpu", "max"]),
             Accel::Kvm => command.args(["-enable-kvm", "-cpu", "host,-arch-capabilities"]),
         };
         command

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 /// What a run must have printed; the error says what was missing.
 type SerialCheck = Box<dyn Fn(&str) -> Result<(), String>>;
 
+/// `expected_status` of a run whose guest may exit with any status (through isa-debug-exit).
+const ANY_STATUS: u32 = u32::MAX;
+
 /// One QEMU integration run: a machine, what the guest must exit with, and what it must print.
 struct Integration {
     name: String,
@@ -179,11 +182,11 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     for cores in core_counts {
         list.push(Integration {
             name: format!("boot-{cores}-cores"),
-            machine: machine(cores, "test=boot,isolation,frames"),
+            machine: machine(cores, "test=boot,isolation,frames,smap"),
             expected_status: 0,
             check: Box::new(move |serial| {
                 banners(serial, cores)?;
-                all_tests_passed(serial, 3)?;
+                all_tests_passed(serial, 4)?;
                 let up = format!("{cores} kernel instances up of {cores} cores");
                 serial.contains(&up).then_some(()).ok_or(format!("missing `{up}`"))
             }),
@@ -450,6 +453,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         expected_status: 0,
         check: Box::new(|serial| printed(serial, "powering off", "no poweroff message")),
     });
+    process_integrations(&mut list, &machine);
     list
 }
 
@@ -538,7 +542,9 @@ fn run_integration(test: &Integration, kernel: &Path) -> Result<Duration, String
     let (outcome, _) = qemu::boot(&test.machine, kernel, None)?;
     let verdict = if outcome.timed_out {
         Err(format!("timed out after {:?}", test.machine.timeout))
-    } else if outcome.guest_status != Some(test.expected_status) {
+    } else if outcome.guest_status.is_none()
+        || (test.expected_status != ANY_STATUS && outcome.guest_status != Some(test.expected_status))
+    {
         Err(format!("guest exit status {:?}, expected {}", outcome.guest_status, test.expected_status))
     } else {
         (test.check)(&outcome.serial)
@@ -626,4 +632,225 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     println!("xtask: suite took {:.1} s", started.elapsed().as_secs_f64());
     println!("summary: {passed} passed, {failed} failed");
     Ok(u8::from(failed != 0))
+}
+
+/// The `ps` table's rows: (core, processes, threads, pids, stacks, frames, leaked frames).
+fn process_rows(serial: &str) -> Vec<[u64; 7]> {
+    let lines: Vec<&str> = serial.lines().collect();
+    let Some(start) = lines.iter().rposition(|l| l.starts_with("core  processes  threads")) else {
+        return Vec::new();
+    };
+    lines
+        .into_iter()
+        .skip(start + 1)
+        .map_while(|l| {
+            let numbers: Vec<u64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
+            (numbers.len() == 9)
+                .then(|| [numbers[0], numbers[1], numbers[2], numbers[3], numbers[4], numbers[5], numbers[8]])
+        })
+        .collect()
+}
+
+/// The leak check after a run: `ps` (the last command) shows, on every core, no process,
+/// thread, pid, thread stack or frame left, and no frame missing from the free list.
+fn nothing_leaked(serial: &str, cores: usize) -> Result<(), String> {
+    let rows = process_rows(serial);
+    if rows.len() != cores {
+        return Err(format!("expected the `ps` table with {cores} rows, got {rows:?}"));
+    }
+    for [core, processes, threads, pids, stacks, frames, leaked] in rows {
+        if [processes, threads, pids, stacks, frames, leaked] != [0; 6] {
+            return Err(format!(
+                "core {core} kept processes {processes}, threads {threads}, pids {pids}, stacks {stacks}, \
+                 frames {frames}, leaked frames {leaked}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `count` lines `TEST <name> ok`, none failed.
+fn test_lines_ok(serial: &str, name: &str, count: usize) -> Result<(), String> {
+    let prefix = format!("TEST {name} ");
+    let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with(&prefix)).collect();
+    let ok = lines.iter().filter(|l| l.split_whitespace().nth(2) == Some("ok")).count();
+    if ok != count || lines.len() != count {
+        return Err(format!("expected {count} `TEST {name} ok` lines, got {lines:?}"));
+    }
+    Ok(())
+}
+
+/// User processes: the Rust `std` test program on every core, busybox, isolation, the
+/// system-call fuzzer, a bad program; each run ends with the leak check.
+fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    for cores in [1usize, 2, 4] {
+        let mut script: Vec<String> = (0..cores).map(|core| format!("spawn {core} /bin/proctest")).collect();
+        script.push("ps".into());
+        list.push(Integration {
+            name: format!("proc-std-{cores}-cores"),
+            machine: machine(cores, &qemu::exec_argument(&script.join("; "))),
+            expected_status: 0,
+            check: Box::new(move |serial| {
+                test_lines_ok(serial, "proc-std", cores)?;
+                for core in 0..cores {
+                    printed(
+                        serial,
+                        &format!("TEST proc-std ok core {core} "),
+                        &format!("no proc-std line from core {core}"),
+                    )?;
+                }
+                nothing_leaked(serial, cores)
+            }),
+        });
+    }
+    let hello = tools::HELLO_TEXT;
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(hello.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let (lines, words, bytes) = (hello.lines().count(), hello.split_whitespace().count(), hello.len());
+    let script = [
+        "spawn 1 /bin/busybox echo hello from busybox",
+        "spawn 1 /bin/busybox cat /etc/hello.txt",
+        "spawn 0 /bin/busybox ls -l /bin",
+        "spawn 1 /bin/busybox wc /etc/hello.txt",
+        "spawn 1 /bin/busybox sha256sum /etc/hello.txt",
+        "spawn 0 /bin/busybox uname -a",
+        "ps",
+    ];
+    list.push(Integration {
+        name: "busybox-2-cores".into(),
+        machine: machine(2, &qemu::exec_argument(&script.join("; "))),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed(serial, "hello from busybox\n", "busybox echo printed nothing")?;
+            for line in hello.lines() {
+                printed(serial, line, "busybox cat did not print /etc/hello.txt")?;
+            }
+            let listing = serial.lines().filter(|l| l.starts_with("lrwxrwxrwx") && l.ends_with("-> busybox")).count();
+            if listing < 100 {
+                return Err(format!("ls -l /bin listed {listing} applet links"));
+            }
+            printed(serial, " busybox\n", "ls -l /bin did not list busybox")?;
+            let wc = serial.lines().any(|l| {
+                l.split_whitespace().collect::<Vec<_>>()
+                    == [lines.to_string(), words.to_string(), bytes.to_string(), "/etc/hello.txt".into()]
+            });
+            if !wc {
+                return Err(format!("busybox wc did not print {lines} {words} {bytes} /etc/hello.txt"));
+            }
+            printed(
+                serial,
+                &format!("{digest}  /etc/hello.txt"),
+                "busybox sha256sum disagrees with the host's digest",
+            )?;
+            printed(serial, "Reef reef ", "uname -a did not name Reef")?;
+            let exits = serial.lines().filter(|l| l.starts_with("pid ") && l.ends_with("exited with status 0")).count();
+            if exits != 6 {
+                return Err(format!("expected 6 programs to exit with status 0, got {exits}"));
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+    list.push(Integration {
+        name: "spawn-ls-on-core-2".into(),
+        machine: machine(4, &qemu::exec_argument("spawn 2 /bin/busybox ls -l /bin")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(serial, "pid 200001 on core 2 exited with status 0", "ls did not run as pid 200001 on core 2")?;
+            printed(serial, "-> busybox", "no applet link listed")
+        }),
+    });
+    let attempts = [
+        ("read-kernel", 11),
+        ("write-kernel", 11),
+        ("jump-kernel", 11),
+        ("null", 11),
+        ("privileged", 11),
+        ("undefined", 4),
+        ("divide", 8),
+    ];
+    let mut script: Vec<String> = attempts
+        .iter()
+        .enumerate()
+        .map(|(i, (attempt, _))| format!("spawn {} /bin/isolation {attempt}", i % 2))
+        .collect();
+    script.push("spawn 1 /bin/isolation other-process".into());
+    script.push("spawn 0 /bin/bad-elf".into());
+    script.push("spawn 1 /bin/busybox echo still alive".into());
+    script.push("ps".into());
+    list.push(Integration {
+        name: "isolation-2-cores".into(),
+        machine: machine(2, &qemu::exec_argument(&script.join("; "))),
+        // The bad program's refusal is the line's last failure.
+        expected_status: 1,
+        check: Box::new(move |serial| {
+            if let Some(line) = serial.lines().find(|l| l.contains("fail survived")) {
+                return Err(format!("a forbidden access went unpunished: {line}"));
+            }
+            let killed = serial.lines().filter(|l| l.contains(" was killed by signal ")).count();
+            if killed != attempts.len() {
+                return Err(format!("expected {} processes killed, got {killed}", attempts.len()));
+            }
+            for (attempt, signal) in attempts {
+                let _ = attempt;
+                printed(
+                    serial,
+                    &format!("was killed by signal {signal}"),
+                    &format!("no process killed by signal {signal}"),
+                )?;
+            }
+            let reports =
+                serial.lines().filter(|l| l.contains("(isolation) killed by SIG") && l.contains(" on core ")).count();
+            if reports != attempts.len() {
+                return Err(format!("expected {} one-line fault reports, got {reports}", attempts.len()));
+            }
+            test_lines_ok(serial, "isolation-other-process", 1)?;
+            printed(
+                serial,
+                "/bin/bad-elf on core 0: not a static x86-64 ELF program",
+                "the bad program was not refused",
+            )?;
+            printed(serial, "still alive\n", "a kernel did not survive")?;
+            nothing_leaked(serial, 2)
+        }),
+    });
+    for cores in [2usize, 4] {
+        let mut script: Vec<String> = (0..cores)
+            .map(|core| format!("spawn --no-wait {core} /bin/sysfuzz --seed {} --calls 100000", 1000 + core))
+            .collect();
+        script.push("wait".into());
+        script.push("spawn 0 /bin/busybox echo kernels alive".into());
+        script.push("ps".into());
+        list.push(Integration {
+            name: format!("sysfuzz-{cores}-cores"),
+            machine: {
+                let mut m = machine(cores, &qemu::exec_argument(&script.join("; ")));
+                m.timeout = Duration::from_secs(300);
+                m
+            },
+            // A fuzz process may be killed for a bad pointer; the run still ends.
+            expected_status: ANY_STATUS,
+            check: Box::new(move |serial| {
+                let seeds = serial.lines().filter(|l| l.starts_with("sysfuzz: seed ")).count();
+                if seeds != cores {
+                    return Err(format!("expected {cores} `sysfuzz: seed` lines, got {seeds}"));
+                }
+                let ended = serial
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("pid ") && (l.contains(" exited with status ") || l.contains(" was killed by "))
+                    })
+                    .count();
+                if ended != cores + 1 {
+                    return Err(format!("expected {} processes to end, got {ended}", cores + 1));
+                }
+                printed(serial, "kernels alive\n", "a kernel did not survive the fuzzing")?;
+                if serial.contains("FAULT core") || serial.contains("PANIC core") {
+                    return Err("a kernel faulted".into());
+                }
+                nothing_leaked(serial, cores)
+            }),
+        });
+    }
 }

@@ -159,7 +159,7 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 5] = ["init", "proctest", "sysfuzz", "procbench", "tiny"];
+pub const USER_PROGRAMS: [&str; 6] = ["init", "proctest", "sysfuzz", "procbench", "tiny", "isolation"];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -286,6 +286,9 @@ pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: 
     }
     image.file("etc/hello.txt", 0o644, HELLO_TEXT.as_bytes());
     image.file("etc/motd", 0o644, MOTD.as_bytes());
+    // An executable file that is no program (an ELF magic, then nothing that parses): the
+    // suite checks that starting it is refused with ENOEXEC and harms no kernel.
+    image.file("bin/bad-elf", 0o755, b"\x7fELF\x02\x01\x01 not a program, cut short");
     image.finish()
 }
 

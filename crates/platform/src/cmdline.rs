@@ -1,7 +1,7 @@
 //! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] exec="shell command"`.
 
 /// Longest `test=` or `exec=` value kept.
-pub const MAX_VALUE: usize = 192;
+pub const MAX_VALUE: usize = 1024;
 
 /// How much the kernel logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -145,7 +145,7 @@ pub fn parse<'a>(line: &'a str, mut report: impl FnMut(Diagnostic<'a>)) -> Optio
                 _ => report(bad("one of error, warn, info, debug, trace")),
             },
             "test" | "exec" if value.is_empty() || value.len() > MAX_VALUE || !value.is_ascii() => {
-                report(bad("1 to 192 ASCII characters"))
+                report(bad("1 to 1024 ASCII characters"))
             }
             "test" => options.test = Some(Value::new(value)),
             "exec" => options.exec = Some(Value::new(value)),

@@ -247,7 +247,7 @@ impl AddressSpace {
 
     /// Declares a demand-zero area without mapping anything.
     pub fn reserve(&mut self, start: u64, end: u64, protection: Protection, kind: AreaKind) -> Result<(), MemoryError> {
-        if start >= end || end > USER_END || start % PAGE_SIZE != 0 || end % PAGE_SIZE != 0 {
+        if start >= end || end > USER_END || !start.is_multiple_of(PAGE_SIZE) || !end.is_multiple_of(PAGE_SIZE) {
             return Err(MemoryError::BadRange);
         }
         if self.overlaps(start, end) {
@@ -327,7 +327,7 @@ impl AddressSpace {
 
     /// Finds `length` free bytes for `mmap` (top-down), or uses `hint` if it is free.
     pub fn find_free(&self, hint: u64, length: u64) -> Result<u64, MemoryError> {
-        if hint != 0 && hint % PAGE_SIZE == 0 && is_user(hint, length) && !self.overlaps(hint, hint + length) {
+        if hint != 0 && hint.is_multiple_of(PAGE_SIZE) && is_user(hint, length) && !self.overlaps(hint, hint + length) {
             return Ok(hint);
         }
         let mut top = MMAP_TOP;
@@ -349,7 +349,7 @@ impl AddressSpace {
 
     /// Unmaps `[start, end)`: frees its pages and cuts the areas there.
     pub fn unmap(&mut self, start: u64, end: u64) -> Result<(), MemoryError> {
-        if start % PAGE_SIZE != 0 || start >= end || end > USER_END {
+        if !start.is_multiple_of(PAGE_SIZE) || start >= end || end > USER_END {
             return Err(MemoryError::BadRange);
         }
         self.unmap_pages(start, end);
@@ -359,7 +359,7 @@ impl AddressSpace {
 
     /// Changes the rights of `[start, end)`; fails if part of it is not mapped.
     pub fn protect(&mut self, start: u64, end: u64, protection: Protection) -> Result<(), MemoryError> {
-        if start % PAGE_SIZE != 0 || start >= end || end > USER_END {
+        if !start.is_multiple_of(PAGE_SIZE) || start >= end || end > USER_END {
             return Err(MemoryError::BadRange);
         }
         // Linux: ENOMEM when part of the range is unmapped.

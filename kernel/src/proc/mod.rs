@@ -136,7 +136,7 @@ pub fn publish_counts() {
     counters.live.store(processes.len() as u32, Ordering::Relaxed);
     counters.threads.store(threads as u32, Ordering::Relaxed);
     counters.pids.store(pids_in_use() as u32, Ordering::Relaxed);
-    counters.stacks.store(stacks, Ordering::Relaxed);
+    counters.stacks.store(stacks.saturating_sub(sched::exiting_stacks()), Ordering::Relaxed);
     counters.frames.store(frames, Ordering::Relaxed);
     counters.frames_unaccounted.store(baseline.saturating_sub(free + frames + cached), Ordering::Relaxed);
 }
@@ -390,6 +390,7 @@ pub fn exit_thread() -> ! {
     if clear != 0 && !process.is_killed() && user::copy_to_user(clear, &0u32.to_le_bytes()).is_ok() {
         sched::wake(WaitToken::Futex(process.pid, clear), usize::MAX);
     }
+    sched::note_exiting();
     let last = {
         let mut state = process.state.lock();
         state.threads.retain(|&t| t != me.tid);
@@ -705,4 +706,9 @@ pub fn errno_text(error: Errno) -> &'static str {
         errno::EINTR => "interrupted",
         _ => "failed",
     }
+}
+
+/// Whether `parent_pid` (0: this kernel) has children not yet reaped.
+pub fn has_children(parent_pid: u32) -> bool {
+    with_children(parent_pid, |children| !children.is_empty()).unwrap_or(false)
 }

@@ -153,6 +153,21 @@ static NEED_SWITCH: AtomicBool = AtomicBool::new(false);
 /// ring 3 (a system call's return path stays free of channel polling otherwise).
 static LOOK_AT_MESSAGES: AtomicBool = AtomicBool::new(false);
 
+/// Threads that called [`exit_current`] (or are about to) whose stacks are not freed yet:
+/// they are gone for every count but the stack slot's.
+static EXITING: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// The running thread is on its way out: count its stack as released already (its exit
+/// is reported to other cores before the stack can be freed).
+pub fn note_exiting() {
+    EXITING.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Thread stacks still mapped for threads that already exited.
+pub fn exiting_stacks() -> u32 {
+    EXITING.load(Ordering::Relaxed)
+}
+
 /// From the message-notification interrupt: messages wait for this core.
 pub fn on_message_notification() {
     LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
@@ -422,6 +437,7 @@ fn after_switch() {
         gone
     });
     if !dead.is_empty() {
+        EXITING.fetch_sub(dead.len() as u32, Ordering::Relaxed);
         drop(dead);
         crate::proc::publish_counts();
     }

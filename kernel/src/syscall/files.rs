@@ -96,7 +96,7 @@ fn vectored(fd: i64, vectors: u64, count: u64, writing: bool) -> SyscallResult {
     let mut total = 0u64;
     for index in 0..count {
         let vector: linux::iovec = read_user(vectors + index * 16)?;
-        let (base, length) = (vector.iov_base as u64, vector.iov_len as u64);
+        let (base, length) = (vector.iov_base as u64, vector.iov_len);
         if length == 0 {
             continue;
         }
@@ -205,7 +205,7 @@ fn stat_of_open(open: &Open) -> linux::stat {
 
 pub fn fstat(fd: i64, out: u64) -> SyscallResult {
     let open = open_file(fd)?;
-    write_user(out, &stat_of_open(&*open))?;
+    write_user(out, &stat_of_open(&open))?;
     Ok(0)
 }
 
@@ -396,7 +396,7 @@ pub fn ppoll(fds: u64, count: u64, timeout: u64) -> SyscallResult {
         -1
     } else {
         let spec: linux::timespec = read_user(timeout)?;
-        (spec.tv_sec as i64).saturating_mul(1000).saturating_add(spec.tv_nsec as i64 / 1_000_000)
+        spec.tv_sec.saturating_mul(1000).saturating_add(spec.tv_nsec / 1_000_000)
     };
     poll(fds, count, timeout_ms)
 }

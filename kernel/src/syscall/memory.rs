@@ -30,7 +30,7 @@ pub fn brk(wanted: u64) -> SyscallResult {
 }
 
 pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset: u64) -> SyscallResult {
-    if length == 0 || offset % PAGE_SIZE != 0 || flags & (MAP_SHARED | MAP_PRIVATE) == 0 {
+    if length == 0 || !offset.is_multiple_of(PAGE_SIZE) || flags & (MAP_SHARED | MAP_PRIVATE) == 0 {
         return Err(errno::EINVAL);
     }
     let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
@@ -50,7 +50,7 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     let memory = &mut state.memory;
     let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
     let start = if fixed {
-        if hint % PAGE_SIZE != 0 || !crate::mm::user::is_user(hint, length) {
+        if !hint.is_multiple_of(PAGE_SIZE) || !crate::mm::user::is_user(hint, length) {
             return Err(errno::EINVAL);
         }
         if flags & MAP_FIXED_NOREPLACE != 0 {

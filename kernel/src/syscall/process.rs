@@ -111,7 +111,7 @@ pub fn futex(address: u64, operation: u64, value: u64, timeout: u64, _bitset: u6
     let process = current()?;
     let key = WaitToken::Futex(process.pid, address);
     drop(process);
-    if address % 4 != 0 {
+    if !address.is_multiple_of(4) {
         return Err(errno::EINVAL);
     }
     match operation & FUTEX_COMMAND_MASK {

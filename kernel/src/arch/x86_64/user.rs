@@ -143,6 +143,20 @@ global_asm!(
     3:
         mov rax, rcx
         ret
+
+    // kernel_load_probe(address [rdi]) -> 0 if a plain kernel load of the byte worked, 1 if
+    // it faulted: the SMAP test's access to a user page outside the copy routines.
+    .global kernel_load_probe
+    kernel_load_probe:
+        xor eax, eax
+    .global kernel_load_probe_load
+    kernel_load_probe_load:
+        mov cl, byte ptr [rdi]
+        ret
+    .global kernel_load_probe_fault
+    kernel_load_probe_fault:
+        mov eax, 1
+        ret
     "#,
     user_rsp = sym SYSCALL_USER_RSP,
     stack_top = sym SYSCALL_STACK_TOP,
@@ -162,6 +176,9 @@ extern "C" {
     static user_copy_start: u8;
     static user_copy_end: u8;
     static user_copy_fault: u8;
+    fn kernel_load_probe(address: u64) -> u64;
+    static kernel_load_probe_load: u8;
+    static kernel_load_probe_fault: u8;
 }
 
 /// What this core's CPU offers for running user code safely.
@@ -335,12 +352,15 @@ pub fn fault_fixup(rip: u64) -> Option<u64> {
     (start..=end).contains(&rip).then_some(&raw const user_copy_fault as u64)
 }
 
-/// Reads one byte of kernel memory at `address` with a plain load, outside the copy
-/// routines: the SMAP test uses it on a user address and expects a fault.
-pub fn read_byte_unchecked(address: u64) -> u8 {
-    let value: u8;
-    // SAFETY: the load is expected to fault (SMAP); the fault handler reports it and never
-    // resumes here when it does.
-    unsafe { asm!("mov {}, byte ptr [{}]", out(reg_byte) value, in(reg) address, options(nostack, readonly)) };
-    value
+/// Whether a plain kernel load (outside the copy routines) of `address` faults. With SMAP on
+/// and `address` a present user page, it must.
+pub fn kernel_load_faults(address: u64) -> bool {
+    // SAFETY: the probe only reads one byte; a fault at its load resumes at its own fixup
+    // (see `probe_fixup`), which returns 1.
+    unsafe { kernel_load_probe(address) == 1 }
+}
+
+/// Where a fault of the load probe resumes, if `rip` is its load.
+pub fn probe_fixup(rip: u64) -> Option<u64> {
+    (rip == &raw const kernel_load_probe_load as u64).then_some(&raw const kernel_load_probe_fault as u64)
 }
