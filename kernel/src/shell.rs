@@ -64,6 +64,12 @@ const COMMANDS: &[Command] = &[
         help: "wait for every process started with `spawn --no-wait`, giving each status",
         run: wait_all,
     },
+    Command {
+        name: "kill",
+        usage: "kill <pid> [signal]",
+        help: "send a signal (default 9, SIGKILL) to a process on any core",
+        run: kill,
+    },
     Command { name: "ps", usage: "ps", help: "this instance's processes and every instance's counts", run: ps },
     Command {
         name: "syscalls",
@@ -344,6 +350,28 @@ fn reap(which: i64) -> Result<(), CommandError> {
         println!("pid {pid} on core {core} was killed by signal {}", status & 0x7f);
     }
     Ok(())
+}
+
+fn kill(arguments: &[&str]) -> Result<(), CommandError> {
+    const USAGE: &str = "kill <pid> [signal]";
+    let (pid, signal) = match arguments {
+        [pid] => (pid, "9"),
+        [pid, signal] => (pid, *signal),
+        _ => return Err(CommandError::Usage(USAGE)),
+    };
+    let pid: u32 = pid
+        .parse()
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| CommandError::Failed(alloc::format!("`{pid}` is not a pid: see `ps`")))?;
+    let signal: u32 = signal
+        .parse()
+        .ok()
+        .filter(|&s| (1..=64).contains(&s))
+        .ok_or_else(|| CommandError::Failed(alloc::format!("`{signal}` is not a signal number: give 1 to 64")))?;
+    crate::proc::kill(pid, signal).map_err(|error| {
+        CommandError::Failed(alloc::format!("pid {pid}: {}", if error == 3 { "no such process" } else { "refused" }))
+    })
 }
 
 fn wait_all(_: &[&str]) -> Result<(), CommandError> {

@@ -815,6 +815,28 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
             nothing_leaked(serial, 2)
         }),
     });
+    list.push(Integration {
+        name: "kill-2-cores".into(),
+        machine: machine(
+            2,
+            &qemu::exec_argument(
+                "spawn --no-wait 1 /bin/busybox sleep 100; spawn --no-wait 0 /bin/busybox sleep 100; \
+                 kill 100001; kill 1 15; wait; ps; kill 77",
+            ),
+        ),
+        // `kill 77` names no process: the line's status is that failure.
+        expected_status: 1,
+        check: Box::new(|serial| {
+            printed(serial, "pid 100001 on core 1 was killed by signal 9", "the sleeper on core 1 was not killed")?;
+            printed(
+                serial,
+                "pid 1 on core 0 was killed by signal 15",
+                "the sleeper on core 0 was not ended by SIGTERM",
+            )?;
+            printed(serial, "error: pid 77: no such process", "a kill of no process was not refused")?;
+            nothing_leaked(serial, 2)
+        }),
+    });
     for cores in [2usize, 4] {
         let mut script: Vec<String> = (0..cores)
             .map(|core| format!("spawn --no-wait {core} /bin/sysfuzz --seed {} --calls 100000", 1000 + core))
