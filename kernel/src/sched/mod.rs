@@ -147,6 +147,22 @@ struct Scheduler {
 
 static SCHEDULER: Mutex<Scheduler> =
     Mutex::new(Scheduler { current: None, ready: VecDeque::new(), blocked: Vec::new(), dead: Vec::new(), switches: 0 });
+/// The process of the running thread (null for the boot thread), kept by the switch so the
+/// system-call path reaches it without the scheduler's lock.
+static CURRENT_PROCESS: core::sync::atomic::AtomicPtr<Process> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Runs `work` with the running thread's process, if it has one, without taking the
+/// scheduler's lock (the fast path of calls like `getppid`).
+pub fn with_current_process<T>(work: impl FnOnce(&Process) -> T) -> Option<T> {
+    let pointer = CURRENT_PROCESS.load(Ordering::Relaxed);
+    // SAFETY: the switch stores the running thread's `Arc<Process>` pointer here; that thread
+    // holds the `Arc` for as long as it exists, and it exists while it runs `work` (even if
+    // `work` blocks, the thread stays in the scheduler's lists), so the process outlives the
+    // reference. Only this core writes the pointer.
+    unsafe { pointer.as_ref() }.map(work)
+}
+
 /// Set by the timer: the running thread's slice is over.
 static NEED_SWITCH: AtomicBool = AtomicBool::new(false);
 /// Set by the message notification and the timer: look at the channels before returning to
@@ -328,16 +344,15 @@ fn wake_expired() {
 /// On the way back to ring 3 (after a system call or an interrupt from user mode): handles
 /// this core's messages, ends a killed thread, and switches if the slice is over.
 pub fn before_user_return() {
-    if LOOK_AT_MESSAGES.swap(false, Ordering::Relaxed) {
+    if LOOK_AT_MESSAGES.load(Ordering::Relaxed) {
+        LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
         crate::msg::drain();
     }
-    let me = current();
-    if me.process.as_ref().is_some_and(|p| p.is_killed()) {
-        drop(me);
+    if with_current_process(|p| p.is_killed()) == Some(true) {
         crate::proc::exit_thread_of_killed_process();
     }
-    if NEED_SWITCH.swap(false, Ordering::Relaxed) {
-        drop(me);
+    if NEED_SWITCH.load(Ordering::Relaxed) {
+        NEED_SWITCH.store(false, Ordering::Relaxed);
         yield_now();
     }
 }
@@ -405,6 +420,8 @@ fn switch_to(next: Arc<Thread>) {
         (&raw mut previous_context.stack_pointer, next_context.stack_pointer)
     };
     user::set_fs_base(next.fs_base.load(Ordering::Relaxed));
+    CURRENT_PROCESS
+        .store(next.process.as_ref().map_or(core::ptr::null_mut(), |p| Arc::as_ptr(p).cast_mut()), Ordering::Relaxed);
     let root = match &next.process {
         Some(process) => process.page_table_root(),
         None => crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed),

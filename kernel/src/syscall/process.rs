@@ -16,11 +16,11 @@ fn current() -> Result<alloc::sync::Arc<proc::Process>, u32> {
 }
 
 pub fn getpid() -> SyscallResult {
-    Ok(u64::from(current()?.pid))
+    sched::with_current_process(|p| u64::from(p.pid)).ok_or(errno::EPERM)
 }
 
 pub fn getppid() -> SyscallResult {
-    Ok(u64::from(current()?.parent.pid))
+    sched::with_current_process(|p| u64::from(p.parent.pid)).ok_or(errno::EPERM)
 }
 
 pub fn fork(frame: &InterruptFrame) -> SyscallResult {
