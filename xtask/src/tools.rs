@@ -391,6 +391,6 @@ mod tests {
         assert_eq!(archive.find("/etc/hello.txt").unwrap().data, HELLO_TEXT.as_bytes());
         assert_eq!(archive.find("/etc/motd").unwrap().data, MOTD.as_bytes());
         let in_bin: Vec<&str> = archive.read_dir("/bin").unwrap().map(|entry| entry.file_name()).collect();
-        assert_eq!(in_bin, ["tiny", "busybox", "[", "[[", "ash", "ls", "sh"]);
+        assert_eq!(in_bin, ["tiny", "busybox", "[", "[[", "ash", "ls", "sh", "bad-elf"]);
     }
 }

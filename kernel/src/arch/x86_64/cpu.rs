@@ -218,8 +218,10 @@ pub unsafe fn monitor(address: u64) {
 /// # Safety
 /// MONITOR/MWAIT must be offered, and `monitor` called just before.
 pub unsafe fn enable_interrupts_and_mwait() {
-    // SAFETY: guaranteed by the caller; ECX bit 0 set: interrupts wake MWAIT even if masked.
-    unsafe { asm!("sti", "mwait", in("eax") 0u32, in("ecx") 1u32, options(nostack)) };
+    // SAFETY: guaranteed by the caller. ECX is 0: no extensions (bit 0, "interrupts break
+    // MWAIT even when masked", is a #GP where CPUID.5:ECX[1] lacks it, as under QEMU's
+    // `-cpu max`); STI's shadow covers MWAIT, so interrupts are on while it waits and wake it.
+    unsafe { asm!("sti", "mwait", in("eax") 0u32, in("ecx") 0u32, options(nostack)) };
 }
 
 /// A hardware random number (RDRAND), if the CPU offers it and delivers within 10 tries.
