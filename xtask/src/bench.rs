@@ -13,7 +13,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     match arguments.first().map(String::as_str) {
         Some("boot") => boot(&arguments[1..]),
         Some("msg") => msg(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg")),
+        Some("proc") => crate::proc_bench::run(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc")),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

@@ -7,6 +7,7 @@ mod check;
 mod debian;
 mod peer;
 mod plot;
+mod proc_bench;
 mod qemu;
 mod stats;
 mod test;
@@ -37,6 +38,13 @@ cargo xtask <command>
         writes results/msg.json and results/msg_*.png; with --vs-linux a Linux guest boot
         after each run, a side-by-side table (like for like: polled ring against polled ring,
         both sides asleep against futex) and the ratios to Linux run by run
+  bench proc [--runs N] [--accel kvm|tcg] [--vs-linux]
+        the process benchmarks (user/procbench: getppid, fork+exec+wait, thread create+join,
+        futex ping-pong, first touch of a page, spawn on another core) on Reef core 1 of 2,
+        and boot to /sbin/init on every core of 4; with --vs-linux the same binary in the
+        Linux guest after each run, and the ratios; writes results/proc.json and proc.png
+  peer proc [--accel kvm|tcg]
+        procbench in the Linux guest alone, printed
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json
