@@ -76,6 +76,13 @@ fn nearest_rank<T: Sample>(sorted: &[T], percent: f64) -> T {
     sorted[rank.min(sorted.len() - 1)]
 }
 
+/// The sample at percentile `percent` (0..=100) of `sorted`, by the same nearest rank as
+/// [`Summary`]'s p5 and p95, for callers that report more percentiles (p25, p75, p99) from the
+/// samples [`summarize`] has just sorted; `None` when there are none.
+pub fn percentile<T: Sample>(sorted: &[T], percent: f64) -> Option<T> {
+    (!sorted.is_empty()).then(|| nearest_rank(sorted, percent))
+}
+
 /// Summarises `samples`, sorting them in place; `None` when there are none.
 pub fn summarize<T: Sample>(samples: &mut [T]) -> Option<Summary<T>> {
     if samples.is_empty() {
@@ -127,6 +134,17 @@ mod tests {
         assert_eq!(samples[0], 1, "sorted in place");
         let summary = summarize(&mut [7u64]).unwrap();
         assert_eq!((summary.min, summary.p5, summary.median, summary.p95, summary.max), (7, 7, 7.0, 7, 7));
+    }
+
+    #[test]
+    fn more_percentiles_from_the_sorted_samples() {
+        let mut samples: [u64; 101] = core::array::from_fn(|i| 101 - i as u64);
+        let summary = summarize(&mut samples).unwrap();
+        assert_eq!(percentile(&samples, 5.0), Some(summary.p5));
+        assert_eq!(percentile(&samples, 95.0), Some(summary.p95));
+        assert_eq!((percentile(&samples, 25.0), percentile(&samples, 75.0)), (Some(26), Some(76)));
+        assert_eq!((percentile(&samples, 99.0), percentile(&samples, 100.0)), (Some(100), Some(101)));
+        assert_eq!(percentile::<u64>(&[], 50.0), None);
     }
 
     #[test]
