@@ -1,0 +1,252 @@
+//! Reef's own system calls for Rust programs with `std`, and what tells Reef from Linux.
+#![doc = include_str!("../README.md")]
+
+pub mod raw;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A process id, as `getpid`, `wait4` and `reef_spawn` use them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pid(i32);
+
+impl Pid {
+    /// The pid of a process; no call checks that it exists.
+    pub const fn from_raw(pid: i32) -> Self {
+        Self(pid)
+    }
+
+    /// The number the system calls take.
+    pub const fn as_raw(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Pid {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(formatter)
+    }
+}
+
+/// Issues Reef call `number` with up to four integer arguments; its result, or the error the
+/// kernel returned (`ENOSYS` on Linux).
+///
+/// # Safety
+///
+/// Every argument the call treats as a pointer must point to memory that is valid, for the
+/// whole call, for what the call reads or writes there (`abi::call` says which).
+unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
+    let number = libc::c_long::try_from(number).expect("Reef call numbers fit a C long");
+    // SAFETY: the caller vouches for the pointer arguments (this function's contract);
+    // `syscall` itself only moves the six values into registers and returns the result.
+    let result = unsafe { libc::syscall(number, arguments[0], arguments[1], arguments[2], arguments[3]) };
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result as u64)
+    }
+}
+
+/// The logical core the calling thread runs on, or `None` when not on Reef.
+pub fn current_core() -> Option<usize> {
+    // SAFETY: `reef_core` takes no arguments, so none is read as a pointer.
+    let core = unsafe { reef_call(abi::call::CORE, [0; 4]) }.ok()? as usize;
+    remember(true);
+    Some(core)
+}
+
+/// How many kernel instances are running, or `None` when not on Reef.
+pub fn instance_count() -> Option<usize> {
+    // SAFETY: `reef_cores` takes no arguments, so none is read as a pointer.
+    unsafe { reef_call(abi::call::CORES, [0; 4]) }.ok().map(|count| count as usize)
+}
+
+/// What `on_reef` found: not asked yet, Linux (or any kernel without Reef's calls), Reef.
+const UNKNOWN: u8 = 0;
+const ELSEWHERE: u8 = 1;
+const REEF: u8 = 2;
+static WHERE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+fn remember(reef: bool) {
+    // Relaxed: every thread that asks finds the same answer; a race only repeats the call.
+    WHERE.store(if reef { REEF } else { ELSEWHERE }, Ordering::Relaxed);
+}
+
+/// Whether this program runs on Reef: asks once (`reef_core`), then remembers.
+pub fn on_reef() -> bool {
+    match WHERE.load(Ordering::Relaxed) {
+        REEF => true,
+        ELSEWHERE => false,
+        _ => {
+            let reef = current_core().is_some();
+            remember(reef);
+            reef
+        }
+    }
+}
+
+/// `text` as a C string, or `InvalidInput` naming what held a NUL byte.
+fn c_string(text: &str, what: &str) -> io::Result<CString> {
+    CString::new(text)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} holds a NUL byte: {text:?}")))
+}
+
+/// The strings of an `argv` and an `envp`, owned, and the pointer arrays `execve` and
+/// `reef_spawn` take, which point into them: keep this alive as long as the arrays are used.
+#[derive(Debug)]
+pub struct ProgramArguments {
+    path: CString,
+    strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl ProgramArguments {
+    /// `argv = [path, args...]` and `envp = ["KEY=VALUE", ...]`, each ending with a null.
+    pub fn new(path: &str, args: &[&str], env: &[(&str, &str)]) -> io::Result<Self> {
+        let path_string = c_string(path, "the path")?;
+        let mut strings = vec![path_string.clone()];
+        for argument in args {
+            strings.push(c_string(argument, "an argument")?);
+        }
+        for (key, value) in env {
+            if key.contains('=') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("an environment variable name holds `=`: {key:?}"),
+                ));
+            }
+            strings.push(c_string(&format!("{key}={value}"), "an environment variable")?);
+        }
+        // A CString's buffer lives on the heap, so these pointers stay valid when `strings`
+        // (the Vec of CStrings) moves into the struct below.
+        let pointers: Vec<*const libc::c_char> = strings.iter().map(|string| string.as_ptr()).collect();
+        let (arguments, variables) = pointers.split_at(1 + args.len());
+        let argv = arguments.iter().copied().chain([std::ptr::null()]).collect();
+        let envp = variables.iter().copied().chain([std::ptr::null()]).collect();
+        Ok(Self { path: path_string, strings, argv, envp })
+    }
+
+    /// The program's path, NUL-terminated.
+    pub fn path(&self) -> &std::ffi::CStr {
+        &self.path
+    }
+
+    /// The null-terminated `argv` array.
+    pub fn argv(&self) -> *const *const libc::c_char {
+        self.argv.as_ptr()
+    }
+
+    /// The null-terminated `envp` array.
+    pub fn envp(&self) -> *const *const libc::c_char {
+        self.envp.as_ptr()
+    }
+
+    /// The strings of `argv` then `envp`, in order, for checking what was built.
+    pub fn strings(&self) -> impl Iterator<Item = &std::ffi::CStr> {
+        self.strings.iter().map(CString::as_c_str)
+    }
+}
+
+/// Starts the program at `path` on kernel instance `core`, with `argv = [path, args...]` and
+/// the environment `env`; the new process is a child of the caller (reap it with [`wait`]).
+/// On Linux: `Unsupported` (`ENOSYS`).
+pub fn spawn(core: usize, path: &str, args: &[&str], env: &[(&str, &str)]) -> io::Result<Pid> {
+    let program = ProgramArguments::new(path, args, env)?;
+    // SAFETY: (1) `program.path()` is a NUL-terminated string; (2) `argv` and `envp` are
+    // null-terminated arrays of pointers to NUL-terminated strings, all owned by `program`,
+    // which lives until the call returns; (3) `reef_spawn` only reads them.
+    let pid = unsafe {
+        reef_call(
+            abi::call::SPAWN,
+            [core as u64, program.path().as_ptr() as u64, program.argv() as u64, program.envp() as u64],
+        )
+    }?;
+    Ok(Pid(pid as i32))
+}
+
+/// Waits for child `pid` to end and reaps it (`wait4`); retried when a signal interrupts it.
+pub fn wait(pid: Pid) -> io::Result<ExitStatus> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a live, writable int for the whole call, where `wait4` stores the
+        // wait status; a null `rusage` asks for no resource usage.
+        let result = unsafe { libc::wait4(pid.0, &mut status, 0, std::ptr::null_mut()) };
+        if result >= 0 {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reef_calls_say_enosys_on_linux() {
+        assert_eq!(current_core(), None);
+        assert_eq!(instance_count(), None);
+        assert!(!on_reef());
+        assert!(!on_reef(), "remembered");
+        let error = spawn(0, "/bin/true", &[], &[]).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSYS));
+        assert_eq!(error.kind(), io::ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn arguments_are_built_as_execve_takes_them() {
+        let program = ProgramArguments::new("/bin/tiny", &["3", "x"], &[("HOME", "/"), ("A", "b=c")]).unwrap();
+        let strings: Vec<&str> = program.strings().map(|string| string.to_str().unwrap()).collect();
+        assert_eq!(strings, ["/bin/tiny", "3", "x", "HOME=/", "A=b=c"]);
+        assert_eq!(program.path().to_str().unwrap(), "/bin/tiny");
+        // SAFETY: both arrays are null-terminated and owned by `program`, alive here.
+        let (argv, envp) =
+            unsafe { (std::slice::from_raw_parts(program.argv(), 4), std::slice::from_raw_parts(program.envp(), 3)) };
+        assert!(argv[3].is_null() && envp[2].is_null());
+        // SAFETY: the first pointers of each array point to NUL-terminated strings of `program`.
+        let (first_argument, first_variable) =
+            unsafe { (std::ffi::CStr::from_ptr(argv[0]), std::ffi::CStr::from_ptr(envp[0])) };
+        assert_eq!(first_argument.to_str().unwrap(), "/bin/tiny");
+        assert_eq!(first_variable.to_str().unwrap(), "HOME=/");
+    }
+
+    #[test]
+    fn no_arguments_no_environment() {
+        let program = ProgramArguments::new("/sbin/init", &[], &[]).unwrap();
+        // SAFETY: `argv` holds the path and the null, `envp` only the null, owned by `program`.
+        let (argv, envp) =
+            unsafe { (std::slice::from_raw_parts(program.argv(), 2), std::slice::from_raw_parts(program.envp(), 1)) };
+        assert!(!argv[0].is_null() && argv[1].is_null() && envp[0].is_null());
+    }
+
+    #[test]
+    fn nul_bytes_and_bad_names_are_refused_before_any_call() {
+        for error in [
+            ProgramArguments::new("/bin/a\0b", &[], &[]).unwrap_err(),
+            ProgramArguments::new("/bin/a", &["x\0"], &[]).unwrap_err(),
+            ProgramArguments::new("/bin/a", &[], &[("K", "v\0")]).unwrap_err(),
+            ProgramArguments::new("/bin/a", &[], &[("K=", "v")]).unwrap_err(),
+            spawn(0, "/bin/a\0", &[], &[]).unwrap_err(),
+        ] {
+            assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    // The child is reaped, by `wait` itself: that is what this test checks.
+    #[allow(clippy::zombie_processes)]
+    fn wait_reaps_a_child_and_reads_its_status() {
+        let child = std::process::Command::new("/bin/sh").args(["-c", "exit 7"]).spawn().unwrap();
+        let status = wait(Pid::from_raw(child.id() as i32)).unwrap();
+        assert_eq!(status.code(), Some(7));
+        let error = wait(Pid::from_raw(child.id() as i32)).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ECHILD), "reaped once only");
+    }
+}
