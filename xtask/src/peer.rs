@@ -687,6 +687,76 @@ fn print_table(results: &Value) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Any program in the Linux guest (`peer proc`)
+
+/// `/init` that says it started, runs `command`, says it is done, and powers off.
+fn program_init_script(command: &str) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # Written by `cargo xtask peer`: runs one command and powers the machine off.\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         echo \"{INIT_MARKER} kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)\"\n\
+         {command}\n\
+         echo \"PEER exit status=$?\"\n\
+         echo \"{DONE_MARKER}\"\n\
+         poweroff -f\n"
+    )
+}
+
+/// What [`run_program`] saw: the serial log and the guest kernel's version.
+pub struct ProgramRun {
+    pub serial: String,
+    pub kernel_version: String,
+    pub machine: String,
+}
+
+/// Boots Debian's Linux in the same QEMU setup as Reef (`cores`, `accel`) with `files` at
+/// `/bin/<name>` next to busybox, runs `command` from `/init`, and returns what it printed.
+pub fn run_program(
+    accel: Accel,
+    cores: usize,
+    files: &[(String, Vec<u8>)],
+    command: &str,
+    timeout: Duration,
+) -> Result<ProgramRun, String> {
+    tools::ensure_qemu()?;
+    let cache = debian::cache()?;
+    let kernel = debian::fetch_kernel(&cache)?;
+    let busybox = debian::fetch_busybox(&cache)?;
+    let mut archive = initramfs::Writer::new();
+    for directory in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root"] {
+        archive.directory(directory, 0o755);
+    }
+    archive.character_device("dev/console", 0o600, 5, 1);
+    archive.character_device("dev/null", 0o666, 1, 3);
+    archive.file("bin/busybox", 0o755, &read(&busybox.file)?);
+    for applet in BUSYBOX_APPLETS {
+        archive.symlink(&format!("bin/{applet}"), "busybox");
+    }
+    for (name, bytes) in files {
+        archive.file(&format!("bin/{name}"), 0o755, bytes);
+    }
+    archive.file("init", 0o755, program_init_script(command).as_bytes());
+    let initramfs = cache.join("program-initramfs.cpio");
+    std::fs::write(&initramfs, archive.finish()).map_err(|e| format!("writing {}: {e}", initramfs.display()))?;
+    let mut machine = Machine::new(cores);
+    machine.accel = accel;
+    machine.kernel_args = kernel_arguments(None);
+    machine.timeout = timeout;
+    let (guest, used_machine, _) = boot_linux(&machine, &kernel.file, &initramfs, &cache)?;
+    if guest.done_after.is_none() {
+        return Err(format!(
+            "the Linux guest did not finish ({}); serial log:\n{}",
+            guest.failure_summary(),
+            tail(&guest.serial, 60)
+        ));
+    }
+    Ok(ProgramRun { serial: guest.serial, kernel_version: kernel.version, machine: used_machine })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -786,74 +856,4 @@ PEER done
         assert!(parse_options(&strings(&["--runs-per-bench"])).is_err());
         assert!(parse_options(&strings(&["--what"])).unwrap_err().contains("--what"));
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Any program in the Linux guest (`peer proc`)
-
-/// `/init` that says it started, runs `command`, says it is done, and powers off.
-fn program_init_script(command: &str) -> String {
-    format!(
-        "#!/bin/sh\n\
-         # Written by `cargo xtask peer`: runs one command and powers the machine off.\n\
-         mount -t proc proc /proc\n\
-         mount -t sysfs sysfs /sys\n\
-         mount -t devtmpfs devtmpfs /dev\n\
-         echo \"{INIT_MARKER} kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)\"\n\
-         {command}\n\
-         echo \"PEER exit status=$?\"\n\
-         echo \"{DONE_MARKER}\"\n\
-         poweroff -f\n"
-    )
-}
-
-/// What [`run_program`] saw: the serial log and the guest kernel's version.
-pub struct ProgramRun {
-    pub serial: String,
-    pub kernel_version: String,
-    pub machine: String,
-}
-
-/// Boots Debian's Linux in the same QEMU setup as Reef (`cores`, `accel`) with `files` at
-/// `/bin/<name>` next to busybox, runs `command` from `/init`, and returns what it printed.
-pub fn run_program(
-    accel: Accel,
-    cores: usize,
-    files: &[(String, Vec<u8>)],
-    command: &str,
-    timeout: Duration,
-) -> Result<ProgramRun, String> {
-    tools::ensure_qemu()?;
-    let cache = debian::cache()?;
-    let kernel = debian::fetch_kernel(&cache)?;
-    let busybox = debian::fetch_busybox(&cache)?;
-    let mut archive = initramfs::Writer::new();
-    for directory in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root"] {
-        archive.directory(directory, 0o755);
-    }
-    archive.character_device("dev/console", 0o600, 5, 1);
-    archive.character_device("dev/null", 0o666, 1, 3);
-    archive.file("bin/busybox", 0o755, &read(&busybox.file)?);
-    for applet in BUSYBOX_APPLETS {
-        archive.symlink(&format!("bin/{applet}"), "busybox");
-    }
-    for (name, bytes) in files {
-        archive.file(&format!("bin/{name}"), 0o755, bytes);
-    }
-    archive.file("init", 0o755, program_init_script(command).as_bytes());
-    let initramfs = cache.join("program-initramfs.cpio");
-    std::fs::write(&initramfs, archive.finish()).map_err(|e| format!("writing {}: {e}", initramfs.display()))?;
-    let mut machine = Machine::new(cores);
-    machine.accel = accel;
-    machine.kernel_args = kernel_arguments(None);
-    machine.timeout = timeout;
-    let (guest, used_machine, _) = boot_linux(&machine, &kernel.file, &initramfs, &cache)?;
-    if guest.done_after.is_none() {
-        return Err(format!(
-            "the Linux guest did not finish ({}); serial log:\n{}",
-            guest.failure_summary(),
-            tail(&guest.serial, 60)
-        ));
-    }
-    Ok(ProgramRun { serial: guest.serial, kernel_version: kernel.version, machine: used_machine })
 }

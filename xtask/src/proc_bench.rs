@@ -39,9 +39,7 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--vs-linux" => options.vs_linux = true,
             other => {
-                return Err(format!(
-                    "unknown option `{other}`: bench proc [--runs N] [--accel kvm|tcg] [--vs-linux]"
-                ))
+                return Err(format!("unknown option `{other}`: bench proc [--runs N] [--accel kvm|tcg] [--vs-linux]"))
             }
         }
     }
@@ -99,12 +97,17 @@ fn linux_files() -> Result<Vec<(String, Vec<u8>)>, String> {
     programs
         .into_iter()
         .filter(|(name, _)| name == "procbench" || name == "tiny")
-        .map(|(name, path)| std::fs::read(&path).map(|bytes| (name, bytes)).map_err(|e| format!("{}: {e}", path.display())))
+        .map(|(name, path)| {
+            std::fs::read(&path).map(|bytes| (name, bytes)).map_err(|e| format!("{}: {e}", path.display()))
+        })
         .collect()
 }
 
 /// One Linux guest run of procbench.
-fn linux_run(accel: Accel) -> Result<(Map<String, Value>, Map<String, Value>, String), String> {
+/// One Linux run: the figures, the configuration line (and the machine), the kernel version.
+type LinuxRun = (Map<String, Value>, Map<String, Value>, String);
+
+fn linux_run(accel: Accel) -> Result<LinuxRun, String> {
     let files = linux_files()?;
     let run = peer::run_program(accel, 2, &files, "/bin/procbench --tiny /bin/tiny", Duration::from_secs(900))?;
     let mut configuration = config(&run.serial);
@@ -210,7 +213,10 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         "spawn on another core / same core: {}  (goal <= 2)",
         spawn_ratio.map_or("-".into(), |r| format!("{r:.2}"))
     );
-    println!("boot to /sbin/init on every core (4 cores): {} (goal < 150 ms)", boot.map_or("-".into(), |b| format!("{b:.1} ms")));
+    println!(
+        "boot to /sbin/init on every core (4 cores): {} (goal < 150 ms)",
+        boot.map_or("-".into(), |b| format!("{b:.1} ms"))
+    );
     let results = json!({
         "benchmark": "proc",
         "accelerator": options.accel.name(),
