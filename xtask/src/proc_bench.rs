@@ -81,14 +81,9 @@ fn median_ns(figures: &Map<String, Value>, name: &str) -> Option<f64> {
     figures.get(name)?.get("median")?.as_f64()
 }
 
-fn median_of(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
+/// The median of per-run medians, by the `samples` definition every figure uses.
+fn median_of(values: Vec<f64>) -> Option<f64> {
+    crate::stats::summarize(&values).map(|s| s.median)
 }
 
 /// The user programs procbench needs in the Linux guest.
