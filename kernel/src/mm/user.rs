@@ -474,91 +474,78 @@ impl AddressSpace {
         }
     }
 
-    /// Calls `visit(address, frame, entry)` for every mapped user page.
-    fn for_each_page(
+    /// Walks the user half: `visit_page(address, frame, entry)` for every mapped page, and,
+    /// when `visit_table` is given, `visit_table(frame)` for every page table after the
+    /// entries below it were visited (so a table can be freed once its pages are).
+    fn walk(
         &self,
-        mut visit: impl FnMut(u64, u64, u64) -> Result<(), MemoryError>,
+        visit_page: &mut dyn FnMut(u64, u64, u64) -> Result<(), MemoryError>,
+        mut visit_table: Option<&mut dyn FnMut(u64)>,
     ) -> Result<(), MemoryError> {
         let read = |t: u64, i: usize| {
             // SAFETY: `t` is a page-table frame of this address space; i < 512.
             unsafe { table(t).add(i).read() }
         };
+        let present = |entry: u64| (entry & flags::PRESENT != 0).then_some(entry & flags::ADDRESS_MASK);
         for i4 in 0..USER_ROOT_ENTRIES {
-            let e4 = read(self.root, i4);
-            if e4 & flags::PRESENT == 0 {
-                continue;
-            }
+            let Some(pdpt) = present(read(self.root, i4)) else { continue };
             for i3 in 0..512 {
-                let e3 = read(e4 & flags::ADDRESS_MASK, i3);
-                if e3 & flags::PRESENT == 0 {
-                    continue;
-                }
+                let Some(pd) = present(read(pdpt, i3)) else { continue };
                 for i2 in 0..512 {
-                    let e2 = read(e3 & flags::ADDRESS_MASK, i2);
-                    if e2 & flags::PRESENT == 0 {
-                        continue;
-                    }
+                    let Some(pt) = present(read(pd, i2)) else { continue };
                     for i1 in 0..512 {
-                        let e1 = read(e2 & flags::ADDRESS_MASK, i1);
-                        if e1 & flags::PRESENT != 0 {
+                        let entry = read(pt, i1);
+                        if let Some(frame) = present(entry) {
                             let address =
                                 ((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12);
-                            visit(address, e1 & flags::ADDRESS_MASK, e1)?;
+                            visit_page(address, frame, entry)?;
                         }
                     }
+                    if let Some(visit) = visit_table.as_mut() {
+                        visit(pt);
+                    }
                 }
+                if let Some(visit) = visit_table.as_mut() {
+                    visit(pd);
+                }
+            }
+            if let Some(visit) = visit_table.as_mut() {
+                visit(pdpt);
             }
         }
         Ok(())
     }
 
+    /// Calls `visit(address, frame, entry)` for every mapped user page.
+    fn for_each_page(
+        &self,
+        mut visit: impl FnMut(u64, u64, u64) -> Result<(), MemoryError>,
+    ) -> Result<(), MemoryError> {
+        self.walk(&mut visit, None)
+    }
+
     /// Frees every page and table of the user half and the root: the end of the process's
     /// memory. Afterwards the address space holds no frame.
     pub fn destroy(&mut self) {
-        let free_frame = |frame: u64, count: &mut u64| {
+        // Frames go back as the walk passes them: a table is freed only after its entries were
+        // read, and nothing allocates meanwhile (this core runs only this code).
+        let count = core::cell::Cell::new(self.frames);
+        let free_frame = |frame: u64| {
             if frames::free(frame).is_ok() {
-                *count -= 1;
+                count.set(count.get() - 1);
             } else {
                 log::error!("address space: frame {frame:#x} was not allocated");
             }
         };
-        let mut count = self.frames;
-        let read = |t: u64, i: usize| {
-            // SAFETY: `t` is a page-table frame of this address space; i < 512.
-            unsafe { table(t).add(i).read() }
-        };
-        for i4 in 0..USER_ROOT_ENTRIES {
-            let e4 = read(self.root, i4);
-            if e4 & flags::PRESENT == 0 {
-                continue;
-            }
-            let pdpt = e4 & flags::ADDRESS_MASK;
-            for i3 in 0..512 {
-                let e3 = read(pdpt, i3);
-                if e3 & flags::PRESENT == 0 {
-                    continue;
-                }
-                let pd = e3 & flags::ADDRESS_MASK;
-                for i2 in 0..512 {
-                    let e2 = read(pd, i2);
-                    if e2 & flags::PRESENT == 0 {
-                        continue;
-                    }
-                    let pt = e2 & flags::ADDRESS_MASK;
-                    for i1 in 0..512 {
-                        let e1 = read(pt, i1);
-                        if e1 & flags::PRESENT != 0 {
-                            free_frame(e1 & flags::ADDRESS_MASK, &mut count);
-                        }
-                    }
-                    free_frame(pt, &mut count);
-                }
-                free_frame(pd, &mut count);
-            }
-            free_frame(pdpt, &mut count);
-        }
-        free_frame(self.root, &mut count);
-        self.frames = count;
+        let _ = self.walk(
+            &mut |_, frame, _| {
+                free_frame(frame);
+                Ok(())
+            },
+            Some(&mut |table| free_frame(table)),
+        );
+        free_frame(self.root);
+        self.frames = count.get();
         self.root = 0;
         self.areas.clear();
     }

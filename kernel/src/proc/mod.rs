@@ -407,11 +407,6 @@ pub fn exit_thread() -> ! {
     sched::exit_current()
 }
 
-/// From the return-to-user path: the running thread's process was killed.
-pub fn exit_thread_of_killed_process() -> ! {
-    exit_thread()
-}
-
 /// The last thread of `process` is leaving: free its memory and files, tell its parent.
 fn end_process(process: &Arc<Process>) {
     let status = match process.exit_status.load(Ordering::Relaxed) {

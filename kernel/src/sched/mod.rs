@@ -349,7 +349,7 @@ pub fn before_user_return() {
         crate::msg::drain();
     }
     if with_current_process(|p| p.is_killed()) == Some(true) {
-        crate::proc::exit_thread_of_killed_process();
+        crate::proc::exit_thread();
     }
     if NEED_SWITCH.load(Ordering::Relaxed) {
         NEED_SWITCH.store(false, Ordering::Relaxed);

@@ -341,14 +341,11 @@ pub fn fcntl(fd: i64, command: u64, argument: u64) -> SyscallResult {
     }
 }
 
-pub fn ioctl(fd: i64, request: u64, _argument: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    match (&*open, request as u32) {
-        // The serial console has no window size and Reef offers no terminal settings yet:
-        // programs then treat it as a plain stream.
-        (Open::Console, _) => Err(errno::ENOTTY),
-        _ => Err(errno::ENOTTY),
-    }
+pub fn ioctl(fd: i64, _request: u64, _argument: u64) -> SyscallResult {
+    // A bad descriptor is EBADF; on any other, nothing is a terminal yet: the serial console
+    // has no window size or settings Reef offers, so programs treat it as a plain stream.
+    open_file(fd)?;
+    Err(errno::ENOTTY)
 }
 
 /// `poll` on descriptors: the console is always writable and readable when bytes wait;
