@@ -68,8 +68,27 @@ pub enum Open {
     Console,
     /// A regular file of the initramfs, read-only.
     File { entry: Entry<'static>, offset: Mutex<u64> },
-    /// A directory of the initramfs (for `getdents64`): `position` children already listed.
-    Directory { entry: Entry<'static>, position: Mutex<usize> },
+    /// A directory of the initramfs, with where `getdents64` stands in its listing.
+    Directory { entry: Entry<'static>, listing: Mutex<Listing> },
+}
+
+/// Where `getdents64` stands in a directory: `.` and `..` first, then the children, read
+/// once each from the archive as the listing goes on (a listing is quadratic in the archive's
+/// size, so it is never restarted except by `lseek(fd, 0, SEEK_SET)`).
+pub struct Listing {
+    /// Entries handed out so far, `.` and `..` included (the `d_off` of the last one).
+    pub handed_out: usize,
+    /// The children not handed out yet.
+    pub children: core::iter::Peekable<initramfs::ReadDirectory<'static>>,
+}
+
+impl Listing {
+    /// The listing of `directory` from its start.
+    pub fn start(directory: &Entry<'static>) -> Result<Self, Errno> {
+        let archive = archive().ok_or(errno::ENOENT)?;
+        let children = archive.read_dir(&alloc::format!("/{}", directory.name)).map_err(lookup_errno)?;
+        Ok(Self { handed_out: 0, children: children.peekable() })
+    }
 }
 
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.

@@ -153,7 +153,7 @@ pub fn openat(directory: i64, path: u64, flags: u64) -> SyscallResult {
             return Err(if entry.is_directory() { errno::EISDIR } else { errno::EROFS });
         }
         if entry.is_directory() {
-            Open::Directory { entry, position: spin::Mutex::new(0) }
+            Open::Directory { listing: spin::Mutex::new(fs::Listing::start(&entry)?), entry }
         } else if flags & O_DIRECTORY != 0 {
             return Err(errno::ENOTDIR);
         } else if entry.is_symlink() {
@@ -176,8 +176,8 @@ pub fn lseek(fd: i64, offset: i64, whence: u64) -> SyscallResult {
     let open = open_file(fd)?;
     match &*open {
         Open::Console => Err(errno::ESPIPE),
-        Open::Directory { position, .. } if offset == 0 && whence == 0 => {
-            *position.lock() = 0;
+        Open::Directory { entry, listing } if offset == 0 && whence == 0 => {
+            *listing.lock() = fs::Listing::start(entry)?;
             Ok(0)
         }
         Open::Directory { .. } => Err(errno::EINVAL),
@@ -248,40 +248,41 @@ pub fn readlinkat(directory: i64, path: u64, buffer: u64, size: u64) -> SyscallR
 
 pub fn getdents64(fd: i64, buffer: u64, size: u64) -> SyscallResult {
     let open = open_file(fd)?;
-    let Open::Directory { entry, position } = &*open else { return Err(errno::ENOTDIR) };
-    let archive = fs::archive().ok_or(errno::ENOENT)?;
+    let Open::Directory { entry, listing } = &*open else { return Err(errno::ENOTDIR) };
     let mut out: Vec<u8> = Vec::new();
-    let mut position = position.lock();
-    let directory_path = alloc::format!("/{}", entry.name);
-    let children = archive.read_dir(&directory_path).map_err(|_| errno::ENOTDIR)?;
-    // "." and "..", then the children.
-    let names = [(".", 4u8, u64::from(entry.inode).max(1)), ("..", 4u8, 1)];
-    let listed = names.iter().map(|&(n, t, i)| (String::from(n), t, i)).chain(children.map(|child| {
-        (String::from(child.file_name()), fs::directory_entry_type(&child), u64::from(child.inode).max(2))
-    }));
-    let mut index = 0usize;
-    for (name, kind, inode) in listed {
-        if index < *position {
-            index += 1;
-            continue;
-        }
+    let mut listing = listing.lock();
+    let mut did_not_fit = false;
+    loop {
+        let next = match listing.handed_out {
+            0 => Some((".", 4u8, u64::from(entry.inode).max(1))),
+            1 => Some(("..", 4u8, 1)),
+            _ => listing
+                .children
+                .peek()
+                .map(|child| (child.file_name(), fs::directory_entry_type(child), u64::from(child.inode).max(2))),
+        };
+        let Some((name, kind, inode)) = next else { break };
         let record = (19 + name.len() + 1).next_multiple_of(8);
         if out.len() + record > size as usize {
+            did_not_fit = true;
             break;
         }
+        listing.handed_out += 1;
+        if listing.handed_out > 2 {
+            listing.children.next();
+        }
         out.extend_from_slice(&inode.to_le_bytes());
-        out.extend_from_slice(&((index + 1) as i64).to_le_bytes());
+        out.extend_from_slice(&(listing.handed_out as i64).to_le_bytes());
         out.extend_from_slice(&(record as u16).to_le_bytes());
         out.push(kind);
         out.extend_from_slice(name.as_bytes());
         out.resize(out.len() + record - 19 - name.len(), 0);
-        index += 1;
-        *position = index;
     }
-    if out.is_empty() && index >= *position && size < 32 {
+    drop(listing);
+    if out.is_empty() && did_not_fit {
+        // Linux: the buffer cannot hold even one entry.
         return Err(errno::EINVAL);
     }
-    drop(position);
     copy_to_user(buffer, &out).map_err(|_| errno::EFAULT)?;
     Ok(out.len() as u64)
 }
