@@ -369,9 +369,8 @@ fn kill(arguments: &[&str]) -> Result<(), CommandError> {
         .ok()
         .filter(|&s| (1..=64).contains(&s))
         .ok_or_else(|| CommandError::Failed(alloc::format!("`{signal}` is not a signal number: give 1 to 64")))?;
-    crate::proc::kill(pid, signal).map_err(|error| {
-        CommandError::Failed(alloc::format!("pid {pid}: {}", if error == 3 { "no such process" } else { "refused" }))
-    })
+    crate::proc::kill(pid, signal)
+        .map_err(|error| CommandError::Failed(alloc::format!("pid {pid}: {}", crate::proc::errno_text(error))))
 }
 
 fn wait_all(_: &[&str]) -> Result<(), CommandError> {

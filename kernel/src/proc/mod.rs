@@ -698,6 +698,7 @@ pub fn errno_text(error: Errno) -> &'static str {
         errno::EAGAIN => "that core is not running: see `cores`, `start <core>`",
         errno::ETIMEDOUT => "that core did not answer in time",
         errno::ECHILD => "no such child",
+        errno::ESRCH => "no such process",
         errno::EINTR => "interrupted",
         _ => "failed",
     }
