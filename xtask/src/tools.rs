@@ -264,7 +264,7 @@ fn busybox_applets(listing: &str) -> Vec<String> {
 
 /// The image: [`INITRAMFS_DIRECTORIES`], `/sbin/init` and `/bin/<program>` for the other
 /// `programs`, `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no
-/// program of ours takes, `/etc/hello.txt` and `/etc/motd`. Entries come in a fixed order
+/// program of ours takes, `/etc/hello.txt`, `/etc/motd`, and `/bin/bad-elf` (no program). Entries come in a fixed order
 /// and the writer adds nothing from the host, so the same inputs give the same bytes.
 pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: &[String]) -> Vec<u8> {
     let mut image = initramfs::Writer::new();
