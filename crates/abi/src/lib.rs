@@ -4,5 +4,6 @@
 #![forbid(unsafe_code)]
 
 pub mod call;
+pub mod file;
 pub mod message;
 pub mod process;

@@ -30,10 +30,17 @@ pub enum Kind {
     /// A large message: whole lines a process printed, for instance 0 (which owns the
     /// console) to write as they are.
     ConsoleOutput = 11,
+    /// A large message: a request to the file service ([`crate::file::FileRequest`]).
+    FileRequest = 12,
+    /// A large message: the file service's answer ([`crate::file::FileReply`]).
+    FileReply = 13,
+    /// A large message: a process appeared, changed program or ended, for the file
+    /// service's `/proc` ([`crate::file::ProcessRecord`]).
+    ProcessRecord = 14,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 11;
+pub const MAX_KIND: u16 = 14;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -51,6 +58,9 @@ impl Kind {
             9 => Self::SpawnReply,
             10 => Self::ChildExited,
             11 => Self::ConsoleOutput,
+            12 => Self::FileRequest,
+            13 => Self::FileReply,
+            14 => Self::ProcessRecord,
             _ => return None,
         })
     }
