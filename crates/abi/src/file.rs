@@ -87,9 +87,32 @@ impl FileOp {
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
         const ALL: [FileOp; 26] = [
-            Open, Read, Write, Seek, Stat, StatPath, ReadDirectory, MakeDirectory, Unlink, Rename, Link, Symlink,
-            ReadLink, Truncate, SetTimes, Access, ChangeMode, Pipe, Retain, Release, GetFlags, SetFlags, Poll,
-            Control, PathOf, Cancel,
+            Open,
+            Read,
+            Write,
+            Seek,
+            Stat,
+            StatPath,
+            ReadDirectory,
+            MakeDirectory,
+            Unlink,
+            Rename,
+            Link,
+            Symlink,
+            ReadLink,
+            Truncate,
+            SetTimes,
+            Access,
+            ChangeMode,
+            Pipe,
+            Retain,
+            Release,
+            GetFlags,
+            SetFlags,
+            Poll,
+            Control,
+            PathOf,
+            Cancel,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -264,12 +287,7 @@ impl<'a> FileReply<'a> {
         for (index, word) in words.iter_mut().enumerate() {
             *word = u64_in(bytes, 16 + 8 * index);
         }
-        Ok(Self {
-            request_id: u64_in(bytes, 0),
-            result: u64_in(bytes, 8) as i64,
-            words,
-            bytes: &bytes[REPLY_HEADER..],
-        })
+        Ok(Self { request_id: u64_in(bytes, 0), result: u64_in(bytes, 8) as i64, words, bytes: &bytes[REPLY_HEADER..] })
     }
 }
 
@@ -448,7 +466,12 @@ mod tests {
     #[test]
     fn a_process_record_survives_the_trip() {
         let record = ProcessRecord {
-            pid: 200_003, parent_pid: 1, core: 2, alive: true, name: b"sh", command_line: b"sh\0-c\0ls\0",
+            pid: 200_003,
+            parent_pid: 1,
+            core: 2,
+            alive: true,
+            name: b"sh",
+            command_line: b"sh\0-c\0ls\0",
         };
         let mut out = vec![0u8; record.encoded_size()];
         record.encode(&mut out);
