@@ -1,0 +1,265 @@
+//! The system calls `std` does not expose, as safe functions: every `unsafe` block of fstest.
+//!
+//! Each function is one call (two for `fork`'s flush); errors come back as `io::Error` with the
+//! kernel's errno, which is what the cases compare.
+
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
+
+/// The status a forked child exits with when its body panicked.
+pub const CHILD_PANICKED: i32 = 101;
+
+/// `path` as the NUL-terminated string the kernel takes.
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{} holds a NUL byte", path.display())))
+}
+
+/// The result of a call that returns -1 and sets `errno` when it fails.
+fn checked(result: libc::c_int) -> io::Result<libc::c_int> {
+    if result == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result)
+    }
+}
+
+/// The result of `libc::syscall`, which returns -1 and sets `errno` when the call fails.
+fn checked_long(result: libc::c_long) -> io::Result<libc::c_long> {
+    if result == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result)
+    }
+}
+
+/// The descriptor a call just returned, now owned (closed on drop).
+fn owned(result: libc::c_int) -> io::Result<OwnedFd> {
+    let fd = checked(result)?;
+    // SAFETY: the call succeeded, so `fd` is a descriptor the kernel just made for this
+    // process, open, and no other owner knows its number.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `open(path, flags, mode)`: unlike `std`, adds no `O_CLOEXEC` of its own.
+pub fn open(path: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    let path = c_path(path)?;
+    // SAFETY: `path` is a NUL-terminated string alive for the whole call, which only reads it;
+    // `mode` is passed as the variadic `unsigned int` C expects.
+    owned(unsafe { libc::open(path.as_ptr(), flags, libc::c_uint::from(mode)) })
+}
+
+/// `openat(directory, name, flags, mode)`.
+pub fn openat(directory: BorrowedFd, name: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    let name = c_path(name)?;
+    // SAFETY: as in `open`; `directory` is an open descriptor for the whole call (borrowed).
+    owned(unsafe { libc::openat(directory.as_raw_fd(), name.as_ptr(), flags, libc::c_uint::from(mode)) })
+}
+
+/// `pipe2(flags)`: (read end, write end).
+pub fn pipe2(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut ends: [libc::c_int; 2] = [-1, -1];
+    // SAFETY: `ends` is a writable array of two ints, where `pipe2` stores the descriptors.
+    checked(unsafe { libc::pipe2(ends.as_mut_ptr(), flags) })?;
+    // SAFETY: `pipe2` succeeded, so both are new descriptors of this process with no owner.
+    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+}
+
+/// `dup(fd)`: the lowest free number, for the same open file description.
+pub fn dup(fd: BorrowedFd) -> io::Result<OwnedFd> {
+    // SAFETY: `dup` reads and writes no memory of ours; `fd` is open (borrowed).
+    owned(unsafe { libc::dup(fd.as_raw_fd()) })
+}
+
+/// `dup2(source, onto)`: `onto`'s number now names `source`'s description. `onto` keeps
+/// owning the number, so dropping it closes the new descriptor.
+pub fn dup2(source: BorrowedFd, onto: &OwnedFd) -> io::Result<()> {
+    // SAFETY: no memory is passed; the number `onto` owns stays open (now for another
+    // description), so its owner closes it exactly once, as before.
+    checked(unsafe { libc::dup2(source.as_raw_fd(), onto.as_raw_fd()) }).map(drop)
+}
+
+/// `dup3(source, onto, flags)`: as [`dup2`], with `O_CLOEXEC` allowed in `flags`.
+pub fn dup3(source: BorrowedFd, onto: &OwnedFd, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: as in `dup2`.
+    checked(unsafe { libc::dup3(source.as_raw_fd(), onto.as_raw_fd(), flags) }).map(drop)
+}
+
+/// `fcntl(fd, command, argument)` for the commands that take and return plain integers.
+fn fcntl_integer(fd: RawFd, command: libc::c_int, argument: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: the commands used here (F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC)
+    // take an integer, not a pointer, so the call touches no memory of ours; a number that
+    // names no descriptor gives EBADF.
+    checked(unsafe { libc::fcntl(fd, command, argument) })
+}
+
+/// `fcntl(F_GETFD)`: the descriptor flags (`FD_CLOEXEC`).
+pub fn descriptor_flags(fd: BorrowedFd) -> io::Result<libc::c_int> {
+    fcntl_integer(fd.as_raw_fd(), libc::F_GETFD, 0)
+}
+
+/// `fcntl(F_GETFD)` on a bare number, which need not be open (then: EBADF).
+pub fn descriptor_flags_of_number(fd: RawFd) -> io::Result<libc::c_int> {
+    fcntl_integer(fd, libc::F_GETFD, 0)
+}
+
+/// `fcntl(F_SETFD, flags)`.
+pub fn set_descriptor_flags(fd: BorrowedFd, flags: libc::c_int) -> io::Result<()> {
+    fcntl_integer(fd.as_raw_fd(), libc::F_SETFD, flags).map(drop)
+}
+
+/// `fcntl(F_GETFL)`: the access mode and status flags of the open file description.
+pub fn status_flags(fd: BorrowedFd) -> io::Result<libc::c_int> {
+    fcntl_integer(fd.as_raw_fd(), libc::F_GETFL, 0)
+}
+
+/// `fcntl(F_SETFL, flags)`.
+pub fn set_status_flags(fd: BorrowedFd, flags: libc::c_int) -> io::Result<()> {
+    fcntl_integer(fd.as_raw_fd(), libc::F_SETFL, flags).map(drop)
+}
+
+/// `fcntl(F_DUPFD_CLOEXEC, lowest)`: a copy numbered `lowest` or above, close-on-exec.
+pub fn duplicate_close_on_exec(fd: BorrowedFd, lowest: RawFd) -> io::Result<OwnedFd> {
+    let copy = fcntl_integer(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest)?;
+    owned(copy)
+}
+
+/// `renameat2(AT_FDCWD, from, AT_FDCWD, to, flags)`, through `syscall`: the call musl's
+/// wrapper makes, without depending on the wrapper's version.
+pub fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
+    let (from, to) = (c_path(from)?, c_path(to)?);
+    // SAFETY: both paths are NUL-terminated strings alive for the call, which only reads them.
+    checked_long(unsafe {
+        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags)
+    })
+    .map(drop)
+}
+
+/// `getdents64(fd, buffer)`: how many bytes of `linux_dirent64` records it wrote (0 at the end).
+pub fn getdents64(fd: BorrowedFd, buffer: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buffer` is writable for its whole length, which is the count passed; the
+    // kernel writes at most that many bytes.
+    let written = checked_long(unsafe {
+        libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buffer.as_mut_ptr(), buffer.len())
+    })?;
+    Ok(written as usize)
+}
+
+/// `poll(descriptors, timeout)`: how many descriptors have events (0: the timeout passed).
+pub fn poll(descriptors: &mut [libc::pollfd], timeout_milliseconds: libc::c_int) -> io::Result<usize> {
+    let count = libc::nfds_t::try_from(descriptors.len()).expect("a handful of descriptors");
+    // SAFETY: `descriptors` is a writable array of `count` pollfd records for the whole call;
+    // the kernel reads them and writes their `revents`.
+    let ready = checked(unsafe { libc::poll(descriptors.as_mut_ptr(), count, timeout_milliseconds) })?;
+    Ok(ready as usize)
+}
+
+/// Which side of a `fork` this is.
+pub enum Fork {
+    /// The new process: it must end through [`exit_child`], never return to the cases.
+    Child,
+    /// The caller, with the child's pid.
+    Parent(rt::Pid),
+}
+
+/// `fork()`, after flushing stdout so the child cannot print the parent's output again.
+///
+/// fstest starts no thread (see `main.rs`): that is what makes the child, a copy of the one
+/// thread, safe to run Rust code in.
+pub fn fork() -> io::Result<Fork> {
+    io::stdout().flush()?;
+    // SAFETY: the process has exactly one thread, so the child finds no lock (allocator,
+    // stdout) held by a thread that does not exist in it; the child leaves through
+    // `exit_child`, which never returns into the parent's cases.
+    let pid = checked(unsafe { libc::fork() })?;
+    Ok(if pid == 0 { Fork::Child } else { Fork::Parent(rt::Pid::from_raw(pid)) })
+}
+
+/// Runs `body` in a forked child and ends the child with its status ([`CHILD_PANICKED`] if it
+/// panicked), without running exit handlers or the destructors of the parent's state.
+pub fn exit_child(body: impl FnOnce() -> i32) -> ! {
+    let status = panic::catch_unwind(AssertUnwindSafe(body)).unwrap_or(CHILD_PANICKED);
+    // SAFETY: `_exit` ends the process at once and reads no memory of ours.
+    unsafe { libc::_exit(status) }
+}
+
+/// `kill(pid, signal)`.
+pub fn kill(pid: rt::Pid, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: `kill` reads and writes no memory of ours.
+    checked(unsafe { libc::kill(pid.as_raw(), signal) }).map(drop)
+}
+
+/// What `SIGPIPE` does to this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SigPipe {
+    /// `SIG_IGN`: a write to a pipe with no reader fails with EPIPE (Rust's start-up sets this).
+    Ignore,
+    /// `SIG_DFL`: such a write kills the process with signal 13.
+    Default,
+}
+
+/// `signal(SIGPIPE, disposition)`.
+pub fn set_sigpipe(disposition: SigPipe) -> io::Result<()> {
+    let handler = match disposition {
+        SigPipe::Ignore => libc::SIG_IGN,
+        SigPipe::Default => libc::SIG_DFL,
+    };
+    // SAFETY: SIG_IGN and SIG_DFL are dispositions, not handlers: no code of ours will run
+    // inside a signal.
+    let previous = unsafe { libc::signal(libc::SIGPIPE, handler) };
+    if previous == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `statx(AT_FDCWD, path, flags, STATX_BASIC_STATS)`.
+pub fn statx(path: &Path, flags: libc::c_int) -> io::Result<libc::statx> {
+    let path = c_path(path)?;
+    let mut record = MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `path` is NUL-terminated and only read; `record` is writable and as large as the
+    // `struct statx` the kernel fills.
+    checked(unsafe {
+        libc::statx(libc::AT_FDCWD, path.as_ptr(), flags, libc::STATX_BASIC_STATS, record.as_mut_ptr())
+    })?;
+    // SAFETY: every field of `statx` is an integer, so the zeroed record was already valid, and
+    // the call filled it.
+    Ok(unsafe { record.assume_init() })
+}
+
+/// `utimensat(AT_FDCWD, path, [UTIME_OMIT, mtime], 0)`: sets the modification time only.
+pub fn set_modification_time(path: &Path, seconds: i64, nanoseconds: i64) -> io::Result<()> {
+    let path = c_path(path)?;
+    let times = [
+        libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        libc::timespec { tv_sec: seconds, tv_nsec: nanoseconds },
+    ];
+    // SAFETY: `path` is NUL-terminated and `times` an array of two timespecs, both alive for
+    // the call and only read.
+    checked(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) }).map(drop)
+}
+
+/// `umask(mask)`: the previous mask.
+pub fn umask(mask: libc::mode_t) -> libc::mode_t {
+    // SAFETY: `umask` reads no memory and cannot fail.
+    unsafe { libc::umask(mask) }
+}
+
+/// `fchdir(directory)`.
+pub fn fchdir(directory: BorrowedFd) -> io::Result<()> {
+    // SAFETY: `fchdir` reads no memory of ours; the descriptor is open (borrowed).
+    checked(unsafe { libc::fchdir(directory.as_raw_fd()) }).map(drop)
+}
+
+/// `access(path, mode)`.
+pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
+    let path = c_path(path)?;
+    // SAFETY: `path` is a NUL-terminated string alive for the call, which only reads it.
+    checked(unsafe { libc::access(path.as_ptr(), mode) }).map(drop)
+}
