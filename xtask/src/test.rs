@@ -454,6 +454,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         check: Box::new(|serial| printed(serial, "powering off", "no poweroff message")),
     });
     process_integrations(&mut list, &machine);
+    file_integrations(&mut list, &machine);
     list
 }
 
@@ -874,5 +875,111 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
                 nothing_leaked(serial, cores)
             }),
         });
+    }
+}
+
+/// fstest's lines in a run: no `TEST fs-*` line failed, and there are `runs` summaries
+/// `fstest: N passed, 0 failed` whose counts add up to the `TEST fs-*` lines; the counts, in
+/// order.
+fn fstest_passed(serial: &str, runs: usize) -> Result<Vec<usize>, String> {
+    let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with("TEST fs-")).collect();
+    let failed: Vec<&str> = lines.iter().copied().filter(|l| l.split_whitespace().nth(2) != Some("ok")).collect();
+    if !failed.is_empty() {
+        return Err(format!("fstest failures: {}", failed.join(" | ")));
+    }
+    let summaries: Vec<&str> = serial.lines().filter(|l| l.starts_with("fstest: ") && l.ends_with(" failed")).collect();
+    let counts: Vec<usize> = summaries
+        .iter()
+        .map(|l| l.strip_prefix("fstest: ")?.strip_suffix(" passed, 0 failed")?.parse().ok())
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("a run of fstest did not pass: {summaries:?}"))?;
+    if counts.len() != runs || counts.iter().sum::<usize>() != lines.len() {
+        return Err(format!(
+            "expected {runs} `fstest: N passed, 0 failed` lines covering the {} `TEST fs-` lines, got {summaries:?}",
+            lines.len()
+        ));
+    }
+    Ok(counts)
+}
+
+/// The file calls: `user/fstest` on two cores one after the other (each in its own scratch
+/// directory under /tmp), and one file written on core 1 and read back on core 3; each run
+/// ends with the leak check.
+fn file_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    list.push(Integration {
+        name: "fs-calls-2-cores".into(),
+        machine: {
+            let mut m = machine(2, &qemu::exec_argument("spawn 0 /bin/fstest; spawn 1 /bin/fstest; ps"));
+            // Some 65 cases per run, with forks, an exec and a 1 MiB pipe transfer each.
+            m.timeout = Duration::from_secs(180);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let counts = fstest_passed(serial, 2)?;
+            if counts[0] != counts[1] {
+                return Err(format!("the two runs passed different numbers of cases: {counts:?}"));
+            }
+            for (pid, core) in [(1, 0), (100_001, 1)] {
+                printed(
+                    serial,
+                    &format!("pid {pid} on core {core} exited with status 0"),
+                    &format!("fstest on core {core} did not exit with status 0"),
+                )?;
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+    list.push(Integration {
+        name: "fs-same-file-4-cores".into(),
+        machine: machine(
+            4,
+            &qemu::exec_argument(
+                // The file is removed at the end, so the leak check counts what the processes
+                // left, not the file kept on purpose between the two.
+                "spawn 1 /bin/fstest --write /tmp/shared 100000 7; \
+                 spawn 3 /bin/fstest --check /tmp/shared 100000 7; \
+                 spawn 3 /bin/busybox rm /tmp/shared; ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            fstest_passed(serial, 2)?;
+            printed(
+                serial,
+                "TEST fs-written ok core 1: 100000 bytes of seed 7 written to /tmp/shared",
+                "core 1 did not write /tmp/shared",
+            )?;
+            printed(
+                serial,
+                "TEST fs-same-bytes ok core 3: 100000 bytes of seed 7 in /tmp/shared",
+                "core 3 did not read back the bytes core 1 wrote",
+            )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fstest_runs_pass_only_when_every_line_and_summary_does() {
+        let run = |core: usize| {
+            format!(
+                "fstest: pid 1 on core {core}, scratch directory /tmp/fstest-1\nTEST fs-scratch ok /tmp/fstest-1\n\
+                 TEST fs-append ok writes land at the end\nfstest: 2 passed, 0 failed\n"
+            )
+        };
+        let two = format!("{}{}", run(0), run(1));
+        assert_eq!(fstest_passed(&two, 2), Ok(vec![2, 2]));
+        assert!(fstest_passed(&run(0), 2).unwrap_err().contains("expected 2"));
+        let failed = two.replacen("TEST fs-append ok", "TEST fs-append fail", 1);
+        assert!(fstest_passed(&failed, 2).unwrap_err().contains("fstest failures: TEST fs-append fail"));
+        let dropped = two.replacen("TEST fs-append ok writes land at the end\n", "", 1);
+        assert!(fstest_passed(&dropped, 2).unwrap_err().contains("covering the 3"), "a line missing");
+        let summary = two.replacen("2 passed, 0 failed", "1 passed, 1 failed", 1);
+        assert!(fstest_passed(&summary, 2).unwrap_err().contains("did not pass"));
     }
 }
