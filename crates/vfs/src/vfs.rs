@@ -1,0 +1,695 @@
+//! The VFS itself: the mount table, and what each node is, holds and says about itself.
+
+use crate::archive_index::{ArchiveIndex, IndexNode, ROOT as ARCHIVE_ROOT};
+use crate::devfs::{self, Devfs, DeviceNode};
+use crate::node::{
+    device_number, kind_code_of_mode, Counts, DirectoryEntry, Filesystem, Metadata, NodeId, NodeKind,
+    CHARACTER_DEVICE_CODE, DIRECTORY_CODE, REGULAR_CODE, SYMLINK_CODE,
+};
+use crate::pages::{CountedPages, PageStore, PAGE_SIZE};
+use crate::procfs::{self, ProcFile, ProcNode, ProcSource};
+use crate::tmpfs::{self, Content, TmpNode, Tmpfs};
+use crate::Errno;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use initramfs::{mode, Archive};
+use linux_raw_sys::errno::{EACCES, EBADF, EINVAL, EISDIR, ENOENT, ENOTDIR, EPERM, EROFS};
+
+/// Who asks, and from where: what a path lookup needs beyond the path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Context {
+    /// The calling process, whose pid `/proc/self` links to.
+    pub pid: u32,
+    /// Where relative paths start ([`Vfs::root`] for a process that never changed it).
+    pub cwd: NodeId,
+}
+
+/// One entry of the mount table. Every mount point is a name in the root directory: the
+/// mounts exist whether or not the archive has a directory there, and hide it if it has.
+pub(crate) struct Mount {
+    pub filesystem: Filesystem,
+    /// Where it is mounted.
+    pub path: &'static str,
+    /// The first field of `/proc/mounts`: what is mounted.
+    source: &'static str,
+    /// The file system type, as Linux names its counterpart.
+    type_name: &'static str,
+    options: &'static str,
+}
+
+/// The mount table: `/` first, in [`Filesystem`] order.
+pub(crate) const MOUNTS: [Mount; 4] = [
+    Mount { filesystem: Filesystem::Archive, path: "/", source: "rootfs", type_name: "rootfs", options: "ro" },
+    // Reads do not update access times anywhere (`read` takes `&self`): `noatime` says so.
+    Mount { filesystem: Filesystem::Tmpfs, path: "/tmp", source: "tmpfs", type_name: "tmpfs", options: "rw,noatime" },
+    Mount {
+        filesystem: Filesystem::Devfs,
+        path: "/dev",
+        source: "devtmpfs",
+        type_name: "devtmpfs",
+        options: "rw,noatime",
+    },
+    Mount { filesystem: Filesystem::Procfs, path: "/proc", source: "proc", type_name: "proc", options: "rw,noatime" },
+];
+
+impl Mount {
+    /// The mount point's name in the root directory (`tmp`).
+    pub fn name(&self) -> &'static [u8] {
+        &self.path.as_bytes()[1..]
+    }
+
+    pub fn root(&self) -> NodeId {
+        NodeId::new(self.filesystem, ROOT_INODE)
+    }
+}
+
+// The service keeps the VFS behind a lock in a static, which needs it to be `Send`.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<Vfs>();
+    assert_send::<crate::PipeBuffer>();
+};
+
+/// The inode number of every file system's root (the archive's root is index 0, inode 1).
+const ROOT_INODE: u64 = 1;
+
+/// The first listing cursor after `.` and `..`.
+const FIRST_ENTRY: u64 = 2;
+
+/// A node, found: what each file system keeps of it.
+pub(crate) enum Found<'a> {
+    Archive(u32, &'a IndexNode),
+    Tmpfs(u64, &'a TmpNode),
+    /// The root of `/dev` (`None`) or a device.
+    Devfs(Option<&'static DeviceNode>),
+    Procfs(ProcNode),
+}
+
+/// The file tree Reef's file service serves: the initramfs at `/` (read-only), a tmpfs at
+/// `/tmp`, the devices at `/dev`, the processes at `/proc`. It knows nothing of descriptors,
+/// processes or devices' I/O: the service keeps those and calls it with [`NodeId`]s.
+pub struct Vfs {
+    archive: ArchiveIndex,
+    pub(crate) tmpfs: Tmpfs,
+    pub(crate) pages: CountedPages,
+    devfs: Devfs,
+    proc: Box<dyn ProcSource>,
+    clock: fn() -> u64,
+    /// When the VFS was made: the times of `/proc`, which has no others to give.
+    made_at: u64,
+    /// Nodes held open, with how many times each.
+    open: BTreeMap<NodeId, usize>,
+}
+
+impl Vfs {
+    /// A VFS over `archive` (the initramfs, indexed now; `None` gives an empty `/`), whose
+    /// tmpfs takes at most `tmpfs_page_limit` pages from `pages`, whose clock gives the real
+    /// time in nanoseconds since 1970, and whose `/proc` shows what `proc` says.
+    pub fn new(
+        archive: Option<Archive<'static>>,
+        pages: Box<dyn PageStore>,
+        tmpfs_page_limit: usize,
+        clock: fn() -> u64,
+        proc: Box<dyn ProcSource>,
+    ) -> Self {
+        let now = clock();
+        Self {
+            archive: ArchiveIndex::new(archive),
+            tmpfs: Tmpfs::new(now),
+            pages: CountedPages { store: pages, used: 0, limit: tmpfs_page_limit },
+            devfs: Devfs::new(now),
+            proc,
+            clock,
+            made_at: now,
+            open: BTreeMap::new(),
+        }
+    }
+
+    /// `/`.
+    pub fn root(&self) -> NodeId {
+        MOUNTS[0].root()
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// The store tmpfs takes its pages from, for the pipes' [`PipeBuffer`](crate::PipeBuffer)s,
+    /// so that files and pipes draw on the same memory. Pipe pages do not count against the
+    /// tmpfs limit.
+    pub fn page_store(&mut self) -> &mut dyn PageStore {
+        &mut *self.pages.store
+    }
+
+    /// The mount whose mount point is `name` in `directory`.
+    pub(crate) fn mount_at(&self, directory: NodeId, name: &[u8]) -> Option<&'static Mount> {
+        if directory != self.root() {
+            return None;
+        }
+        MOUNTS[1..].iter().find(|mount| mount.name() == name)
+    }
+
+    /// The mount whose root `node` is, `/` excluded.
+    pub(crate) fn mount_of_root(node: NodeId) -> Option<&'static Mount> {
+        MOUNTS[1..].iter().find(|mount| mount.root() == node)
+    }
+
+    /// What `node` is in its file system: `ENOENT` for a node that is gone (a freed tmpfs
+    /// node, a `/proc` node of an exited process) or never was.
+    pub(crate) fn found(&self, node: NodeId) -> Result<Found<'_>, Errno> {
+        let inode = node.inode();
+        match node.filesystem().ok_or(ENOENT)? {
+            Filesystem::Archive => {
+                let index = u32::try_from(inode.checked_sub(1).ok_or(ENOENT)?).map_err(|_| ENOENT)?;
+                Ok(Found::Archive(index, self.archive.node(index).ok_or(ENOENT)?))
+            }
+            Filesystem::Tmpfs => Ok(Found::Tmpfs(inode, self.tmpfs.get(inode)?)),
+            Filesystem::Devfs if inode == devfs::ROOT_INODE => Ok(Found::Devfs(None)),
+            Filesystem::Devfs => Ok(Found::Devfs(Some(devfs::device(inode).ok_or(ENOENT)?))),
+            Filesystem::Procfs => {
+                let proc_node = ProcNode::from_inode(inode).ok_or(ENOENT)?;
+                if let Some(pid) = proc_node.process() {
+                    if !self.proc.pids().contains(&pid) {
+                        return Err(ENOENT);
+                    }
+                }
+                Ok(Found::Procfs(proc_node))
+            }
+        }
+    }
+
+    /// What `node` is: `ENOENT` when it is gone.
+    pub fn kind(&self, node: NodeId) -> Result<NodeKind, Errno> {
+        Ok(match self.found(node)? {
+            Found::Archive(_, indexed) => match indexed.mode() & mode::TYPE_MASK {
+                mode::DIRECTORY => NodeKind::Directory,
+                mode::REGULAR => NodeKind::Regular,
+                mode::SYMLINK => NodeKind::Symlink,
+                _ => NodeKind::Special,
+            },
+            Found::Tmpfs(_, tmp) => match tmp.content {
+                Content::Regular(_) => NodeKind::Regular,
+                Content::Directory(_) => NodeKind::Directory,
+                Content::Symlink(_) => NodeKind::Symlink,
+            },
+            Found::Devfs(None) => NodeKind::Directory,
+            Found::Devfs(Some(device)) => NodeKind::Device(device.device),
+            Found::Procfs(proc_node) => match proc_node {
+                ProcNode::SelfLink | ProcNode::SelfLinkOf(_) => NodeKind::Symlink,
+                ProcNode::File(file) => NodeKind::ProcFile(file),
+                _ => NodeKind::Directory,
+            },
+        })
+    }
+
+    pub(crate) fn is_directory(&self, node: NodeId) -> Result<bool, Errno> {
+        Ok(self.kind(node)? == NodeKind::Directory)
+    }
+
+    /// `node`'s metadata, as `stat` reports it.
+    pub fn stat(&self, node: NodeId) -> Result<Metadata, Errno> {
+        let device = device_number(0, node.filesystem().ok_or(ENOENT)? as u32 + 1);
+        let mut metadata = Metadata {
+            device,
+            inode: node.inode(),
+            mode: 0,
+            links: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            block_size: PAGE_SIZE as u32,
+            blocks: 0,
+            accessed: self.made_at,
+            modified: self.made_at,
+            changed: self.made_at,
+        };
+        match self.found(node)? {
+            Found::Archive(index, indexed) => {
+                metadata.mode = indexed.mode();
+                if let Some(entry) = indexed.entry {
+                    metadata.uid = entry.uid;
+                    metadata.gid = entry.gid;
+                    metadata.links = u64::from(entry.nlink.max(1));
+                    metadata.rdev = device_number(entry.node_major, entry.node_minor);
+                    metadata.size = entry.data.len() as u64;
+                    metadata.blocks = metadata.size.div_ceil(512);
+                    let time = u64::from(entry.mtime) * 1_000_000_000;
+                    (metadata.accessed, metadata.modified, metadata.changed) = (time, time, time);
+                } else {
+                    (metadata.accessed, metadata.modified, metadata.changed) = (0, 0, 0);
+                }
+                if indexed.is_directory() {
+                    // Counted, not taken from the archive: programs like GNU find trust a
+                    // directory's link count to know how many subdirectories it has.
+                    let mounts = if index == ARCHIVE_ROOT { MOUNTS.len() as u64 - 1 } else { 0 };
+                    let hidden = if index == ARCHIVE_ROOT { self.hidden_by_mounts() } else { 0 };
+                    metadata.links = 2 + u64::from(indexed.subdirectories) - hidden + mounts;
+                }
+            }
+            Found::Tmpfs(_, tmp) => {
+                metadata.mode = tmp.mode;
+                metadata.links = tmp.links;
+                (metadata.accessed, metadata.modified, metadata.changed) = (tmp.accessed, tmp.modified, tmp.changed);
+                match &tmp.content {
+                    Content::Regular(file) => {
+                        metadata.size = file.size();
+                        metadata.blocks = file.page_count() as u64 * (PAGE_SIZE as u64 / 512);
+                    }
+                    Content::Symlink(target) => metadata.size = target.len() as u64,
+                    Content::Directory(_) => {}
+                }
+            }
+            Found::Devfs(device) => {
+                let state = self.devfs.state(node.inode()).ok_or(ENOENT)?;
+                (metadata.accessed, metadata.modified, metadata.changed) =
+                    (state.accessed, state.modified, state.changed);
+                match device {
+                    None => {
+                        metadata.mode = mode::DIRECTORY | state.permissions;
+                        metadata.links = 2;
+                    }
+                    Some(device) => {
+                        metadata.mode = mode::CHARACTER_DEVICE | state.permissions;
+                        metadata.rdev = device_number(device.major, device.minor);
+                    }
+                }
+            }
+            Found::Procfs(proc_node) => {
+                metadata.mode = match proc_node {
+                    ProcNode::SelfLink | ProcNode::SelfLinkOf(_) => mode::SYMLINK | 0o777,
+                    ProcNode::File(_) => mode::REGULAR | 0o444,
+                    _ => mode::DIRECTORY | 0o555,
+                };
+                if proc_node == ProcNode::Root {
+                    // `.`, `..`, `reef`'s `..`, each process's `..`.
+                    metadata.links = 3 + self.proc.pids().len() as u64;
+                } else if proc_node.is_directory() {
+                    metadata.links = 2;
+                }
+            }
+        }
+        Ok(metadata)
+    }
+
+    /// How many of the root's archive subdirectories a mount hides.
+    fn hidden_by_mounts(&self) -> u64 {
+        MOUNTS[1..]
+            .iter()
+            .filter_map(|mount| self.archive.lookup(ARCHIVE_ROOT, mount.name()))
+            .filter(|&index| self.archive.nodes[index as usize].is_directory())
+            .count() as u64
+    }
+
+    /// Sets the access and modification times of `node` (nanoseconds since 1970; `None`
+    /// leaves one as it is), and its change time to now: `utimensat`. `EROFS` in the
+    /// initramfs, `EPERM` in `/proc`.
+    pub fn set_times(&mut self, node: NodeId, accessed: Option<u64>, modified: Option<u64>) -> Result<(), Errno> {
+        let now = self.now();
+        let (old_accessed, old_modified, changed) = self.times_mut(node)?;
+        if let Some(accessed) = accessed {
+            *old_accessed = accessed;
+        }
+        if let Some(modified) = modified {
+            *old_modified = modified;
+        }
+        *changed = now;
+        Ok(())
+    }
+
+    /// Sets the permission bits of `node` (`permissions & 0o7777`; the type stays): `chmod`.
+    /// `EROFS` in the initramfs, `EPERM` in `/proc`.
+    pub fn set_mode(&mut self, node: NodeId, permissions: u32) -> Result<(), Errno> {
+        let now = self.now();
+        match node.filesystem().ok_or(ENOENT)? {
+            Filesystem::Tmpfs => {
+                let tmp = self.tmpfs.get_mut(node.inode())?;
+                tmp.mode = tmp.mode & mode::TYPE_MASK | permissions & 0o7777;
+                tmp.changed = now;
+            }
+            Filesystem::Devfs => {
+                let state = self.devfs.state_mut(node.inode()).ok_or(ENOENT)?;
+                state.permissions = permissions & 0o7777;
+                state.changed = now;
+            }
+            Filesystem::Archive | Filesystem::Procfs => {
+                self.found(node)?;
+                return Err(Self::refusal(node.filesystem().ok_or(ENOENT)?));
+            }
+        }
+        Ok(())
+    }
+
+    /// The access, modification and change times of a node that can change.
+    fn times_mut(&mut self, node: NodeId) -> Result<(&mut u64, &mut u64, &mut u64), Errno> {
+        match node.filesystem().ok_or(ENOENT)? {
+            Filesystem::Tmpfs => {
+                let tmp = self.tmpfs.get_mut(node.inode())?;
+                Ok((&mut tmp.accessed, &mut tmp.modified, &mut tmp.changed))
+            }
+            Filesystem::Devfs => {
+                let state = self.devfs.state_mut(node.inode()).ok_or(ENOENT)?;
+                Ok((&mut state.accessed, &mut state.modified, &mut state.changed))
+            }
+            filesystem @ (Filesystem::Archive | Filesystem::Procfs) => {
+                self.found(node)?;
+                Err(Self::refusal(filesystem))
+            }
+        }
+    }
+
+    /// Why a file system refuses a change: the initramfs is read-only (`EROFS`); `/dev` and
+    /// `/proc` have a fixed set of nodes and answer `EPERM`, as Linux's procfs does to
+    /// `chmod` and `mknod`.
+    pub(crate) fn refusal(filesystem: Filesystem) -> Errno {
+        match filesystem {
+            Filesystem::Archive => EROFS,
+            _ => EPERM,
+        }
+    }
+
+    /// Copies the bytes of the regular file `node` from `offset` into `buffer`: how many, 0
+    /// at or past the end. Files of the initramfs and tmpfs only: `EISDIR` for a directory,
+    /// `EINVAL` for a device (the service drives it), a `/proc` file (read
+    /// [`Vfs::proc_contents`] once at open) or a link.
+    pub fn read(&self, node: NodeId, offset: u64, buffer: &mut [u8]) -> Result<usize, Errno> {
+        match self.found(node)? {
+            Found::Archive(_, indexed) if indexed.is_directory() => Err(EISDIR),
+            Found::Archive(_, IndexNode { entry: Some(entry), .. }) if entry.is_file() => {
+                let data = usize::try_from(offset).ok().and_then(|offset| entry.data.get(offset..)).unwrap_or(&[]);
+                let length = data.len().min(buffer.len());
+                buffer[..length].copy_from_slice(&data[..length]);
+                Ok(length)
+            }
+            Found::Tmpfs(_, TmpNode { content: Content::Regular(file), .. }) => {
+                Ok(file.read(&*self.pages.store, offset, buffer))
+            }
+            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+        }
+    }
+
+    fn found_is_directory(found: &Found<'_>) -> bool {
+        match found {
+            Found::Archive(_, indexed) => indexed.is_directory(),
+            Found::Tmpfs(_, tmp) => matches!(tmp.content, Content::Directory(_)),
+            Found::Devfs(device) => device.is_none(),
+            Found::Procfs(proc_node) => proc_node.is_directory(),
+        }
+    }
+
+    /// Writes `data` into the tmpfs file `node` at `offset`, growing it as needed (a hole
+    /// before `offset` reads as zeros): how many bytes were written. When the tmpfs page
+    /// limit or the memory is reached, what fits is written and counted; `ENOSPC` only when
+    /// nothing fits. Past [`MAX_FILE_SIZE`](crate::MAX_FILE_SIZE), `EFBIG`. `EROFS` in the
+    /// initramfs, `EISDIR` for a directory, `EACCES` for a `/proc` file (none is writable),
+    /// `EINVAL` for a device (the service drives it) or a link.
+    pub fn write(&mut self, node: NodeId, offset: u64, data: &[u8]) -> Result<usize, Errno> {
+        let now = self.now();
+        if node.filesystem() == Some(Filesystem::Tmpfs) {
+            let tmp = self.tmpfs.get_mut(node.inode())?;
+            let Content::Regular(file) = &mut tmp.content else {
+                return Err(if matches!(tmp.content, Content::Directory(_)) { EISDIR } else { EINVAL });
+            };
+            let written = file.write(&mut self.pages, offset, data)?;
+            if written > 0 {
+                tmp.modified = now;
+                tmp.changed = now;
+            }
+            return Ok(written);
+        }
+        Err(self.refuse_contents_change(node)?)
+    }
+
+    /// Sets the size of the tmpfs file `node`: shrinking frees the pages past the end,
+    /// growing leaves a hole that reads as zeros (`ftruncate`). The errors of
+    /// [`Vfs::write`], `EINVAL` for a device (the service ignores `O_TRUNC` on one, as Linux
+    /// does).
+    pub fn truncate(&mut self, node: NodeId, size: u64) -> Result<(), Errno> {
+        let now = self.now();
+        if node.filesystem() == Some(Filesystem::Tmpfs) {
+            let tmp = self.tmpfs.get_mut(node.inode())?;
+            let Content::Regular(file) = &mut tmp.content else {
+                return Err(if matches!(tmp.content, Content::Directory(_)) { EISDIR } else { EINVAL });
+            };
+            file.truncate(&mut self.pages, size)?;
+            tmp.modified = now;
+            tmp.changed = now;
+            return Ok(());
+        }
+        Err(self.refuse_contents_change(node)?)
+    }
+
+    /// Why the contents of `node`, outside tmpfs, cannot change.
+    fn refuse_contents_change(&self, node: NodeId) -> Result<Errno, Errno> {
+        let found = self.found(node)?;
+        Ok(match found {
+            _ if Self::found_is_directory(&found) => EISDIR,
+            Found::Archive(_, indexed) if indexed.entry.is_some_and(|entry| entry.is_file()) => EROFS,
+            Found::Procfs(ProcNode::File(_)) => EACCES,
+            _ => EINVAL,
+        })
+    }
+
+    /// The target of the symbolic link `node`, as given when it was made (`readlink`);
+    /// `EINVAL` for anything else. `/proc/self` links to the pid that looked it up.
+    pub fn read_link(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
+        match self.found(node)? {
+            Found::Archive(_, IndexNode { entry: Some(entry), .. }) if entry.is_symlink() => Ok(entry.data.to_vec()),
+            Found::Tmpfs(_, TmpNode { content: Content::Symlink(target), .. }) => Ok(target.clone()),
+            // Not looked up by a process: no pid to link to.
+            Found::Procfs(ProcNode::SelfLink) => Err(ENOENT),
+            Found::Procfs(ProcNode::SelfLinkOf(pid)) => Ok(procfs::decimal(pid)),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// The text of the `/proc` file `node`, whole: the service takes it once at open and
+    /// serves reads from that copy, as Linux's seq files do, so a reader sees one consistent
+    /// state. `ENOENT` once the process is gone, `EISDIR` for a directory, `EINVAL` for a
+    /// node outside `/proc`.
+    pub fn proc_contents(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
+        match self.found(node)? {
+            Found::Procfs(ProcNode::File(ProcFile::Mounts)) => Ok(Self::mounts_text()),
+            Found::Procfs(ProcNode::File(file)) => self.proc.generate(file),
+            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+        }
+    }
+
+    /// `/proc/mounts`, Linux's format: source, mount point, type, options, then two zeros
+    /// (dump frequency and fsck pass), one mount a line.
+    fn mounts_text() -> Vec<u8> {
+        let mut text = Vec::new();
+        for mount in &MOUNTS {
+            for field in [mount.source, " ", mount.path, " ", mount.type_name, " ", mount.options, " 0 0\n"] {
+                text.extend_from_slice(field.as_bytes());
+            }
+        }
+        text
+    }
+
+    /// Takes a reference to `node` for an open descriptor (or a working directory): a
+    /// tmpfs node unlinked while referenced keeps its contents until the last
+    /// [`Vfs::close_node`]. `ENOENT` for a node that is gone.
+    pub fn open_node(&mut self, node: NodeId) -> Result<(), Errno> {
+        self.found(node)?;
+        *self.open.entry(node).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Gives back a reference [`Vfs::open_node`] took; at the last one, an unlinked tmpfs
+    /// node is freed, its pages returned to the store. `EBADF` if `node` is not open.
+    pub fn close_node(&mut self, node: NodeId) -> Result<(), Errno> {
+        let count = self.open.get_mut(&node).ok_or(EBADF)?;
+        *count -= 1;
+        if *count == 0 {
+            self.open.remove(&node);
+            self.free_if_unused(node);
+        }
+        Ok(())
+    }
+
+    /// Frees the tmpfs node `node` if no name and no reference is left to it.
+    pub(crate) fn free_if_unused(&mut self, node: NodeId) {
+        if node.filesystem() != Some(Filesystem::Tmpfs) || self.open.contains_key(&node) {
+            return;
+        }
+        if self.tmpfs.get(node.inode()).is_ok_and(|tmp| tmp.links == 0) {
+            self.tmpfs.free(node.inode(), &mut self.pages);
+        }
+    }
+
+    /// Totals for leak checks.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            open_nodes: self.open.len(),
+            tmpfs_nodes: self.tmpfs.node_count(),
+            tmpfs_pages: self.pages.used,
+            tmpfs_page_limit: self.pages.limit,
+        }
+    }
+
+    /// The entry of directory `node` at `cursor` and the cursor of the next one, or `None`
+    /// at the end (`getdents64`). Start at 0: `.` and `..` come first. A cursor stays valid
+    /// while entries come and go: no entry is listed twice, and every entry present
+    /// throughout is listed once. Each call costs a lookup, never a walk of the directory.
+    /// A removed directory lists nothing, not even `.`. `ENOTDIR` for a non-directory.
+    pub fn read_directory(&self, node: NodeId, cursor: u64) -> Result<Option<(DirectoryEntry, u64)>, Errno> {
+        let found = self.found(node)?;
+        if !Self::found_is_directory(&found) {
+            return Err(ENOTDIR);
+        }
+        if let Found::Tmpfs(_, tmp) = found {
+            if tmp.links == 0 {
+                return Ok(None);
+            }
+        }
+        let entry = |name: &[u8], inode: u64, kind_code: u8| DirectoryEntry { name: name.to_vec(), inode, kind_code };
+        if cursor == 0 {
+            return Ok(Some((entry(b".", node.inode(), DIRECTORY_CODE), 1)));
+        }
+        if cursor == 1 {
+            let parent = self.parent(node)?;
+            return Ok(Some((entry(b"..", parent.inode(), DIRECTORY_CODE), FIRST_ENTRY)));
+        }
+        let position = cursor - FIRST_ENTRY;
+        let listed = match found {
+            Found::Archive(index, indexed) => {
+                // The root lists the mount points first, then the archive's entries they do
+                // not hide.
+                let mounts = if index == ARCHIVE_ROOT { MOUNTS.len() as u64 - 1 } else { 0 };
+                if position < mounts {
+                    let mount = &MOUNTS[1 + position as usize];
+                    Some((entry(mount.name(), ROOT_INODE, DIRECTORY_CODE), cursor + 1))
+                } else {
+                    let first = usize::try_from(position - mounts).unwrap_or(usize::MAX);
+                    indexed.children.iter().enumerate().skip(first).find_map(|(offset, &child)| {
+                        let child_node = &self.archive.nodes[child as usize];
+                        let hidden = index == ARCHIVE_ROOT && self.mount_at(self.root(), child_node.name).is_some();
+                        (!hidden).then(|| {
+                            let next = FIRST_ENTRY + mounts + offset as u64 + 1;
+                            (entry(child_node.name, u64::from(child) + 1, kind_code_of_mode(child_node.mode())), next)
+                        })
+                    })
+                }
+            }
+            Found::Tmpfs(_, tmp) => {
+                let Content::Directory(directory) = &tmp.content else { return Err(ENOTDIR) };
+                directory.entry_from(position).map(|(sequence, name, inode)| {
+                    let kind_code = self.tmpfs.get(inode).map_or(0, |child| kind_code_of_mode(child.mode));
+                    (entry(name, inode, kind_code), FIRST_ENTRY + sequence + 1)
+                })
+            }
+            Found::Devfs(_) => usize::try_from(position)
+                .ok()
+                .and_then(|index| devfs::DEVICES.get(index))
+                .map(|device| (entry(device.name, position + 2, CHARACTER_DEVICE_CODE), cursor + 1)),
+            Found::Procfs(directory) => {
+                if let Some((name, child)) = procfs::fixed_entry(directory, position) {
+                    let kind_code = match child {
+                        ProcNode::SelfLink => SYMLINK_CODE,
+                        ProcNode::File(_) => REGULAR_CODE,
+                        _ => DIRECTORY_CODE,
+                    };
+                    Some((entry(name, child.inode(), kind_code), cursor + 1))
+                } else if directory == ProcNode::Root {
+                    // After the fixed entries, the cursor is the next pid to list, so
+                    // processes that come and go do not shift the others.
+                    let first_pid = position - procfs::FIXED_ENTRIES;
+                    let pid = self.proc.pids().into_iter().filter(|&pid| u64::from(pid) >= first_pid).min();
+                    pid.map(|pid| {
+                        let child = ProcNode::ProcessDirectory(pid);
+                        let next = FIRST_ENTRY + procfs::FIXED_ENTRIES + u64::from(pid) + 1;
+                        (entry(&procfs::decimal(pid), child.inode(), DIRECTORY_CODE), next)
+                    })
+                } else {
+                    None
+                }
+            }
+        };
+        Ok(listed)
+    }
+
+    /// The absolute path of directory `node`, for `getcwd`. `ENOENT` for a removed
+    /// directory (as Linux), `ENOTDIR` for anything else. Names are bytes, not necessarily
+    /// UTF-8, hence no `String`.
+    pub fn path_of(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
+        if !self.is_directory(node)? {
+            return Err(ENOTDIR);
+        }
+        // Names from `node` up to its mount's root, last first.
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mount = &MOUNTS[node.filesystem().ok_or(ENOENT)? as usize];
+        match self.found(node)? {
+            Found::Archive(mut index, _) => {
+                while index != ARCHIVE_ROOT {
+                    let indexed = &self.archive.nodes[index as usize];
+                    names.push(indexed.name.to_vec());
+                    index = indexed.parent;
+                }
+            }
+            Found::Tmpfs(mut inode, _) => {
+                while inode != tmpfs::ROOT_INODE {
+                    let tmp = self.tmpfs.get(inode)?;
+                    let Content::Directory(directory) = &tmp.content else { return Err(ENOTDIR) };
+                    if tmp.links == 0 {
+                        return Err(ENOENT);
+                    }
+                    names.push(directory.name.clone());
+                    inode = directory.parent;
+                }
+            }
+            Found::Devfs(_) => {}
+            Found::Procfs(directory) => names.extend(procfs::name_of_directory(directory)),
+        }
+        let mut path = mount.path.as_bytes().to_vec();
+        for name in names.iter().rev() {
+            if path.last() != Some(&b'/') {
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+        }
+        Ok(path)
+    }
+
+    /// The child `name` (a plain name: not `.` or `..`) of directory `directory`, `Ok(None)`
+    /// if there is none. `caller` is the pid `/proc/self` links to. `ENOTDIR` when
+    /// `directory` is not one, `ENOENT` when it is gone or removed.
+    pub(crate) fn find(&self, caller: u32, directory: NodeId, name: &[u8]) -> Result<Option<NodeId>, Errno> {
+        if let Some(mount) = self.mount_at(directory, name) {
+            return Ok(Some(mount.root()));
+        }
+        let found = self.found(directory)?;
+        if !Self::found_is_directory(&found) {
+            return Err(ENOTDIR);
+        }
+        Ok(match found {
+            Found::Archive(index, _) => {
+                self.archive.lookup(index, name).map(|child| NodeId::new(Filesystem::Archive, u64::from(child) + 1))
+            }
+            Found::Tmpfs(inode, _) => {
+                self.tmpfs.directory(inode)?.lookup(name).map(|child| NodeId::new(Filesystem::Tmpfs, child))
+            }
+            Found::Devfs(_) => devfs::lookup(name).map(|inode| NodeId::new(Filesystem::Devfs, inode)),
+            Found::Procfs(proc_node) => procfs::lookup(proc_node, name, caller, || self.proc.pids())
+                .map(|child| NodeId::new(Filesystem::Procfs, child.inode())),
+        })
+    }
+
+    /// The directory `..` of directory `node` leads to: the root's is the root, a mount
+    /// root's is the directory holding the mount point. `ENOENT` when it is gone.
+    pub(crate) fn parent(&self, node: NodeId) -> Result<NodeId, Errno> {
+        if node == self.root() || Self::mount_of_root(node).is_some() {
+            return Ok(self.root());
+        }
+        Ok(match self.found(node)? {
+            Found::Archive(_, indexed) => NodeId::new(Filesystem::Archive, u64::from(indexed.parent) + 1),
+            Found::Tmpfs(_, TmpNode { content: Content::Directory(directory), .. }) => {
+                self.tmpfs.get(directory.parent)?;
+                NodeId::new(Filesystem::Tmpfs, directory.parent)
+            }
+            Found::Procfs(_) => NodeId::new(Filesystem::Procfs, procfs::ROOT_INODE),
+            _ => return Err(ENOTDIR),
+        })
+    }
+}
