@@ -283,6 +283,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
             unsafe { ::core::slice::from_raw_parts(physical_to_virtual(facts.initramfs.start) as *const u8, length) };
         crate::fs::init(bytes);
     }
+    crate::fs::start();
     if core == 0 {
         log::info!(
             "user mode: SMEP {}, SMAP {}, RDRAND {}",

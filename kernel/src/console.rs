@@ -42,6 +42,8 @@ pub fn route_input(facts: &BootFacts) {
 /// From the console vector: count it; the shell reads the bytes when it runs.
 pub fn on_input_interrupt() {
     INPUT_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
+    crate::fs::service::note_console_input();
+    crate::sched::on_message_notification();
 }
 
 /// Called by the shell with each byte it reads: the first byte read after an input interrupt

@@ -18,3 +18,12 @@ pub fn now_ns() -> u64 {
 pub fn ns_to_cycles(ns: u64) -> u64 {
     ((u128::from(ns) * u128::from(shared::facts().tsc_hz)) / 1_000_000_000) as u64
 }
+
+/// Realtime at boot, in seconds since 1970. QEMU's microvm here has no RTC, so Reef takes a
+/// fixed epoch (2026-01-01) unless a later issue reads one; monotonic time is exact.
+const BOOT_EPOCH_SECONDS: u64 = 1_767_225_600;
+
+/// Nanoseconds since 1970 (the fixed boot epoch plus the time since boot).
+pub fn realtime_ns() -> u64 {
+    now_ns() + BOOT_EPOCH_SECONDS * 1_000_000_000
+}

@@ -40,6 +40,8 @@ pub enum ReefView {
     Syscalls,
     /// `processes`: every process and where it runs.
     Processes,
+    /// The file service's own counts (open files, pipes, tmpfs pages, parked requests).
+    Files,
 }
 
 /// Where `/proc` gets its process list and its files' text: the kernel implements it.
@@ -87,12 +89,13 @@ const TOP_FILES: [(&[u8], ProcFile, u64); 4] = [
 ];
 
 /// The files of `/proc/reef` and their codes, in listing order.
-const REEF_FILES: [(&[u8], ReefView, u64); 5] = [
+const REEF_FILES: [(&[u8], ReefView, u64); 6] = [
     (b"cores", ReefView::Cores, 8),
     (b"msg", ReefView::Msg, 9),
     (b"mem", ReefView::Mem, 10),
     (b"syscalls", ReefView::Syscalls, 11),
     (b"processes", ReefView::Processes, 12),
+    (b"files", ReefView::Files, 13),
 ];
 
 /// A file of `/proc/<pid>`: its name, the [`ProcFile`] of a pid, its code.
@@ -273,7 +276,8 @@ mod tests {
             nodes.extend([ProcFile::Status(pid), ProcFile::Cmdline(pid), ProcFile::Stat(pid)].map(ProcNode::File));
         }
         nodes.extend([ProcFile::CpuInfo, ProcFile::MemInfo, ProcFile::Mounts, ProcFile::Uptime].map(ProcNode::File));
-        let views = [ReefView::Cores, ReefView::Msg, ReefView::Mem, ReefView::Syscalls, ReefView::Processes];
+        let views =
+            [ReefView::Cores, ReefView::Msg, ReefView::Mem, ReefView::Syscalls, ReefView::Processes, ReefView::Files];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));
         let mut inodes: Vec<u64> = nodes.iter().map(|node| node.inode()).collect();
         for (node, inode) in nodes.iter().zip(&inodes) {

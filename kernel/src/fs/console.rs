@@ -14,7 +14,7 @@ const PIECE: usize = 16 * 1024;
 const MAX_PENDING: usize = 4096;
 
 /// Writes bytes to COM1 under the console lock (on instance 0).
-fn write_here(bytes: &[u8]) {
+pub fn write_here(bytes: &[u8]) {
     crate::console::with_console(|_| {
         for &byte in bytes {
             if byte == b'\n' {
@@ -69,45 +69,6 @@ pub fn write(process: &Process, bytes: &[u8]) {
 pub fn flush(process: &Process) {
     let out = core::mem::take(&mut *process.console_pending.lock());
     emit(&out);
-}
-
-/// Reads console input into `buffer` for a process on instance 0: blocks until at least one
-/// byte arrived, returns what is there. Other instances see end of input (the console is not
-/// shared with them yet).
-pub fn read(buffer: &mut [u8]) -> usize {
-    if shared::this_core() != 0 || buffer.is_empty() {
-        return 0;
-    }
-    loop {
-        let mut count = 0;
-        while count < buffer.len() {
-            match com1::read_byte() {
-                Some(b'\r') => {
-                    buffer[count] = b'\n';
-                    count += 1;
-                    write_here(b"\n");
-                    return count;
-                }
-                Some(byte) => {
-                    buffer[count] = byte;
-                    count += 1;
-                    write_here(&[byte]);
-                }
-                None => break,
-            }
-        }
-        if count > 0 {
-            return count;
-        }
-        // Wakes on the console interrupt (or the next tick).
-        if crate::sched::block(
-            crate::sched::WaitToken::Console,
-            Some(crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(10_000_000)),
-        ) == crate::sched::Wakeup::Killed
-        {
-            return 0;
-        }
-    }
 }
 
 fn on_console_output(bytes: &[u8]) -> crate::msg::HandlerResult {

@@ -1,7 +1,14 @@
-//! Files a process sees: the initramfs, read-only (every instance maps the one copy QEMU
-//! loaded), and the console on fds 0–2. Per-process descriptor tables live here too.
+//! Files a process sees: descriptors that name open files of the one file service (on
+//! instance 0: the initramfs at `/`, tmpfs at `/tmp`, `/dev`, `/proc`, pipes, the console).
+//! Every instance also maps the initramfs read-only, to load programs without a round trip.
 
+pub mod client;
 pub mod console;
+pub mod proc;
+pub mod service;
+pub mod terminal;
+
+pub use client::Handle;
 
 use crate::proc::Errno;
 use alloc::string::String;
@@ -9,7 +16,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use initramfs::{Archive, Entry, LookupError};
 use linux_raw_sys::errno;
-use spin::{Mutex, Once};
+use spin::Once;
 
 static INITRAMFS: Once<Archive<'static>> = Once::new();
 
@@ -24,6 +31,22 @@ pub fn init(bytes: &'static [u8]) {
         }
         Err(error) => log::error!("the initramfs is not a cpio newc archive ({error:?}): no programs to run"),
     }
+}
+
+/// Starts this instance's side of the file service: the reply handler everywhere; the
+/// service itself (and `/proc`'s process records) on the service's instance.
+pub fn start() {
+    client::init();
+    if crate::core::shared::this_core() as usize == service::SERVICE_CORE {
+        proc::init();
+        service::start(archive().copied());
+    }
+}
+
+/// Work at safe points (idle, return to user): releases dropped handles left, console input.
+pub fn at_safe_point() {
+    client::flush_releases();
+    service::poll_console();
 }
 
 /// The initramfs, if QEMU was given one.
@@ -62,39 +85,10 @@ pub fn read_program(path: &str) -> Result<(&'static [u8], String), Errno> {
     Ok((entry.data, resolved))
 }
 
-/// What an open descriptor refers to.
-pub enum Open {
-    /// COM1 through instance 0.
-    Console,
-    /// A regular file of the initramfs, read-only.
-    File { entry: Entry<'static>, offset: Mutex<u64> },
-    /// A directory of the initramfs, with where `getdents64` stands in its listing.
-    Directory { entry: Entry<'static>, listing: Mutex<Listing> },
-}
-
-/// Where `getdents64` stands in a directory: `.` and `..` first, then the children, read
-/// once each from the archive as the listing goes on (a listing is quadratic in the archive's
-/// size, so it is never restarted except by `lseek(fd, 0, SEEK_SET)`).
-pub struct Listing {
-    /// Entries handed out so far, `.` and `..` included (the `d_off` of the last one).
-    pub handed_out: usize,
-    /// The children not handed out yet.
-    pub children: core::iter::Peekable<initramfs::ReadDirectory<'static>>,
-}
-
-impl Listing {
-    /// The listing of `directory` from its start.
-    pub fn start(directory: &Entry<'static>) -> Result<Self, Errno> {
-        let archive = archive().ok_or(errno::ENOENT)?;
-        let children = archive.read_dir(&alloc::format!("/{}", directory.name)).map_err(lookup_errno)?;
-        Ok(Self { handed_out: 0, children: children.peekable() })
-    }
-}
-
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.
 #[derive(Clone)]
 struct Slot {
-    open: Arc<Open>,
+    open: Arc<Handle>,
     close_on_exec: bool,
 }
 
@@ -110,13 +104,13 @@ pub struct FileTable {
 impl FileTable {
     /// fds 0, 1 and 2 on the console.
     pub fn with_console() -> Self {
-        let console = Arc::new(Open::Console);
+        let console = Arc::new(Handle::console());
         let slot = Some(Slot { open: console, close_on_exec: false });
         Self { slots: alloc::vec![slot.clone(), slot.clone(), slot] }
     }
 
     /// The open file behind `fd`.
-    pub fn get(&self, fd: i64) -> Result<Arc<Open>, Errno> {
+    pub fn get(&self, fd: i64) -> Result<Arc<Handle>, Errno> {
         usize::try_from(fd)
             .ok()
             .and_then(|fd| self.slots.get(fd))
@@ -126,7 +120,7 @@ impl FileTable {
     }
 
     /// Installs `open` at the lowest free descriptor at or above `lowest`.
-    pub fn install(&mut self, open: Arc<Open>, close_on_exec: bool, lowest: usize) -> Result<usize, Errno> {
+    pub fn install(&mut self, open: Arc<Handle>, close_on_exec: bool, lowest: usize) -> Result<usize, Errno> {
         let free =
             (lowest..MAX_FILES).find(|&fd| self.slots.get(fd).is_none_or(|s| s.is_none())).ok_or(errno::EMFILE)?;
         if free >= self.slots.len() {
@@ -137,7 +131,7 @@ impl FileTable {
     }
 
     /// Puts `open` at exactly `fd` (dup2), closing what was there.
-    pub fn install_at(&mut self, fd: usize, open: Arc<Open>, close_on_exec: bool) -> Result<(), Errno> {
+    pub fn install_at(&mut self, fd: usize, open: Arc<Handle>, close_on_exec: bool) -> Result<(), Errno> {
         if fd >= MAX_FILES {
             return Err(errno::EBADF);
         }
@@ -177,64 +171,42 @@ impl FileTable {
     pub fn close_all(&mut self) {
         self.slots.clear();
     }
+
+    /// The open descriptors not marked `FD_CLOEXEC`, for a process started elsewhere.
+    pub fn inherited(&self) -> impl Iterator<Item = (usize, &Arc<Handle>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(fd, slot)| slot.as_ref().filter(|slot| !slot.close_on_exec).map(|slot| (fd, &slot.open)))
+    }
+
+    /// A table of `descriptors` (fd, handle), none of them `FD_CLOEXEC`.
+    pub fn from_inherited(descriptors: Vec<(usize, Handle)>) -> Self {
+        let mut table = Self { slots: Vec::new() };
+        for (fd, handle) in descriptors {
+            let _ = table.install_at(fd, Arc::new(handle), false);
+        }
+        table
+    }
 }
 
-/// `struct stat` of an initramfs entry [Linux arch/x86/include/uapi/asm/stat.h].
-pub fn stat_of(entry: &Entry<'_>) -> linux_raw_sys::general::stat {
+/// `struct stat` of what the service reports [Linux arch/x86/include/uapi/asm/stat.h].
+pub fn linux_stat(metadata: &abi::file::Metadata) -> linux_raw_sys::general::stat {
     // SAFETY: `stat` is plain integers, for which all zeroes is a valid value.
     let mut stat: linux_raw_sys::general::stat = unsafe { core::mem::zeroed() };
-    stat.st_dev = 1;
-    stat.st_ino = u64::from(entry.inode).max(1);
-    stat.st_nlink = u64::from(entry.nlink.max(1));
-    stat.st_mode = entry.mode;
-    stat.st_uid = entry.uid;
-    stat.st_gid = entry.gid;
-    stat.st_rdev = (u64::from(entry.node_major) << 8) | u64::from(entry.node_minor);
-    stat.st_size = entry.data.len() as i64;
+    stat.st_dev = metadata.device;
+    stat.st_ino = metadata.inode;
+    stat.st_nlink = u64::from(metadata.links);
+    stat.st_mode = metadata.mode;
+    stat.st_uid = metadata.uid;
+    stat.st_gid = metadata.gid;
+    stat.st_rdev = metadata.rdev;
+    stat.st_size = metadata.size as i64;
     stat.st_blksize = 4096;
-    stat.st_blocks = entry.data.len().div_ceil(512) as i64;
-    stat.st_mtime = u64::from(entry.mtime);
-    stat.st_atime = u64::from(entry.mtime);
-    stat.st_ctime = u64::from(entry.mtime);
+    stat.st_blocks = metadata.blocks as i64;
+    let split = |ns: u64| (ns / 1_000_000_000, ns % 1_000_000_000);
+    (stat.st_atime, stat.st_atime_nsec) = split(metadata.accessed_ns);
+    (stat.st_mtime, stat.st_mtime_nsec) = split(metadata.modified_ns);
+    (stat.st_ctime, stat.st_ctime_nsec) = split(metadata.changed_ns);
     stat
-}
-
-/// `struct stat` of the console (a character device, like `/dev/ttyS0`: 4, 64).
-pub fn console_stat() -> linux_raw_sys::general::stat {
-    // SAFETY: as in `stat_of`.
-    let mut stat: linux_raw_sys::general::stat = unsafe { core::mem::zeroed() };
-    stat.st_dev = 5;
-    stat.st_ino = 1;
-    stat.st_nlink = 1;
-    stat.st_mode = initramfs::mode::CHARACTER_DEVICE | 0o620;
-    stat.st_rdev = (4 << 8) | 64;
-    stat.st_blksize = 1024;
-    stat
-}
-
-/// `d_type` of an entry (`DT_*`).
-pub fn directory_entry_type(entry: &Entry<'_>) -> u8 {
-    match entry.mode & initramfs::mode::TYPE_MASK {
-        initramfs::mode::DIRECTORY => 4,
-        initramfs::mode::REGULAR => 8,
-        initramfs::mode::SYMLINK => 10,
-        initramfs::mode::CHARACTER_DEVICE => 2,
-        initramfs::mode::BLOCK_DEVICE => 6,
-        initramfs::mode::FIFO => 1,
-        initramfs::mode::SOCKET => 12,
-        _ => 0,
-    }
-}
-
-/// Joins a path given to `openat` with the directory it is relative to.
-pub fn join(directory: &str, path: &str) -> String {
-    if path.starts_with('/') || directory.is_empty() {
-        return String::from(path);
-    }
-    let mut joined = String::from(directory);
-    if !joined.ends_with('/') {
-        joined.push('/');
-    }
-    joined.push_str(path);
-    joined
 }

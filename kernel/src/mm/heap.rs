@@ -4,7 +4,7 @@ use crate::arch::paging::physical_to_virtual;
 use linked_list_allocator::LockedHeap;
 
 /// Heap size per instance.
-pub const HEAP_SIZE: u64 = 4 * 1024 * 1024;
+pub const HEAP_SIZE: u64 = 16 * 1024 * 1024;
 
 // Every instance has its own copy of this static (private .bss), so each heap is per core.
 #[global_allocator]

@@ -67,6 +67,12 @@ pub struct ProcessState {
     /// Signal dispositions asked with `rt_sigaction` (recorded; delivery comes later).
     pub signal_actions: BTreeMap<u32, [u64; 4]>,
     pub signal_mask: u64,
+    /// The working directory (`None`: the root).
+    pub cwd: Option<Arc<crate::fs::Handle>>,
+    /// Permission bits taken away from new files (`umask`).
+    pub umask: u32,
+    /// Its arguments, each NUL-ended (`/proc/<pid>/cmdline`).
+    pub command_line: Vec<u8>,
 }
 
 /// One process homed on this instance.
@@ -215,6 +221,9 @@ pub fn create(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], parent: P
             path: resolved,
             signal_actions: BTreeMap::new(),
             signal_mask: 0,
+            cwd: None,
+            umask: 0o022,
+            command_line: crate::fs::proc::command_line(arguments),
         }),
         console_pending: Mutex::new(Vec::new()),
     });
@@ -226,11 +235,22 @@ pub fn create(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], parent: P
             return Err(errno::EAGAIN);
         }
     };
+    report_to_proc(&process);
     PROCESSES.lock().insert(pid, process);
     shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
     publish_counts();
     sched::make_ready(thread);
     Ok(pid)
+}
+
+/// Tells `/proc` (the file service) what `process` runs now.
+fn report_to_proc(process: &Process) {
+    let (name, command_line) = {
+        let state = process.state.lock();
+        (state.name.clone(), state.command_line.clone())
+    };
+    let parent = if process.parent.pid == 0 { 0 } else { process.parent.pid };
+    crate::fs::proc::report(process.pid, parent, true, &name, &command_line);
 }
 
 /// Replaces the calling process's program (`execve`); on success the caller's user frame
@@ -247,6 +267,7 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         let mut state = process.state.lock();
         state.name = name;
         state.path = resolved;
+        state.command_line = crate::fs::proc::command_line(arguments);
         state.files.close_on_exec();
         state.signal_actions.clear();
         process.root.store(loaded.memory.root(), Ordering::Relaxed);
@@ -255,6 +276,7 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     // SAFETY: the new root maps the kernel half like every root of this instance.
     unsafe { crate::arch::paging::load_root(process.page_table_root()) };
     drop(old_memory);
+    report_to_proc(&process);
     *frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let me = sched::current();
     me.fs_base.store(0, Ordering::Relaxed);
@@ -293,6 +315,9 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
                 path: state.path.clone(),
                 signal_actions: state.signal_actions.clone(),
                 signal_mask: state.signal_mask,
+                cwd: state.cwd.clone(),
+                umask: state.umask,
+                command_line: state.command_line.clone(),
             }),
             console_pending: Mutex::new(Vec::new()),
         });
@@ -307,6 +332,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             release_pid(pid);
             errno::EAGAIN
         })?;
+    report_to_proc(&child);
     PROCESSES.lock().insert(pid, child);
     shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
     publish_counts();
@@ -419,12 +445,15 @@ fn end_process(process: &Arc<Process>) {
     unsafe { crate::arch::paging::load_root(kernel_root) };
     process.root.store(kernel_root, Ordering::Relaxed);
     crate::fs::console::flush(process);
-    let orphans = {
+    let (orphans, cwd) = {
         let mut state = process.state.lock();
         state.memory.destroy();
         state.files.close_all();
-        core::mem::take(&mut state.children)
+        (core::mem::take(&mut state.children), state.cwd.take())
     };
+    drop(cwd);
+    crate::fs::client::flush_releases();
+    crate::fs::proc::report(process.pid, 0, false, "", &[]);
     // Orphans are reaped by nobody: forget them (their exits find no parent and are dropped).
     drop(orphans);
     PROCESSES.lock().remove(&process.pid);

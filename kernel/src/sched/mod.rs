@@ -240,6 +240,7 @@ pub fn counts() -> (usize, usize, u64) {
 /// interrupt. (Processes run on every core, the shell's too, between keystrokes.)
 pub fn idle_once() {
     crate::msg::drain();
+    crate::fs::at_safe_point();
     if with_scheduler(|s| !s.ready.is_empty()) {
         yield_now();
     } else {
@@ -347,6 +348,7 @@ pub fn before_user_return() {
     if LOOK_AT_MESSAGES.load(Ordering::Relaxed) {
         LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
         crate::msg::drain();
+        crate::fs::at_safe_point();
     }
     if with_current_process(|p| p.is_killed()) == Some(true) {
         crate::proc::exit_thread();
@@ -394,6 +396,7 @@ fn schedule() {
                 drop(me);
                 cpu::enable_interrupts();
                 crate::msg::drain();
+                crate::fs::at_safe_point();
                 wake_expired();
                 if with_scheduler(|s| s.ready.is_empty()) {
                     crate::msg::wait_for_messages();

@@ -1,98 +1,172 @@
-//! File calls on the initramfs (read-only) and the console.
+//! File calls: each decodes its user arguments, then asks the file service (`fs::client`);
+//! descriptors, `FD_CLOEXEC`, the working directory and the umask stay with the process.
 
 use super::{read_string, read_user, write_user, SyscallResult};
-use crate::arch::user::{copy_from_user, copy_to_user};
-use crate::fs::{self, Open};
+use crate::arch::user::{copy_from_user, copy_to_user, is_user_range};
+use crate::fs::client::{self, Answer};
+use crate::fs::service::{events, flags};
+use crate::fs::{self, Handle};
+use crate::proc::{Errno, Process};
 use crate::sched;
-use alloc::string::String;
+use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE, REQUEST_WORDS};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use linux_raw_sys::errno;
 use linux_raw_sys::general as linux;
 
-fn process() -> Result<Arc<crate::proc::Process>, u32> {
+/// Longest path a call takes (Linux `PATH_MAX`, with its NUL).
+const PATH_MAX: usize = 4096;
+
+fn process() -> Result<Arc<Process>, Errno> {
     sched::current_process().ok_or(errno::EPERM)
 }
 
-fn open_file(fd: i64) -> Result<Arc<Open>, u32> {
+fn handle_of(fd: i64) -> Result<Arc<Handle>, Errno> {
     let process = process()?;
-    let file = process.state.lock().files.get(fd);
-    file
+    let handle = process.state.lock().files.get(fd);
+    handle
 }
 
-/// Most bytes one read or write moves through the kernel buffer at a time.
-const CHUNK: usize = 4096;
+fn words(values: &[u64]) -> [u64; REQUEST_WORDS] {
+    let mut words = [0u64; REQUEST_WORDS];
+    words[..values.len()].copy_from_slice(values);
+    words
+}
+
+fn ask(op: FileOp, values: &[u64], first: &[u8], second: &[u8]) -> Result<Answer, Errno> {
+    client::call(op, words(values), first, second)
+}
+
+/// The handle a `*at` call's directory descriptor names: `NONE` for `AT_FDCWD` or an
+/// absolute path (which ignores it).
+fn directory_word(fd: i64, path: &[u8]) -> Result<u64, Errno> {
+    if fd == linux::AT_FDCWD as i64 || path.first() == Some(&b'/') {
+        return Ok(NONE);
+    }
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Directory {
+        return Err(errno::ENOTDIR);
+    }
+    Ok(handle.id)
+}
+
+/// The working directory's handle (`NONE`: the root).
+fn cwd_word() -> Result<u64, Errno> {
+    Ok(process()?.state.lock().cwd.as_ref().map_or(NONE, |handle| handle.id))
+}
+
+/// A path argument: at most `PATH_MAX` bytes before its NUL (longer is ENAMETOOLONG).
+fn path_argument(address: u64) -> Result<Vec<u8>, Errno> {
+    let path = read_string(address, PATH_MAX)?;
+    if path.len() >= PATH_MAX {
+        return Err(errno::ENAMETOOLONG);
+    }
+    Ok(path)
+}
 
 pub fn read(fd: i64, buffer: u64, length: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    read_open(&open, buffer, length, None)
-}
-
-fn read_open(open: &Open, buffer: u64, length: u64, at: Option<u64>) -> SyscallResult {
-    match open {
-        Open::Console => {
-            if let Some(process) = sched::current_process() {
-                fs::console::flush(&process);
-            }
-            let mut chunk = [0u8; 256];
-            let n = fs::console::read(&mut chunk[..(length as usize).min(256)]);
-            copy_to_user(buffer, &chunk[..n]).map_err(|_| errno::EFAULT)?;
-            Ok(n as u64)
-        }
-        Open::File { entry, offset } => {
-            let start = at.unwrap_or_else(|| *offset.lock());
-            let data = entry.data;
-            let begin = (start as usize).min(data.len());
-            let end = begin.saturating_add(length as usize).min(data.len());
-            if !crate::arch::user::is_user_range(buffer, (end - begin) as u64) {
-                return Err(errno::EFAULT);
-            }
-            copy_to_user(buffer, &data[begin..end]).map_err(|_| errno::EFAULT)?;
-            if at.is_none() {
-                *offset.lock() = end as u64;
-            }
-            Ok((end - begin) as u64)
-        }
-        Open::Directory { .. } => Err(errno::EISDIR),
-    }
+    read_handle(&*handle_of(fd)?, buffer, length, NONE)
 }
 
 pub fn pread(fd: i64, buffer: u64, length: u64, offset: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    if matches!(*open, Open::Console) {
+    let handle = handle_of(fd)?;
+    if matches!(handle.kind, HandleKind::Pipe | HandleKind::Console) {
         return Err(errno::ESPIPE);
     }
-    read_open(&open, buffer, length, Some(offset))
+    if offset > i64::MAX as u64 {
+        return Err(errno::EINVAL);
+    }
+    read_handle(&handle, buffer, length, offset)
+}
+
+fn read_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> SyscallResult {
+    if !is_user_range(buffer, length) {
+        return Err(errno::EFAULT);
+    }
+    if handle.kind == HandleKind::Directory {
+        return Err(errno::EISDIR);
+    }
+    if handle.kind == HandleKind::Console {
+        if let Some(process) = sched::current_process() {
+            fs::console::flush(&process);
+        }
+    }
+    let mut done = 0u64;
+    loop {
+        let chunk = (length - done).min(MAX_TRANSFER as u64);
+        let at = if offset == NONE { NONE } else { offset + done };
+        let answer = match ask(FileOp::Read, &[handle.id, chunk, at], &[], &[]) {
+            Ok(answer) => answer,
+            Err(error) if done == 0 => return Err(error),
+            Err(_) => return Ok(done),
+        };
+        let count = answer.bytes.len() as u64;
+        copy_to_user(buffer + done, &answer.bytes).map_err(|_| errno::EFAULT)?;
+        done += count;
+        // Only a regular file is read on to fill the buffer; a pipe or a terminal gives what
+        // it has, as on Linux.
+        if count < chunk || done == length || handle.kind != HandleKind::Regular {
+            return Ok(done);
+        }
+    }
 }
 
 pub fn write(fd: i64, buffer: u64, length: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    write_open(&open, buffer, length)
+    write_handle(&*handle_of(fd)?, buffer, length, NONE)
 }
 
-fn write_open(open: &Open, buffer: u64, length: u64) -> SyscallResult {
-    match open {
-        Open::Console => {
-            let process = process()?;
-            let mut done = 0u64;
-            let mut chunk = [0u8; CHUNK];
-            while done < length {
-                let n = ((length - done) as usize).min(CHUNK);
-                copy_from_user(&mut chunk[..n], buffer + done).map_err(|_| errno::EFAULT)?;
-                fs::console::write(&process, &chunk[..n]);
-                done += n as u64;
-            }
-            Ok(done)
-        }
-        Open::File { .. } | Open::Directory { .. } => Err(errno::EBADF),
+pub fn pwrite(fd: i64, buffer: u64, length: u64, offset: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    if matches!(handle.kind, HandleKind::Pipe | HandleKind::Console) {
+        return Err(errno::ESPIPE);
     }
+    if offset > i64::MAX as u64 {
+        return Err(errno::EINVAL);
+    }
+    write_handle(&handle, buffer, length, offset)
 }
 
-fn vectored(fd: i64, vectors: u64, count: u64, writing: bool) -> SyscallResult {
+fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> SyscallResult {
+    if !is_user_range(buffer, length) {
+        return Err(errno::EFAULT);
+    }
+    let mut done = 0u64;
+    let mut chunk = alloc::vec![0u8; (length as usize).min(MAX_TRANSFER)];
+    while done < length {
+        let count = ((length - done) as usize).min(MAX_TRANSFER);
+        copy_from_user(&mut chunk[..count], buffer + done).map_err(|_| errno::EFAULT)?;
+        if handle.kind == HandleKind::Console {
+            // Line-buffered by the process and written by the console's owner: no round trip.
+            fs::console::write(&*process()?, &chunk[..count]);
+            done += count as u64;
+            continue;
+        }
+        let at = if offset == NONE { NONE } else { offset + done };
+        let written = match ask(FileOp::Write, &[handle.id, at], &chunk[..count], &[]) {
+            Ok(answer) => answer.value,
+            Err(errno::EPIPE) => {
+                // The reader is gone: SIGPIPE, whose default ends the writer [pipe(7)].
+                if let Some(process) = sched::current_process() {
+                    let _ = crate::proc::kill(process.pid, 13);
+                }
+                return if done > 0 { Ok(done) } else { Err(errno::EPIPE) };
+            }
+            Err(error) if done == 0 => return Err(error),
+            Err(_) => return Ok(done),
+        };
+        done += written;
+        if written < count as u64 {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+fn vectored(fd: i64, vectors: u64, count: u64, writing: bool, offset: u64) -> SyscallResult {
     if count > 1024 {
         return Err(errno::EINVAL);
     }
-    let open = open_file(fd)?;
+    let handle = handle_of(fd)?;
     let mut total = 0u64;
     for index in 0..count {
         let vector: linux::iovec = read_user(vectors + index * 16)?;
@@ -100,7 +174,14 @@ fn vectored(fd: i64, vectors: u64, count: u64, writing: bool) -> SyscallResult {
         if length == 0 {
             continue;
         }
-        let done = if writing { write_open(&open, base, length)? } else { read_open(&open, base, length, None)? };
+        let at = if offset == NONE { NONE } else { offset + total };
+        let result =
+            if writing { write_handle(&handle, base, length, at) } else { read_handle(&handle, base, length, at) };
+        let done = match result {
+            Ok(done) => done,
+            Err(error) if total == 0 => return Err(error),
+            Err(_) => break,
+        };
         total += done;
         if done < length {
             break;
@@ -110,61 +191,40 @@ fn vectored(fd: i64, vectors: u64, count: u64, writing: bool) -> SyscallResult {
 }
 
 pub fn readv(fd: i64, vectors: u64, count: u64) -> SyscallResult {
-    vectored(fd, vectors, count, false)
+    vectored(fd, vectors, count, false, NONE)
 }
 
 pub fn writev(fd: i64, vectors: u64, count: u64) -> SyscallResult {
-    vectored(fd, vectors, count, true)
+    vectored(fd, vectors, count, true, NONE)
 }
 
-/// The path `path` names from directory `fd` (or the working directory, the root).
-fn path_at(fd: i64, path: &[u8]) -> Result<String, u32> {
-    let path = core::str::from_utf8(path).map_err(|_| errno::ENOENT)?;
-    if path.starts_with('/') || fd == linux::AT_FDCWD as i64 {
-        return Ok(fs::join("/", path));
-    }
-    match &*open_file(fd)? {
-        Open::Directory { entry, .. } => Ok(fs::join(&alloc::format!("/{}", entry.name), path)),
-        _ => Err(errno::ENOTDIR),
-    }
+pub fn preadv(fd: i64, vectors: u64, count: u64, offset: u64) -> SyscallResult {
+    vectored(fd, vectors, count, false, offset)
 }
 
-const O_ACCMODE: u64 = 3;
-const O_CREAT: u64 = 0o100;
-const O_TRUNC: u64 = 0o1000;
-const O_DIRECTORY: u64 = 0o200000;
-const O_NOFOLLOW: u64 = 0o400000;
-const O_CLOEXEC: u64 = 0o2000000;
+pub fn pwritev(fd: i64, vectors: u64, count: u64, offset: u64) -> SyscallResult {
+    vectored(fd, vectors, count, true, offset)
+}
 
-pub fn openat(directory: i64, path: u64, flags: u64) -> SyscallResult {
-    let path = read_string(path, 4096)?;
-    let full = path_at(directory, &path)?;
-    let opened = if full == "/dev/console" || full == "/dev/tty" {
-        Open::Console
-    } else {
-        let entry = fs::resolve(&full, flags & O_NOFOLLOW == 0).map_err(|e| {
-            if flags & O_CREAT != 0 && e == errno::ENOENT {
-                errno::EROFS
-            } else {
-                e
-            }
-        })?;
-        if flags & O_ACCMODE != 0 || flags & O_TRUNC != 0 {
-            return Err(if entry.is_directory() { errno::EISDIR } else { errno::EROFS });
-        }
-        if entry.is_directory() {
-            Open::Directory { listing: spin::Mutex::new(fs::Listing::start(&entry)?), entry }
-        } else if flags & O_DIRECTORY != 0 {
-            return Err(errno::ENOTDIR);
-        } else if entry.is_symlink() {
-            return Err(errno::ELOOP);
-        } else {
-            Open::File { entry, offset: spin::Mutex::new(0) }
-        }
-    };
+fn install(handle: Handle, close_on_exec: bool) -> SyscallResult {
     let process = process()?;
-    let fd = process.state.lock().files.install(Arc::new(opened), flags & O_CLOEXEC != 0, 0)?;
+    let fd = process.state.lock().files.install(Arc::new(handle), close_on_exec, 0)?;
     Ok(fd as u64)
+}
+
+fn open_handle(directory: i64, path: &[u8], open_flags: u64, mode: u64) -> Result<Handle, Errno> {
+    let umask = process()?.state.lock().umask;
+    let permissions = (mode & 0o7777) & !u64::from(umask);
+    let answer =
+        ask(FileOp::Open, &[directory_word(directory, path)?, cwd_word()?, open_flags, permissions], path, &[])?;
+    let kind = HandleKind::from_u64(answer.words[1]).ok_or(errno::EIO)?;
+    Ok(Handle::adopt(answer.words[0], kind))
+}
+
+pub fn openat(directory: i64, path: u64, open_flags: u64, mode: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let handle = open_handle(directory, &path, open_flags, mode)?;
+    install(handle, open_flags & flags::CLOSE_ON_EXEC != 0)
 }
 
 pub fn close(fd: i64) -> SyscallResult {
@@ -173,73 +233,89 @@ pub fn close(fd: i64) -> SyscallResult {
 }
 
 pub fn lseek(fd: i64, offset: i64, whence: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    match &*open {
-        Open::Console => Err(errno::ESPIPE),
-        Open::Directory { entry, listing } if offset == 0 && whence == 0 => {
-            *listing.lock() = fs::Listing::start(entry)?;
-            Ok(0)
-        }
-        Open::Directory { .. } => Err(errno::EINVAL),
-        Open::File { entry, offset: position } => {
-            let mut position = position.lock();
-            let base = match whence {
-                0 => 0,
-                1 => *position as i64,
-                2 => entry.data.len() as i64,
-                _ => return Err(errno::EINVAL),
-            };
-            let new = base.checked_add(offset).filter(|&n| n >= 0).ok_or(errno::EINVAL)?;
-            *position = new as u64;
-            Ok(new as u64)
-        }
-    }
+    let handle = handle_of(fd)?;
+    Ok(ask(FileOp::Seek, &[handle.id, offset as u64, whence], &[], &[])?.value)
 }
 
-fn stat_of_open(open: &Open) -> linux::stat {
-    match open {
-        Open::Console => fs::console_stat(),
-        Open::File { entry, .. } | Open::Directory { entry, .. } => fs::stat_of(entry),
+fn metadata_of(answer: Answer) -> Result<Metadata, Errno> {
+    Metadata::decode(&answer.bytes).map_err(|_| errno::EIO)
+}
+
+fn stat_at(directory: i64, path: &[u8], at_flags: u64) -> Result<Metadata, Errno> {
+    if path.is_empty() {
+        if at_flags & u64::from(linux::AT_EMPTY_PATH) == 0 {
+            return Err(errno::ENOENT);
+        }
+        let handle = if directory == linux::AT_FDCWD as i64 { None } else { Some(handle_of(directory)?) };
+        return match handle {
+            Some(handle) => metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?),
+            None => metadata_of(ask(FileOp::StatPath, &[NONE, cwd_word()?, 1], b".", &[])?),
+        };
     }
+    let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
+    metadata_of(ask(FileOp::StatPath, &[directory_word(directory, path)?, cwd_word()?, follow], path, &[])?)
 }
 
 pub fn fstat(fd: i64, out: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    write_user(out, &stat_of_open(&open))?;
+    let handle = handle_of(fd)?;
+    let metadata = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?;
+    write_user(out, &fs::linux_stat(&metadata))?;
     Ok(0)
 }
 
-pub fn fstatat(directory: i64, path: u64, out: u64, flags: u64) -> SyscallResult {
-    let path = read_string(path, 4096)?;
-    let stat = if path.is_empty() && flags & u64::from(linux::AT_EMPTY_PATH) != 0 {
-        stat_of_open(&*open_file(directory)?)
-    } else {
-        let full = path_at(directory, &path)?;
-        if full == "/dev/console" || full == "/dev/tty" {
-            fs::console_stat()
-        } else {
-            fs::stat_of(&fs::resolve(&full, flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0)?)
-        }
-    };
-    write_user(out, &stat)?;
+pub fn fstatat(directory: i64, path: u64, out: u64, at_flags: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let metadata = stat_at(directory, &path, at_flags)?;
+    write_user(out, &fs::linux_stat(&metadata))?;
     Ok(0)
 }
 
-pub fn faccessat(directory: i64, path: u64) -> SyscallResult {
-    let path = read_string(path, 4096)?;
-    let full = path_at(directory, &path)?;
-    fs::resolve(&full, true)?;
+/// `statx` [Linux include/uapi/linux/stat.h]: the basic fields, all reported valid.
+pub fn statx(directory: i64, path: u64, at_flags: u64, _mask: u64, out: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let metadata = stat_at(directory, &path, at_flags)?;
+    let mut record = [0u8; 256];
+    let mut put = |at: usize, bytes: &[u8]| record[at..at + bytes.len()].copy_from_slice(bytes);
+    put(0, &0x7ffu32.to_le_bytes()); // STATX_BASIC_STATS
+    put(4, &4096u32.to_le_bytes());
+    put(16, &metadata.links.to_le_bytes());
+    put(20, &metadata.uid.to_le_bytes());
+    put(24, &metadata.gid.to_le_bytes());
+    put(28, &(metadata.mode as u16).to_le_bytes());
+    put(32, &metadata.inode.to_le_bytes());
+    put(40, &metadata.size.to_le_bytes());
+    put(48, &metadata.blocks.to_le_bytes());
+    for (at, ns) in [(64, metadata.accessed_ns), (96, metadata.changed_ns), (112, metadata.modified_ns)] {
+        put(at, &(ns / 1_000_000_000).to_le_bytes());
+        put(at + 8, &((ns % 1_000_000_000) as u32).to_le_bytes());
+    }
+    put(128, &((metadata.rdev >> 8) as u32).to_le_bytes());
+    put(132, &((metadata.rdev & 0xff) as u32).to_le_bytes());
+    put(136, &((metadata.device >> 8) as u32).to_le_bytes());
+    put(140, &((metadata.device & 0xff) as u32).to_le_bytes());
+    copy_to_user(out, &record).map_err(|_| errno::EFAULT)?;
+    Ok(0)
+}
+
+pub fn faccessat(directory: i64, path: u64, mode: u64, at_flags: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    if mode & !7 != 0 {
+        return Err(errno::EINVAL);
+    }
+    let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
+    ask(FileOp::Access, &[directory_word(directory, &path)?, cwd_word()?, mode, follow], &path, &[])?;
     Ok(0)
 }
 
 pub fn readlinkat(directory: i64, path: u64, buffer: u64, size: u64) -> SyscallResult {
-    let path = read_string(path, 4096)?;
-    let full = path_at(directory, &path)?;
-    let target: Vec<u8> = if full == "/proc/self/exe" {
+    let path = path_argument(path)?;
+    if size == 0 || size > i32::MAX as u64 {
+        return Err(errno::EINVAL);
+    }
+    let target: Vec<u8> = if path == b"/proc/self/exe" {
         process()?.state.lock().path.clone().into_bytes()
     } else {
-        let entry = fs::resolve(&full, false)?;
-        entry.symlink_target().ok_or(errno::EINVAL)?.as_bytes().to_vec()
+        ask(FileOp::ReadLink, &[directory_word(directory, &path)?, cwd_word()?], &path, &[])?.bytes
     };
     let n = target.len().min(size as usize);
     copy_to_user(buffer, &target[..n]).map_err(|_| errno::EFAULT)?;
@@ -247,44 +323,151 @@ pub fn readlinkat(directory: i64, path: u64, buffer: u64, size: u64) -> SyscallR
 }
 
 pub fn getdents64(fd: i64, buffer: u64, size: u64) -> SyscallResult {
-    let open = open_file(fd)?;
-    let Open::Directory { entry, listing } = &*open else { return Err(errno::ENOTDIR) };
-    let mut out: Vec<u8> = Vec::new();
-    let mut listing = listing.lock();
-    let mut did_not_fit = false;
-    loop {
-        let next = match listing.handed_out {
-            0 => Some((".", 4u8, u64::from(entry.inode).max(1))),
-            1 => Some(("..", 4u8, 1)),
-            _ => listing
-                .children
-                .peek()
-                .map(|child| (child.file_name(), fs::directory_entry_type(child), u64::from(child.inode).max(2))),
-        };
-        let Some((name, kind, inode)) = next else { break };
-        let record = (19 + name.len() + 1).next_multiple_of(8);
-        if out.len() + record > size as usize {
-            did_not_fit = true;
-            break;
-        }
-        listing.handed_out += 1;
-        if listing.handed_out > 2 {
-            listing.children.next();
-        }
-        out.extend_from_slice(&inode.to_le_bytes());
-        out.extend_from_slice(&(listing.handed_out as i64).to_le_bytes());
-        out.extend_from_slice(&(record as u16).to_le_bytes());
-        out.push(kind);
-        out.extend_from_slice(name.as_bytes());
-        out.resize(out.len() + record - 19 - name.len(), 0);
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Directory {
+        return Err(errno::ENOTDIR);
     }
-    drop(listing);
-    if out.is_empty() && did_not_fit {
-        // Linux: the buffer cannot hold even one entry.
+    if !is_user_range(buffer, size) {
+        return Err(errno::EFAULT);
+    }
+    let answer = ask(FileOp::ReadDirectory, &[handle.id, size.min(MAX_TRANSFER as u64)], &[], &[])?;
+    copy_to_user(buffer, &answer.bytes).map_err(|_| errno::EFAULT)?;
+    Ok(answer.bytes.len() as u64)
+}
+
+pub fn mkdirat(directory: i64, path: u64, mode: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let umask = process()?.state.lock().umask;
+    let permissions = (mode & 0o7777) & !u64::from(umask);
+    ask(FileOp::MakeDirectory, &[directory_word(directory, &path)?, cwd_word()?, permissions], &path, &[])?;
+    Ok(0)
+}
+
+pub fn unlinkat(directory: i64, path: u64, at_flags: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    if at_flags & !u64::from(linux::AT_REMOVEDIR) != 0 {
         return Err(errno::EINVAL);
     }
-    copy_to_user(buffer, &out).map_err(|_| errno::EFAULT)?;
-    Ok(out.len() as u64)
+    let remove_directory = u64::from(at_flags & u64::from(linux::AT_REMOVEDIR) != 0);
+    ask(FileOp::Unlink, &[directory_word(directory, &path)?, cwd_word()?, remove_directory], &path, &[])?;
+    Ok(0)
+}
+
+pub fn renameat2(from_directory: i64, from: u64, to_directory: i64, to: u64, rename_flags: u64) -> SyscallResult {
+    let (from, to) = (path_argument(from)?, path_argument(to)?);
+    if rename_flags & !3 != 0 || rename_flags == 3 {
+        return Err(errno::EINVAL);
+    }
+    let words = [directory_word(from_directory, &from)?, directory_word(to_directory, &to)?, cwd_word()?, rename_flags];
+    ask(FileOp::Rename, &words, &from, &to)?;
+    Ok(0)
+}
+
+pub fn linkat(from_directory: i64, from: u64, to_directory: i64, to: u64, at_flags: u64) -> SyscallResult {
+    let (from, to) = (path_argument(from)?, path_argument(to)?);
+    let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_FOLLOW) != 0);
+    let words = [directory_word(from_directory, &from)?, directory_word(to_directory, &to)?, cwd_word()?, follow];
+    ask(FileOp::Link, &words, &from, &to)?;
+    Ok(0)
+}
+
+pub fn symlinkat(target: u64, directory: i64, path: u64) -> SyscallResult {
+    let (target, path) = (path_argument(target)?, path_argument(path)?);
+    if target.is_empty() {
+        return Err(errno::ENOENT);
+    }
+    ask(FileOp::Symlink, &[directory_word(directory, &path)?, cwd_word()?], &target, &path)?;
+    Ok(0)
+}
+
+pub fn ftruncate(fd: i64, size: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    if size > i64::MAX as u64 {
+        return Err(errno::EINVAL);
+    }
+    if handle.kind != HandleKind::Regular {
+        return Err(errno::EINVAL);
+    }
+    ask(FileOp::Truncate, &[handle.id, size], &[], &[])?;
+    Ok(0)
+}
+
+pub fn truncate(path: u64, size: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    if size > i64::MAX as u64 {
+        return Err(errno::EINVAL);
+    }
+    let handle = open_handle(linux::AT_FDCWD as i64, &path, flags::WRITE_ONLY, 0)?;
+    if handle.kind != HandleKind::Regular {
+        return Err(errno::EINVAL);
+    }
+    ask(FileOp::Truncate, &[handle.id, size], &[], &[])?;
+    Ok(0)
+}
+
+pub fn fsync(fd: i64) -> SyscallResult {
+    // Everything lives in memory: written is as durable as it gets.
+    handle_of(fd)?;
+    Ok(0)
+}
+
+/// `UTIME_NOW` and `UTIME_OMIT` in a `timespec`'s nanoseconds.
+const UTIME_NOW: i64 = (1 << 30) - 1;
+const UTIME_OMIT: i64 = (1 << 30) - 2;
+
+pub fn utimensat(directory: i64, path: u64, times: u64, at_flags: u64) -> SyscallResult {
+    let path = if path == 0 { Vec::new() } else { path_argument(path)? };
+    let now = crate::time::realtime_ns();
+    let [accessed, modified] = if times == 0 {
+        [now, now]
+    } else {
+        let spec: [linux::timespec; 2] = read_user(times)?;
+        let mut result = [0u64; 2];
+        for (out, time) in result.iter_mut().zip(spec) {
+            *out = match time.tv_nsec {
+                UTIME_NOW => now,
+                UTIME_OMIT => NONE,
+                ns if (0..1_000_000_000).contains(&ns) && time.tv_sec >= 0 => {
+                    (time.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ns as u64)
+                }
+                _ => return Err(errno::EINVAL),
+            };
+        }
+        result
+    };
+    let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
+    let base = if path.is_empty() { handle_of(directory)?.id } else { directory_word(directory, &path)? };
+    ask(FileOp::SetTimes, &[base, cwd_word()?, accessed, modified, follow], &path, &[])?;
+    Ok(0)
+}
+
+pub fn fchmodat(directory: i64, path: u64, mode: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    ask(FileOp::ChangeMode, &[directory_word(directory, &path)?, cwd_word()?, mode & 0o7777, 1], &path, &[])?;
+    Ok(0)
+}
+
+pub fn fchmod(fd: i64, mode: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    ask(FileOp::ChangeMode, &[handle.id, NONE, mode & 0o7777, 1], &[], &[])?;
+    Ok(0)
+}
+
+/// Every file belongs to root (uid and gid 0): changing to root (or -1, unchanged) succeeds,
+/// anything else is refused.
+pub fn fchownat(directory: i64, path: u64, owner: u64, group: u64, at_flags: u64) -> SyscallResult {
+    let path = if path == 0 { Vec::new() } else { path_argument(path)? };
+    let keeps_root = |id: u64| id as u32 == 0 || id as u32 == u32::MAX;
+    if path.is_empty() && directory != linux::AT_FDCWD as i64 {
+        handle_of(directory)?;
+    } else {
+        stat_at(directory, &path, at_flags)?;
+    }
+    if keeps_root(owner) && keeps_root(group) {
+        Ok(0)
+    } else {
+        Err(errno::EPERM)
+    }
 }
 
 pub fn dup(fd: i64) -> SyscallResult {
@@ -294,15 +477,23 @@ pub fn dup(fd: i64) -> SyscallResult {
     Ok(state.files.install(open, false, 0)? as u64)
 }
 
-pub fn dup3(old: i64, new: i64, flags: u64, is_dup2: bool) -> SyscallResult {
+pub fn dup3(old: i64, new: i64, dup_flags: u64, is_dup2: bool) -> SyscallResult {
     let process = process()?;
-    let mut state = process.state.lock();
-    let open = state.files.get(old)?;
-    if old == new {
-        return if is_dup2 { Ok(new as u64) } else { Err(errno::EINVAL) };
-    }
-    let new_fd = usize::try_from(new).map_err(|_| errno::EBADF)?;
-    state.files.install_at(new_fd, open, flags & O_CLOEXEC != 0)?;
+    let replaced = {
+        let mut state = process.state.lock();
+        let open = state.files.get(old)?;
+        if old == new {
+            return if is_dup2 { Ok(new as u64) } else { Err(errno::EINVAL) };
+        }
+        if !is_dup2 && dup_flags & !flags::CLOSE_ON_EXEC != 0 {
+            return Err(errno::EINVAL);
+        }
+        let new_fd = usize::try_from(new).map_err(|_| errno::EBADF)?;
+        let replaced = state.files.get(new).ok();
+        state.files.install_at(new_fd, open, dup_flags & flags::CLOSE_ON_EXEC != 0)?;
+        replaced
+    };
+    drop(replaced);
     Ok(new as u64)
 }
 
@@ -311,82 +502,158 @@ const F_GETFD: u64 = 1;
 const F_SETFD: u64 = 2;
 const F_GETFL: u64 = 3;
 const F_SETFL: u64 = 4;
+const F_SETLK: u64 = 6;
+const F_SETLKW: u64 = 7;
+const F_GETLK: u64 = 5;
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
 pub fn fcntl(fd: i64, command: u64, argument: u64) -> SyscallResult {
     let process = process()?;
-    let mut state = process.state.lock();
     match command {
         F_DUPFD | F_DUPFD_CLOEXEC => {
+            if argument >= crate::fs::MAX_FILES as u64 {
+                return Err(errno::EINVAL);
+            }
+            let mut state = process.state.lock();
             let open = state.files.get(fd)?;
             Ok(state.files.install(open, command == F_DUPFD_CLOEXEC, argument as usize)? as u64)
         }
-        F_GETFD => Ok(u64::from(*state.files.close_on_exec_flag(fd)?)),
+        F_GETFD => Ok(u64::from(*process.state.lock().files.close_on_exec_flag(fd)?)),
         F_SETFD => {
-            *state.files.close_on_exec_flag(fd)? = argument & 1 != 0;
+            *process.state.lock().files.close_on_exec_flag(fd)? = argument & 1 != 0;
             Ok(0)
         }
         F_GETFL => {
-            let open = state.files.get(fd)?;
-            Ok(match *open {
-                Open::Console => 2,
-                Open::Directory { .. } => O_DIRECTORY,
-                Open::File { .. } => 0,
-            })
+            let handle = handle_of(fd)?;
+            Ok(ask(FileOp::GetFlags, &[handle.id], &[], &[])?.value)
         }
         F_SETFL => {
-            state.files.get(fd)?;
+            let handle = handle_of(fd)?;
+            ask(FileOp::SetFlags, &[handle.id, argument], &[], &[])?;
+            Ok(0)
+        }
+        // Record locks: one process at a time uses a file in Reef's programs; a lock is
+        // granted, and F_GETLK says nobody holds one (`l_type = F_UNLCK`).
+        F_SETLK | F_SETLKW => {
+            handle_of(fd)?;
+            Ok(0)
+        }
+        F_GETLK => {
+            handle_of(fd)?;
+            write_user(argument, &2u16)?;
             Ok(0)
         }
         _ => Err(errno::EINVAL),
     }
 }
 
-pub fn ioctl(fd: i64, _request: u64, _argument: u64) -> SyscallResult {
-    // A bad descriptor is EBADF; on any other, nothing is a terminal yet: the serial console
-    // has no window size or settings Reef offers, so programs treat it as a plain stream.
-    open_file(fd)?;
-    Err(errno::ENOTTY)
+pub fn ioctl(fd: i64, request: u64, argument: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    let request = request as u32;
+    let (bytes_in, bytes_out) = match handle.kind {
+        HandleKind::Console => fs::terminal::argument_sizes(request).ok_or(errno::ENOTTY)?,
+        HandleKind::Pipe if request == fs::terminal::request::BYTES_READABLE => (0, 4),
+        _ => return Err(errno::ENOTTY),
+    };
+    let mut input = alloc::vec![0u8; bytes_in];
+    copy_from_user(&mut input, argument).map_err(|_| errno::EFAULT)?;
+    if bytes_out > 0 && !is_user_range(argument, bytes_out as u64) {
+        return Err(errno::EFAULT);
+    }
+    let answer = ask(FileOp::Control, &[handle.id, u64::from(request), argument], &input, &[])?;
+    let n = answer.bytes.len().min(bytes_out);
+    copy_to_user(argument, &answer.bytes[..n]).map_err(|_| errno::EFAULT)?;
+    Ok(0)
 }
 
-/// `poll` on descriptors: the console is always writable and readable when bytes wait;
-/// files are always ready.
-pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
-    if count > 1024 {
+pub fn pipe2(out: u64, pipe_flags: u64) -> SyscallResult {
+    if pipe_flags & !(flags::CLOSE_ON_EXEC | flags::NONBLOCK) != 0 {
         return Err(errno::EINVAL);
     }
-    let deadline = (timeout_ms >= 0).then(|| crate::time::now_ns() + timeout_ms as u64 * 1_000_000);
-    loop {
-        let mut ready = 0;
-        for index in 0..count {
-            let address = fds + index * 8;
-            let mut entry: linux::pollfd = read_user(address)?;
-            entry.revents = 0;
-            if entry.fd >= 0 {
-                match open_file(i64::from(entry.fd)) {
-                    Err(_) => entry.revents = 0x20, // POLLNVAL
-                    Ok(open) => {
-                        let readable = match *open {
-                            Open::Console => crate::arch::legacy::com1::has_input(),
-                            _ => true,
-                        };
-                        entry.revents = entry.events & (if readable { 0x1 } else { 0 } | 0x4);
-                    }
-                }
+    if !is_user_range(out, 8) {
+        return Err(errno::EFAULT);
+    }
+    let answer = ask(FileOp::Pipe, &[pipe_flags], &[], &[])?;
+    let reader = Handle::adopt(answer.words[0], HandleKind::Pipe);
+    let writer = Handle::adopt(answer.words[1], HandleKind::Pipe);
+    let close_on_exec = pipe_flags & flags::CLOSE_ON_EXEC != 0;
+    let process = process()?;
+    let fds = {
+        let mut state = process.state.lock();
+        let read_fd = state.files.install(Arc::new(reader), close_on_exec, 0)?;
+        match state.files.install(Arc::new(writer), close_on_exec, 0) {
+            Ok(write_fd) => [read_fd as i32, write_fd as i32],
+            Err(error) => {
+                let _ = state.files.close(read_fd as i64);
+                return Err(error);
             }
-            if entry.revents != 0 {
-                ready += 1;
+        }
+    };
+    if write_user(out, &fds).is_err() {
+        let mut state = process.state.lock();
+        let _ = state.files.close(i64::from(fds[0]));
+        let _ = state.files.close(i64::from(fds[1]));
+        return Err(errno::EFAULT);
+    }
+    Ok(0)
+}
+
+/// `poll`: the service says which descriptors are ready, and parks the question until one
+/// is (or the timeout passes: then this instance cancels it).
+pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
+    if count > crate::fs::MAX_FILES as u64 {
+        return Err(errno::EINVAL);
+    }
+    let mut entries: Vec<linux::pollfd> = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        entries.push(read_user(fds + index * 8)?);
+    }
+    let process = process()?;
+    let mut question = Vec::with_capacity(entries.len() * 10);
+    let mut asked = Vec::new();
+    for (index, entry) in entries.iter_mut().enumerate() {
+        entry.revents = 0;
+        if entry.fd < 0 {
+            continue;
+        }
+        match process.state.lock().files.get(i64::from(entry.fd)) {
+            Ok(handle) => {
+                question.extend_from_slice(&handle.id.to_le_bytes());
+                question.extend_from_slice(&(entry.events as u16).to_le_bytes());
+                asked.push(index);
             }
-            write_user(address, &entry)?;
-        }
-        if ready > 0 || deadline.is_some_and(|d| crate::time::now_ns() >= d) {
-            return Ok(ready);
-        }
-        let wait_until = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(10_000_000);
-        if sched::block(sched::WaitToken::Console, Some(wait_until)) == sched::Wakeup::Killed {
-            return Err(errno::EINTR);
+            Err(_) => entry.revents = events::INVALID as i16,
         }
     }
+    drop(process);
+    let invalid = entries.iter().filter(|e| e.revents != 0).count() as u64;
+    let wait = invalid == 0 && timeout_ms != 0;
+    let deadline = (timeout_ms > 0).then(|| crate::time::now_ns() + timeout_ms as u64 * 1_000_000);
+    let ready = if asked.is_empty() {
+        if wait {
+            if let Some(deadline) = deadline {
+                super::time::sleep_until(deadline)?;
+            }
+        }
+        0
+    } else {
+        let answer =
+            client::call_until(FileOp::Poll, words(&[asked.len() as u64, u64::from(wait)]), &question, deadline);
+        match answer {
+            Ok(answer) => {
+                for (slot, revents) in asked.iter().zip(answer.bytes.chunks_exact(2)) {
+                    entries[*slot].revents = u16::from_le_bytes([revents[0], revents[1]]) as i16;
+                }
+                answer.value
+            }
+            Err(errno::ETIMEDOUT) => 0,
+            Err(error) => return Err(error),
+        }
+    };
+    for (index, entry) in entries.iter().enumerate() {
+        write_user(fds + index as u64 * 8, entry)?;
+    }
+    Ok(ready + invalid)
 }
 
 pub fn ppoll(fds: u64, count: u64, timeout: u64) -> SyscallResult {
@@ -394,30 +661,74 @@ pub fn ppoll(fds: u64, count: u64, timeout: u64) -> SyscallResult {
         -1
     } else {
         let spec: linux::timespec = read_user(timeout)?;
-        spec.tv_sec.saturating_mul(1000).saturating_add(spec.tv_nsec / 1_000_000)
+        if spec.tv_sec < 0 || !(0..1_000_000_000).contains(&spec.tv_nsec) {
+            return Err(errno::EINVAL);
+        }
+        spec.tv_sec.saturating_mul(1000).saturating_add((spec.tv_nsec + 999_999) / 1_000_000)
     };
     poll(fds, count, timeout_ms)
 }
 
 pub fn getcwd(buffer: u64, size: u64) -> SyscallResult {
-    if size < 2 {
+    let cwd = process()?.state.lock().cwd.clone();
+    let mut path = match cwd {
+        None => b"/".to_vec(),
+        Some(handle) => ask(FileOp::PathOf, &[handle.id], &[], &[])?.bytes,
+    };
+    path.push(0);
+    if (size as usize) < path.len() {
         return Err(errno::ERANGE);
     }
-    copy_to_user(buffer, b"/\0").map_err(|_| errno::EFAULT)?;
-    Ok(2)
+    copy_to_user(buffer, &path).map_err(|_| errno::EFAULT)?;
+    Ok(path.len() as u64)
 }
 
 pub fn chdir(path: u64) -> SyscallResult {
-    let path = read_string(path, 4096)?;
-    let full = path_at(linux::AT_FDCWD as i64, &path)?;
-    let entry = fs::resolve(&full, true)?;
-    if !entry.is_directory() {
+    let path = path_argument(path)?;
+    let handle = open_handle(linux::AT_FDCWD as i64, &path, flags::DIRECTORY, 0)?;
+    let previous = process()?.state.lock().cwd.replace(Arc::new(handle));
+    drop(previous);
+    Ok(0)
+}
+
+pub fn fchdir(fd: i64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Directory {
         return Err(errno::ENOTDIR);
     }
-    // Every process works from the root until the file service (next issue) keeps a cwd.
-    if entry.name.is_empty() {
-        Ok(0)
-    } else {
-        Err(errno::ENOSYS)
+    let previous = process()?.state.lock().cwd.replace(handle);
+    drop(previous);
+    Ok(0)
+}
+
+pub fn umask(mask: u64) -> SyscallResult {
+    let process = process()?;
+    let mut state = process.state.lock();
+    let previous = state.umask;
+    state.umask = (mask & 0o777) as u32;
+    Ok(u64::from(previous))
+}
+
+/// Reads `length` bytes of `fd` from `offset` (for a private file mapping).
+pub fn read_for_mapping(
+    fd: i64,
+    offset: u64,
+    length: u64,
+    out: &mut dyn FnMut(u64, &[u8]) -> Result<(), Errno>,
+) -> Result<(), Errno> {
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Regular {
+        return Err(errno::ENODEV);
     }
+    let mut done = 0u64;
+    while done < length {
+        let chunk = (length - done).min(MAX_TRANSFER as u64);
+        let answer = ask(FileOp::Read, &[handle.id, chunk, offset + done], &[], &[])?;
+        if answer.bytes.is_empty() {
+            break;
+        }
+        out(done, &answer.bytes)?;
+        done += answer.bytes.len() as u64;
+    }
+    Ok(())
 }

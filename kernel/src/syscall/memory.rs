@@ -2,7 +2,6 @@
 
 use super::SyscallResult;
 use crate::arch::paging::PAGE_SIZE;
-use crate::fs::Open;
 use crate::mm::user::{AreaKind, MemoryError, Protection};
 use crate::sched;
 use linux_raw_sys::errno;
@@ -36,16 +35,11 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
     let protection = Protection::from_linux(protection);
     let process = sched::current_process().ok_or(errno::EPERM)?;
-    // A file mapping is a private copy of the file's bytes (the initramfs is read-only).
-    let contents: Option<&'static [u8]> = if flags & MAP_ANONYMOUS == 0 {
-        let open = process.state.lock().files.get(fd)?;
-        match &*open {
-            Open::File { entry, .. } => Some(entry.data.get(offset as usize..).unwrap_or(&[])),
-            _ => return Err(errno::ENODEV),
-        }
-    } else {
-        None
-    };
+    // A file mapping is a private copy of the file's bytes, read through the file service.
+    let file = flags & MAP_ANONYMOUS == 0;
+    if file {
+        process.state.lock().files.get(fd)?;
+    }
     let mut state = process.state.lock();
     let memory = &mut state.memory;
     let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
@@ -64,13 +58,18 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     } else {
         memory.find_free(hint & !(PAGE_SIZE - 1), length).map_err(memory_errno)?
     };
-    match contents {
-        None => memory.reserve(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?,
-        Some(bytes) => {
-            memory.map_now(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
-            let copied = &bytes[..bytes.len().min(length as usize)];
-            memory.write(start, copied).map_err(memory_errno)?;
-        }
+    if !file {
+        memory.reserve(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
+        return Ok(start);
+    }
+    memory.map_now(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
+    drop(state);
+    let copied = super::files::read_for_mapping(fd, offset, length, &mut |at, bytes| {
+        process.state.lock().memory.write(start + at, bytes).map_err(memory_errno)
+    });
+    if let Err(error) = copied {
+        let _ = process.state.lock().memory.unmap(start, start + length);
+        return Err(error);
     }
     Ok(start)
 }

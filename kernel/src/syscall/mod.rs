@@ -19,6 +19,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 
+/// `AT_FDCWD` as the descriptor argument of a `*at` call.
+const AT_FDCWD: i64 = nr::AT_FDCWD as i64;
+
 /// Numbers counted one by one (Linux's go up to about 460).
 pub const COUNTED_NUMBERS: usize = 512;
 
@@ -47,6 +50,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
         Ok(value) => value,
         Err(error) => (-i64::from(error)) as u64,
     };
+    crate::fs::client::flush_releases();
     sched::before_user_return();
     cpu::disable_interrupts();
 }
@@ -92,29 +96,62 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_readv => files::readv(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_writev => files::writev(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_pread64 => files::pread(a.fd(0), a.0[1], a.0[2], a.0[3]),
-        nr::__NR_open => files::openat(nr::AT_FDCWD as i64, a.0[0], a.0[1]),
-        nr::__NR_openat => files::openat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_pwrite64 => files::pwrite(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_preadv => files::preadv(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_pwritev => files::pwritev(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_open => files::openat(AT_FDCWD, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_creat => files::openat(AT_FDCWD, a.0[0], 0o1101, a.0[1]),
+        nr::__NR_openat => files::openat(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_close => files::close(a.fd(0)),
         nr::__NR_lseek => files::lseek(a.fd(0), a.0[1] as i64, a.0[2]),
         nr::__NR_fstat => files::fstat(a.fd(0), a.0[1]),
-        nr::__NR_stat => files::fstatat(nr::AT_FDCWD as i64, a.0[0], a.0[1], 0),
-        nr::__NR_lstat => files::fstatat(nr::AT_FDCWD as i64, a.0[0], a.0[1], u64::from(nr::AT_SYMLINK_NOFOLLOW)),
+        nr::__NR_stat => files::fstatat(AT_FDCWD, a.0[0], a.0[1], 0),
+        nr::__NR_lstat => files::fstatat(AT_FDCWD, a.0[0], a.0[1], u64::from(nr::AT_SYMLINK_NOFOLLOW)),
         nr::__NR_newfstatat => files::fstatat(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_statx => files::statx(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_getdents64 => files::getdents64(a.fd(0), a.0[1], a.0[2]),
-        nr::__NR_readlink => files::readlinkat(nr::AT_FDCWD as i64, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_readlink => files::readlinkat(AT_FDCWD, a.0[0], a.0[1], a.0[2]),
         nr::__NR_readlinkat => files::readlinkat(a.fd(0), a.0[1], a.0[2], a.0[3]),
-        nr::__NR_access => files::faccessat(nr::AT_FDCWD as i64, a.0[0]),
-        nr::__NR_faccessat | nr::__NR_faccessat2 => files::faccessat(a.fd(0), a.0[1]),
+        nr::__NR_access => files::faccessat(AT_FDCWD, a.0[0], a.0[1], 0),
+        nr::__NR_faccessat => files::faccessat(a.fd(0), a.0[1], a.0[2], 0),
+        nr::__NR_faccessat2 => files::faccessat(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_mkdir => files::mkdirat(AT_FDCWD, a.0[0], a.0[1]),
+        nr::__NR_mkdirat => files::mkdirat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_rmdir => files::unlinkat(AT_FDCWD, a.0[0], u64::from(nr::AT_REMOVEDIR)),
+        nr::__NR_unlink => files::unlinkat(AT_FDCWD, a.0[0], 0),
+        nr::__NR_unlinkat => files::unlinkat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_rename => files::renameat2(AT_FDCWD, a.0[0], AT_FDCWD, a.0[1], 0),
+        nr::__NR_renameat => files::renameat2(a.fd(0), a.0[1], a.fd(2), a.0[3], 0),
+        nr::__NR_renameat2 => files::renameat2(a.fd(0), a.0[1], a.fd(2), a.0[3], a.0[4]),
+        nr::__NR_link => files::linkat(AT_FDCWD, a.0[0], AT_FDCWD, a.0[1], 0),
+        nr::__NR_linkat => files::linkat(a.fd(0), a.0[1], a.fd(2), a.0[3], a.0[4]),
+        nr::__NR_symlink => files::symlinkat(a.0[0], AT_FDCWD, a.0[1]),
+        nr::__NR_symlinkat => files::symlinkat(a.0[0], a.fd(1), a.0[2]),
+        nr::__NR_truncate => files::truncate(a.0[0], a.0[1]),
+        nr::__NR_ftruncate => files::ftruncate(a.fd(0), a.0[1]),
+        nr::__NR_fsync | nr::__NR_fdatasync => files::fsync(a.fd(0)),
+        nr::__NR_sync => Ok(0),
+        nr::__NR_utimensat => files::utimensat(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_chmod => files::fchmodat(AT_FDCWD, a.0[0], a.0[1]),
+        nr::__NR_fchmodat => files::fchmodat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_fchmod => files::fchmod(a.fd(0), a.0[1]),
+        nr::__NR_chown => files::fchownat(AT_FDCWD, a.0[0], a.0[1], a.0[2], 0),
+        nr::__NR_lchown => files::fchownat(AT_FDCWD, a.0[0], a.0[1], a.0[2], u64::from(nr::AT_SYMLINK_NOFOLLOW)),
+        nr::__NR_fchown => files::fchownat(a.fd(0), 0, a.0[1], a.0[2], u64::from(nr::AT_EMPTY_PATH)),
+        nr::__NR_fchownat => files::fchownat(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_dup => files::dup(a.fd(0)),
         nr::__NR_dup2 => files::dup3(a.fd(0), a.fd(1), 0, true),
         nr::__NR_dup3 => files::dup3(a.fd(0), a.fd(1), a.0[2], false),
         nr::__NR_fcntl => files::fcntl(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_ioctl => files::ioctl(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_pipe => files::pipe2(a.0[0], 0),
+        nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
         nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
         nr::__NR_getcwd => files::getcwd(a.0[0], a.0[1]),
         nr::__NR_chdir => files::chdir(a.0[0]),
-        nr::__NR_umask => Ok(0o022),
+        nr::__NR_fchdir => files::fchdir(a.fd(0)),
+        nr::__NR_umask => files::umask(a.0[0]),
 
         nr::__NR_brk => memory::brk(a.0[0]),
         nr::__NR_mmap => memory::mmap(a.0[0], a.0[1], a.0[2], a.0[3], a.fd(4), a.0[5]),

@@ -5,10 +5,6 @@ use crate::sched::{self, WaitToken, Wakeup};
 use linux_raw_sys::errno;
 use linux_raw_sys::general::{timespec, timeval};
 
-/// Realtime at boot, in seconds since 1970. QEMU's microvm here has no RTC, so Reef takes a
-/// fixed epoch (2026-01-01) unless a later issue reads one; monotonic time is exact.
-const BOOT_EPOCH_SECONDS: u64 = 1_767_225_600;
-
 const CLOCK_REALTIME: u64 = 0;
 const CLOCK_MONOTONIC: u64 = 1;
 const CLOCK_PROCESS_CPUTIME_ID: u64 = 2;
@@ -22,7 +18,7 @@ const TIMER_ABSTIME: u64 = 1;
 fn now(clock: u64) -> Result<u64, u32> {
     let monotonic = crate::time::now_ns();
     match clock {
-        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Ok(monotonic + BOOT_EPOCH_SECONDS * 1_000_000_000),
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Ok(crate::time::realtime_ns()),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => Ok(monotonic),
         CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Ok(monotonic),
         _ => Err(errno::EINVAL),
@@ -70,7 +66,7 @@ pub fn time(out: u64) -> SyscallResult {
 }
 
 /// Sleeps until monotonic time `until_ns`; `Err(EINTR)` if the process is killed meanwhile.
-fn sleep_until(until_ns: u64) -> SyscallResult {
+pub(super) fn sleep_until(until_ns: u64) -> SyscallResult {
     loop {
         let now_ns = crate::time::now_ns();
         if now_ns >= until_ns {

@@ -1,4 +1,5 @@
-//! init: Reef's first user program; says where it runs and can start itself on every core.
+//! init: Reef's first user program: starts the user shell on the console (or runs one
+//! command line through it) and reaps; can also start itself on every core.
 #![doc = include_str!("../README.md")]
 
 use std::process::ExitCode;
@@ -6,13 +7,18 @@ use std::process::ExitCode;
 /// Where init is installed: what it spawns on the other cores.
 const INIT_PATH: &str = "/sbin/init";
 
-const USAGE: &str = "usage: init [--every-core]";
+/// The user shell init starts.
+const SHELL: &str = "/bin/sh";
+
+const USAGE: &str = "usage: init [--every-core | --shell | -c <command line>]";
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let every_core = match arguments.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         [] => false,
         ["--every-core"] => true,
+        ["--shell"] => return shell(None),
+        ["-c", line] => return shell(Some(line)),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -80,4 +86,64 @@ fn milliseconds_since_boot() -> f64 {
         return f64::NAN;
     }
     now.tv_sec as f64 * 1e3 + now.tv_nsec as f64 / 1e6
+}
+
+/// Runs the user shell: interactive on the console (`line` None), or `sh -c line`. init
+/// makes the shell the leader of a new session whose controlling terminal is the console, so
+/// Ctrl-C reaches the foreground job, not init; it then reaps every child until the shell
+/// ends, and ends with the shell's status (the kernel powers off with it).
+fn shell(line: Option<&str>) -> ExitCode {
+    let environment = ["PATH=/bin:/sbin", "HOME=/tmp", "TERM=vt100", "ENV=/etc/profile", "PS1=reef:\\w# "];
+    let mut command = std::process::Command::new(SHELL);
+    match line {
+        Some(line) => {
+            command.arg("-c").arg(line);
+        }
+        None => {
+            command.arg("-i");
+            let instances = rt::instance_count().unwrap_or(1);
+            println!("Reef: {instances} kernel instances up; /bin/sh on the console (`help` lists Reef's commands, `exit` powers off)");
+        }
+    }
+    command.env_clear().current_dir("/tmp");
+    for variable in environment {
+        if let Some((name, value)) = variable.split_once('=') {
+            command.env(name, value);
+        }
+    }
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (setsid, ioctl) on no shared memory.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("init: {SHELL} did not start: {error}; the initramfs must hold busybox as /bin/sh");
+            return ExitCode::from(127);
+        }
+    };
+    let shell_pid = child.id() as i32;
+    if line.is_none() {
+        // SAFETY: plain system call on the console descriptor; the group is the shell's.
+        unsafe { libc::tcsetpgrp(0, shell_pid) };
+    }
+    // Reap every child (orphans included) until the shell itself ends.
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a live, writable int.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == shell_pid {
+            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+            return ExitCode::from(code as u8);
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            eprintln!("init: waiting for the shell failed: {}", std::io::Error::last_os_error());
+            return ExitCode::from(1);
+        }
+    }
 }

@@ -1,0 +1,255 @@
+//! How a process's file calls reach the file service: a function call on the service's own
+//! instance, a request and a reply by large message from any other; the calling thread
+//! blocks until its reply comes (a read of an empty pipe may wait long).
+
+use super::service::{self, Reply, SERVICE_CORE};
+use crate::core::shared;
+use crate::proc::Errno;
+use crate::sched::{self, WaitToken, Wakeup};
+use abi::file::{FileOp, FileReply, FileRequest, HandleKind, CONSOLE_HANDLE, REQUEST_WORDS};
+use abi::message::Kind;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use linux_raw_sys::errno;
+use spin::Mutex;
+
+/// One reference to an open file of the service. Descriptors that share an open file
+/// (`dup`, `fork`) share one `Handle`; the last to go releases it at the service.
+#[derive(Debug)]
+pub struct Handle {
+    pub id: u64,
+    pub kind: HandleKind,
+}
+
+impl Handle {
+    /// The console, open for the service's lifetime.
+    pub fn console() -> Self {
+        Self { id: CONSOLE_HANDLE, kind: HandleKind::Console }
+    }
+
+    /// Adopts a reference the service already counted (an open, a retain).
+    pub fn adopt(id: u64, kind: HandleKind) -> Self {
+        Self { id, kind }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.id != CONSOLE_HANDLE {
+            // Not sent from here: a handle is dropped under locks (a process's state) that a
+            // message handler may need, and sending may have to handle messages.
+            RELEASES.lock().push(self.id);
+            HAS_RELEASES.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+static RELEASES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static HAS_RELEASES: AtomicBool = AtomicBool::new(false);
+/// Replies not yet collected by the thread that asked: id → reply (None: not arrived).
+static PENDING: Mutex<BTreeMap<u64, Option<Reply>>> = Mutex::new(BTreeMap::new());
+static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
+
+/// File request ids have the top bit set (spawn ids do not) and name the client's core.
+fn new_request_id() -> u64 {
+    (1 << 63) | (u64::from(shared::this_core()) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The id of a request that wants no reply (a release, a cancel): it still names the core.
+fn no_reply_id() -> u64 {
+    (1 << 63) | (u64::from(shared::this_core()) << 48)
+}
+
+/// The client core a request id names.
+pub fn core_of_request(request_id: u64) -> usize {
+    ((request_id >> 48) & 0x7fff) as usize
+}
+
+/// Whether the sender of `request_id` waits for a reply.
+pub fn wants_reply(request_id: u64) -> bool {
+    request_id & ((1 << 48) - 1) != 0
+}
+
+/// Sends the releases dropped handles left (at safe points: after a system call, idle, exit).
+pub fn flush_releases() {
+    if !HAS_RELEASES.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    let releases = core::mem::take(&mut *RELEASES.lock());
+    for id in releases {
+        let mut words = [0u64; REQUEST_WORDS];
+        words[0] = id;
+        let request =
+            FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Release, words, first: &[], second: &[] };
+        if let Err(error) = send(&request) {
+            log::warn!("a file handle was not released at the service: {error}");
+        }
+    }
+}
+
+fn send(request: &FileRequest<'_>) -> Result<Option<Reply>, Errno> {
+    if shared::this_core() as usize == SERVICE_CORE {
+        return Ok(service::submit(SERVICE_CORE, request));
+    }
+    let mut bytes = alloc::vec![0u8; request.encoded_size()];
+    request.encode(&mut bytes).ok_or(errno::E2BIG)?;
+    crate::msg::send_large(SERVICE_CORE, Kind::FileRequest, &bytes).map_err(|error| {
+        log::warn!("file request not sent to core {SERVICE_CORE}: {error}");
+        errno::EIO
+    })?;
+    Ok(None)
+}
+
+/// A reply the service (here) or a message (from it) brings: hands it to its waiting thread.
+pub fn complete(reply: Reply) {
+    let id = reply.request_id;
+    let mut pending = PENDING.lock();
+    let Some(slot) = pending.get_mut(&id) else {
+        // Nobody waits any more (the thread was killed): the reply goes.
+        return;
+    };
+    *slot = Some(reply);
+    drop(pending);
+    sched::wake(WaitToken::Reply(id), usize::MAX);
+}
+
+fn on_reply(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let reply = FileReply::decode(bytes)?;
+    complete(Reply {
+        request_id: reply.request_id,
+        result: reply.result,
+        words: reply.words,
+        bytes: reply.bytes.to_vec(),
+    });
+    Ok(())
+}
+
+/// Registers the reply handler of this instance.
+pub fn init() {
+    crate::msg::register(
+        Kind::FileReply,
+        crate::msg::Handler { high_priority: false, on_line: None, on_large: Some(on_reply) },
+    );
+}
+
+/// What a call to the service returned.
+pub struct Answer {
+    pub value: u64,
+    pub words: [u64; 2],
+    pub bytes: Vec<u8>,
+}
+
+fn answer(reply: Reply) -> Result<Answer, Errno> {
+    if reply.result < 0 {
+        return Err((-reply.result) as Errno);
+    }
+    Ok(Answer { value: reply.result as u64, words: reply.words, bytes: reply.bytes })
+}
+
+/// Asks the service `op` and waits for its answer. A signal or a kill while it waits cancels
+/// the request (the service finishes it with what it has: a pipe write's count, or EINTR).
+pub fn call(op: FileOp, words: [u64; REQUEST_WORDS], first: &[u8], second: &[u8]) -> Result<Answer, Errno> {
+    call_with(op, words, first, second, None)
+}
+
+/// As [`call`], for a request that may wait (a `poll`): at `deadline_ns` (uptime) it is
+/// cancelled, and an answer of "interrupted" then means ETIMEDOUT.
+pub fn call_until(
+    op: FileOp,
+    words: [u64; REQUEST_WORDS],
+    first: &[u8],
+    deadline_ns: Option<u64>,
+) -> Result<Answer, Errno> {
+    call_with(op, words, first, &[], deadline_ns)
+}
+
+fn call_with(
+    op: FileOp,
+    words: [u64; REQUEST_WORDS],
+    first: &[u8],
+    second: &[u8],
+    deadline_ns: Option<u64>,
+) -> Result<Answer, Errno> {
+    let request_id = new_request_id();
+    let pid = sched::current_process().map_or(0, |p| p.pid);
+    let request = FileRequest { request_id, pid, op, words, first, second };
+    PENDING.lock().insert(request_id, None);
+    match send(&request) {
+        Ok(Some(reply)) => {
+            PENDING.lock().remove(&request_id);
+            return answer(reply);
+        }
+        Ok(None) => {}
+        Err(error) => {
+            PENDING.lock().remove(&request_id);
+            return Err(error);
+        }
+    }
+    let mut cancelled = false;
+    let mut timed_out = false;
+    loop {
+        let arrived = PENDING.lock().get_mut(&request_id).and_then(Option::take);
+        if let Some(reply) = arrived {
+            PENDING.lock().remove(&request_id);
+            if timed_out && reply.result == -i64::from(errno::EINTR) {
+                return Err(errno::ETIMEDOUT);
+            }
+            return answer(reply);
+        }
+        let now = crate::time::now_ns();
+        if let Some(deadline) = deadline_ns.filter(|&d| now >= d && !cancelled) {
+            let _ = deadline;
+            cancelled = true;
+            timed_out = true;
+            let _ = cancel(request_id);
+            continue;
+        }
+        let wake_ns = deadline_ns.filter(|_| !cancelled).unwrap_or(now + 1_000_000_000).min(now + 1_000_000_000);
+        let wake = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(wake_ns.saturating_sub(now));
+        match sched::block(WaitToken::Reply(request_id), Some(wake)) {
+            Wakeup::Woken => {}
+            Wakeup::TimedOut => {
+                if !crate::msg::is_live(SERVICE_CORE) {
+                    PENDING.lock().remove(&request_id);
+                    log::warn!("the file service's core {SERVICE_CORE} is not running: I/O error");
+                    return Err(errno::EIO);
+                }
+            }
+            Wakeup::Killed => {
+                // The process ends: ask the service to drop the request, and do not wait.
+                PENDING.lock().remove(&request_id);
+                let _ = cancel(request_id);
+                return Err(errno::EINTR);
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                // A signal: the service answers at once with what the request has.
+                if !cancelled {
+                    cancelled = true;
+                    let _ = cancel(request_id);
+                }
+            }
+        }
+    }
+}
+
+fn cancel(request_id: u64) -> Result<(), Errno> {
+    let mut words = [0u64; REQUEST_WORDS];
+    words[0] = request_id;
+    let request = FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Cancel, words, first: &[], second: &[] };
+    send(&request).map(drop)
+}
+
+/// One more reference to `handle` at the service (a descriptor handed to a process on
+/// another instance); the returned `Handle` owns it.
+pub fn retain(handle: &Handle) -> Result<Handle, Errno> {
+    if handle.id == CONSOLE_HANDLE {
+        return Ok(Handle::console());
+    }
+    let mut words = [0u64; REQUEST_WORDS];
+    words[0] = handle.id;
+    // Answered before it returns: the new holder's release must never overtake it.
+    call(FileOp::Retain, words, &[], &[])?;
+    Ok(Handle::adopt(handle.id, handle.kind))
+}

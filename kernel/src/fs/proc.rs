@@ -1,0 +1,230 @@
+//! What `/proc` shows: the processes of every instance (each instance reports its processes'
+//! births, programs and ends to the service), the cores, memory, and Reef's own views.
+
+use crate::core::kcb::CoreState;
+use crate::core::shared;
+use crate::proc::Errno;
+use abi::file::ProcessRecord;
+use abi::message::Kind;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+use core::sync::atomic::Ordering;
+use linux_raw_sys::errno;
+use spin::Mutex;
+use vfs::{ProcFile, ProcSource, ReefView};
+
+/// A process as `/proc/<pid>` shows it.
+struct Record {
+    parent_pid: u32,
+    core: u32,
+    name: String,
+    command_line: Vec<u8>,
+}
+
+/// Every instance's processes, kept by the service's instance.
+static RECORDS: Mutex<BTreeMap<u32, Record>> = Mutex::new(BTreeMap::new());
+
+fn apply(record: &ProcessRecord<'_>) {
+    let mut records = RECORDS.lock();
+    if record.alive {
+        records.insert(
+            record.pid,
+            Record {
+                parent_pid: record.parent_pid,
+                core: record.core,
+                name: String::from_utf8_lossy(record.name).into_owned(),
+                command_line: record.command_line.to_vec(),
+            },
+        );
+    } else {
+        records.remove(&record.pid);
+    }
+}
+
+fn on_record(bytes: &[u8]) -> crate::msg::HandlerResult {
+    apply(&ProcessRecord::decode(bytes)?);
+    Ok(())
+}
+
+/// Registers the record handler (on the service's instance).
+pub fn init() {
+    crate::msg::register(
+        Kind::ProcessRecord,
+        crate::msg::Handler { high_priority: false, on_line: None, on_large: Some(on_record) },
+    );
+}
+
+/// Tells the service a process of this instance appeared, changed program (`alive`) or
+/// ended; `arguments` are its argv.
+pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: &[u8]) {
+    let record = ProcessRecord {
+        pid,
+        parent_pid,
+        core: shared::this_core(),
+        alive,
+        name: name.as_bytes(),
+        command_line: &command_line[..command_line.len().min(4096)],
+    };
+    if shared::this_core() as usize == super::service::SERVICE_CORE {
+        return apply(&record);
+    }
+    let mut bytes = alloc::vec![0u8; record.encoded_size()];
+    if record.encode(&mut bytes).is_some() {
+        if let Err(error) = crate::msg::send_large(super::service::SERVICE_CORE, Kind::ProcessRecord, &bytes) {
+            log::debug!("process {pid} not reported to /proc: {error}");
+        }
+    }
+}
+
+/// argv as `/proc/<pid>/cmdline` holds it: each argument NUL-ended.
+pub fn command_line(arguments: &[&[u8]]) -> Vec<u8> {
+    let mut line = Vec::new();
+    for argument in arguments {
+        line.extend_from_slice(argument);
+        line.push(0);
+    }
+    line
+}
+
+struct Source;
+
+/// The source the VFS's `/proc` reads.
+pub fn source() -> Box<dyn ProcSource> {
+    Box::new(Source)
+}
+
+impl ProcSource for Source {
+    fn pids(&self) -> Vec<u32> {
+        RECORDS.lock().keys().copied().collect()
+    }
+
+    fn generate(&self, file: ProcFile) -> Result<Vec<u8>, Errno> {
+        let mut text = String::new();
+        match file {
+            ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) => {
+                let records = RECORDS.lock();
+                let record = records.get(&pid).ok_or(errno::ENOENT)?;
+                match file {
+                    ProcFile::Cmdline(_) => return Ok(record.command_line.clone()),
+                    ProcFile::Status(_) => {
+                        let _ = write!(
+                            text,
+                            "Name:\t{}\nUmask:\t0022\nState:\tR (running)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\n\
+                             Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCpus_allowed_list:\t{}\n",
+                            record.name, record.parent_pid, record.core
+                        );
+                    }
+                    _ => {
+                        // Linux's 52 fields; Reef fills the identity ones and the core (39th).
+                        let _ = write!(text, "{pid} ({}) R {} {pid} {pid} 0 -1 0", record.name, record.parent_pid);
+                        for field in 10..=52 {
+                            let value = if field == 39 { record.core } else { 0 };
+                            let _ = write!(text, " {value}");
+                        }
+                        text.push('\n');
+                    }
+                }
+            }
+            ProcFile::CpuInfo => cpu_info(&mut text),
+            ProcFile::MemInfo => memory_info(&mut text),
+            ProcFile::Uptime => {
+                let ns = crate::time::now_ns();
+                let _ = writeln!(text, "{}.{:02} 0.00", ns / 1_000_000_000, ns / 10_000_000 % 100);
+            }
+            ProcFile::Mounts => return Err(errno::ENOENT),
+            ProcFile::Reef(view) => reef_view(view, &mut text)?,
+        }
+        Ok(text.into_bytes())
+    }
+}
+
+fn cpu_info(text: &mut String) {
+    use crate::arch::cpu::cpuid;
+    let vendor = cpuid(0, 0);
+    let mut vendor_name = [0u8; 12];
+    vendor_name[0..4].copy_from_slice(&vendor.ebx.to_le_bytes());
+    vendor_name[4..8].copy_from_slice(&vendor.edx.to_le_bytes());
+    vendor_name[8..12].copy_from_slice(&vendor.ecx.to_le_bytes());
+    let signature = cpuid(1, 0).eax;
+    let family = ((signature >> 8) & 0xf) + if (signature >> 8) & 0xf == 0xf { (signature >> 20) & 0xff } else { 0 };
+    let model = ((signature >> 4) & 0xf) | (((signature >> 16) & 0xf) << 4);
+    let mut brand = [0u8; 48];
+    if cpuid(0x8000_0000, 0).eax >= 0x8000_0004 {
+        for (index, leaf) in (0x8000_0002u32..=0x8000_0004).enumerate() {
+            let registers = cpuid(leaf, 0);
+            for (word, value) in [registers.eax, registers.ebx, registers.ecx, registers.edx].iter().enumerate() {
+                let at = index * 16 + word * 4;
+                brand[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            }
+        }
+    }
+    let brand = core::str::from_utf8(&brand).unwrap_or("").trim_matches(char::from(0)).trim();
+    let megahertz = shared::facts().tsc_hz / 1_000_000;
+    for kcb in shared::get().listed_kcbs() {
+        if kcb.state() != CoreState::Running {
+            continue;
+        }
+        let _ = write!(
+            text,
+            "processor\t: {}\nvendor_id\t: {}\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: {}\n\
+             stepping\t: {}\ncpu MHz\t\t: {megahertz}.000\napicid\t\t: {}\nreef role\t: {}\n\n",
+            kcb.core_id.load(Ordering::Relaxed),
+            core::str::from_utf8(&vendor_name).unwrap_or("?"),
+            if brand.is_empty() { "unknown" } else { brand },
+            signature & 0xf,
+            kcb.apic_id.load(Ordering::Relaxed),
+            crate::core::kcb::Role::name(kcb.role.load(Ordering::Relaxed)),
+        );
+    }
+}
+
+fn memory_info(text: &mut String) {
+    let mut total = 0u64;
+    let mut free = 0u64;
+    for kcb in shared::get().listed_kcbs() {
+        let partition = kcb.partition();
+        total += partition.end - partition.start;
+        if kcb.state() == CoreState::Running {
+            let baseline = kcb.processes.baseline_free_frames.load(Ordering::Relaxed);
+            let held = kcb.processes.frames.load(Ordering::Relaxed);
+            free += baseline.saturating_sub(held) * 4096;
+        }
+    }
+    let tmpfs = super::service::counts().map_or(0, |c| c.tmpfs_pages as u64 * 4096);
+    let _ = write!(
+        text,
+        "MemTotal:       {:>8} kB\nMemFree:        {:>8} kB\nMemAvailable:   {:>8} kB\nShmem:          {:>8} kB\n",
+        total >> 10,
+        free.saturating_sub(tmpfs) >> 10,
+        free.saturating_sub(tmpfs) >> 10,
+        tmpfs >> 10
+    );
+}
+
+fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
+    match view {
+        ReefView::Files => {
+            let counts = super::service::counts().ok_or(errno::ENOENT)?;
+            let _ = writeln!(
+                text,
+                "open files {}, pipes {}, pipe pages {}, parked requests {}, tmpfs nodes {}, tmpfs pages {}/{}, \
+                 requests {} ({} from other cores), refused {}",
+                counts.open_files,
+                counts.pipes,
+                counts.pipe_pages,
+                counts.parked,
+                counts.tmpfs_nodes,
+                counts.tmpfs_pages,
+                counts.tmpfs_page_limit,
+                counts.requests,
+                counts.remote_requests,
+                counts.refused
+            );
+            Ok(())
+        }
+        _ => Err(errno::ENOENT),
+    }
+}

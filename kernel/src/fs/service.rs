@@ -1,0 +1,1048 @@
+//! The file service: one VFS, the open files, pipes and the console's line discipline, kept by
+//! instance 0 alone; processes of every instance reach it by request (`fs::client`).
+//!
+//! A request either completes at once or, when it must wait (an empty pipe, a full pipe, no
+//! console input, a `poll` with nothing ready), is parked with its bytes and completed when
+//! what it waits for changes. The service never blocks and never sends a message while it
+//! holds its lock: replies are collected and delivered after.
+
+use super::terminal::Terminal;
+use crate::core::shared;
+use crate::proc::Errno;
+use abi::file::{FileOp, FileReply, FileRequest, HandleKind, Metadata, CONSOLE_HANDLE, MAX_TRANSFER, NONE};
+use abi::message::Kind;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
+use linux_raw_sys::errno;
+use spin::Mutex;
+use vfs::{Context, Device, NodeId, NodeKind, PipeBuffer, Vfs};
+
+/// The instance that runs the service (it owns the console).
+pub const SERVICE_CORE: usize = 0;
+
+/// Linux open flags the service reads.
+pub mod flags {
+    pub const ACCESS_MODE: u64 = 3;
+    pub const WRITE_ONLY: u64 = 1;
+    pub const READ_WRITE: u64 = 2;
+    pub const CREATE: u64 = 0o100;
+    pub const EXCLUSIVE: u64 = 0o200;
+    pub const TRUNCATE: u64 = 0o1000;
+    pub const APPEND: u64 = 0o2000;
+    pub const NONBLOCK: u64 = 0o4000;
+    pub const DIRECTORY: u64 = 0o200000;
+    pub const NO_FOLLOW: u64 = 0o400000;
+    pub const CLOSE_ON_EXEC: u64 = 0o2000000;
+    /// Flags `F_SETFL` may change.
+    pub const CHANGEABLE: u64 = APPEND | NONBLOCK;
+}
+
+/// `poll` event bits.
+pub mod events {
+    pub const IN: u16 = 0x1;
+    pub const OUT: u16 = 0x4;
+    pub const ERROR: u16 = 0x8;
+    pub const HANG_UP: u16 = 0x10;
+    pub const INVALID: u16 = 0x20;
+}
+
+/// What an open file refers to.
+enum Object {
+    Regular(NodeId),
+    Directory {
+        node: NodeId,
+        cursor: u64,
+    },
+    /// A `/proc` file: its text, taken when it was opened.
+    Proc {
+        node: NodeId,
+        text: Vec<u8>,
+    },
+    Device {
+        node: Option<NodeId>,
+        device: Device,
+    },
+    PipeReader(u64),
+    PipeWriter(u64),
+}
+
+/// One open file description: shared by every descriptor `dup` and `fork` made of it.
+struct OpenFile {
+    object: Object,
+    /// Access mode and status flags (`O_APPEND`, `O_NONBLOCK`).
+    flags: u64,
+    offset: u64,
+    /// Client instances' references (each instance holds one per handle it uses).
+    references: u32,
+}
+
+impl OpenFile {
+    fn kind(&self) -> HandleKind {
+        match self.object {
+            Object::Regular(_) => HandleKind::Regular,
+            Object::Directory { .. } => HandleKind::Directory,
+            Object::Proc { .. } => HandleKind::Proc,
+            Object::Device { device: Device::Console | Device::Tty, .. } => HandleKind::Console,
+            Object::Device { .. } => HandleKind::Device,
+            Object::PipeReader(_) | Object::PipeWriter(_) => HandleKind::Pipe,
+        }
+    }
+
+    fn readable(&self) -> bool {
+        self.flags & flags::ACCESS_MODE != flags::WRITE_ONLY
+    }
+
+    fn writable(&self) -> bool {
+        matches!(self.flags & flags::ACCESS_MODE, flags::WRITE_ONLY | flags::READ_WRITE)
+    }
+}
+
+struct Pipe {
+    buffer: PipeBuffer,
+    readers: u32,
+    writers: u32,
+}
+
+/// A request kept until it can complete.
+struct Parked {
+    client: usize,
+    request_id: u64,
+    pid: u32,
+    op: FileOp,
+    words: [u64; abi::file::REQUEST_WORDS],
+    data: Vec<u8>,
+    /// Bytes of a pipe write already written.
+    done: u64,
+}
+
+/// A reply on its way to the client instance that asked.
+pub struct Reply {
+    pub request_id: u64,
+    pub result: i64,
+    pub words: [u64; abi::file::REPLY_WORDS],
+    pub bytes: Vec<u8>,
+}
+
+impl Reply {
+    fn value(request_id: u64, value: u64) -> Self {
+        Self { request_id, result: value as i64, words: [0; 2], bytes: Vec::new() }
+    }
+
+    fn error(request_id: u64, error: Errno) -> Self {
+        Self { request_id, result: -i64::from(error), words: [0; 2], bytes: Vec::new() }
+    }
+}
+
+enum Outcome {
+    Done(Reply),
+    /// Wait for a change; `done` is the progress so far (pipe writes).
+    Park(u64),
+    /// No answer (a release, a cancel).
+    Silent,
+}
+
+/// The service's counts, for `/proc/reef/files` and the leak checks.
+#[derive(Clone, Copy, Default)]
+pub struct Counts {
+    pub open_files: usize,
+    pub pipes: usize,
+    pub pipe_pages: usize,
+    pub parked: usize,
+    pub tmpfs_nodes: usize,
+    pub tmpfs_pages: usize,
+    pub tmpfs_page_limit: usize,
+    pub requests: u64,
+    pub remote_requests: u64,
+    pub refused: u64,
+}
+
+struct Service {
+    vfs: Vfs,
+    open: BTreeMap<u64, OpenFile>,
+    next_handle: u64,
+    pipes: BTreeMap<u64, Pipe>,
+    next_pipe: u64,
+    parked: Vec<Parked>,
+    terminal: Terminal,
+    /// Something parked requests wait for changed.
+    changed: bool,
+    requests: u64,
+    remote_requests: u64,
+    refused: u64,
+}
+
+static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
+/// COM1 input arrived (set by the interrupt, consumed in thread context).
+static CONSOLE_INPUT: AtomicBool = AtomicBool::new(false);
+
+/// Frames of this instance as tmpfs pages.
+struct FramePages;
+
+impl vfs::PageStore for FramePages {
+    fn allocate(&mut self) -> Option<vfs::PageHandle> {
+        crate::mm::frames::allocate_zeroed().ok().map(vfs::PageHandle)
+    }
+
+    fn free(&mut self, page: vfs::PageHandle) {
+        let _ = crate::mm::frames::free(page.0);
+    }
+
+    fn bytes(&self, page: vfs::PageHandle) -> &[u8; 4096] {
+        // SAFETY: the handle is a frame this store allocated and has not freed; the direct
+        // map covers it; tmpfs, under the service lock, is its only user.
+        unsafe { &*(crate::arch::paging::physical_to_virtual(page.0) as *const [u8; 4096]) }
+    }
+
+    fn bytes_mut(&mut self, page: vfs::PageHandle) -> &mut [u8; 4096] {
+        // SAFETY: as in `bytes`; `&mut self` is the service's exclusive access.
+        unsafe { &mut *(crate::arch::paging::physical_to_virtual(page.0) as *mut [u8; 4096]) }
+    }
+}
+
+/// Starts the service on this instance with the initramfs as its root.
+pub fn start(archive: Option<initramfs::Archive<'static>>) {
+    let free = crate::mm::frames::counts().0 as usize;
+    // tmpfs may take half of the service instance's free memory, as Linux's default.
+    let limit = free / 2;
+    let vfs = Vfs::new(archive, alloc::boxed::Box::new(FramePages), limit, realtime_ns, super::proc::source());
+    let mut service = Service {
+        vfs,
+        open: BTreeMap::new(),
+        next_handle: CONSOLE_HANDLE + 1,
+        pipes: BTreeMap::new(),
+        next_pipe: 1,
+        parked: Vec::new(),
+        terminal: Terminal::new(),
+        changed: false,
+        requests: 0,
+        remote_requests: 0,
+        refused: 0,
+    };
+    service.open.insert(
+        CONSOLE_HANDLE,
+        OpenFile {
+            object: Object::Device { node: None, device: Device::Console },
+            flags: flags::READ_WRITE,
+            offset: 0,
+            references: 1,
+        },
+    );
+    *SERVICE.lock() = Some(service);
+    crate::msg::register(
+        Kind::FileRequest,
+        crate::msg::Handler { high_priority: false, on_line: None, on_large: Some(on_remote_request) },
+    );
+    log::info!("file service: / initramfs (read-only), /tmp tmpfs ({} MiB at most), /dev, /proc", limit >> 8);
+}
+
+fn realtime_ns() -> u64 {
+    crate::time::realtime_ns()
+}
+
+/// Handles `request` from `client`: `Some(reply)` now, or `None` when it was parked (its reply
+/// comes later through `client::complete`) or needs no answer.
+pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
+    let mut later = Vec::new();
+    let now = {
+        let mut guard = SERVICE.lock();
+        let Some(service) = guard.as_mut() else {
+            return Some(Reply::error(request.request_id, errno::ENOSYS));
+        };
+        service.requests += 1;
+        if client != SERVICE_CORE {
+            service.remote_requests += 1;
+        }
+        let outcome = service.handle(request.pid, request.op, &request.words, request.first, request.second, 0);
+        let now = match outcome {
+            Outcome::Done(mut reply) => {
+                reply.request_id = request.request_id;
+                Some(reply)
+            }
+            Outcome::Silent => None,
+            Outcome::Park(done) => {
+                service.parked.push(Parked {
+                    client,
+                    request_id: request.request_id,
+                    pid: request.pid,
+                    op: request.op,
+                    words: request.words,
+                    data: [request.first, request.second].concat(),
+                    done,
+                });
+                None
+            }
+        };
+        if request.op == FileOp::Cancel {
+            service.cancel(client, request.words[0], &mut later);
+        }
+        service.retry_parked(&mut later);
+        now
+    };
+    deliver(later);
+    now.filter(|reply| super::client::wants_reply(reply.request_id))
+}
+
+/// Sends completed parked replies to their clients (outside the service lock).
+fn deliver(replies: Vec<(usize, Reply)>) {
+    for (client, reply) in replies {
+        if !super::client::wants_reply(reply.request_id) {
+            continue;
+        }
+        if client == shared::this_core() as usize {
+            super::client::complete(reply);
+        } else {
+            send_reply(client, &reply);
+        }
+    }
+}
+
+fn send_reply(client: usize, reply: &Reply) {
+    let wire =
+        FileReply { request_id: reply.request_id, result: reply.result, words: reply.words, bytes: &reply.bytes };
+    let mut out = alloc::vec![0u8; wire.encoded_size()];
+    if wire.encode(&mut out).is_none() {
+        log::warn!("file service: a reply of {} bytes does not fit a message", reply.bytes.len());
+        return;
+    }
+    if let Err(error) = crate::msg::send_large(client, Kind::FileReply, &out) {
+        log::warn!("file service: the reply to core {client} was not sent: {error}");
+    }
+}
+
+/// Message handler: a request from another instance.
+fn on_remote_request(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let request = FileRequest::decode(bytes)?;
+    let client = super::client::core_of_request(request.request_id);
+    if client >= crate::msg::messaging_cores() {
+        return Err(abi::message::DecodeError::BadField("request id"));
+    }
+    if let Some(reply) = submit(client, &request) {
+        send_reply(client, &reply);
+    }
+    Ok(())
+}
+
+/// From the COM1 interrupt: input waits; the service takes it in thread context.
+pub fn note_console_input() {
+    CONSOLE_INPUT.store(true, Ordering::Relaxed);
+}
+
+/// Whether the service reads COM1 now. While the kernel shell reads its own commands, the
+/// service takes input only for a process that waits for it.
+static OWNS_CONSOLE_INPUT: AtomicBool = AtomicBool::new(false);
+
+/// The user shell runs: every keystroke goes through the line discipline (Ctrl-C included).
+pub fn take_console_input() {
+    OWNS_CONSOLE_INPUT.store(true, Ordering::Relaxed);
+    CONSOLE_INPUT.store(true, Ordering::Relaxed);
+}
+
+/// Thread context on the service's instance (idle loop, return to user): feeds waiting COM1
+/// input to the line discipline and completes what it unblocks.
+pub fn poll_console() {
+    if shared::this_core() as usize != SERVICE_CORE {
+        return;
+    }
+    let input_waiting = CONSOLE_INPUT.load(Ordering::Relaxed) || crate::arch::legacy::com1::has_input();
+    if !input_waiting {
+        return;
+    }
+    let mut later = Vec::new();
+    {
+        let mut guard = SERVICE.lock();
+        let Some(service) = guard.as_mut() else { return };
+        let someone_waits = service.parked.iter().any(|p| service.waits_for_console(p));
+        if !OWNS_CONSOLE_INPUT.load(Ordering::Relaxed) && !someone_waits {
+            return;
+        }
+        CONSOLE_INPUT.store(false, Ordering::Relaxed);
+        let mut signals = Vec::new();
+        while let Some(byte) = crate::arch::legacy::com1::read_byte() {
+            if let Some(signal) = service.terminal.input(byte, &mut |echo| super::console::write_here(echo)) {
+                signals.push(signal);
+            }
+        }
+        service.changed = true;
+        service.retry_parked(&mut later);
+        drop(guard);
+        for (group, signal) in signals {
+            if group != 0 {
+                let _ = crate::proc::kill(group, signal);
+            }
+        }
+    }
+    deliver(later);
+}
+
+/// The service's counts.
+pub fn counts() -> Option<Counts> {
+    let guard = SERVICE.lock();
+    let service = guard.as_ref()?;
+    let vfs = service.vfs.counts();
+    Some(Counts {
+        open_files: service.open.len() - 1,
+        pipes: service.pipes.len(),
+        pipe_pages: service.pipes.values().map(|p| p.buffer.pages_held()).sum(),
+        parked: service.parked.len(),
+        tmpfs_nodes: vfs.tmpfs_nodes,
+        tmpfs_pages: vfs.tmpfs_pages,
+        tmpfs_page_limit: vfs.tmpfs_page_limit,
+        requests: service.requests,
+        remote_requests: service.remote_requests,
+        refused: service.refused,
+    })
+}
+
+fn word_i64(word: u64) -> i64 {
+    word as i64
+}
+
+/// Whether `node`'s contents may change: a write of nothing says it (EROFS in the initramfs).
+fn check_writable(vfs: &mut Vfs, node: NodeId) -> Result<(), Errno> {
+    match vfs.kind(node)? {
+        NodeKind::Regular => vfs.write(node, 0, &[]).map(drop),
+        _ => Ok(()),
+    }
+}
+
+impl Service {
+    /// Decodes and runs one request; the reply carries request id 0, which `submit` and the
+    /// retries replace with the request's.
+    fn handle(&mut self, pid: u32, op: FileOp, w: &[u64; 6], first: &[u8], second: &[u8], done: u64) -> Outcome {
+        match self.invoke(pid, op, w, first, second, done) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.refused += 1;
+                Outcome::Done(Reply::error(0, error))
+            }
+        }
+    }
+
+    fn context(&self, pid: u32, cwd: u64) -> Result<Context, Errno> {
+        let cwd = if cwd == NONE { self.vfs.root() } else { self.directory_node(cwd)? };
+        Ok(Context { pid, cwd })
+    }
+
+    fn directory_node(&self, handle: u64) -> Result<NodeId, Errno> {
+        match self.open.get(&handle).map(|f| &f.object) {
+            Some(Object::Directory { node, .. }) => Ok(*node),
+            Some(_) => Err(errno::ENOTDIR),
+            None => Err(errno::EBADF),
+        }
+    }
+
+    fn base(&self, handle: u64) -> Result<Option<NodeId>, Errno> {
+        if handle == NONE {
+            Ok(None)
+        } else {
+            self.directory_node(handle).map(Some)
+        }
+    }
+
+    fn node_of(&self, handle: u64) -> Result<Option<NodeId>, Errno> {
+        let file = self.open.get(&handle).ok_or(errno::EBADF)?;
+        Ok(match &file.object {
+            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => Some(*node),
+            Object::Device { node, .. } => *node,
+            _ => None,
+        })
+    }
+
+    fn new_handle(&mut self, file: OpenFile) -> u64 {
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        self.open.insert(handle, file);
+        handle
+    }
+
+    fn invoke(
+        &mut self,
+        pid: u32,
+        op: FileOp,
+        w: &[u64; 6],
+        first: &[u8],
+        second: &[u8],
+        done: u64,
+    ) -> Result<Outcome, Errno> {
+        let done_value = |value: u64| Ok(Outcome::Done(Reply::value(0, value)));
+        match op {
+            FileOp::Open => self.open_path(pid, w, first),
+            FileOp::Read => self.read(w[0], w[1] as usize, w[2]),
+            FileOp::Write => self.write(pid, w[0], w[1], first, done),
+            FileOp::Seek => self.seek(w[0], word_i64(w[1]), w[2]),
+            FileOp::Stat => {
+                let metadata = self.stat_handle(w[0])?;
+                Ok(Outcome::Done(Reply { bytes: metadata.encode().to_vec(), ..Reply::value(0, 0) }))
+            }
+            FileOp::StatPath => {
+                let context = self.context(pid, w[1])?;
+                let node = self.vfs.resolve(&context, self.base(w[0])?, first, w[2] != 0)?;
+                let metadata = self.metadata(node)?;
+                Ok(Outcome::Done(Reply { bytes: metadata.encode().to_vec(), ..Reply::value(0, 0) }))
+            }
+            FileOp::ReadDirectory => self.read_directory(w[0], w[1] as usize),
+            FileOp::MakeDirectory => {
+                let context = self.context(pid, w[1])?;
+                let (directory, name) = self.vfs.resolve_parent(&context, self.base(w[0])?, first)?;
+                self.vfs.make_directory(directory, &name, w[2] as u32)?;
+                done_value(0)
+            }
+            FileOp::Unlink => {
+                let context = self.context(pid, w[1])?;
+                let (directory, name) = self.vfs.resolve_parent(&context, self.base(w[0])?, first)?;
+                if w[2] != 0 {
+                    self.vfs.remove_directory(directory, &name)?;
+                } else {
+                    self.vfs.unlink(directory, &name)?;
+                }
+                done_value(0)
+            }
+            FileOp::Rename => {
+                let context = self.context(pid, w[2])?;
+                let (from, from_name) = self.vfs.resolve_parent(&context, self.base(w[0])?, first)?;
+                let (to, to_name) = self.vfs.resolve_parent(&context, self.base(w[1])?, second)?;
+                self.vfs.rename(from, &from_name, to, &to_name, w[3] as u32)?;
+                done_value(0)
+            }
+            FileOp::Link => {
+                let context = self.context(pid, w[2])?;
+                let node = self.vfs.resolve(&context, self.base(w[0])?, first, w[3] != 0)?;
+                let (to, to_name) = self.vfs.resolve_parent(&context, self.base(w[1])?, second)?;
+                self.vfs.link(node, to, &to_name)?;
+                done_value(0)
+            }
+            FileOp::Symlink => {
+                let context = self.context(pid, w[1])?;
+                let (directory, name) = self.vfs.resolve_parent(&context, self.base(w[0])?, second)?;
+                self.vfs.symlink(first, directory, &name)?;
+                done_value(0)
+            }
+            FileOp::ReadLink => {
+                let context = self.context(pid, w[1])?;
+                let node = self.vfs.resolve(&context, self.base(w[0])?, first, false)?;
+                let target = self.vfs.read_link(node)?;
+                Ok(Outcome::Done(Reply { bytes: target, ..Reply::value(0, 0) }))
+            }
+            FileOp::Truncate => {
+                let file = self.open.get(&w[0]).ok_or(errno::EBADF)?;
+                let Object::Regular(node) = file.object else { return Err(errno::EINVAL) };
+                if !file.writable() {
+                    return Err(errno::EINVAL);
+                }
+                self.vfs.truncate(node, w[1])?;
+                done_value(0)
+            }
+            FileOp::SetTimes | FileOp::ChangeMode | FileOp::Access => {
+                let node = if first.is_empty() {
+                    self.node_of(w[0])?.ok_or(errno::EINVAL)?
+                } else {
+                    let context = self.context(pid, w[1])?;
+                    let follow = if op == FileOp::SetTimes { w[4] } else { w[3] };
+                    self.vfs.resolve(&context, self.base(w[0])?, first, follow != 0)?
+                };
+                match op {
+                    FileOp::SetTimes => {
+                        let time = |word: u64| (word != NONE).then_some(word);
+                        self.vfs.set_times(node, time(w[2]), time(w[3]))?;
+                    }
+                    FileOp::ChangeMode => self.vfs.set_mode(node, w[2] as u32)?,
+                    _ => {
+                        // Every caller is root: reading and writing are allowed (but W_OK on a
+                        // read-only file system is EROFS), executing needs an execute bit
+                        // (directories are searched) [access(2)].
+                        if w[2] & 2 != 0 {
+                            check_writable(&mut self.vfs, node)?;
+                        }
+                        let metadata = self.vfs.stat(node)?;
+                        let directory = metadata.mode & initramfs::mode::TYPE_MASK == initramfs::mode::DIRECTORY;
+                        if w[2] & 1 != 0 && !directory && metadata.mode & 0o111 == 0 {
+                            return Err(errno::EACCES);
+                        }
+                    }
+                }
+                done_value(0)
+            }
+            FileOp::Pipe => {
+                let pipe = self.next_pipe;
+                self.next_pipe += 1;
+                self.pipes.insert(pipe, Pipe { buffer: PipeBuffer::new(), readers: 1, writers: 1 });
+                let status = w[0] & flags::NONBLOCK;
+                let reader = self.new_handle(OpenFile {
+                    object: Object::PipeReader(pipe),
+                    flags: status,
+                    offset: 0,
+                    references: 1,
+                });
+                let writer = self.new_handle(OpenFile {
+                    object: Object::PipeWriter(pipe),
+                    flags: status | flags::WRITE_ONLY,
+                    offset: 0,
+                    references: 1,
+                });
+                Ok(Outcome::Done(Reply { words: [reader, writer], ..Reply::value(0, 0) }))
+            }
+            FileOp::Retain => {
+                let file = self.open.get_mut(&w[0]).ok_or(errno::EBADF)?;
+                file.references += 1;
+                done_value(0)
+            }
+            FileOp::Release => {
+                self.release(w[0]);
+                Ok(Outcome::Silent)
+            }
+            FileOp::GetFlags => {
+                let file = self.open.get(&w[0]).ok_or(errno::EBADF)?;
+                let directory = if matches!(file.object, Object::Directory { .. }) { flags::DIRECTORY } else { 0 };
+                done_value(file.flags | directory)
+            }
+            FileOp::SetFlags => {
+                let file = self.open.get_mut(&w[0]).ok_or(errno::EBADF)?;
+                file.flags = (file.flags & !flags::CHANGEABLE) | (w[1] & flags::CHANGEABLE);
+                self.changed = true;
+                done_value(0)
+            }
+            FileOp::Poll => self.poll(w[0] as usize, w[1] != 0, first),
+            FileOp::Control => self.control(w[0], w[1] as u32, first),
+            FileOp::PathOf => {
+                let node = self.directory_node(w[0])?;
+                let path = self.vfs.path_of(node)?;
+                Ok(Outcome::Done(Reply { bytes: path, ..Reply::value(0, 0) }))
+            }
+            FileOp::Cancel => Ok(Outcome::Silent),
+        }
+    }
+
+    fn open_path(&mut self, pid: u32, w: &[u64; 6], path: &[u8]) -> Result<Outcome, Errno> {
+        let open_flags = w[2];
+        let context = self.context(pid, w[1])?;
+        let base = self.base(w[0])?;
+        let follow = open_flags & flags::NO_FOLLOW == 0;
+        let node = match self.vfs.resolve(&context, base, path, follow) {
+            Ok(_) if open_flags & flags::CREATE != 0 && open_flags & flags::EXCLUSIVE != 0 => {
+                return Err(errno::EEXIST)
+            }
+            Ok(node) => node,
+            Err(errno::ENOENT) if open_flags & flags::CREATE != 0 => {
+                let (directory, name) = self.vfs.resolve_parent(&context, base, path)?;
+                self.vfs.create(&context, directory, &name, w[3] as u32, true)?.0
+            }
+            Err(error) => return Err(error),
+        };
+        let access = open_flags & flags::ACCESS_MODE;
+        let wants_write = access == flags::WRITE_ONLY || access == flags::READ_WRITE;
+        let status = open_flags & (flags::ACCESS_MODE | flags::APPEND | flags::NONBLOCK);
+        let object = match self.vfs.kind(node)? {
+            NodeKind::Directory => {
+                if wants_write {
+                    return Err(errno::EISDIR);
+                }
+                Object::Directory { node, cursor: 0 }
+            }
+            _ if open_flags & flags::DIRECTORY != 0 => return Err(errno::ENOTDIR),
+            NodeKind::Symlink => return Err(errno::ELOOP),
+            NodeKind::Regular => {
+                if wants_write {
+                    check_writable(&mut self.vfs, node)?;
+                    if open_flags & flags::TRUNCATE != 0 {
+                        self.vfs.truncate(node, 0)?;
+                    }
+                }
+                Object::Regular(node)
+            }
+            NodeKind::Device(device) => Object::Device { node: Some(node), device },
+            // FIFOs and sockets of the archive: nothing serves them.
+            NodeKind::Special => return Err(errno::ENXIO),
+            NodeKind::ProcFile(_) => {
+                if wants_write {
+                    return Err(errno::EACCES);
+                }
+                Object::Proc { node, text: self.vfs.proc_contents(node)? }
+            }
+        };
+        if !matches!(object, Object::Device { .. }) {
+            self.vfs.open_node(node)?;
+        }
+        let file = OpenFile { object, flags: status, offset: 0, references: 1 };
+        let kind = file.kind();
+        let handle = self.new_handle(file);
+        Ok(Outcome::Done(Reply { words: [handle, kind as u64], ..Reply::value(0, 0) }))
+    }
+
+    fn release(&mut self, handle: u64) {
+        if handle == CONSOLE_HANDLE {
+            return;
+        }
+        let Some(file) = self.open.get_mut(&handle) else { return };
+        file.references = file.references.saturating_sub(1);
+        if file.references > 0 {
+            return;
+        }
+        let Some(file) = self.open.remove(&handle) else { return };
+        match file.object {
+            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => {
+                let _ = self.vfs.close_node(node);
+            }
+            Object::Device { .. } => {}
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) => {
+                let reader = matches!(file.object, Object::PipeReader(_));
+                if let Some(state) = self.pipes.get_mut(&pipe) {
+                    if reader {
+                        state.readers -= 1;
+                    } else {
+                        state.writers -= 1;
+                    }
+                    if state.readers == 0 && state.writers == 0 {
+                        if let Some(mut state) = self.pipes.remove(&pipe) {
+                            state.buffer.release(self.vfs.page_store());
+                        }
+                    }
+                }
+                self.changed = true;
+            }
+        }
+    }
+
+    fn read(&mut self, handle: u64, length: usize, at: u64) -> Result<Outcome, Errno> {
+        let length = length.min(MAX_TRANSFER);
+        let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
+        if !file.readable() {
+            return Err(errno::EBADF);
+        }
+        let nonblocking = file.flags & flags::NONBLOCK != 0;
+        let position = if at == NONE { file.offset } else { at };
+        let data = match &mut file.object {
+            Object::Regular(node) => {
+                let node = *node;
+                let mut data = alloc::vec![0u8; length];
+                let count = self.vfs.read(node, position, &mut data)?;
+                data.truncate(count);
+                data
+            }
+            Object::Directory { .. } => return Err(errno::EISDIR),
+            Object::Proc { text, .. } => {
+                let start = (position as usize).min(text.len());
+                text[start..(start + length).min(text.len())].to_vec()
+            }
+            Object::Device { device, .. } => match device {
+                Device::Null => Vec::new(),
+                Device::Zero => alloc::vec![0u8; length],
+                Device::Random => {
+                    let mut data = alloc::vec![0u8; length];
+                    crate::random::fill(&mut data);
+                    data
+                }
+                Device::Console | Device::Tty => match self.terminal.read(length) {
+                    Some(data) => {
+                        self.changed = true;
+                        data
+                    }
+                    None if nonblocking => return Err(errno::EAGAIN),
+                    None => return Ok(Outcome::Park(0)),
+                },
+            },
+            Object::PipeReader(pipe) => {
+                let pipe = self.pipes.get_mut(pipe).ok_or(errno::EBADF)?;
+                if pipe.buffer.len() == 0 {
+                    if pipe.writers == 0 {
+                        return Ok(Outcome::Done(Reply::value(0, 0)));
+                    }
+                    if nonblocking {
+                        return Err(errno::EAGAIN);
+                    }
+                    return Ok(Outcome::Park(0));
+                }
+                let mut data = alloc::vec![0u8; length.min(pipe.buffer.len())];
+                let count = pipe.buffer.read(self.vfs.page_store(), &mut data);
+                data.truncate(count);
+                self.changed = true;
+                data
+            }
+            Object::PipeWriter(_) => return Err(errno::EBADF),
+        };
+        let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
+        if at == NONE && matches!(file.object, Object::Regular(_) | Object::Proc { .. }) {
+            file.offset = position + data.len() as u64;
+        }
+        Ok(Outcome::Done(Reply { result: data.len() as i64, words: [0; 2], bytes: data, request_id: 0 }))
+    }
+
+    fn write(&mut self, pid: u32, handle: u64, at: u64, data: &[u8], done: u64) -> Result<Outcome, Errno> {
+        let _ = pid;
+        let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
+        if !file.writable() && !matches!(file.object, Object::Device { .. }) {
+            return Err(errno::EBADF);
+        }
+        let nonblocking = file.flags & flags::NONBLOCK != 0;
+        match &file.object {
+            Object::Regular(node) => {
+                let node = *node;
+                let position = if at != NONE {
+                    at
+                } else if file.flags & flags::APPEND != 0 {
+                    self.vfs.stat(node)?.size
+                } else {
+                    file.offset
+                };
+                let count = self.vfs.write(node, position, data)?;
+                let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
+                if at == NONE {
+                    file.offset = position + count as u64;
+                }
+                Ok(Outcome::Done(Reply::value(0, count as u64)))
+            }
+            Object::Directory { .. } => Err(errno::EISDIR),
+            Object::Proc { .. } | Object::PipeReader(_) => Err(errno::EBADF),
+            Object::Device { device, .. } => match device {
+                Device::Console | Device::Tty => {
+                    super::console::write_here(data);
+                    Ok(Outcome::Done(Reply::value(0, data.len() as u64)))
+                }
+                _ => Ok(Outcome::Done(Reply::value(0, data.len() as u64))),
+            },
+            Object::PipeWriter(pipe) => {
+                let pipe = self.pipes.get_mut(pipe).ok_or(errno::EBADF)?;
+                if pipe.readers == 0 {
+                    return if done > 0 { Ok(Outcome::Done(Reply::value(0, done))) } else { Err(errno::EPIPE) };
+                }
+                let rest = &data[done as usize..];
+                let written = pipe.buffer.write(self.vfs.page_store(), rest) as u64;
+                if written > 0 {
+                    self.changed = true;
+                }
+                let done = done + written;
+                if done == data.len() as u64 {
+                    Ok(Outcome::Done(Reply::value(0, done)))
+                } else if nonblocking {
+                    if done == 0 {
+                        Err(errno::EAGAIN)
+                    } else {
+                        Ok(Outcome::Done(Reply::value(0, done)))
+                    }
+                } else {
+                    Ok(Outcome::Park(done))
+                }
+            }
+        }
+    }
+
+    fn seek(&mut self, handle: u64, offset: i64, whence: u64) -> Result<Outcome, Errno> {
+        let file = self.open.get(&handle).ok_or(errno::EBADF)?;
+        let end = match &file.object {
+            Object::Regular(node) => self.vfs.stat(*node)?.size as i64,
+            Object::Proc { text, .. } => text.len() as i64,
+            Object::Directory { .. } => {
+                if offset != 0 || whence != 0 {
+                    return Err(errno::EINVAL);
+                }
+                if let Some(OpenFile { object: Object::Directory { cursor, .. }, .. }) = self.open.get_mut(&handle) {
+                    *cursor = 0;
+                }
+                return Ok(Outcome::Done(Reply::value(0, 0)));
+            }
+            Object::Device { device: Device::Null | Device::Zero | Device::Random, .. } => {
+                return Ok(Outcome::Done(Reply::value(0, 0)))
+            }
+            _ => return Err(errno::ESPIPE),
+        };
+        let base = match whence {
+            0 => 0,
+            1 => file.offset as i64,
+            2 => end,
+            _ => return Err(errno::EINVAL),
+        };
+        let position = base.checked_add(offset).filter(|&p| p >= 0).ok_or(errno::EINVAL)?;
+        if let Some(file) = self.open.get_mut(&handle) {
+            file.offset = position as u64;
+        }
+        Ok(Outcome::Done(Reply::value(0, position as u64)))
+    }
+
+    fn metadata(&self, node: NodeId) -> Result<Metadata, Errno> {
+        let stat = self.vfs.stat(node)?;
+        Ok(Metadata {
+            device: stat.device,
+            inode: stat.inode,
+            mode: stat.mode,
+            links: stat.links.min(u64::from(u32::MAX)) as u32,
+            uid: stat.uid,
+            gid: stat.gid,
+            rdev: stat.rdev,
+            size: stat.size,
+            blocks: stat.blocks,
+            accessed_ns: stat.accessed,
+            modified_ns: stat.modified,
+            changed_ns: stat.changed,
+        })
+    }
+
+    fn stat_handle(&self, handle: u64) -> Result<Metadata, Errno> {
+        let file = self.open.get(&handle).ok_or(errno::EBADF)?;
+        match &file.object {
+            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => self.metadata(*node),
+            Object::Device { node: Some(node), .. } => self.metadata(*node),
+            Object::Device { node: None, .. } => Ok(Metadata {
+                device: 6,
+                inode: 1,
+                mode: initramfs::mode::CHARACTER_DEVICE | 0o620,
+                links: 1,
+                rdev: (5 << 8) | 1,
+                ..Metadata::default()
+            }),
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) => Ok(Metadata {
+                device: 12,
+                inode: *pipe,
+                mode: initramfs::mode::FIFO | 0o600,
+                links: 1,
+                size: self.pipes.get(pipe).map_or(0, |p| p.buffer.len() as u64),
+                ..Metadata::default()
+            }),
+        }
+    }
+
+    fn read_directory(&mut self, handle: u64, capacity: usize) -> Result<Outcome, Errno> {
+        let capacity = capacity.min(MAX_TRANSFER);
+        let file = self.open.get(&handle).ok_or(errno::EBADF)?;
+        let Object::Directory { node, mut cursor } = file.object else { return Err(errno::ENOTDIR) };
+        let mut out: Vec<u8> = Vec::new();
+        while let Some((entry, next)) = self.vfs.read_directory(node, cursor)? {
+            let name = entry.name.as_slice();
+            let record = (19 + name.len() + 1).next_multiple_of(8);
+            if out.len() + record > capacity {
+                if out.is_empty() {
+                    return Err(errno::EINVAL);
+                }
+                break;
+            }
+            out.extend_from_slice(&entry.inode.to_le_bytes());
+            out.extend_from_slice(&next.to_le_bytes());
+            out.extend_from_slice(&(record as u16).to_le_bytes());
+            out.push(entry.kind_code);
+            out.extend_from_slice(name);
+            out.resize(out.len() + record - 19 - name.len(), 0);
+            cursor = next;
+        }
+        if let Some(OpenFile { object: Object::Directory { cursor: saved, .. }, .. }) = self.open.get_mut(&handle) {
+            *saved = cursor;
+        }
+        Ok(Outcome::Done(Reply { result: out.len() as i64, words: [0; 2], bytes: out, request_id: 0 }))
+    }
+
+    fn readiness(&self, handle: u64) -> u16 {
+        let Some(file) = self.open.get(&handle) else { return events::INVALID };
+        match &file.object {
+            Object::Device { device: Device::Console | Device::Tty, .. } => {
+                events::OUT | if self.terminal.readable() { events::IN } else { 0 }
+            }
+            Object::PipeReader(pipe) => match self.pipes.get(pipe) {
+                Some(pipe) => {
+                    (if pipe.buffer.len() > 0 { events::IN } else { 0 })
+                        | if pipe.writers == 0 { events::HANG_UP } else { 0 }
+                }
+                None => events::INVALID,
+            },
+            Object::PipeWriter(pipe) => match self.pipes.get(pipe) {
+                Some(pipe) if pipe.readers == 0 => events::ERROR,
+                Some(pipe) => {
+                    if pipe.buffer.space() > 0 {
+                        events::OUT
+                    } else {
+                        0
+                    }
+                }
+                None => events::INVALID,
+            },
+            _ => events::IN | events::OUT,
+        }
+    }
+
+    fn poll(&mut self, count: usize, wait: bool, entries: &[u8]) -> Result<Outcome, Errno> {
+        if entries.len() != count * 10 {
+            return Err(errno::EINVAL);
+        }
+        let mut ready = 0;
+        let mut revents = Vec::with_capacity(count * 2);
+        for entry in entries.chunks_exact(10) {
+            let handle = u64::from_le_bytes(entry[..8].try_into().unwrap_or([0; 8]));
+            let wanted = u16::from_le_bytes([entry[8], entry[9]]);
+            let got = self.readiness(handle) & (wanted | events::ERROR | events::HANG_UP | events::INVALID);
+            if got != 0 {
+                ready += 1;
+            }
+            revents.extend_from_slice(&got.to_le_bytes());
+        }
+        if ready == 0 && wait {
+            return Ok(Outcome::Park(0));
+        }
+        Ok(Outcome::Done(Reply { result: ready, words: [0; 2], bytes: revents, request_id: 0 }))
+    }
+
+    fn control(&mut self, handle: u64, request: u32, argument: &[u8]) -> Result<Outcome, Errno> {
+        let file = self.open.get(&handle).ok_or(errno::EBADF)?;
+        const FIONREAD: u32 = 0x541b;
+        match &file.object {
+            Object::Device { device: Device::Console | Device::Tty, .. } => {
+                let out = self.terminal.control(request, argument)?;
+                self.changed = true;
+                Ok(Outcome::Done(Reply { bytes: out, ..Reply::value(0, 0) }))
+            }
+            Object::PipeReader(pipe) if request == FIONREAD => {
+                let length = self.pipes.get(pipe).map_or(0, |p| p.buffer.len() as u32);
+                Ok(Outcome::Done(Reply { bytes: length.to_le_bytes().to_vec(), ..Reply::value(0, 0) }))
+            }
+            _ => Err(errno::ENOTTY),
+        }
+    }
+
+    fn waits_for_console(&self, parked: &Parked) -> bool {
+        let console = |handle: u64| {
+            matches!(
+                self.open.get(&handle),
+                Some(OpenFile { object: Object::Device { device: Device::Console | Device::Tty, .. }, .. })
+            )
+        };
+        match parked.op {
+            FileOp::Read => console(parked.words[0]),
+            FileOp::Poll => {
+                parked.data.chunks_exact(10).any(|e| console(u64::from_le_bytes(e[..8].try_into().unwrap_or([0; 8]))))
+            }
+            _ => false,
+        }
+    }
+
+    /// Retries every parked request after a change; completed ones go to `later`.
+    fn retry_parked(&mut self, later: &mut Vec<(usize, Reply)>) {
+        while self.changed {
+            self.changed = false;
+            let parked = core::mem::take(&mut self.parked);
+            for mut request in parked {
+                let (first, second) = (request.data.as_slice(), &[][..]);
+                match self.handle(request.pid, request.op, &request.words, first, second, request.done) {
+                    Outcome::Done(mut reply) => {
+                        reply.request_id = request.request_id;
+                        later.push((request.client, reply));
+                    }
+                    Outcome::Park(done) => {
+                        request.done = done;
+                        self.parked.push(request);
+                    }
+                    Outcome::Silent => {}
+                }
+            }
+        }
+    }
+
+    /// Finishes the parked request `request_id` of `client` with what it has: the bytes a
+    /// pipe write got out, else EINTR.
+    fn cancel(&mut self, client: usize, request_id: u64, later: &mut Vec<(usize, Reply)>) {
+        if let Some(index) = self.parked.iter().position(|p| p.client == client && p.request_id == request_id) {
+            let parked = self.parked.swap_remove(index);
+            let reply = if parked.done > 0 {
+                Reply::value(request_id, parked.done)
+            } else {
+                Reply::error(request_id, errno::EINTR)
+            };
+            later.push((client, reply));
+        }
+    }
+}
