@@ -275,6 +275,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     crate::proc::init();
     crate::proc::record_baseline();
     crate::fs::console::init();
+    crate::power::init();
     if facts.initramfs.end > facts.initramfs.start {
         let length = (facts.initramfs.end - facts.initramfs.start) as usize;
         // SAFETY: the boot driver mapped the initramfs read-only in this instance's direct

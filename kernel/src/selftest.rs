@@ -245,7 +245,7 @@ fn dead_target() -> Outcome {
         Err(msg::icc::IccError::Send(error)) if is_refusal(&error) => attempts += 1,
         other => return Err(format!("icc::call to faulted core {dead}: {other:?}")),
     }
-    let text = match msg::bench::run(dead, 10) {
+    let text = match msg::bench::run(dead, 10, &mut alloc::string::String::new()) {
         Err(error) => format!("{error}"),
         Ok(()) => return Err(format!("msg bench against faulted core {dead} ran")),
     };
@@ -366,6 +366,60 @@ fn smap() -> Outcome {
     }
 }
 
+/// The control interface the file service and the `CONTROL` call build on: every view starts
+/// with the line its command prints first, and `control::run` refuses what the shell refuses,
+/// with the shell's words and the statuses of `abi::call::control`.
+fn control_interface() -> Outcome {
+    use crate::control::{self, View};
+    let first_line = |text: &str| String::from(text.lines().next().unwrap_or(""));
+    let mut sizes = alloc::vec::Vec::new();
+    for view in View::ALL {
+        let mut text = String::new();
+        control::view(view, &mut text);
+        let command: &[&str] = match view {
+            View::Cores => &["cores"],
+            View::Mem => &["mem"],
+            View::Msg => &["msg", "stats"],
+            View::Syscalls => &["syscalls"],
+            View::Processes => &["ps"],
+        };
+        let mut printed = String::new();
+        control::run(command, &mut printed).map_err(|error| format!("{command:?}: {error}"))?;
+        // Counters and clocks move between the two: the first lines are fixed text.
+        if text.is_empty() || first_line(&text) != first_line(&printed) {
+            return Err(format!(
+                "view {} starts {:?}, `{}` {:?}",
+                view.name(),
+                first_line(&text),
+                command.join(" "),
+                first_line(&printed)
+            ));
+        }
+        sizes.push(format!("{}={}B", view.name(), text.len()));
+    }
+    let refusals: [(&[&str], u32, &str); 5] = [
+        (&[], abi::call::control::USAGE, "error: wrong arguments: usage: <command>"),
+        (&["frobnicate"], abi::call::control::FAILED, "error: unknown command `frobnicate`: type `help` for the list"),
+        (&["spawn", "0", "/bin/tiny"], abi::call::control::FAILED, "error: unknown command `spawn`"),
+        (&["msg", "mode", "1", "warp"], abi::call::control::FAILED, "error: `warp` is not a notification mode"),
+        (&["syscalls", "99"], abi::call::control::FAILED, "error: no core 99: see `cores`"),
+    ];
+    for (words, status, line) in refusals {
+        let mut text = String::new();
+        match control::run(words, &mut text) {
+            Err(error) if error.control_status() == status && format!("{error}").starts_with(line) => {}
+            Err(error) => {
+                return Err(format!(
+                    "{words:?}: status {} `{error}`, expected {status} `{line}…`",
+                    error.control_status()
+                ))
+            }
+            Ok(()) => return Err(format!("{words:?} ran: {text:?}")),
+        }
+    }
+    Ok(format!("views {}; refusals ok", sizes.join(" ")))
+}
+
 /// Runs the comma-separated tests; returns the exit status (0 when all passed).
 pub fn run(list: &str) -> u32 {
     // Tests look at every core: wait for the boot to settle first.
@@ -382,6 +436,7 @@ pub fn run(list: &str) -> u32 {
             "msg-stress" => crate::msg::stress::run_stress(1_000_000),
             "dead-target" => dead_target(),
             "smap" => smap(),
+            "control" => control_interface(),
             _ => match name.split_once(':') {
                 Some(("fault", target)) => fault(target),
                 Some(("stack-overflow", target)) => stack_overflow(target),
@@ -392,7 +447,7 @@ pub fn run(list: &str) -> u32 {
                     .and_then(|victim| crate::msg::stress::run_restart(victim, 20_000)),
                 _ => Err(String::from(
                     "unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, \
-                     dead-target, smap, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
+                     dead-target, smap, control, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
                 )),
             },
         };

@@ -455,6 +455,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     });
     process_integrations(&mut list, &machine);
     file_integrations(&mut list, &machine);
+    control_integrations(&mut list, &machine);
     list
 }
 
@@ -859,6 +860,18 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
                 if seeds != cores {
                     return Err(format!("expected {cores} `sysfuzz: seed` lines, got {seeds}"));
                 }
+                // Before fuzzing, each one's bad pointers to reef_control: EFAULT every time.
+                let refused = serial
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("sysfuzz: bad pointers: reef_control refused all ") && l.ends_with(" with EFAULT")
+                    })
+                    .count();
+                if refused != cores {
+                    let problems: Vec<&str> =
+                        serial.lines().filter(|l| l.starts_with("sysfuzz: bad pointers: ")).collect();
+                    return Err(format!("expected {cores} clean bad-pointer probes, got {problems:?}"));
+                }
                 let ended = serial
                     .lines()
                     .filter(|l| {
@@ -876,6 +889,276 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
             }),
         });
     }
+}
+
+/// The rows under each header line: for every line equal to `header` (trailing blanks
+/// ignored), the lines after it for which `is_row` holds.
+fn tables<'a>(serial: &'a str, header: &str, is_row: impl Fn(&str) -> bool) -> Vec<Vec<&'a str>> {
+    let lines: Vec<&str> = serial.lines().map(str::trim_end).collect();
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| **line == header)
+        .map(|(at, _)| lines[at + 1..].iter().copied().take_while(|line| is_row(line)).collect())
+        .collect()
+}
+
+/// The two tables a run of `spawn 0 /bin/<command>; <command>` printed: the program's, then
+/// the kernel shell's, each with `rows` rows.
+fn program_and_shell_tables<'a>(
+    serial: &'a str,
+    header: &str,
+    rows: usize,
+    is_row: impl Fn(&str) -> bool,
+) -> Result<[Vec<&'a str>; 2], String> {
+    let found = tables(serial, header, is_row);
+    match <[Vec<&str>; 2]>::try_from(found) {
+        Ok(pair) if pair.iter().all(|table| table.len() == rows) => Ok(pair),
+        Ok(pair) => Err(format!("expected two `{header}` tables of {rows} rows, got {pair:?}")),
+        Err(found) => Err(format!("expected `{header}` twice (program, then shell), got {} tables", found.len())),
+    }
+}
+
+/// The first `count` words of every row, which must agree between the program's table and the
+/// shell's (the rest are counters and clocks that moved in between).
+fn same_leading_words(tables: &[Vec<&str>; 2], count: usize) -> Result<(), String> {
+    let leading = |table: &Vec<&str>| -> Vec<Vec<String>> {
+        table.iter().map(|row| row.split_whitespace().take(count).map(str::to_string).collect()).collect()
+    };
+    let (program, shell) = (leading(&tables[0]), leading(&tables[1]));
+    (program == shell).then_some(()).ok_or(format!("the program printed {program:?}, the shell {shell:?}"))
+}
+
+/// `user/reef`, the kernel's control commands as programs: each prints what the kernel shell
+/// prints; `on` runs a program on a core and exits with its status; `poweroff` ends the
+/// machine from a process, as busybox's `poweroff -f` does through `reboot`; and the control
+/// interface the file service builds on (`test=control`).
+fn control_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let digit_first = |line: &str| line.starts_with(|c: char| c.is_ascii_digit());
+    list.push(Integration {
+        name: "reef-cores-as-the-shell".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 0 /bin/cores; cores")),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            let header = "core  apic  state         role  image  partition                      uptime";
+            let tables = program_and_shell_tables(serial, header, 2, digit_first)?;
+            // Everything but the uptime: id, APIC id, state, role, image, partition, its size.
+            same_leading_words(&tables, 8)?;
+            printed(serial, "pid 1 on core 0 exited with status 0", "/bin/cores did not exit with status 0")
+        }),
+    });
+    list.push(Integration {
+        name: "reef-mem-as-the-shell".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 0 /bin/mem; mem")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let lines: Vec<&str> = serial
+                .lines()
+                .filter(|line| {
+                    line.starts_with("shared   0x") || (line.starts_with("core ") && line.contains(" private "))
+                })
+                .collect();
+            let [program @ .., _, _, _] = &lines[..] else {
+                return Err(format!("expected two `mem` listings of 3 lines, got {lines:?}"));
+            };
+            let (program, shell) = lines.split_at(program.len());
+            // Frames and heap of the instance the command ran on move while a process runs.
+            let fixed = |line: &&str| line.split(", free frames ").next().unwrap_or_default().to_string();
+            let (program_fixed, shell_fixed): (Vec<String>, Vec<String>) =
+                (program.iter().map(fixed).collect(), shell.iter().map(fixed).collect());
+            if program_fixed != shell_fixed {
+                return Err(format!("the program printed {program:?}, the shell {shell:?}"));
+            }
+            for listing in [program, shell] {
+                if !listing[1].starts_with("core 0 ") || !listing[1].contains(", free frames ") {
+                    return Err(format!("core 0's line lacks its frames and heap: {listing:?}"));
+                }
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "reef-msg-stats-as-the-shell".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 0 /bin/msg stats; msg stats")),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            let header = "core  mode    sent        received    dropped  (kind/bad/chunk/large)  lost    refused  \
+                          timeouts  ipis sent  ipis taken  empty polls";
+            let tables = program_and_shell_tables(serial, header, 2, digit_first)?;
+            // Core and mode; the counters moved.
+            same_leading_words(&tables, 2)
+        }),
+    });
+    list.push(Integration {
+        name: "reef-syscalls-as-the-shell".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 1 /bin/syscalls; syscalls")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let summaries: Vec<(usize, u64)> = serial
+                .lines()
+                .filter_map(|line| {
+                    let (core, rest) = line.strip_prefix("core ")?.split_once(": ")?;
+                    let words: Vec<&str> = rest.split_whitespace().collect();
+                    let [_, "system", "calls,", reef, "Reef", "calls,", _, "unimplemented", "(ENOSYS)"] = words[..]
+                    else {
+                        return None;
+                    };
+                    Some((core.parse().ok()?, reef.parse().ok()?))
+                })
+                .collect();
+            let cores: Vec<usize> = summaries.iter().map(|(core, _)| *core).collect();
+            if cores != [0, 1, 0, 1] {
+                return Err(format!("expected the per-core lines of cores 0 and 1 twice, got {summaries:?}"));
+            }
+            // The program's own call is counted before the command reads the counters.
+            if summaries[1].1 == 0 {
+                return Err(format!("core 1 counted no Reef call while /bin/syscalls made one: {summaries:?}"));
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "reef-ps-as-the-shell".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 0 /bin/ps; ps")),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            let header = "core  processes  threads  pids  stacks  frames  created  killed  leaked frames";
+            let tables = program_and_shell_tables(serial, header, 2, digit_first)?;
+            let processes = |table: &Vec<&str>| -> Vec<String> {
+                table.iter().map(|row| row.split_whitespace().take(2).collect::<Vec<_>>().join(" ")).collect()
+            };
+            if processes(&tables[0]) != ["0 1", "1 0"] || processes(&tables[1]) != ["0 0", "1 0"] {
+                return Err(format!("expected /bin/ps itself on core 0, then nothing: {tables:?}"));
+            }
+            printed(serial, "  pid 1 (ps): 1 threads, ", "/bin/ps did not list itself")?;
+            nothing_leaked(serial, 2)
+        }),
+    });
+    list.push(Integration {
+        name: "reef-on-core-2".into(),
+        machine: machine(3, &qemu::exec_argument("spawn 0 /bin/on 2 /bin/busybox echo hi; syscalls 2; ps")),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(serial, "\nhi\n", "busybox echo printed no `hi` line")?;
+            printed(serial, "pid 1 on core 0 exited with status 0", "/bin/on did not exit with status 0")?;
+            // Only the echo ran on core 2: its calls (write is 1) are counted there.
+            let core_2 = serial.lines().find(|line| line.starts_with("core 2: ")).unwrap_or_default();
+            let calls: u64 = core_2.split_whitespace().nth(2).and_then(|word| word.parse().ok()).unwrap_or(0);
+            if calls == 0 {
+                return Err(format!("core 2 made no system call, so echo did not run there: {core_2:?}"));
+            }
+            nothing_leaked(serial, 3)
+        }),
+    });
+    list.push(Integration {
+        name: "reef-on-refusals".into(),
+        machine: machine(
+            2,
+            &qemu::exec_argument("spawn 0 /bin/on 0 frobnicate; spawn 0 /bin/on 9 /bin/busybox echo hi"),
+        ),
+        // The line's status is its last failure: `on 9`.
+        expected_status: 1,
+        check: Box::new(|serial| {
+            printed(
+                serial,
+                "on: frobnicate: no such program in $PATH (/bin:/sbin): give its path, or see `ls /bin`\n",
+                "no one-line error for a program that is not there",
+            )?;
+            printed(serial, "pid 1 on core 0 exited with status 127", "a missing program did not give status 127")?;
+            printed(
+                serial,
+                "on: /bin/busybox on core 9: no such core: see `cores`\n",
+                "no one-line error for a core the machine does not have",
+            )?;
+            printed(serial, "pid 2 on core 0 exited with status 1", "a bad core did not give status 1")?;
+            if serial.contains("\nhi\n") {
+                return Err("echo ran although its core does not exist".into());
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "reef-statuses".into(),
+        machine: machine(
+            2,
+            &qemu::exec_argument(
+                "spawn 0 /bin/on 1 /bin/tiny 7; spawn 1 /bin/on 0 /bin/isolation null; \
+                 spawn 0 /bin/spawn 1 /bin/tiny 3; spawn 1 /bin/tiny 3",
+            ),
+        ),
+        // The line's status is its last failure: tiny's 3.
+        expected_status: 3,
+        check: Box::new(|serial| {
+            printed(serial, "pid 1 on core 0 exited with status 7", "`on` did not exit with its program's status")?;
+            printed(
+                serial,
+                "pid 100002 on core 1 exited with status 139",
+                "`on` did not exit with 128 + the signal that killed its program",
+            )?;
+            // /bin/spawn's line for its child, then the shell's own for the same program.
+            let spawned: Vec<&str> =
+                serial.lines().filter(|line| line.ends_with(" on core 1 exited with status 3")).collect();
+            if spawned.len() != 2 || !spawned.iter().all(|line| line.starts_with("pid 1000")) {
+                return Err(format!("/bin/spawn and the shell should each print one such line: {spawned:?}"));
+            }
+            printed(serial, "pid 3 on core 0 exited with status 3", "/bin/spawn did not exit with its child's status")
+        }),
+    });
+    list.push(Integration {
+        name: "reef-msg-bad-arguments".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 1 /bin/msg mode 1 warp; msg mode 1 warp")),
+        expected_status: 1,
+        check: Box::new(|serial| {
+            let error = "error: `warp` is not a notification mode: use poll, ipi, hybrid or mwait";
+            let count = serial.lines().filter(|line| *line == error).count();
+            if count != 2 {
+                return Err(format!("expected `{error}` from the program and from the shell, got it {count} times"));
+            }
+            printed(serial, "pid 100001 on core 1 exited with status 1", "/bin/msg did not exit with status 1")
+        }),
+    });
+    list.push(Integration {
+        name: "reef-poweroff".into(),
+        machine: machine(2, &qemu::exec_argument("spawn 0 /bin/poweroff; spawn 0 /bin/busybox echo still here")),
+        // What the shell's `poweroff` exits with.
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(serial, "powering off\n", "no `powering off` line")?;
+            if serial.contains("still here") || serial.contains("exited with status") {
+                return Err("the machine went on after /bin/poweroff".into());
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "busybox-poweroff-from-core-1".into(),
+        machine: machine(
+            2,
+            &qemu::exec_argument(
+                "spawn 1 /bin/busybox echo last words; spawn 1 /bin/busybox poweroff -f; spawn 0 /bin/busybox echo still here",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            // Core 1's output reaches the console through core 0, and so does its request to
+            // power off: the line comes out first.
+            let last_words = serial.find("last words\n").ok_or("core 1's last line was lost")?;
+            let powering_off = serial.find("powering off\n").ok_or("no `powering off` line")?;
+            if powering_off < last_words {
+                return Err("the machine powered off before core 1's output was written".into());
+            }
+            if serial.contains("still here") {
+                return Err("the machine went on after `poweroff -f`".into());
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "control-interface".into(),
+        machine: machine(2, "test=control"),
+        expected_status: 0,
+        check: Box::new(|serial| all_tests_passed(serial, 1)),
+    });
 }
 
 /// fstest's lines in a run: no `TEST fs-*` line failed, and there are `runs` summaries
@@ -959,7 +1242,6 @@ fn file_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) 
         }),
     });
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -159,7 +159,11 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 7] = ["init", "proctest", "fstest", "sysfuzz", "procbench", "tiny", "isolation"];
+pub const USER_PROGRAMS: [&str; 8] = ["init", "proctest", "fstest", "sysfuzz", "procbench", "tiny", "isolation", "reef"];
+/// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
+/// the place of busybox's applets of those names.
+pub const REEF_LINKS: [&str; 10] =
+    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff"];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -263,9 +267,11 @@ fn busybox_applets(listing: &str) -> Vec<String> {
 }
 
 /// The image: [`INITRAMFS_DIRECTORIES`], `/sbin/init` and `/bin/<program>` for the other
-/// `programs`, `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no
-/// program of ours takes, `/etc/hello.txt`, `/etc/motd`, and `/bin/bad-elf` (no program). Entries come in a fixed order
-/// and the writer adds nothing from the host, so the same inputs give the same bytes.
+/// `programs`, `/bin/<command> -> reef` for each of [`REEF_LINKS`] when `reef` is one of them,
+/// `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no program or link
+/// of ours takes, `/etc/hello.txt`, `/etc/motd`, and `/bin/bad-elf` (no program). Entries come
+/// in a fixed order and the writer adds nothing from the host, so the same inputs give the
+/// same bytes.
 pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: &[String]) -> Vec<u8> {
     let mut image = initramfs::Writer::new();
     for (directory, permissions) in INITRAMFS_DIRECTORIES {
@@ -278,6 +284,12 @@ pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: 
         } else {
             image.file(&format!("bin/{name}"), 0o755, elf);
             in_bin.insert(name.as_str());
+        }
+    }
+    if in_bin.contains("reef") {
+        for command in REEF_LINKS {
+            image.symlink(&format!("bin/{command}"), "reef");
+            in_bin.insert(command);
         }
     }
     image.file("bin/busybox", 0o755, busybox);
@@ -366,6 +378,24 @@ mod tests {
         assert!(has_program_interpreter(&elf(3)));
         assert!(!has_program_interpreter(&elf(1)));
         assert!(has_program_interpreter(b"#!/bin/sh"));
+    }
+
+    #[test]
+    fn reef_takes_its_commands_from_busybox() {
+        let programs = vec![("reef".to_string(), b"REEF".to_vec())];
+        let applets = busybox_applets("kill\nps\npoweroff\nsh\n");
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets);
+        let archive = initramfs::Archive::parse(&image).unwrap();
+        for command in REEF_LINKS {
+            let path = format!("/bin/{command}");
+            assert_eq!(archive.find(&path).unwrap().symlink_target(), Some("reef"), "{path}");
+            assert_eq!(archive.resolve(&path, true).unwrap().data, b"REEF");
+        }
+        for applet in ["kill", "sh"] {
+            assert_eq!(archive.find(&format!("/bin/{applet}")).unwrap().symlink_target(), Some("busybox"));
+        }
+        let names: Vec<&str> = archive.read_dir("/bin").unwrap().map(|entry| entry.file_name()).collect();
+        assert_eq!(names.iter().filter(|name| **name == "ps").count(), 1, "one /bin/ps: {names:?}");
     }
 
     #[test]

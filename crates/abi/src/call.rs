@@ -23,10 +23,167 @@ pub const SPAWN: u64 = FIRST + 1;
 /// `reef_cores() -> count`: how many kernel instances are running.
 pub const CORES: u64 = FIRST + 2;
 
+/// `reef_control(argv, buffer, capacity, status) -> length`: runs one control command of the
+/// kernel (what the kernel shell's `cores`, `mem`, `start`, `msg`, `syscalls`, `ps` and
+/// `poweroff` do) on the instance the caller runs on, and hands back its text.
+///
+/// - `argv`: a NULL-terminated array of pointers to NUL-terminated UTF-8 strings, the command
+///   name first (`["msg", "stats", NULL]`), with the limits of `execve`'s.
+/// - `buffer`, `capacity`: where the text goes. As much as fits is copied; text that did not
+///   fit is replaced by a line saying so ([`control::fit`]), and the kernel keeps at most
+///   [`control::MAX_OUTPUT`] bytes of one command's text. [`control::BUFFER_SIZE`] bytes are
+///   always enough for what it keeps.
+/// - `status`: a `u32` the kernel sets to [`control::OK`], [`control::FAILED`] (the command
+///   failed, or no such command) or [`control::USAGE`] (wrong arguments). When it is not `OK`
+///   the text ends with one line `error: …` saying what went wrong and what to do, the line
+///   the kernel shell prints.
+///
+/// Returns the number of bytes written to `buffer`. Errors, before any command runs:
+/// `EFAULT` (`argv`, a string, `status` or the first `capacity` bytes of `buffer` (at most
+/// `BUFFER_SIZE`) not readable or writable as needed), `EINVAL` (no command name, or one that
+/// is not UTF-8), `E2BIG`, `ENAMETOOLONG`. `poweroff` does not return: it writes
+/// `powering off` to the console and the machine stops.
+pub const CONTROL: u64 = FIRST + 3;
+
 /// One past the last Reef call this ABI defines.
-pub const END: u64 = FIRST + 3;
+pub const END: u64 = FIRST + 4;
 
 /// Whether `number` is one of Reef's own calls.
 pub const fn is_reef_call(number: u64) -> bool {
     number >= FIRST && number < END
+}
+
+/// The [`CONTROL`] call's statuses, its output limit, and how text too long for the caller's
+/// buffer is cut.
+pub mod control {
+    use core::fmt::Write;
+
+    /// The command did what it was asked.
+    pub const OK: u32 = 0;
+    /// The command failed, or there is no such command; the text's last line says why.
+    pub const FAILED: u32 = 1;
+    /// The command's arguments are wrong; the text's last line gives its usage.
+    pub const USAGE: u32 = 2;
+
+    /// Most bytes of one command's text the kernel keeps (what it wrote after that is counted,
+    /// and the text is cut).
+    pub const MAX_OUTPUT: usize = 64 * 1024;
+
+    /// A buffer that holds whatever the kernel hands back (the kept text, the note that it was
+    /// cut, and a long error line).
+    pub const BUFFER_SIZE: usize = MAX_OUTPUT + 4 * 1024;
+
+    /// How the note that replaces cut text starts (on a line of its own).
+    pub const CUT_NOTE: &str = "[output cut here: ";
+
+    /// Fits a command's output into `out` and returns how many bytes it filled. The output is
+    /// `text`, the first bytes of a text `full_length` long (the rest was not kept), then
+    /// `ending` (an `error: …` line, or nothing). When all of it fits, it is copied whole;
+    /// else `out` holds as much of `text` as fits, the note `[output cut here: it was N
+    /// bytes]` on a line of its own, and then `ending`, which is kept first: the note and then
+    /// the text give way to it when `out` is small. `text` is cut at a UTF-8 character
+    /// boundary.
+    pub fn fit(text: &[u8], full_length: usize, ending: &[u8], out: &mut [u8]) -> usize {
+        let whole = text.len() >= full_length;
+        if whole && text.len() + ending.len() <= out.len() {
+            out[..text.len()].copy_from_slice(text);
+            out[text.len()..text.len() + ending.len()].copy_from_slice(ending);
+            return text.len() + ending.len();
+        }
+        let capacity = out.len();
+        let ending_length = ending.len().min(capacity);
+        let mut note = Note { bytes: [0; 80], length: 0 };
+        // The note always starts a line: a newline ends a cut line first.
+        let _ = write!(note, "\n{CUT_NOTE}it was {} bytes]\n", full_length.max(text.len()) + ending.len());
+        let note_room = capacity - ending_length;
+        let note_full = &note.bytes[..note.length];
+        // With no room for text, the note needs no newline of its own in front.
+        let mut text_length = text.len().min(note_room.saturating_sub(note_full.len()));
+        while text_length > 0 && text_length < text.len() && text[text_length] & 0xC0 == 0x80 {
+            text_length -= 1;
+        }
+        let note_bytes = if text_length == 0 || text[text_length - 1] == b'\n' { &note_full[1..] } else { note_full };
+        let note_length = note_bytes.len().min(note_room - text_length);
+        let mut at = 0;
+        for piece in [&text[..text_length], &note_bytes[..note_length], &ending[..ending_length]] {
+            out[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        at
+    }
+
+    /// The cut note, formatted without an allocator.
+    struct Note {
+        bytes: [u8; 80],
+        length: usize,
+    }
+
+    impl Write for Note {
+        fn write_str(&mut self, text: &str) -> core::fmt::Result {
+            let end = self.length + text.len();
+            self.bytes.get_mut(self.length..end).ok_or(core::fmt::Error)?.copy_from_slice(text.as_bytes());
+            self.length = end;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::control::*;
+    use std::string::String;
+    use std::vec;
+
+    fn fitted(text: &str, full_length: usize, ending: &str, capacity: usize) -> String {
+        let mut out = vec![0u8; capacity];
+        let length = fit(text.as_bytes(), full_length, ending.as_bytes(), &mut out);
+        assert!(length <= capacity);
+        String::from_utf8(out[..length].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn whole_output_is_copied_as_it_is() {
+        assert_eq!(fitted("a\nb\n", 4, "", 4), "a\nb\n");
+        assert_eq!(fitted("a\n", 2, "error: no\n", 100), "a\nerror: no\n");
+        assert_eq!(fitted("", 0, "", 0), "");
+    }
+
+    #[test]
+    fn cut_output_says_so_and_keeps_the_error() {
+        let text = "line one\nline two\nline three\nline four\nline five\nline six\n";
+        assert_eq!(text.len() + "error: bad\n".len(), 69);
+        let cut = fitted(text, text.len(), "error: bad\n", 60);
+        // 11 bytes of the ending, 36 of the note, 13 of text: a cut in the middle of a line,
+        // and the note starts a line of its own all the same.
+        assert_eq!(cut, "line one\nline\n[output cut here: it was 69 bytes]\nerror: bad\n");
+        // A cut at a line's end needs no newline in front of the note.
+        let at_line_end = fitted(text, text.len(), "error: bad\n", 56);
+        assert_eq!(at_line_end, "line one\n[output cut here: it was 69 bytes]\nerror: bad\n");
+    }
+
+    #[test]
+    fn text_the_kernel_did_not_keep_is_reported_even_when_the_rest_fits() {
+        let cut = fitted("kept\n", 100_000, "", 4096);
+        assert_eq!(cut, "kept\n[output cut here: it was 100000 bytes]\n");
+    }
+
+    #[test]
+    fn tiny_buffers_keep_the_ending_first() {
+        assert_eq!(fitted("some text\n", 10, "error: x\n", 9), "error: x\n");
+        assert_eq!(fitted("some text\n", 10, "error: x\n", 4), "erro");
+        assert_eq!(fitted("some text\n", 10, "", 0), "");
+        let note_only = fitted("some text that is long\n", 23, "", 18);
+        assert_eq!(note_only, "[output cut here: ");
+    }
+
+    #[test]
+    fn utf8_is_never_split() {
+        let text = "ééééé\n";
+        for capacity in 0..60 {
+            let mut out = vec![0u8; capacity];
+            let length = fit(text.as_bytes(), text.len() + 10, b"", &mut out);
+            assert!(core::str::from_utf8(&out[..length]).is_ok(), "capacity {capacity}");
+        }
+    }
 }

@@ -30,17 +30,20 @@ pub enum Kind {
     /// A large message: whole lines a process printed, for instance 0 (which owns the
     /// console) to write as they are.
     ConsoleOutput = 11,
+    /// End the machine ([`Shutdown`]): to instance 0, which owns the console, so that what
+    /// the sender forwarded before (a process's last lines) is written first.
+    Shutdown = 12,
     /// A large message: a request to the file service ([`crate::file::FileRequest`]).
-    FileRequest = 12,
+    FileRequest = 13,
     /// A large message: the file service's answer ([`crate::file::FileReply`]).
-    FileReply = 13,
+    FileReply = 14,
     /// A large message: a process appeared, changed program or ended, for the file
     /// service's `/proc` ([`crate::file::ProcessRecord`]).
-    ProcessRecord = 14,
+    ProcessRecord = 15,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 14;
+pub const MAX_KIND: u16 = 15;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -58,9 +61,10 @@ impl Kind {
             9 => Self::SpawnReply,
             10 => Self::ChildExited,
             11 => Self::ConsoleOutput,
-            12 => Self::FileRequest,
-            13 => Self::FileReply,
-            14 => Self::ProcessRecord,
+            12 => Self::Shutdown,
+            13 => Self::FileRequest,
+            14 => Self::FileReply,
+            15 => Self::ProcessRecord,
             _ => return None,
         })
     }
@@ -286,6 +290,52 @@ impl IccReply {
     }
 }
 
+/// How the machine ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownAction {
+    /// Every core stops and QEMU exits (isa-debug-exit, status 0).
+    PowerOff = 0,
+    /// The machine resets and boots again.
+    Restart = 1,
+    /// Every core stops; the machine stays on.
+    Halt = 2,
+}
+
+/// A request to end the machine, and which core asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shutdown {
+    /// Logical id of the core that asked.
+    pub from: u16,
+    /// What to do.
+    pub action: ShutdownAction,
+}
+
+impl Shutdown {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 1;
+
+    /// Writes the payload; returns its length.
+    #[inline]
+    pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
+        out[0..2].copy_from_slice(&self.from.to_le_bytes());
+        out[2] = self.action as u8;
+        Self::SIZE
+    }
+
+    /// Reads a payload.
+    #[inline]
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
+        let action = match bytes[2] {
+            0 => ShutdownAction::PowerOff,
+            1 => ShutdownAction::Restart,
+            2 => ShutdownAction::Halt,
+            _ => return Err(DecodeError::BadField("shutdown action")),
+        };
+        Ok(Self { from: u16_at(bytes, 0), action })
+    }
+}
+
 /// ICC handler ids every kernel image understands.
 pub mod handler {
     /// Returns its first argument.
@@ -320,6 +370,7 @@ const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);
 const _: () = assert!(Probe::SIZE <= PAYLOAD_SIZE);
 const _: () = assert!(IccRequest::SIZE <= PAYLOAD_SIZE);
 const _: () = assert!(IccReply::SIZE <= PAYLOAD_SIZE);
+const _: () = assert!(Shutdown::SIZE <= PAYLOAD_SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -347,6 +398,19 @@ mod tests {
         assert_eq!(IccReply::decode(&out[..n]), Ok(reply));
         out[6] = 9;
         assert_eq!(IccReply::decode(&out[..n]), Err(DecodeError::BadField("status")));
+    }
+
+    #[test]
+    fn shutdown_round_trip() {
+        let mut out = [0; PAYLOAD_SIZE];
+        for action in [ShutdownAction::PowerOff, ShutdownAction::Restart, ShutdownAction::Halt] {
+            let request = Shutdown { from: 3, action };
+            let n = request.encode(&mut out);
+            assert_eq!(Shutdown::decode(&out[..n]), Ok(request));
+        }
+        out[2] = 3;
+        assert_eq!(Shutdown::decode(&out[..Shutdown::SIZE]), Err(DecodeError::BadField("shutdown action")));
+        assert!(matches!(Shutdown::decode(&out[..2]), Err(DecodeError::BadLength { .. })));
     }
 
     #[test]

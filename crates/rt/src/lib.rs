@@ -168,6 +168,37 @@ pub fn spawn(core: usize, path: &str, args: &[&str], env: &[(&str, &str)]) -> io
     Ok(Pid(pid as i32))
 }
 
+/// Runs one of the kernel's control commands (`reef_control`, see `abi::call::CONTROL`) on the
+/// kernel instance the caller runs on: `arguments` is the command's name and its arguments
+/// (`["msg", "stats"]`). Returns its text and its status: [`abi::call::control::OK`],
+/// [`FAILED`](abi::call::control::FAILED) or [`USAGE`](abi::call::control::USAGE); when it
+/// is not `OK`, the text's last line is `error: …`, saying what went wrong and what to do.
+/// `poweroff` does not return. On Linux: `Unsupported` (`ENOSYS`); no arguments, or one with
+/// a NUL byte: `InvalidInput`, before any call is made.
+pub fn control(arguments: &[&str]) -> io::Result<(String, u32)> {
+    if arguments.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command to run: give its name first"));
+    }
+    let strings = arguments.iter().map(|argument| c_string(argument, "an argument")).collect::<io::Result<Vec<_>>>()?;
+    let argv: Vec<*const libc::c_char> =
+        strings.iter().map(|string| string.as_ptr()).chain([std::ptr::null()]).collect();
+    let mut buffer = vec![0u8; abi::call::control::BUFFER_SIZE];
+    let mut status: u32 = abi::call::control::FAILED;
+    // SAFETY: (1) `argv` is a null-terminated array of pointers to NUL-terminated strings owned
+    // by `strings`, alive until the call returns; (2) `buffer` is writable for its whole
+    // length, which is the capacity passed; (3) `status` is a live, writable u32. The kernel
+    // reads (1) and writes only inside (2) and (3).
+    let length = unsafe {
+        reef_call(
+            abi::call::CONTROL,
+            [argv.as_ptr() as u64, buffer.as_mut_ptr() as u64, buffer.len() as u64, &raw mut status as u64],
+        )
+    }?;
+    buffer.truncate((length as usize).min(buffer.len()));
+    let text = String::from_utf8(buffer).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned());
+    Ok((text, status))
+}
+
 /// Waits for child `pid` to end and reaps it (`wait4`); retried when a signal interrupts it.
 pub fn wait(pid: Pid) -> io::Result<ExitStatus> {
     loop {
@@ -198,6 +229,8 @@ mod tests {
         let error = spawn(0, "/bin/true", &[], &[]).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::ENOSYS));
         assert_eq!(error.kind(), io::ErrorKind::Unsupported);
+        let error = control(&["cores"]).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSYS));
     }
 
     #[test]
@@ -234,6 +267,8 @@ mod tests {
             ProgramArguments::new("/bin/a", &[], &[("K", "v\0")]).unwrap_err(),
             ProgramArguments::new("/bin/a", &[], &[("K=", "v")]).unwrap_err(),
             spawn(0, "/bin/a\0", &[], &[]).unwrap_err(),
+            control(&["msg", "st\0ats"]).unwrap_err(),
+            control(&[]).unwrap_err(),
         ] {
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         }

@@ -89,6 +89,24 @@ impl SharedLock {
         }
     }
 
+    /// Takes it for `core_id` if it is free, or held by a core that died; else returns the
+    /// holder's core id, without waiting.
+    pub fn try_lock(&self, core_id: u32) -> Result<(), u32> {
+        match self.0.compare_exchange(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Ok(()),
+            Err(holder)
+                if holder_is_dead(holder - 1)
+                    && self.0.compare_exchange(holder, core_id + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() =>
+            {
+                if let Some(region) = region() {
+                    region.header.locks_recovered.0.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            Err(holder) => Err(holder - 1),
+        }
+    }
+
     /// Releases it.
     pub fn unlock(&self) {
         self.0.store(0, Ordering::Release);

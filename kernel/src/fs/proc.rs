@@ -225,6 +225,10 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             );
             Ok(())
         }
-        _ => Err(errno::ENOENT),
+        ReefView::Cores => Ok(crate::control::view(crate::control::View::Cores, text)),
+        ReefView::Mem => Ok(crate::control::view(crate::control::View::Mem, text)),
+        ReefView::Msg => Ok(crate::control::view(crate::control::View::Msg, text)),
+        ReefView::Syscalls => Ok(crate::control::view(crate::control::View::Syscalls, text)),
+        ReefView::Processes => Ok(crate::control::view(crate::control::View::Processes, text)),
     }
 }

@@ -207,6 +207,21 @@ impl AddressSpace {
         self.areas.get(at).filter(|a| a.start <= address)
     }
 
+    /// Whether every page of `[start, start + length)` lies in an area that may be written,
+    /// so that a copy into it succeeds (pages not mapped yet are mapped on first touch).
+    /// An empty range is writable anywhere.
+    pub fn allows_write(&self, start: u64, length: u64) -> bool {
+        let Some(end) = start.checked_add(length).filter(|&end| end <= USER_END) else { return false };
+        let mut at = start;
+        while at < end {
+            match self.area_of(at) {
+                Some(area) if area.protection.write => at = area.end,
+                _ => return false,
+            }
+        }
+        true
+    }
+
     fn overlaps(&self, start: u64, end: u64) -> bool {
         self.areas.iter().any(|a| a.start < end && start < a.end)
     }

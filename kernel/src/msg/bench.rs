@@ -15,13 +15,22 @@
 
 use super::{area, icc, line, try_send_pair, Handler, HandlerResult, NotifyMode, SendError, MESSAGING_CORES};
 use crate::arch::{apic, cpu, idt};
-use crate::core::shared::{self, CacheLine};
+use crate::core::shared::{self, CacheLine, SharedLock};
 use crate::println;
+use ::core::fmt::Write;
 use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use abi::message::{handler, IccStatus, Kind, Probe};
 use alloc::vec::Vec;
 use channel::{ChannelError, Message};
 use channel::{UrpcReceiver, UrpcSender};
+
+/// Writes one line of the benchmark's output; a writer that refuses text only loses lines,
+/// which the host's parser reports as missing figures.
+macro_rules! say {
+    ($out:expr, $($argument:tt)*) => {{
+        let _ = writeln!($out, $($argument)*);
+    }};
+}
 
 /// Cache lines and result slots shared by the initiator and the responder of a benchmark.
 #[repr(C)]
@@ -36,6 +45,9 @@ pub struct BenchArea {
     /// The responder's receive-side breakdown, one summary per phase (send→wake,
     /// wake→dequeue, dequeue→handler), written before its ICC reply, which orders them.
     pub breakdown: CacheLine<[PhaseSummary; 3]>,
+    /// Held by the initiator for a whole run: the lines above, the responders and multicast
+    /// group 0 serve one benchmark at a time, and processes on any core can start one.
+    pub initiator: SharedLock,
 }
 
 /// A value alone in an aligned pair of cache lines. Hosts that fetch lines in pairs (the
@@ -187,23 +199,39 @@ pub fn summarize(samples: &mut [u64]) -> samples::Summary<u64> {
 }
 
 /// Prints one figure's `BENCH` line: its statistics only if it has samples.
-fn report(name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) {
+fn report(out: &mut dyn Write, name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) {
     match samples::summarize(samples) {
-        Some(s) => println!(
+        Some(s) => say!(
+            out,
             "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={}",
-            pair.0, pair.1, s.count, s.min, s.p5, s.median, s.p95, s.max
+            pair.0,
+            pair.1,
+            s.count,
+            s.min,
+            s.p5,
+            s.median,
+            s.p95,
+            s.max
         ),
-        None => println!("BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1),
+        None => say!(out, "BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1),
     }
 }
 
 /// Prints the `BENCH` line of signed differences, with how many came out negative.
-fn report_signed(name: &str, parameter: &str, pair: (usize, usize), s: &samples::Summary<i64>, negative: u64) {
+fn report_signed(
+    out: &mut dyn Write,
+    name: &str,
+    parameter: &str,
+    pair: (usize, usize),
+    s: &samples::Summary<i64>,
+    negative: u64,
+) {
     if s.count == 0 {
-        println!("BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1);
+        say!(out, "BENCH name={name} param={parameter} pair={}-{} unit=cycles n=0", pair.0, pair.1);
         return;
     }
-    println!(
+    say!(
+        out,
         "BENCH name={name} param={parameter} pair={}-{} unit=cycles n={} min={} p5={} median={} p95={} max={} negative={negative}",
         pair.0, pair.1, s.count, s.min, s.p5, s.median, s.p95, s.max
     );
@@ -218,10 +246,10 @@ struct Progress {
 }
 
 impl Progress {
-    fn next(&mut self, what: &str) {
+    fn next(&mut self, out: &mut dyn Write, what: &str) {
         self.step += 1;
         let elapsed_ms = crate::time::cycles_to_ns(cpu::read_tsc() - self.start) / 1_000_000;
-        println!("BENCH-PROGRESS {}/{} {what} (after {elapsed_ms} ms)", self.step, self.steps);
+        say!(out, "BENCH-PROGRESS {}/{} {what} (after {elapsed_ms} ms)", self.step, self.steps);
     }
 }
 
@@ -569,18 +597,18 @@ fn set_pair_modes(a: usize, b: usize, mode: NotifyMode) {
 /// Each ratio's two sides are measured in this many alternating blocks.
 const BLOCKS: u64 = 4;
 
-fn finish_call(call: Result<u32, icc::IccError>, what: &str) -> bool {
+fn finish_call(out: &mut dyn Write, call: Result<u32, icc::IccError>, what: &str) -> bool {
     match call.and_then(|id| icc::wait(id, 30_000)) {
         Ok(_) => true,
         Err(error) => {
-            println!("BENCH-ERROR {what}: responder failed: {error}");
+            say!(out, "BENCH-ERROR {what}: responder failed: {error}");
             false
         }
     }
 }
 
 /// Table 6.1: `n` round trips of a line-sized message between two cache lines.
-fn cacheline_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
+fn cacheline_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     let bench = &area().bench;
     bench.ping.0[7].store(0, Ordering::Release);
     bench.pong.0[7].store(0, Ordering::Release);
@@ -591,22 +619,22 @@ fn cacheline_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
             write_line(&bench.ping.0, i);
             match read_line(&bench.pong.0, i, start + shared::facts().tsc_hz * 5) {
                 Some(true) => {}
-                Some(false) => println!("BENCH-ERROR cacheline: torn line {i}"),
+                Some(false) => say!(out, "BENCH-ERROR cacheline: torn line {i}"),
                 None => {
-                    println!("BENCH-ERROR cacheline: no answer to line {i}");
+                    say!(out, "BENCH-ERROR cacheline: no answer to line {i}");
                     break;
                 }
             }
             samples.push(cpu::read_tsc() - start);
         }
     }
-    finish_call(call, "cacheline")
+    finish_call(out, call, "cacheline")
 }
 
 /// The floor of a notified round trip, what it does minus the channel: an IPI out to a
 /// sleeping responder, which wakes, takes the interrupt, and writes a line that this core
 /// polls (as the notified message's reply is seen by polling its slot). `n` round trips.
-fn ipi_poll_back_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
+fn ipi_poll_back_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     let bench = &area().bench;
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     bench.pong.0[7].store(0, Ordering::Release);
@@ -618,19 +646,19 @@ fn ipi_poll_back_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
             let start = cpu::read_tsc();
             apic::local().send_ipi(target_apic, idt::VECTOR_BENCH);
             if read_line(&bench.pong.0, i, start + shared::facts().tsc_hz * 5).is_none() {
-                println!("BENCH-ERROR ipi_out_poll_back: no answer to IPI {i}");
+                say!(out, "BENCH-ERROR ipi_out_poll_back: no answer to IPI {i}");
                 break;
             }
             samples.push(cpu::read_tsc() - start);
         }
     }
-    finish_call(call, "ipi_out_poll_back")
+    finish_call(out, call, "ipi_out_poll_back")
 }
 
 /// Table 6.3 as Popcorn measures it: `n` IPI ping-pongs, the responder asleep between them
 /// and echoing from its interrupt handler, so a round trip takes two interrupt deliveries
 /// (a notified message takes one: its reply is polled).
-fn ipi_pingpong_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
+fn ipi_pingpong_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     let my_apic = apic::local().id();
     let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_IPI_ECHO, n, u64::from(my_apic), 0, 0]);
@@ -642,13 +670,13 @@ fn ipi_pingpong_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
             let start = cpu::read_tsc();
             apic::local().send_ipi(target_apic, idt::VECTOR_BENCH);
             if !spin_until(start + shared::facts().tsc_hz * 5, || BENCH_IPIS.load(Ordering::Acquire) != before) {
-                println!("BENCH-ERROR ipi_pingpong_two_interrupts: no IPI back for IPI {i}");
+                say!(out, "BENCH-ERROR ipi_pingpong_two_interrupts: no IPI back for IPI {i}");
                 break;
             }
             samples.push(cpu::read_tsc() - start);
         }
     }
-    finish_call(call, "ipi echo")
+    finish_call(out, call, "ipi echo")
 }
 
 /// Tables 6.9–6.11 on the benchmark's own path: `n` one-line round trips over the URPC rings
@@ -656,6 +684,7 @@ fn ipi_pingpong_block(target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
 /// polling the reply slot (no registry, no dispatch). With `timestamps`, the initiator also
 /// records send costs and the responder its breakdown.
 fn pair_block(
+    out: &mut dyn Write,
     target: usize,
     mode: NotifyMode,
     n: u64,
@@ -675,7 +704,7 @@ fn pair_block(
         let mut senders = super::PAIR_SENDERS.lock();
         let mut receivers = super::PAIR_RECEIVERS.lock();
         let (Some(sender), Some(receiver)) = (senders[target].as_mut(), receivers[target].as_mut()) else {
-            println!("BENCH-ERROR {}: URPC endpoints missing", mode.name());
+            say!(out, "BENCH-ERROR {}: URPC endpoints missing", mode.name());
             return false;
         };
         let mut link = HeldLink::new(sender, target);
@@ -697,24 +726,24 @@ fn pair_block(
                 }
             };
             if !replied {
-                println!("BENCH-ERROR {}: no reply", mode.name());
+                say!(out, "BENCH-ERROR {}: no reply", mode.name());
                 break;
             }
             round_trips.push(cpu::read_tsc() - start);
         }
     }
-    finish_call(call, mode.name())
+    finish_call(out, call, mode.name())
 }
 
 /// What the channel path costs on one core, with no cache line crossing: a send and receive
 /// through this core's own URPC ring, the receiver's checks (copy, validate, decode), and a
 /// plain 8-word line write. Per operation, from batches of 100.
-fn local_path_costs(pair: (usize, usize)) -> bool {
+fn local_path_costs(out: &mut dyn Write, pair: (usize, usize)) -> bool {
     let me = shared::this_core() as usize;
     let mut senders = super::PAIR_SENDERS.lock();
     let mut receivers = super::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[me].as_mut(), receivers[me].as_mut()) else {
-        println!("BENCH-ERROR local: this core's own URPC ring is missing");
+        say!(out, "BENCH-ERROR local: this core's own URPC ring is missing");
         return false;
     };
     const BATCH: u64 = 100;
@@ -746,12 +775,12 @@ fn local_path_costs(pair: (usize, usize)) -> bool {
         line_write.push((cpu::read_tsc() - start) / BATCH);
     }
     if failures != 0 {
-        println!("BENCH-ERROR local: {failures} sends, receives or checks failed");
+        say!(out, "BENCH-ERROR local: {failures} sends, receives or checks failed");
     }
     let pair = (pair.0, pair.0);
-    report("local_send_receive", "-", pair, &mut send_receive);
-    report("local_copy_validate_decode", "-", pair, &mut checks);
-    report("local_line_write", "-", pair, &mut line_write);
+    report(out, "local_send_receive", "-", pair, &mut send_receive);
+    report(out, "local_copy_validate_decode", "-", pair, &mut checks);
+    report(out, "local_line_write", "-", pair, &mut line_write);
     failures == 0
 }
 
@@ -769,7 +798,14 @@ enum Waiting {
 /// ([`on_probe`]), which replies with `try_send_pair`, and this core's `drain()` hands the
 /// reply to the same handler, which counts it. Polled, the responder spins on `drain()`;
 /// notified, its idle loop sleeps between probes and the rings notify by IPI.
-fn drain_block(target: usize, mode: NotifyMode, waiting: Waiting, n: u64, samples: &mut Vec<u64>) -> bool {
+fn drain_block(
+    out: &mut dyn Write,
+    target: usize,
+    mode: NotifyMode,
+    waiting: Waiting,
+    n: u64,
+    samples: &mut Vec<u64>,
+) -> bool {
     let me = shared::this_core() as usize;
     let facts = shared::facts();
     let what = match (mode, waiting) {
@@ -795,7 +831,7 @@ fn drain_block(target: usize, mode: NotifyMode, waiting: Waiting, n: u64, sample
             let start = cpu::read_tsc();
             let probe = Probe { from: me as u16, sequence, sent_tsc: start };
             if let Err(error) = try_send_pair(target, &line(Kind::Probe, |out| probe.encode(out))) {
-                println!("BENCH-ERROR {what} {}: {error}", mode.name());
+                say!(out, "BENCH-ERROR {what} {}: {error}", mode.name());
                 break;
             }
             let deadline = start + facts.tsc_hz * 5;
@@ -807,13 +843,13 @@ fn drain_block(target: usize, mode: NotifyMode, waiting: Waiting, n: u64, sample
                 PROBES_RECEIVED.load(Ordering::Relaxed) != before
             });
             if !replied {
-                println!("BENCH-ERROR {what} {}: no reply to probe {sequence}", mode.name());
+                say!(out, "BENCH-ERROR {what} {}: no reply to probe {sequence}", mode.name());
                 break;
             }
             samples.push(cpu::read_tsc() - start);
         }
     }
-    let finished = finish_call(call, what);
+    let finished = finish_call(out, call, what);
     super::set_mode(me, modes.0);
     super::set_mode(target, modes.1);
     finished
@@ -823,7 +859,7 @@ fn drain_block(target: usize, mode: NotifyMode, waiting: Waiting, n: u64, sample
 /// `drain()` that finds nothing (one scan of every channel), and a probe sent to this core's
 /// own URPC ring with `try_send_pair` and handled by `drain()` (receive_one, dispatch, the
 /// registered handler, and the scan that finds nothing more). Per operation, batches of 100.
-fn local_drain_costs(pair: (usize, usize)) -> bool {
+fn local_drain_costs(out: &mut dyn Write, pair: (usize, usize)) -> bool {
     let me = shared::this_core() as usize;
     const BATCH: u64 = 100;
     let message = line(Kind::Probe, |out| Probe { from: me as u16, sequence: 1, sent_tsc: 2 }.encode(out));
@@ -845,11 +881,11 @@ fn local_drain_costs(pair: (usize, usize)) -> bool {
         failures += BATCH - (PROBES_RECEIVED.load(Ordering::Relaxed) - before).min(BATCH);
     }
     if failures != 0 {
-        println!("BENCH-ERROR local drain: {failures} sends or receives failed or found other messages");
+        say!(out, "BENCH-ERROR local drain: {failures} sends or receives failed or found other messages");
     }
     let pair = (pair.0, pair.0);
-    report("local_drain_empty", "-", pair, &mut empty);
-    report("local_drain_one", "-", pair, &mut one);
+    report(out, "local_drain_empty", "-", pair, &mut empty);
+    report(out, "local_drain_one", "-", pair, &mut one);
     failures == 0
 }
 
@@ -858,6 +894,8 @@ fn local_drain_costs(pair: (usize, usize)) -> bool {
 pub enum RunError {
     /// The target is this core: every measurement needs two.
     ThisCore(usize),
+    /// Another core runs a benchmark now (its id).
+    Busy(usize),
     /// The target has no channels.
     Target(super::SendError),
     /// The iteration count is outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
@@ -872,6 +910,9 @@ impl ::core::fmt::Display for RunError {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self {
             Self::ThisCore(core) => write!(f, "core {core} is this core: pick another one, see `cores`"),
+            Self::Busy(core) => {
+                write!(f, "core {core} is running a benchmark: wait until it is done, then run it again")
+            }
             Self::Target(error) => write!(f, "{error}"),
             Self::Iterations(n) => write!(
                 f,
@@ -903,9 +944,9 @@ fn sample_buffers(iterations: u64) -> Result<[Vec<u64>; SAMPLE_BUFFERS], RunErro
 }
 
 /// Runs every measurement between this core and `target`.
-pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
+/// One run at a time on the whole machine: another gets [`RunError::Busy`].
+pub fn run(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), RunError> {
     let me = shared::this_core() as usize;
-    let facts = shared::facts();
     super::check_target(target).map_err(RunError::Target)?;
     if target == me {
         return Err(RunError::ThisCore(target));
@@ -913,11 +954,23 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
         return Err(RunError::Iterations(iterations));
     }
+    let lock = &area().bench.initiator;
+    lock.try_lock(me as u32).map_err(|holder| RunError::Busy(holder as usize))?;
+    let result = measure(target, iterations, out);
+    lock.unlock();
+    result
+}
+
+/// Every measurement of [`run`], its checks passed and the benchmark's lock held.
+fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), RunError> {
+    let me = shared::this_core() as usize;
+    let facts = shared::facts();
     let [mut a, mut b, mut c, mut d, mut e] = sample_buffers(iterations)?;
     let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
     let pair = (me, target);
     let bench = &area().bench;
-    println!(
+    say!(
+        out,
         "BENCH-INFO tsc_hz={} pair={me}-{target} iterations={iterations} mwait={} apic={} cores={}",
         facts.tsc_hz,
         if facts.has_mwait { "yes" } else { "no" },
@@ -925,34 +978,34 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
         facts.core_count
     );
     if !facts.has_mwait {
-        println!("BENCH-NOTE mwait: CPUID.1:ECX.MONITOR is 0 on this CPU, the mwait mode falls back to hybrid");
+        say!(out, "BENCH-NOTE mwait: CPUID.1:ECX.MONITOR is 0 on this CPU, the mwait mode falls back to hybrid");
     }
     let modes = (super::queue_mode(me), super::queue_mode(target));
     let mut progress = Progress { step: 0, steps: 10 + u32::from(facts.has_mwait), start: cpu::read_tsc() };
     let mut ok = true;
 
-    progress.next("one core: channel path, checks, line write, drain()");
-    ok &= local_path_costs(pair);
-    ok &= local_drain_costs(pair);
+    progress.next(out, "one core: channel path, checks, line write, drain()");
+    ok &= local_path_costs(out, pair);
+    ok &= local_drain_costs(out, pair);
 
     // Tables 6.1 and 6.3 against 6.9: the raw mechanisms and the channels that use them are
     // measured in alternating blocks, so each ratio compares runs that saw the same host.
     let block = iterations / BLOCKS;
-    progress.next("cache line and polled message round trips");
+    progress.next(out, "cache line and polled message round trips");
     for buffer in [&mut a, &mut b, &mut c] {
         buffer.clear();
     }
     for _ in 0..BLOCKS {
-        ok &= cacheline_block(target, block, &mut a);
-        ok &= pair_block(target, NotifyMode::Poll, block, false, &mut b, &mut e);
-        ok &= drain_block(target, NotifyMode::Poll, Waiting::Polling, block, &mut c);
+        ok &= cacheline_block(out, target, block, &mut a);
+        ok &= pair_block(out, target, NotifyMode::Poll, block, false, &mut b, &mut e);
+        ok &= drain_block(out, target, NotifyMode::Poll, Waiting::Polling, block, &mut c);
     }
-    report("cacheline_roundtrip", "-", pair, &mut a);
-    report("message_roundtrip", NotifyMode::Poll.name(), pair, &mut b);
-    report("message_roundtrip_drain", NotifyMode::Poll.name(), pair, &mut c);
+    report(out, "cacheline_roundtrip", "-", pair, &mut a);
+    report(out, "message_roundtrip", NotifyMode::Poll.name(), pair, &mut b);
+    report(out, "message_roundtrip_drain", NotifyMode::Poll.name(), pair, &mut c);
 
     // Table 6.2: cost to send one IPI.
-    progress.next("IPI send cost");
+    progress.next(out, "IPI send cost");
     a.clear();
     for _ in 0..iterations {
         let start = cpu::read_tsc();
@@ -960,25 +1013,25 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
         a.push(cpu::read_tsc() - start);
         spin_cycles(facts.tsc_hz / 50_000);
     }
-    report("ipi_send_cost", "-", pair, &mut a);
+    report(out, "ipi_send_cost", "-", pair, &mut a);
 
-    progress.next("IPI and notified message round trips");
+    progress.next(out, "IPI and notified message round trips");
     for buffer in [&mut a, &mut b, &mut c, &mut d, &mut e] {
         buffer.clear();
     }
     let mut unused = Vec::new();
     for _ in 0..BLOCKS {
-        ok &= ipi_poll_back_block(target, block, &mut a);
-        ok &= ipi_pingpong_block(target, block, &mut b);
-        ok &= pair_block(target, NotifyMode::Ipi, block, false, &mut c, &mut unused);
-        ok &= drain_block(target, NotifyMode::Ipi, Waiting::Polling, block, &mut d);
-        ok &= drain_block(target, NotifyMode::Ipi, Waiting::Sleeping, block, &mut e);
+        ok &= ipi_poll_back_block(out, target, block, &mut a);
+        ok &= ipi_pingpong_block(out, target, block, &mut b);
+        ok &= pair_block(out, target, NotifyMode::Ipi, block, false, &mut c, &mut unused);
+        ok &= drain_block(out, target, NotifyMode::Ipi, Waiting::Polling, block, &mut d);
+        ok &= drain_block(out, target, NotifyMode::Ipi, Waiting::Sleeping, block, &mut e);
     }
-    report("ipi_out_poll_back", "-", pair, &mut a);
-    report("ipi_pingpong_two_interrupts", "-", pair, &mut b);
-    report("message_roundtrip", NotifyMode::Ipi.name(), pair, &mut c);
-    report("message_roundtrip_drain", NotifyMode::Ipi.name(), pair, &mut d);
-    report("message_roundtrip_sleeping", NotifyMode::Ipi.name(), pair, &mut e);
+    report(out, "ipi_out_poll_back", "-", pair, &mut a);
+    report(out, "ipi_pingpong_two_interrupts", "-", pair, &mut b);
+    report(out, "message_roundtrip", NotifyMode::Ipi.name(), pair, &mut c);
+    report(out, "message_roundtrip_drain", NotifyMode::Ipi.name(), pair, &mut d);
+    report(out, "message_roundtrip_sleeping", NotifyMode::Ipi.name(), pair, &mut e);
 
     // The other modes' round trips, then for every mode the send cost and the receive-side
     // breakdown (a separate pass: its TSC reads would inflate the round trips).
@@ -986,20 +1039,20 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
         if mode == NotifyMode::Mwait && !facts.has_mwait {
             continue;
         }
-        progress.next(mode.name());
+        progress.next(out, mode.name());
         if matches!(mode, NotifyMode::Hybrid | NotifyMode::Mwait) {
             a.clear();
-            ok &= pair_block(target, mode, iterations, false, &mut a, &mut unused);
-            report("message_roundtrip", mode.name(), pair, &mut a);
+            ok &= pair_block(out, target, mode, iterations, false, &mut a, &mut unused);
+            report(out, "message_roundtrip", mode.name(), pair, &mut a);
         }
         a.clear();
         b.clear();
-        if pair_block(target, mode, iterations, true, &mut a, &mut b) {
-            report("message_send_cost", mode.name(), pair, &mut b);
+        if pair_block(out, target, mode, iterations, true, &mut a, &mut b) {
+            report(out, "message_send_cost", mode.name(), pair, &mut b);
             for (phase, name) in bench.breakdown.0.iter().zip(["send_to_wake", "wake_to_dequeue", "dequeue_to_handler"])
             {
                 let (summary, negative) = phase.load();
-                report_signed(&alloc::format!("message_{name}"), mode.name(), pair, &summary, negative);
+                report_signed(out, &alloc::format!("message_{name}"), mode.name(), pair, &summary, negative);
             }
         } else {
             ok = false;
@@ -1008,7 +1061,7 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
     set_pair_modes(me, target, modes.1);
 
     // Figures 6.3–6.5: large messages, 1 to 1024 chunks, over the target's receive queue.
-    progress.next("large messages");
+    progress.next(out, "large messages");
     let target_mode = super::queue_mode(target);
     super::set_mode(target, NotifyMode::Poll);
     for shift in 0..=10 {
@@ -1018,7 +1071,7 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
         let rounds = (iterations / chunks as u64).clamp(20, 1000);
         let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_LARGE, rounds, me as u64, 0, 0]);
         if !wait_ready() {
-            ok &= finish_call(call, "large");
+            ok &= finish_call(out, call, "large");
             continue;
         }
         a.clear();
@@ -1030,35 +1083,35 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
             }
             a.push(cpu::read_tsc() - start);
             if receive_pair_spin(target).is_none() {
-                println!("BENCH-ERROR large {chunks}: no acknowledgement");
+                say!(out, "BENCH-ERROR large {chunks}: no acknowledgement");
                 break;
             }
             b.push(cpu::read_tsc() - start);
         }
         let parameter = alloc::format!("{chunks}");
-        report("large_send_cost", &parameter, pair, &mut a);
-        report("large_roundtrip", &parameter, pair, &mut b);
-        ok &= finish_call(call, "large");
+        report(out, "large_send_cost", &parameter, pair, &mut a);
+        report(out, "large_roundtrip", &parameter, pair, &mut b);
+        ok &= finish_call(out, call, "large");
     }
     super::set_mode(target, target_mode);
 
     // Figure 6.6: multicast sender costs versus group size (members notified by IPI).
-    progress.next("multicast");
-    ok &= multicast(iterations, [&mut a, &mut b, &mut c]);
+    progress.next(out, "multicast");
+    ok &= multicast(out, iterations, [&mut a, &mut b, &mut c]);
 
     // Inter-core call round trip.
-    progress.next("inter-core calls");
+    progress.next(out, "inter-core calls");
     a.clear();
     for i in 0..iterations {
         let start = cpu::read_tsc();
         if icc::call(target, handler::ECHO, [i, 0, 0, 0, 0], 1000) != Ok(i) {
-            println!("BENCH-ERROR icc: wrong or no reply");
+            say!(out, "BENCH-ERROR icc: wrong or no reply");
             ok = false;
             break;
         }
         a.push(cpu::read_tsc() - start);
     }
-    report("icc_roundtrip", super::queue_mode(target).name(), pair, &mut a);
+    report(out, "icc_roundtrip", super::queue_mode(target).name(), pair, &mut a);
     super::set_mode(me, modes.0);
     super::set_mode(target, modes.1);
     if ok {
@@ -1070,7 +1123,7 @@ pub fn run(target: usize, iterations: u64) -> Result<(), RunError> {
 
 /// Figure 6.6: per group size, the sender's cost to insert a line into the group ring, to
 /// notify the members, and the two together (what a sender pays), into `buffers`.
-fn multicast(iterations: u64, buffers: [&mut Vec<u64>; 3]) -> bool {
+fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) -> bool {
     let [insert_costs, notify_costs, send_costs] = buffers;
     let me = shared::this_core() as usize;
     let cores = super::messaging_cores();
@@ -1087,7 +1140,7 @@ fn multicast(iterations: u64, buffers: [&mut Vec<u64>; 3]) -> bool {
         let Some(member) = member else { break };
         super::set_mode(member, NotifyMode::Ipi);
         if icc::call(member, handler::GROUP_JOIN, [0; 5], 1000).is_err() {
-            println!("BENCH-ERROR multicast: core {member} did not join");
+            say!(out, "BENCH-ERROR multicast: core {member} did not join");
             ok = false;
             break;
         }
@@ -1111,16 +1164,16 @@ fn multicast(iterations: u64, buffers: [&mut Vec<u64>; 3]) -> bool {
                     send_costs.push(insert + notify);
                 }
                 Err(error) => {
-                    println!("BENCH-ERROR multicast: {error}");
+                    say!(out, "BENCH-ERROR multicast: {error}");
                     ok = false;
                     break;
                 }
             }
         }
         let parameter = alloc::format!("{size}");
-        report("multicast_insert_cost", &parameter, (me, member), insert_costs);
-        report("multicast_notify_cost", &parameter, (me, member), notify_costs);
-        report("multicast_send_cost", &parameter, (me, member), send_costs);
+        report(out, "multicast_insert_cost", &parameter, (me, member), insert_costs);
+        report(out, "multicast_notify_cost", &parameter, (me, member), notify_costs);
+        report(out, "multicast_send_cost", &parameter, (me, member), send_costs);
     }
     for member in members {
         let _ = icc::call(member, handler::GROUP_LEAVE, [0; 5], 1000);

@@ -4,6 +4,7 @@
 //! is `ENOSYS`, counted, and named once in the log with the program that made it.
 
 mod files;
+mod machine;
 mod memory;
 mod process;
 mod time;
@@ -195,6 +196,9 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_getrandom => process::getrandom(a.0[0], a.0[1]),
         nr::__NR_getcpu => process::getcpu(a.0[0], a.0[1]),
         nr::__NR_sysinfo => process::sysinfo(a.0[0]),
+        nr::__NR_reboot => machine::reboot(a.0[0], a.0[1], a.0[2], a.0[3]),
+        // Nothing waits to be written back: the initramfs is read-only, the console unbuffered.
+        nr::__NR_sync => Ok(0),
 
         nr::__NR_clock_gettime => time::clock_gettime(a.0[0], a.0[1]),
         nr::__NR_clock_getres => time::clock_getres(a.0[1]),
@@ -206,6 +210,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         _ if number == abi::call::CORE => Ok(u64::from(shared::this_core())),
         _ if number == abi::call::CORES => Ok(crate::msg::live_instances() as u64),
         _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
+        _ if number == abi::call::CONTROL => machine::control(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ => unimplemented(number),
     }
 }

@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 
 mod errno;
+mod probes;
 mod random;
 mod rules;
 mod scratch;
@@ -243,10 +244,20 @@ fn main() -> ExitCode {
         }
     };
     println!("sysfuzz: seed {} calls {} threads {}", options.seed, options.calls, options.threads);
+    let probes = probes::probe_control();
+    match &probes {
+        Some(Ok(count)) => println!("sysfuzz: bad pointers: reef_control refused all {count} with EFAULT"),
+        Some(Err(problem)) => println!("sysfuzz: bad pointers: {problem}"),
+        None => {}
+    }
     match run(&options) {
         Ok(tally) => {
             println!("{}", results_line(&tally));
-            let (line, ok) = test_line(&tally, options.seed);
+            let (mut line, mut ok) = test_line(&tally, options.seed);
+            if let Some(Err(problem)) = probes {
+                line = format!("TEST sysfuzz fail bad-pointers: {problem} seed={}", options.seed);
+                ok = false;
+            }
             println!("{line}");
             if ok {
                 ExitCode::SUCCESS

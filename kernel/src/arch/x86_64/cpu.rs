@@ -146,6 +146,23 @@ pub fn halt_forever() -> ! {
     }
 }
 
+/// Resets the whole machine by a triple fault: with an empty IDT, the breakpoint exception
+/// cannot be delivered, nor can the double fault that follows, and the CPU shuts down, which
+/// the platform turns into a reset of every core [SDM vol3 §6.15, "Interrupt 8—Double Fault
+/// Exception"]. QEMU boots the kernel again unless it was started with `-no-reboot`.
+pub fn reset_machine() -> ! {
+    #[repr(C, packed)]
+    struct Pointer {
+        limit: u16,
+        base: u64,
+    }
+    let empty = Pointer { limit: 0, base: 0 };
+    // SAFETY: nothing of this kernel runs after the reset; the IDT is only made unusable so
+    // that the `int3` that follows ends in a triple fault, which is the point.
+    unsafe { asm!("cli", "lidt [{}]", "int3", in(reg) &empty, options(readonly, nostack)) };
+    halt_forever()
+}
+
 /// Reads CR2, the faulting linear address of the last page fault.
 pub fn read_cr2() -> u64 {
     let value: u64;

@@ -1,0 +1,504 @@
+//! The kernel's control commands and read-only views, written into any `fmt::Write`.
+//!
+//! `cores`, `mem`, `start`, `msg`, `syscalls`, `ps` and `poweroff` run here for the kernel
+//! shell (which prints what they write) and for the `CONTROL` system call (which hands the
+//! text to a process); the views are what `cores`, `mem`, `msg stats`, `syscalls` and `ps`
+//! print, for the file service to serve as `/proc/reef/{cores,mem,msg,syscalls,processes}`.
+//! A command reads and acts on the instance it runs on: `mem` details that instance's frames
+//! and heap, `ps` its processes, `msg ping` and `msg bench` measure from it, `start` uses its
+//! boot driver. None needs COM1, so every command works from any core; `poweroff` writes its
+//! line to the console, not to `out`, since no caller lives on to read a buffer.
+
+use crate::arch::cpu;
+use crate::core::boot_driver;
+use crate::core::kcb::{CoreState, Role};
+use crate::core::shared;
+use ::core::fmt::{self, Write};
+use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Why a command failed; the shell prints it and what to do.
+#[derive(Debug)]
+pub enum CommandError {
+    /// The command name is not known.
+    Unknown(String),
+    /// The arguments are wrong; the text is the usage line.
+    Usage(&'static str),
+    /// The command ran and failed; the text says why.
+    Failed(String),
+}
+
+impl CommandError {
+    /// The status a kernel-shell line ends with: 127 for an unknown command, as a shell gives.
+    pub fn shell_status(&self) -> u32 {
+        match self {
+            Self::Unknown(_) => 127,
+            Self::Usage(_) => 2,
+            Self::Failed(_) => 1,
+        }
+    }
+
+    /// The status the `CONTROL` call reports (`abi::call::control`).
+    pub fn control_status(&self) -> u32 {
+        match self {
+            Self::Unknown(_) | Self::Failed(_) => abi::call::control::FAILED,
+            Self::Usage(_) => abi::call::control::USAGE,
+        }
+    }
+}
+
+/// The line the shell prints for the error (without its newline).
+impl fmt::Display for CommandError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unknown(name) => write!(formatter, "error: unknown command `{name}`: type `help` for the list"),
+            Self::Usage(usage) => write!(formatter, "error: wrong arguments: usage: {usage}"),
+            Self::Failed(why) => write!(formatter, "error: {why}"),
+        }
+    }
+}
+
+/// A command's output could not be written: only a writer that refuses text says so.
+impl From<fmt::Error> for CommandError {
+    fn from(_: fmt::Error) -> Self {
+        Self::Failed(String::from("the output could not be written: the writer refused it"))
+    }
+}
+
+/// What a command does with its arguments (those after its name) and where it writes.
+pub type CommandBody = fn(&[&str], &mut dyn Write) -> Result<(), CommandError>;
+
+/// A command: its name, usage line, what it does, and its body.
+pub struct Command {
+    pub name: &'static str,
+    pub usage: &'static str,
+    pub help: &'static str,
+    pub run: CommandBody,
+}
+
+pub static CORES: Command = Command {
+    name: "cores",
+    usage: "cores",
+    help: "every core: id, APIC id, state, role, kernel image, partition, uptime",
+    run: |_, out| Ok(cores(out)?),
+};
+
+pub static MEM: Command = Command {
+    name: "mem",
+    usage: "mem",
+    help: "the shared region and every core's private partition and free frames",
+    run: |_, out| Ok(mem(out)?),
+};
+
+pub static START: Command = Command {
+    name: "start",
+    usage: "start <core> [from <core>]",
+    help: "start an offline core with the boot driver (of core 0, or of another running core)",
+    run: start,
+};
+
+pub static MSG: Command = Command {
+    name: "msg",
+    usage: "msg stats|ping|mode|bench",
+    help: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]",
+    run: msg,
+};
+
+pub static PS: Command = Command {
+    name: "ps",
+    usage: "ps",
+    help: "this instance's processes and every instance's counts",
+    run: |_, out| Ok(ps(out)?),
+};
+
+pub static SYSCALLS: Command = Command {
+    name: "syscalls",
+    usage: "syscalls [core]",
+    help: "system calls per core by number, and the unimplemented ones (ENOSYS)",
+    run: syscalls,
+};
+
+pub static POWEROFF: Command =
+    Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff };
+
+/// The control commands: what the kernel shell and the `CONTROL` call both run.
+pub static COMMANDS: [&Command; 7] = [&CORES, &MEM, &START, &MSG, &SYSCALLS, &PS, &POWEROFF];
+
+/// The control command called `name`.
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().copied().find(|command| command.name == name)
+}
+
+/// Runs a whole command, `arguments[0]` being its name, writing its text into `out`.
+pub fn run(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    let Some((name, rest)) = arguments.split_first() else {
+        return Err(CommandError::Usage("<command> [arguments]: type `help` for the commands"));
+    };
+    let command = find(name).ok_or_else(|| CommandError::Unknown(String::from(*name)))?;
+    (command.run)(rest, out)
+}
+
+/// A read-only view of the machine, as a command prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// What `cores` prints.
+    Cores,
+    /// What `mem` prints.
+    Mem,
+    /// What `msg stats` prints.
+    Msg,
+    /// What `syscalls` prints: every core.
+    Syscalls,
+    /// What `ps` prints.
+    Processes,
+}
+
+impl View {
+    /// Every view.
+    pub const ALL: [Self; 5] = [Self::Cores, Self::Mem, Self::Msg, Self::Syscalls, Self::Processes];
+
+    /// Its file name under `/proc/reef`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cores => "cores",
+            Self::Mem => "mem",
+            Self::Msg => "msg",
+            Self::Syscalls => "syscalls",
+            Self::Processes => "processes",
+        }
+    }
+}
+
+/// Writes `view` into `out`; stops early only if `out` refuses text.
+pub fn view(view: View, out: &mut dyn Write) {
+    let _ = match view {
+        View::Cores => cores(out),
+        View::Mem => mem(out),
+        View::Msg => message_stats(out),
+        View::Syscalls => (0..shared::get().listed_kcbs().len()).try_for_each(|core| core_syscalls(core, out)),
+        View::Processes => ps(out),
+    };
+}
+
+fn cores(out: &mut dyn Write) -> fmt::Result {
+    let region = shared::get();
+    let tsc_hz = region.header.facts.tsc_hz.max(1);
+    writeln!(out, "core  apic  state         role  image  partition                      uptime")?;
+    for kcb in region.listed_kcbs() {
+        let state = kcb.state();
+        let started = kcb.started_tsc.load(Ordering::Relaxed);
+        let uptime_ms = if started != 0 && state != CoreState::Offline {
+            cpu::read_tsc().saturating_sub(started) * 1000 / tsc_hz
+        } else {
+            0
+        };
+        let partition = kcb.partition();
+        let (image, image_length) = kcb.image_name();
+        writeln!(
+            out,
+            "{:<5} {:<5} {:<13} {:<5} {:<6} {:#011x}-{:#011x} {:>5} MiB {:>7}.{:03} s",
+            kcb.core_id.load(Ordering::Relaxed),
+            kcb.apic_id.load(Ordering::Relaxed),
+            state.name(),
+            Role::name(kcb.role.load(Ordering::Relaxed)),
+            ::core::str::from_utf8(&image[..image_length]).unwrap_or("?"),
+            partition.start,
+            partition.end,
+            (partition.end - partition.start) >> 20,
+            uptime_ms / 1000,
+            uptime_ms % 1000,
+        )?;
+        if state == CoreState::Faulted {
+            writeln!(
+                out,
+                "      fault: vector {} rip={:#x} error={:#x} cr2={:#x}",
+                kcb.fault.vector.load(Ordering::Relaxed),
+                kcb.fault.instruction_pointer.load(Ordering::Relaxed),
+                kcb.fault.error_code.load(Ordering::Relaxed),
+                kcb.fault.fault_address.load(Ordering::Relaxed),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn mem(out: &mut dyn Write) -> fmt::Result {
+    let region = shared::get();
+    let facts = &region.header.facts;
+    writeln!(
+        out,
+        "shared   {:#011x}-{:#011x} {:>5} MiB  (KCBs, console lock, channel windows)",
+        facts.shared.start,
+        facts.shared.end,
+        (facts.shared.end - facts.shared.start) >> 20
+    )?;
+    let (free, total) = crate::mm::frames::counts();
+    let (heap_used, heap_free) = crate::mm::heap::usage();
+    for kcb in region.listed_kcbs() {
+        let core = kcb.core_id.load(Ordering::Relaxed);
+        let partition = kcb.partition();
+        let reserved = kcb.reserved_end.load(Ordering::Relaxed).saturating_sub(partition.start);
+        write!(
+            out,
+            "core {:<3} {:#011x}-{:#011x} {:>5} MiB  private  {:<8} instance image+tables {} KiB",
+            core,
+            partition.start,
+            partition.end,
+            (partition.end - partition.start) >> 20,
+            kcb.state().name(),
+            reserved >> 10,
+        )?;
+        if core == shared::this_core() {
+            writeln!(out, ", free frames {free}/{total}, heap {heap_used} B used {heap_free} B free")?;
+        } else {
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// A core number, or an error that says where to find one.
+pub fn parse_core(text: &str) -> Result<usize, CommandError> {
+    text.parse().map_err(|_| CommandError::Failed(alloc::format!("`{text}` is not a core number: see `cores`")))
+}
+
+fn start(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    const USAGE: &str = "start <core> [from <core>]";
+    let region = shared::get();
+    match arguments {
+        [target] => {
+            let target = parse_core(target)?;
+            boot_driver::start_core(target).map_err(|e| CommandError::Failed(alloc::format!("core {target}: {e}")))?;
+            writeln!(out, "core {target} started")?;
+            Ok(())
+        }
+        [target, "from", helper] => {
+            let (target, helper) = (parse_core(target)?, parse_core(helper)?);
+            if helper >= region.listed_kcbs().len() || region.kcb(helper).state() != CoreState::Running {
+                return Err(CommandError::Failed(alloc::format!("core {helper} is not running: pick a running core")));
+            }
+            // An inter-core call: core `helper` runs its own boot driver.
+            crate::msg::icc::call(helper, abi::message::handler::START_CORE, [target as u64, 0, 0, 0, 0], 2000)
+                .map_err(|e| {
+                    CommandError::Failed(alloc::format!("core {helper} could not start core {target}: {e}"))
+                })?;
+            writeln!(out, "core {target} started by core {helper}")?;
+            Ok(())
+        }
+        _ => Err(CommandError::Usage(USAGE)),
+    }
+}
+
+/// Most pings one command takes (each keeps a sample: 800 KB of the 4 MiB kernel heap).
+const MAX_PINGS: u64 = 100_000;
+
+/// A number of `what` from `least` to `most`, or an error that says so.
+fn parse_count(text: &str, what: &str, least: u64, most: u64) -> Result<u64, CommandError> {
+    text.parse().ok().filter(|n| (least..=most).contains(n)).ok_or_else(|| {
+        CommandError::Failed(alloc::format!(
+            "`{text}` is not a number of {what}: give {least} to {most} (every sample is kept in the kernel heap)"
+        ))
+    })
+}
+
+fn message_stats(out: &mut dyn Write) -> fmt::Result {
+    let region = shared::get();
+    writeln!(
+        out,
+        "core  mode    sent        received    dropped  (kind/bad/chunk/large)  lost    refused  timeouts  ipis sent  ipis taken  empty polls"
+    )?;
+    for (core, kcb) in region.listed_kcbs().iter().enumerate().take(crate::msg::MESSAGING_CORES) {
+        let c = &kcb.messages;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let reasons = alloc::format!(
+            "({}/{}/{}/{})",
+            l(&c.dropped_unknown_kind),
+            l(&c.dropped_malformed),
+            l(&c.dropped_chunk),
+            l(&c.dropped_too_large)
+        );
+        writeln!(
+            out,
+            "{core:<5} {:<7} {:<11} {:<11} {:<8} {reasons:<22} {:<7} {:<8} {:<9} {:>9} {:>11} {:>12}",
+            crate::msg::queue_mode(core).name(),
+            l(&c.sent),
+            l(&c.received),
+            l(&c.dropped),
+            l(&c.lost),
+            l(&c.send_refused),
+            l(&c.send_timeouts),
+            l(&c.ipis_sent),
+            l(&c.ipis_taken),
+            l(&c.empty_polls),
+        )?;
+    }
+    Ok(())
+}
+
+fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
+                         msg bench [core] [n]";
+    match arguments {
+        ["stats"] => Ok(message_stats(out)?),
+        ["ping", target, rest @ ..] => {
+            let target = parse_core(target)?;
+            let count = match rest {
+                [] => 10,
+                [n] => parse_count(n, "pings", 1, MAX_PINGS)? as usize,
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            let mut samples =
+                crate::msg::ping(target, count).map_err(|e| CommandError::Failed(alloc::format!("ping: {e}")))?;
+            let s = crate::msg::bench::summarize(&mut samples);
+            let ns = crate::time::cycles_to_ns;
+            writeln!(
+                out,
+                "{count} pings to core {target} ({}): round trip median {} ns, p5 {} ns, p95 {} ns, min {} ns",
+                crate::msg::queue_mode(target).name(),
+                ns(s.median as u64),
+                ns(s.p5),
+                ns(s.p95),
+                ns(s.min)
+            )?;
+            Ok(())
+        }
+        ["mode", target, mode, rest @ ..] => {
+            let target = parse_core(target)?;
+            let spin_ns: Option<u64> = match rest {
+                [] => None,
+                [ns] => Some(ns.parse().ok().filter(|&ns| ns <= 1_000_000_000).ok_or_else(|| {
+                    CommandError::Failed(alloc::format!(
+                        "`{ns}` is not a spin time: give nanoseconds up to 1000000000 (1 s), e.g. 20000"
+                    ))
+                })?),
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            if target >= crate::msg::messaging_cores() {
+                return Err(CommandError::Failed(alloc::format!("core {target} has no channels: see `cores`")));
+            }
+            let mode = crate::msg::NotifyMode::parse(mode).ok_or_else(|| {
+                CommandError::Failed(alloc::format!(
+                    "`{mode}` is not a notification mode: use poll, ipi, hybrid or mwait"
+                ))
+            })?;
+            if mode == crate::msg::NotifyMode::Mwait && !shared::facts().has_mwait {
+                writeln!(out, "note: this CPU offers no MONITOR/MWAIT; core {target} will use hybrid instead")?;
+            }
+            let spin_cycles = spin_ns.map_or(0, |ns| crate::time::ns_to_cycles(ns).max(1));
+            crate::msg::configure_notification(target, mode, spin_cycles)
+                .map_err(|e| CommandError::Failed(alloc::format!("core {target} kept its mode: {e}")))?;
+            let spin = spin_ns.unwrap_or_else(|| {
+                crate::time::cycles_to_ns(crate::msg::area().cores[target].notify.spin_cycles.load(Ordering::Relaxed))
+            });
+            writeln!(out, "core {target} now receives with {} (hybrid polls {spin} ns before sleeping)", mode.name())?;
+            Ok(())
+        }
+        ["bench", rest @ ..] => {
+            let (target, iterations) = match rest {
+                [] => (1, 2000),
+                [t] => (parse_core(t)?, 2000),
+                [t, n] => {
+                    let (least, most) = (crate::msg::bench::MIN_ITERATIONS, crate::msg::bench::MAX_ITERATIONS);
+                    (parse_core(t)?, parse_count(n, "iterations", least, most)?)
+                }
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            crate::msg::bench::run(target, iterations, out).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
+        }
+        _ => Err(CommandError::Usage(USAGE)),
+    }
+}
+
+fn ps(out: &mut dyn Write) -> fmt::Result {
+    let region = shared::get();
+    writeln!(out, "core  processes  threads  pids  stacks  frames  created  killed  leaked frames")?;
+    for kcb in region.listed_kcbs() {
+        let p = &kcb.processes;
+        let small = |a: &AtomicU32| a.load(Ordering::Relaxed);
+        let large = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        writeln!(
+            out,
+            "{:<5} {:<10} {:<8} {:<5} {:<7} {:<7} {:<8} {:<7} {}",
+            kcb.core_id.load(Ordering::Relaxed),
+            small(&p.live),
+            small(&p.threads),
+            small(&p.pids),
+            small(&p.stacks),
+            large(&p.frames),
+            large(&p.created),
+            large(&p.killed),
+            large(&p.frames_unaccounted),
+        )?;
+    }
+    let (running, blocked, switches) = crate::sched::counts();
+    writeln!(
+        out,
+        "core {}: {running} threads ready or running, {blocked} blocked, {switches} switches",
+        shared::this_core()
+    )?;
+    for process in crate::proc::all() {
+        let state = process.state.lock();
+        writeln!(
+            out,
+            "  pid {} ({}): {} threads, {} frames",
+            process.pid,
+            state.name,
+            state.threads.len(),
+            state.memory.frames()
+        )?;
+    }
+    Ok(())
+}
+
+fn syscalls(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    let region = shared::get();
+    let cores: Vec<usize> = match arguments {
+        [] => (0..region.listed_kcbs().len()).collect(),
+        [core] => alloc::vec![parse_core(core)?],
+        _ => return Err(CommandError::Usage("syscalls [core]")),
+    };
+    for core in cores {
+        if core >= region.listed_kcbs().len() {
+            return Err(CommandError::Failed(alloc::format!("no core {core}: see `cores`")));
+        }
+        core_syscalls(core, out)?;
+    }
+    Ok(())
+}
+
+/// The `syscalls` lines of one listed core.
+fn core_syscalls(core: usize, out: &mut dyn Write) -> fmt::Result {
+    let Some(kcb) = shared::get().listed_kcbs().get(core) else { return Ok(()) };
+    let c = &kcb.syscalls;
+    writeln!(
+        out,
+        "core {core}: {} system calls, {} Reef calls, {} unimplemented (ENOSYS)",
+        c.total.load(Ordering::Relaxed),
+        c.reef.load(Ordering::Relaxed),
+        c.unimplemented.load(Ordering::Relaxed)
+    )?;
+    let mut line = String::new();
+    for (number, count) in c.by_number.iter().enumerate() {
+        let count = count.load(Ordering::Relaxed);
+        if count == 0 {
+            continue;
+        }
+        let missing = c.unimplemented_by_number[number].load(Ordering::Relaxed);
+        let entry =
+            if missing > 0 { alloc::format!(" {number}:{count}(ENOSYS)") } else { alloc::format!(" {number}:{count}") };
+        if line.len() + entry.len() > 96 {
+            writeln!(out, "  {}", line.trim_start())?;
+            line.clear();
+        }
+        line.push_str(&entry);
+    }
+    if !line.is_empty() {
+        writeln!(out, "  {}", line.trim_start())?;
+    }
+    Ok(())
+}
+
+fn poweroff(_: &[&str], _: &mut dyn Write) -> Result<(), CommandError> {
+    crate::power::end_machine(abi::message::ShutdownAction::PowerOff)
+}

@@ -1,0 +1,72 @@
+//! reef, run as a program on the host: `help`, the refusals, and what it says off Reef.
+
+use std::process::{Command, Output};
+
+fn reef(arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reef")).args(arguments).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[test]
+fn help_lists_every_command_once_a_line() {
+    let output = reef(&["help"]);
+    assert!(output.status.success());
+    let listing = text(&output.stdout);
+    let names: Vec<&str> = listing.lines().filter_map(|line| line.split_whitespace().next()).collect();
+    assert_eq!(names, ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn"]);
+    assert_eq!(text(&reef(&["--help"]).stdout), listing);
+}
+
+#[test]
+fn control_commands_say_they_need_reef() {
+    for command in ["cores", "mem", "ps", "syscalls", "poweroff"] {
+        let output = reef(&[command]);
+        assert_eq!(output.status.code(), Some(1), "{command}");
+        assert!(output.stdout.is_empty());
+        assert_eq!(
+            text(&output.stderr),
+            format!("{command}: not on Reef: the kernel's control commands need Reef's reef_control call\n")
+        );
+    }
+}
+
+#[test]
+fn on_and_spawn_refuse_in_one_line() {
+    let output = reef(&["on", "1", "/bin/true"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "on: /bin/true on core 1: not on Reef: running a program on a core needs Reef's reef_spawn call\n"
+    );
+    let output = reef(&["on", "x", "/bin/true"]);
+    assert_eq!(
+        (output.status.code(), text(&output.stderr).as_str()),
+        (Some(1), "on: `x` is not a core number: see `cores`\n")
+    );
+    let output = reef(&["on", "1"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = Command::new(env!("CARGO_BIN_EXE_reef"))
+        .args(["on", "1", "no-such-program"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(127));
+    assert_eq!(
+        text(&output.stderr),
+        "on: no-such-program: no such program in $PATH (/nonexistent): give its path, or see `ls /bin`\n"
+    );
+    let output = reef(&["spawn", "--no-wait"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(text(&output.stderr), "error: wrong arguments: usage: spawn [--no-wait] <core> <program> [args]\n");
+}
+
+#[test]
+fn unknown_commands_are_not_found() {
+    let output = reef(&["frobnicate"]);
+    assert_eq!(output.status.code(), Some(127));
+    assert_eq!(text(&output.stderr), "reef: no command `frobnicate`: `reef help` lists them\n");
+    assert_eq!(reef(&[]).status.code(), Some(2));
+}
