@@ -94,7 +94,7 @@ fn send(request: &FileRequest<'_>) -> Result<Option<Reply>, Errno> {
     }
     let mut bytes = alloc::vec![0u8; request.encoded_size()];
     request.encode(&mut bytes).ok_or(errno::E2BIG)?;
-    crate::msg::send_large(SERVICE_CORE, Kind::FileRequest, &bytes).map_err(|error| {
+    crate::msg::send_large_draining(SERVICE_CORE, Kind::FileRequest, &bytes).map_err(|error| {
         log::warn!("file request not sent to core {SERVICE_CORE}: {error}");
         errno::EIO
     })?;

@@ -46,6 +46,8 @@ pub fn start() {
 /// Work at safe points (idle, return to user): releases dropped handles left, console input.
 pub fn at_safe_point() {
     client::flush_releases();
+    proc::flush_reports();
+    service::handle_inbox();
     service::poll_console();
 }
 

@@ -73,8 +73,23 @@ pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: 
     }
     let mut bytes = alloc::vec![0u8; record.encoded_size()];
     if record.encode(&mut bytes).is_some() {
-        if let Err(error) = crate::msg::send_large(super::service::SERVICE_CORE, Kind::ProcessRecord, &bytes) {
-            log::debug!("process {pid} not reported to /proc: {error}");
+        // Sent at the next safe point: a report may come from a message handler (a spawn).
+        OUTBOX.lock().push(bytes);
+    }
+}
+
+/// Reports not yet sent to the service's instance.
+static OUTBOX: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// Sends the reports waiting (at safe points).
+pub fn flush_reports() {
+    if OUTBOX.lock().is_empty() {
+        return;
+    }
+    let reports = core::mem::take(&mut *OUTBOX.lock());
+    for bytes in reports {
+        if let Err(error) = crate::msg::send_large_draining(super::service::SERVICE_CORE, Kind::ProcessRecord, &bytes) {
+            log::debug!("a process record was not sent to /proc: {error}");
         }
     }
 }

@@ -305,22 +305,41 @@ fn send_reply(client: usize, reply: &Reply) {
         log::warn!("file service: a reply of {} bytes does not fit a message", reply.bytes.len());
         return;
     }
-    if let Err(error) = crate::msg::send_large(client, Kind::FileReply, &out) {
+    if let Err(error) = crate::msg::send_large_draining(client, Kind::FileReply, &out) {
         log::warn!("file service: the reply to core {client} was not sent: {error}");
     }
 }
 
-/// Message handler: a request from another instance.
+/// Requests from other instances, kept by the message handler until a safe point handles
+/// them: a handler must not send (the reply to a client that is itself sending to this
+/// instance would wait for it forever), so handling and replying happen outside.
+static INBOX: Mutex<alloc::collections::VecDeque<Vec<u8>>> = Mutex::new(alloc::collections::VecDeque::new());
+static INBOX_WAITING: AtomicBool = AtomicBool::new(false);
+
+/// Message handler: a request from another instance; checked now, handled at a safe point.
 fn on_remote_request(bytes: &[u8]) -> crate::msg::HandlerResult {
     let request = FileRequest::decode(bytes)?;
-    let client = super::client::core_of_request(request.request_id);
-    if client >= crate::msg::messaging_cores() {
+    if super::client::core_of_request(request.request_id) >= crate::msg::messaging_cores() {
         return Err(abi::message::DecodeError::BadField("request id"));
     }
-    if let Some(reply) = submit(client, &request) {
-        send_reply(client, &reply);
-    }
+    INBOX.lock().push_back(bytes.to_vec());
+    INBOX_WAITING.store(true, Ordering::Relaxed);
     Ok(())
+}
+
+/// At a safe point of the service's instance: handles the requests other instances sent.
+pub fn handle_inbox() {
+    if !INBOX_WAITING.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    loop {
+        let Some(bytes) = INBOX.lock().pop_front() else { break };
+        let Ok(request) = FileRequest::decode(&bytes) else { continue };
+        let client = super::client::core_of_request(request.request_id);
+        if let Some(reply) = submit(client, &request) {
+            send_reply(client, &reply);
+        }
+    }
 }
 
 /// From the COM1 interrupt: input waits; the service takes it in thread context.

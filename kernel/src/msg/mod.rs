@@ -560,6 +560,18 @@ pub fn send_blocking(target: usize, message: &Message) -> Result<(), SendError> 
 /// Sends `bytes` as one large message of `kind` to `target`'s receive queue: its chunks are
 /// reserved with one atomic add and announced with one notification (Popcorn 5.3.4).
 pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendError> {
+    send_large_waiting(target, kind, bytes, false)
+}
+
+/// As [`send_large`], handling this core's own messages while the target's queue is full,
+/// so two cores sending large messages to each other never wait on each other forever.
+/// Only for callers outside message handlers (a nested send to the same target would wait
+/// behind the reservation it interrupted).
+pub fn send_large_draining(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendError> {
+    send_large_waiting(target, kind, bytes, true)
+}
+
+fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -> Result<(), SendError> {
     check_target(target)?;
     if bytes.len() > MAX_LARGE_MESSAGE {
         return Err(SendError::Channel(ChannelError::TooLong));
@@ -572,7 +584,12 @@ pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendErr
     let patience = Patience::new(target, SEND_TIMEOUT_MS);
     let failure = ::core::cell::Cell::new(None);
     let keep_waiting = || match patience.check() {
-        Ok(()) => true,
+        Ok(()) => {
+            if draining {
+                drain();
+            }
+            true
+        }
         Err(error) => {
             failure.set(Some(error));
             false

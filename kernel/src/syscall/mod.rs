@@ -198,8 +198,6 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_sysinfo => process::sysinfo(a.0[0]),
         nr::__NR_reboot => machine::reboot(a.0[0], a.0[1], a.0[2], a.0[3]),
         // Nothing waits to be written back: the initramfs is read-only, the console unbuffered.
-        nr::__NR_sync => Ok(0),
-
         nr::__NR_clock_gettime => time::clock_gettime(a.0[0], a.0[1]),
         nr::__NR_clock_getres => time::clock_getres(a.0[1]),
         nr::__NR_gettimeofday => time::gettimeofday(a.0[0]),
