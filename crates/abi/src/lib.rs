@@ -6,3 +6,4 @@
 pub mod call;
 pub mod message;
 pub mod process;
+pub mod signal;

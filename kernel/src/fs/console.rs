@@ -73,10 +73,10 @@ pub fn flush(process: &Process) {
 
 /// Reads console input into `buffer` for a process on instance 0: blocks until at least one
 /// byte arrived, returns what is there. Other instances see end of input (the console is not
-/// shared with them yet).
-pub fn read(buffer: &mut [u8]) -> usize {
+/// shared with them yet). A signal ends the wait with `proc::signal::interrupted_errno()`.
+pub fn read(buffer: &mut [u8]) -> Result<usize, crate::proc::Errno> {
     if shared::this_core() != 0 || buffer.is_empty() {
-        return 0;
+        return Ok(0);
     }
     loop {
         let mut count = 0;
@@ -86,7 +86,7 @@ pub fn read(buffer: &mut [u8]) -> usize {
                     buffer[count] = b'\n';
                     count += 1;
                     write_here(b"\n");
-                    return count;
+                    return Ok(count);
                 }
                 Some(byte) => {
                     buffer[count] = byte;
@@ -97,15 +97,16 @@ pub fn read(buffer: &mut [u8]) -> usize {
             }
         }
         if count > 0 {
-            return count;
+            return Ok(count);
         }
         // Wakes on the console interrupt (or the next tick).
         if crate::sched::block(
             crate::sched::WaitToken::Console,
             Some(crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(10_000_000)),
-        ) == crate::sched::Wakeup::Killed
+        )
+        .by_signal()
         {
-            return 0;
+            return Err(crate::proc::signal::interrupted_errno());
         }
     }
 }

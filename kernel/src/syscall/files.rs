@@ -35,7 +35,7 @@ fn read_open(open: &Open, buffer: u64, length: u64, at: Option<u64>) -> SyscallR
                 fs::console::flush(&process);
             }
             let mut chunk = [0u8; 256];
-            let n = fs::console::read(&mut chunk[..(length as usize).min(256)]);
+            let n = fs::console::read(&mut chunk[..(length as usize).min(256)])?;
             copy_to_user(buffer, &chunk[..n]).map_err(|_| errno::EFAULT)?;
             Ok(n as u64)
         }
@@ -383,7 +383,7 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
             return Ok(ready);
         }
         let wait_until = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(10_000_000);
-        if sched::block(sched::WaitToken::Console, Some(wait_until)) == sched::Wakeup::Killed {
+        if sched::block(sched::WaitToken::Console, Some(wait_until)).by_signal() {
             return Err(errno::EINTR);
         }
     }
