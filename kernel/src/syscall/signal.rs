@@ -127,8 +127,15 @@ fn kill_thread(process: u32, thread: u64, signal: u64) -> SyscallResult {
     Ok(0)
 }
 
+/// `setpgid(pid, group)`: a negative group is `EINVAL`; a negative pid names no process
+/// (`ESRCH`), unless the group is 0 and so takes that negative value (`EINVAL`), as on Linux.
 pub fn setpgid(pid: u64, group: u64) -> SyscallResult {
-    group::set_group(pid_argument(pid)?, pid_argument(group)?)?;
+    let (pid, group) = (pid as i32, group as i32);
+    if group < 0 || (pid < 0 && group == 0) {
+        return Err(errno::EINVAL);
+    }
+    let pid = u32::try_from(pid).map_err(|_| errno::ESRCH)?;
+    group::set_group(pid, group as u32)?;
     Ok(0)
 }
 
