@@ -406,10 +406,14 @@ fn sent_info(signal: u32, sender: u32, code: SignalCode) -> SignalInfo {
 fn send_here(request: &SignalRequest) -> usize {
     let info = sent_info(request.signal, request.sender, request.code);
     match request.target {
-        SignalTarget::Process(pid) => super::find(pid).map_or(0, |process| {
-            post(&process, None, info);
-            1
-        }),
+        // A thread id names its process too, as on Linux.
+        SignalTarget::Process(pid) => {
+            let process = super::find(pid).or_else(|| sched::find_thread(pid).and_then(|t| t.process.clone()));
+            process.map_or(0, |process| {
+                post(&process, None, info);
+                1
+            })
+        }
         SignalTarget::Thread { thread, process } => {
             let found = sched::find_thread(thread)
                 .filter(|t| t.process.as_ref().is_some_and(|p| process == 0 || p.pid == process));

@@ -111,6 +111,13 @@ extern "C" fn corrupting_handler(_signal: c_int, _info: *mut libc::siginfo_t, co
     unsafe { os::write_at::<u64>(context, UC_GREGS + libc::REG_RIP as usize * 8, 0xffff_ffff_8000_0000) };
 }
 
+/// Makes the saved stack pointer non-canonical: the return lands in code that uses the
+/// stack, which must fault in ring 3, never in the kernel.
+extern "C" fn stack_corrupting_handler(_signal: c_int, _info: *mut libc::siginfo_t, context: *mut c_void) {
+    // SAFETY: the kernel passed a ucontext; gregs[REG_RSP] lies inside it.
+    unsafe { os::write_at::<u64>(context, UC_GREGS + libc::REG_RSP as usize * 8, 0x8000_0000_0000_0000) };
+}
+
 // What `register_handler` found in its frame.
 static SEEN_R8: AtomicU64 = AtomicU64::new(0);
 static SEEN_XMM6: AtomicU64 = AtomicU64::new(0);
@@ -532,15 +539,25 @@ pub fn alternate_stack() -> Outcome {
 }
 
 /// Unusable signal frames end the process with SIGSEGV and nothing else: a handler that
-/// points its saved rip at kernel text, `rt_sigreturn` with no frame at the stack pointer,
-/// a handler installed without `SA_RESTORER`.
+/// points its saved rip at kernel text, one that makes its saved rsp non-canonical (SIGBUS on
+/// Linux), `rt_sigreturn` with no frame at the stack pointer, a handler installed without
+/// `SA_RESTORER`.
 pub fn bad_frames() -> Outcome {
     /// A child's body: its exit status, if it survives.
     type Attempt = fn() -> i32;
-    let attempts: [(&str, Attempt); 3] = [
+    let attempts: [(&str, Attempt); 4] = [
         ("rip-in-kernel", || {
             let _ = os::set_disposition(libc::SIGSEGV, libc::SIG_DFL);
             if os::set_handler(libc::SIGUSR1, corrupting_handler, 0, &[]).is_err() {
+                return 100;
+            }
+            os::raise(libc::SIGUSR1);
+            101
+        }),
+        ("rsp-non-canonical", || {
+            let _ = os::set_disposition(libc::SIGSEGV, libc::SIG_DFL);
+            let _ = os::set_disposition(libc::SIGBUS, libc::SIG_DFL);
+            if os::set_handler(libc::SIGUSR1, stack_corrupting_handler, 0, &[]).is_err() {
                 return 100;
             }
             os::raise(libc::SIGUSR1);
@@ -563,9 +580,14 @@ pub fn bad_frames() -> Outcome {
     ];
     for (name, attempt) in attempts {
         let child = fork(attempt)?;
-        expect(name, reap(child)?, Ended::Signaled(libc::SIGSEGV))?;
+        let ended = reap(child)?;
+        // A stack fault on a non-canonical stack pointer is SIGBUS on Linux (#SS).
+        if name == "rsp-non-canonical" && ended == Ended::Signaled(libc::SIGBUS) {
+            continue;
+        }
+        expect(name, ended, Ended::Signaled(libc::SIGSEGV))?;
     }
-    Ok("rip-in-kernel no-frame no-restorer: SIGSEGV".into())
+    Ok("rip-in-kernel rsp-non-canonical no-frame no-restorer: SIGSEGV".into())
 }
 
 /// `setpgid`, `getpgid`, `setsid`, `getsid` under Linux's rules.
@@ -641,7 +663,9 @@ pub fn groups() -> Outcome {
 
 /// `kill(-group)` (or `kill(0)`) reaches a child `reef_spawn` started on another core and
 /// one on this core (both joined the caller's group), and the caller; `wait4` by group reaps
-/// them.
+/// them. Before that, the same across cores for a group of their own: the parent moves the
+/// remote child into a new group (its home does it) and the local child into that group,
+/// which only the other core knows.
 pub fn kill_group() -> Outcome {
     let (Some(here), Some(cores)) = (rt::current_core(), rt::instance_count()) else {
         return Ok("skipped (needs reef_spawn)".into());
@@ -653,12 +677,32 @@ pub fn kill_group() -> Outcome {
             .map(|pid| pid.as_raw())
             .map_err(|e| format!("spawn on {core}: {e}"))
     };
-    let remote = spawn(there)?;
-    let local = spawn(here)?;
     let group = os::getpgrp();
-    expect("remote child's group", os::getpgid(remote), Ok(group))?;
-    expect("local child's group", os::getpgid(local), Ok(group))?;
-    expect("remote child's session", os::getsid(remote), os::getsid(0))?;
+    // A group of their own, spread over two cores.
+    let (remote, local) = (spawn(there)?, spawn(here)?);
+    let moves = [
+        ("remote child's group", os::getpgid(remote), Ok(group)),
+        ("local child's group", os::getpgid(local), Ok(group)),
+        ("remote child's session", os::getsid(remote), os::getsid(0)),
+        ("setpgid(remote, remote)", os::setpgid(remote, remote).map(|()| 0), Ok(0)),
+        ("remote child's new group", os::getpgid(remote), Ok(remote)),
+        ("setpgid(local, remote's group)", os::setpgid(local, remote).map(|()| 0), Ok(0)),
+        ("local child's new group", os::getpgid(local), Ok(remote)),
+    ];
+    let sent = os::kill(-remote, libc::SIGUSR2);
+    let reaped = [os::wait_once(-remote, 0), os::wait_once(-remote, 0)];
+    for (what, got, wanted) in moves {
+        expect(what, got, wanted)?;
+    }
+    sent.map_err(|e| format!("kill(-{remote}): {}", errno_text(e)))?;
+    let mut reaped = reaped.map(|result| result.map(|(pid, status)| (pid, ended(status))));
+    reaped.sort();
+    let mut wanted = [Ok((remote, Ended::Signaled(libc::SIGUSR2))), Ok((local, Ended::Signaled(libc::SIGUSR2)))];
+    wanted.sort();
+    expect("children of the moved group", reaped, wanted)?;
+    expect("the caller's handler (not in that group)", count(libc::SIGUSR2), 0)?;
+    // The caller's own group.
+    let (remote, local) = (spawn(there)?, spawn(here)?);
     // Group 1 (the first process of core 0 leads it) cannot be named as -1, which means
     // every process: kill(0) names the caller's group.
     let sent = os::kill(if group == 1 { 0 } else { -group }, libc::SIGUSR2);
