@@ -1,4 +1,4 @@
-//! Inter-core calls about signals, process groups and sessions: their ICC arguments, decoded.
+//! Inter-core calls about signals, process groups and sessions.
 //!
 //! Each request travels as the five `u64` arguments of an ICC request (`message::IccRequest`)
 //! to one of the handler ids of `message::handler`; `decode` checks every field, so a

@@ -1,4 +1,4 @@
-//! Process groups and sessions: `setpgid`, `getpgid`, `setsid`, `getsid` across instances.
+//! Process groups and sessions across instances: `setpgid`, `setsid`.
 //!
 //! A group or session id is the pid of its first leader, which may be homed on any instance,
 //! and its members may live on several (a `reef_spawn` child joins its parent's group on

@@ -1,4 +1,4 @@
-//! Unix signals: dispositions, masks, pending sets, sending on any instance, delivery.
+//! Unix signals: dispositions, masks, pending sets, sending, delivery.
 //!
 //! A process holds 64 dispositions and a pending set for signals sent to it; each thread holds
 //! its blocked mask, a pending set for signals sent to it alone (`tkill`), and its alternate
@@ -402,7 +402,7 @@ fn sent_info(signal: u32, sender: u32, code: SignalCode) -> SignalInfo {
 }
 
 /// Sends the signal of `request` to the processes of this instance it names; returns how
-/// many it reached (0 with signal 0 too: it only looks).
+/// many it reached (signal 0 sends nothing: the count says who exists).
 fn send_here(request: &SignalRequest) -> usize {
     let info = sent_info(request.signal, request.sender, request.code);
     match request.target {

@@ -1,5 +1,4 @@
-//! Signal, process-group and session calls: arguments decoded here, acted on by `proc::signal`
-//! and `proc::group`.
+//! Signal, process-group and session calls, decoded for `proc::signal`.
 
 use super::{read_user, write_user, SyscallResult};
 use crate::arch::idt::InterruptFrame;

@@ -1,5 +1,4 @@
-//! The cases: each installs what it needs, checks what Linux's rules say, and puts the
-//! signals it used back to their default action.
+//! The cases, each checking one of Linux's signal or group rules.
 
 use crate::os::{self, bit};
 use libc::{c_int, c_void};

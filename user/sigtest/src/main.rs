@@ -1,4 +1,4 @@
-//! sigtest: Unix signals, process groups and sessions; one `TEST` line per case.
+//! sigtest: signals, process groups and sessions; a `TEST` line per case.
 #![doc = include_str!("../README.md")]
 
 mod cases;

@@ -1,4 +1,4 @@
-//! The system calls and machine code sigtest needs, each behind a safe function.
+//! The system calls and machine code sigtest needs, as safe functions.
 
 use libc::{c_int, c_long, c_void};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};

@@ -1,4 +1,4 @@
-//! Linux x86-64 signal frames: the `rt_sigframe` a handler starts on, and reading it back.
+//! Linux x86-64 signal frames: built for a handler, read back at return.
 //!
 //! The layout is Linux's [Linux arch/x86/kernel/signal.c, arch/x86/include/asm/sigframe.h,
 //! arch/x86/include/uapi/asm/sigcontext.h, include/uapi/asm-generic/ucontext.h], so musl's
@@ -131,10 +131,11 @@ pub fn enter_handler(frame: &mut InterruptFrame, entry: &HandlerEntry) -> Result
     let frame_address = (fpu_address.checked_sub(FRAME_SIZE as u64).ok_or(BadAddress)? & !15).wrapping_sub(8);
     let mut bytes = [0u8; FRAME_SIZE];
     put(&mut bytes, 0, entry.restorer);
-    let uc = UCONTEXT_AT;
-    put(&mut bytes, uc, UC_FLAGS);
-    bytes[uc + UC_STACK_AT..uc + UC_STACK_AT + AlternateStack::SIZE].copy_from_slice(&entry.alternate_stack.to_bytes());
-    let context = uc + UC_MCONTEXT_AT;
+    let ucontext = UCONTEXT_AT;
+    put(&mut bytes, ucontext, UC_FLAGS);
+    let stack_at = ucontext + UC_STACK_AT;
+    bytes[stack_at..stack_at + AlternateStack::SIZE].copy_from_slice(&entry.alternate_stack.to_bytes());
+    let context = ucontext + UC_MCONTEXT_AT;
     let registers = [
         frame.r8,
         frame.r9,
@@ -166,7 +167,7 @@ pub fn enter_handler(frame: &mut InterruptFrame, entry: &HandlerEntry) -> Result
     put(&mut bytes, context + 160, trap);
     put(&mut bytes, context + 168, entry.mask);
     put(&mut bytes, context + 184, fpu_address);
-    put(&mut bytes, uc + UC_SIGMASK_AT, entry.mask);
+    put(&mut bytes, ucontext + UC_SIGMASK_AT, entry.mask);
     bytes[SIGINFO_AT..].copy_from_slice(&entry.info.to_bytes());
     copy_to_user(fpu_address, &entry.fpu.0)?;
     copy_to_user(frame_address, &bytes)?;
@@ -201,9 +202,9 @@ impl SavedContext {
 /// Reads the frame of `rt_sigreturn`: the handler's `ret` popped the return address, so the
 /// frame starts 8 bytes below the stack pointer.
 pub fn read_frame(stack_pointer: u64) -> Result<SavedContext, BadAddress> {
-    let uc_address = stack_pointer.wrapping_sub(8).checked_add(UCONTEXT_AT as u64).ok_or(BadAddress)?;
+    let ucontext_address = stack_pointer.wrapping_sub(8).wrapping_add(UCONTEXT_AT as u64);
     let mut bytes = [0u8; UCONTEXT_SIZE];
-    copy_from_user(&mut bytes, uc_address)?;
+    copy_from_user(&mut bytes, ucontext_address)?;
     let context = UC_MCONTEXT_AT;
     let mut registers = [0u64; 18];
     for (index, register) in registers.iter_mut().enumerate() {
