@@ -68,7 +68,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
         vector => log::warn!("stray interrupt on vector {vector} ignored: a legacy PIC line is unmasked"),
     }
     if frame.came_from_user() {
-        crate::sched::before_user_return();
+        crate::sched::before_user_return(frame, None);
     }
 }
 

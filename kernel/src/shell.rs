@@ -30,8 +30,8 @@ static WAIT: Command = Command {
 
 static KILL: Command = Command {
     name: "kill",
-    usage: "kill <pid> [signal]",
-    help: "send a signal (default 9, SIGKILL) to a process on any core",
+    usage: "kill <pid>|-<group> [signal]",
+    help: "send a signal (default 9, SIGKILL) to a process, or to a process group, on any core",
     run: kill,
 };
 
@@ -87,11 +87,11 @@ fn spawn(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
         writeln!(out, "pid {pid} started on core {core}")?;
         return Ok(());
     }
-    reap(i64::from(pid), out)
+    reap(crate::proc::WaitFor::Process(pid), out)
 }
 
 /// Waits for the shell's child `which` (-1: any) and reports how it ended.
-fn reap(which: i64, out: &mut dyn Write) -> Result<(), CommandError> {
+fn reap(which: crate::proc::WaitFor, out: &mut dyn Write) -> Result<(), CommandError> {
     let (pid, status) = crate::proc::wait(0, which, 0)
         .map_err(|error| CommandError::Failed(alloc::format!("waiting: {}", crate::proc::errno_text(error))))?
         .ok_or_else(|| CommandError::Failed(String::from("no child ended")))?;
@@ -108,30 +108,40 @@ fn reap(which: i64, out: &mut dyn Write) -> Result<(), CommandError> {
     Ok(())
 }
 
-fn kill(arguments: &[&str], _: &mut dyn Write) -> Result<(), CommandError> {
-    const USAGE: &str = "kill <pid> [signal]";
-    let (pid, signal) = match arguments {
-        [pid] => (pid, "9"),
-        [pid, signal] => (pid, *signal),
+fn kill(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    const USAGE: &str = "kill <pid>|-<group> [signal]";
+    let (target, signal) = match arguments {
+        [target] => (*target, "9"),
+        [target, signal] => (*target, *signal),
         _ => return Err(CommandError::Usage(USAGE)),
     };
-    let pid: u32 = pid
+    let (group, number) = match target.strip_prefix('-') {
+        Some(group) => (true, group),
+        None => (false, target),
+    };
+    let id: u32 = number
         .parse()
         .ok()
         .filter(|&p| p != 0)
-        .ok_or_else(|| CommandError::Failed(alloc::format!("`{pid}` is not a pid: see `ps`")))?;
+        .ok_or_else(|| CommandError::Failed(alloc::format!("`{target}` is not a pid or -group: see `ps`")))?;
     let signal: u32 = signal
         .parse()
         .ok()
         .filter(|&s| (1..=64).contains(&s))
         .ok_or_else(|| CommandError::Failed(alloc::format!("`{signal}` is not a signal number: give 1 to 64")))?;
-    crate::proc::kill(pid, signal)
-        .map_err(|error| CommandError::Failed(alloc::format!("pid {pid}: {}", crate::proc::errno_text(error))))
+    if group {
+        let reached = crate::proc::signal::signal_group(id, signal)
+            .map_err(|error| CommandError::Failed(alloc::format!("group {id}: {}", crate::proc::errno_text(error))))?;
+        let _ = writeln!(out, "signal {signal} sent to {reached} processes of group {id}");
+        return Ok(());
+    }
+    crate::proc::signal::signal_process(id, signal)
+        .map_err(|error| CommandError::Failed(alloc::format!("pid {id}: {}", crate::proc::errno_text(error))))
 }
 
 fn wait_all(_: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
     while crate::proc::has_children(0) {
-        reap(-1, out)?;
+        reap(crate::proc::WaitFor::Any, out)?;
     }
     Ok(())
 }

@@ -671,9 +671,13 @@ fn nothing_leaked(serial: &str, cores: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// `count` lines `TEST <name> ok`, none failed.
+/// Cases `user/sigtest` runs, each printing one `TEST sig-<case>` line.
+const SIGTEST_CASES: usize = 19;
+
+/// `count` lines `TEST <name> ok` (a `name` ending in `-` takes every name it begins), none
+/// failed.
 fn test_lines_ok(serial: &str, name: &str, count: usize) -> Result<(), String> {
-    let prefix = format!("TEST {name} ");
+    let prefix = if name.ends_with('-') { format!("TEST {name}") } else { format!("TEST {name} ") };
     let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with(&prefix)).collect();
     let ok = lines.iter().filter(|l| l.split_whitespace().nth(2) == Some("ok")).count();
     if ok != count || lines.len() != count {
@@ -700,6 +704,56 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
                         &format!("TEST proc-std ok core {core} "),
                         &format!("no proc-std line from core {core}"),
                     )?;
+                }
+                nothing_leaked(serial, cores)
+            }),
+        });
+    }
+    // The shell kills a group on another core, then every case of user/sigtest runs on every
+    // core (its kill-group case spawns on the next core); leak check.
+    for cores in [2usize, 4] {
+        // The sleeper comes first, so it is core 1's first process: pid (and group) 100001.
+        let mut script: Vec<String> =
+            ["spawn --no-wait 1 /bin/busybox sleep 100", "kill -100001 15", "wait"].map(String::from).to_vec();
+        script.extend((0..cores).map(|core| format!("spawn {core} /bin/sigtest")));
+        script.push("ps".into());
+        list.push(Integration {
+            name: format!("signals-{cores}-cores"),
+            machine: {
+                let mut m = machine(cores, &qemu::exec_argument(&script.join("; ")));
+                m.timeout = Duration::from_secs(120);
+                m
+            },
+            // The sleeper's end by SIGTERM sets the line's status; sigtest's own are checked.
+            expected_status: ANY_STATUS,
+            check: Box::new(move |serial| {
+                test_lines_ok(serial, "sig-", SIGTEST_CASES * cores)?;
+                let passed =
+                    serial.lines().filter(|l| l.starts_with("pid ") && l.ends_with("exited with status 0")).count();
+                if passed != cores {
+                    return Err(format!("expected {cores} sigtest runs to exit with status 0, got {passed}"));
+                }
+                for core in 0..cores {
+                    printed(
+                        serial,
+                        &format!("TEST sig-kill-group ok core {core} cores={core},{}", (core + 1) % cores),
+                        &format!("no kill-group line from core {core}"),
+                    )?;
+                }
+                let reports = serial.lines().filter(|l| l.contains("(sigtest) killed by SIGSEGV")).count();
+                // Per run: two bad frames and a missing SA_RESTORER report themselves, and
+                // the non-canonical stack pointer faults in ring 3.
+                if reports != 4 * cores {
+                    return Err(format!("expected {} one-line reports of bad signal frames, got {reports}", 4 * cores));
+                }
+                printed(
+                    serial,
+                    "signal 15 sent to 1 processes of group 100001",
+                    "the shell's group kill reached nobody",
+                )?;
+                printed(serial, "pid 100001 on core 1 was killed by signal 15", "the group's sleeper survived")?;
+                if serial.contains("FAULT core") || serial.contains("PANIC core") {
+                    return Err("a kernel faulted".into());
                 }
                 nothing_leaked(serial, cores)
             }),

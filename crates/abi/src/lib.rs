@@ -7,3 +7,4 @@ pub mod call;
 pub mod file;
 pub mod message;
 pub mod process;
+pub mod signal;

@@ -362,8 +362,19 @@ pub mod handler {
     /// Sends signal `arguments[1]` to process `arguments[0]` homed on the callee; returns 0
     /// or a Linux errno (`ESRCH`, `EINVAL`).
     pub const KILL_PROCESS: u16 = 11;
+    /// Sends a signal to the callee's processes named by a `signal::SignalRequest` (a
+    /// process, a thread, a process group, everyone); returns how many processes it reached.
+    pub const SIGNAL: u16 = 12;
+    /// Counts the callee's processes in a group (and session): `signal::GroupMembers`.
+    pub const GROUP_MEMBERS: u16 = 13;
+    /// Returns the group and session of process `arguments[0]` homed on the callee, packed as
+    /// `signal::ProcessIds`; fails when it does not live there.
+    pub const PROCESS_IDS: u16 = 14;
+    /// `setpgid` of a child homed on the callee by its parent: `signal::SetProcessGroup`;
+    /// returns 0 or a Linux errno.
+    pub const SET_PROCESS_GROUP: u16 = 15;
     /// Highest id in use.
-    pub const MAX: u16 = 11;
+    pub const MAX: u16 = 15;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

@@ -6,20 +6,33 @@ use crate::message::{exact, u32_at, u64_at, DecodeError, PAYLOAD_SIZE};
 /// Longest path a spawn request carries (Linux `PATH_MAX`).
 pub const MAX_PATH: usize = 4096;
 
-/// A request to build a process on the receiving instance: the program, its arguments and
-/// environment, and who waits for it. Travels as a large message; decoding checks every count
-/// and terminator, so a malformed request is refused, never trusted.
-///
-/// Layout: request id (u64), parent pid (u32), parent core (u32), argument count (u32),
-/// environment count (u32), then `path\0`, the arguments, the environment, each NUL-ended.
+/// Who asks for a process, and the group and session the new process joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpawnRequest<'a> {
+pub struct SpawnOrigin {
     /// Chosen by the sender; echoed in the reply.
     pub request_id: u64,
     /// The process that asked (0: the kernel of `parent_core`).
     pub parent_pid: u32,
     /// The parent's home instance.
     pub parent_core: u32,
+    /// The process group the child joins (the parent's), or 0 with `session` 0: the child
+    /// leads a new session and group of its own (children of a kernel).
+    pub process_group: u32,
+    /// The session the child joins (the parent's), or 0 as above.
+    pub session: u32,
+}
+
+/// A request to build a process on the receiving instance: the program, its arguments and
+/// environment, who waits for it, and the group and session it joins. Travels as a large
+/// message; decoding checks every count and terminator, so a malformed request is refused,
+/// never trusted.
+///
+/// Layout: request id (u64), parent pid (u32), parent core (u32), process group (u32),
+/// session (u32), argument count (u32), environment count (u32), then `path\0`, the
+/// arguments, the environment, each NUL-ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpawnRequest<'a> {
+    pub origin: SpawnOrigin,
     /// The program's path.
     pub path: &'a [u8],
     argument_count: u32,
@@ -28,7 +41,7 @@ pub struct SpawnRequest<'a> {
     strings: &'a [u8],
 }
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 4;
+const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4;
 
 impl<'a> SpawnRequest<'a> {
     /// Bytes [`encode`](Self::encode) writes for these strings.
@@ -37,12 +50,11 @@ impl<'a> SpawnRequest<'a> {
     }
 
     /// Writes the request into `out` (at least `encoded_size` long); returns the length, or
-    /// `None` if a string holds a NUL or `out` is too short.
+    /// `None` if a string holds a NUL, `out` is too short, or only one of group and session
+    /// is 0.
     pub fn encode(
         out: &mut [u8],
-        request_id: u64,
-        parent_pid: u32,
-        parent_core: u32,
+        origin: &SpawnOrigin,
         path: &[u8],
         arguments: &[&[u8]],
         environment: &[&[u8]],
@@ -51,11 +63,16 @@ impl<'a> SpawnRequest<'a> {
         if out.len() < size || path.is_empty() || path.len() > MAX_PATH {
             return None;
         }
-        out[0..8].copy_from_slice(&request_id.to_le_bytes());
-        out[8..12].copy_from_slice(&parent_pid.to_le_bytes());
-        out[12..16].copy_from_slice(&parent_core.to_le_bytes());
-        out[16..20].copy_from_slice(&u32::try_from(arguments.len()).ok()?.to_le_bytes());
-        out[20..24].copy_from_slice(&u32::try_from(environment.len()).ok()?.to_le_bytes());
+        if (origin.process_group == 0) != (origin.session == 0) {
+            return None;
+        }
+        out[0..8].copy_from_slice(&origin.request_id.to_le_bytes());
+        out[8..12].copy_from_slice(&origin.parent_pid.to_le_bytes());
+        out[12..16].copy_from_slice(&origin.parent_core.to_le_bytes());
+        out[16..20].copy_from_slice(&origin.process_group.to_le_bytes());
+        out[20..24].copy_from_slice(&origin.session.to_le_bytes());
+        out[24..28].copy_from_slice(&u32::try_from(arguments.len()).ok()?.to_le_bytes());
+        out[28..32].copy_from_slice(&u32::try_from(environment.len()).ok()?.to_le_bytes());
         let mut at = HEADER;
         for string in core::iter::once(&path).chain(arguments.iter()).chain(environment.iter()) {
             if string.contains(&0) {
@@ -74,8 +91,12 @@ impl<'a> SpawnRequest<'a> {
             return Err(DecodeError::BadLength { expected: HEADER, found: bytes.len() });
         }
         let header: &[u8; HEADER] = exact(&bytes[..HEADER])?;
-        let argument_count = u32_at(header, 16);
-        let environment_count = u32_at(header, 20);
+        let (process_group, session) = (u32_at(header, 16), u32_at(header, 20));
+        if (process_group == 0) != (session == 0) {
+            return Err(DecodeError::BadField("process group and session"));
+        }
+        let argument_count = u32_at(header, 24);
+        let environment_count = u32_at(header, 28);
         let rest = &bytes[HEADER..];
         let path_end = rest.iter().position(|&b| b == 0).ok_or(DecodeError::BadField("path"))?;
         if path_end == 0 || path_end > MAX_PATH {
@@ -88,9 +109,13 @@ impl<'a> SpawnRequest<'a> {
             return Err(DecodeError::BadField("string counts"));
         }
         Ok(Self {
-            request_id: u64_at(header, 0),
-            parent_pid: u32_at(header, 8),
-            parent_core: u32_at(header, 12),
+            origin: SpawnOrigin {
+                request_id: u64_at(header, 0),
+                parent_pid: u32_at(header, 8),
+                parent_core: u32_at(header, 12),
+                process_group,
+                session,
+            },
             path: &rest[..path_end],
             argument_count,
             environment_count,
@@ -143,15 +168,18 @@ pub struct ChildExited {
     pub child_pid: u32,
     /// The `wait4` status word (Linux encoding).
     pub wait_status: u32,
+    /// The child's process group when it ended (`wait4` of a group matches on it).
+    pub process_group: u32,
 }
 
 impl ChildExited {
-    pub const SIZE: usize = 12;
+    pub const SIZE: usize = 16;
 
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..4].copy_from_slice(&self.parent_pid.to_le_bytes());
         out[4..8].copy_from_slice(&self.child_pid.to_le_bytes());
         out[8..12].copy_from_slice(&self.wait_status.to_le_bytes());
+        out[12..16].copy_from_slice(&self.process_group.to_le_bytes());
         Self::SIZE
     }
 
@@ -161,7 +189,11 @@ impl ChildExited {
         if child_pid == 0 {
             return Err(DecodeError::BadField("child pid"));
         }
-        Ok(Self { parent_pid: u32_at(bytes, 0), child_pid, wait_status: u32_at(bytes, 8) })
+        let process_group = u32_at(bytes, 12);
+        if process_group == 0 {
+            return Err(DecodeError::BadField("process group"));
+        }
+        Ok(Self { parent_pid: u32_at(bytes, 0), child_pid, wait_status: u32_at(bytes, 8), process_group })
     }
 }
 
@@ -178,9 +210,10 @@ mod tests {
         let mut out = [0u8; 256];
         let arguments: [&[u8]; 3] = [b"/bin/busybox", b"ls", b"-l"];
         let environment: [&[u8]; 1] = [b"HOME=/"];
-        let n = SpawnRequest::encode(&mut out, 7, 3, 1, b"/bin/busybox", &arguments, &environment).unwrap();
+        let origin = SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1 };
+        let n = SpawnRequest::encode(&mut out, &origin, b"/bin/busybox", &arguments, &environment).unwrap();
         let request = SpawnRequest::decode(&out[..n]).unwrap();
-        assert_eq!((request.request_id, request.parent_pid, request.parent_core), (7, 3, 1));
+        assert_eq!(request.origin, origin);
         assert_eq!(request.path, b"/bin/busybox");
         assert_eq!(request.arguments().collect::<Vec<_>>(), arguments);
         assert_eq!(request.environment().collect::<Vec<_>>(), environment);
@@ -189,10 +222,22 @@ mod tests {
     #[test]
     fn malformed_spawn_requests_are_refused() {
         let mut out = [0u8; 128];
-        let n = SpawnRequest::encode(&mut out, 1, 1, 0, b"/x", &[b"a"], &[]).unwrap();
+        let origin = SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0 };
+        let n = SpawnRequest::encode(&mut out, &origin, b"/x", &[b"a"], &[]).unwrap();
+        assert!(SpawnRequest::decode(&out[..n]).is_ok(), "a new session and group");
         assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
         out[16] = 5;
+        assert_eq!(
+            SpawnRequest::decode(&out[..n]),
+            Err(DecodeError::BadField("process group and session")),
+            "a group without a session"
+        );
+        out[20] = 5;
+        assert!(SpawnRequest::decode(&out[..n]).is_ok(), "both given");
+        out[24] = 5;
         assert!(SpawnRequest::decode(&out[..n]).is_err(), "wrong count");
+        let half = SpawnOrigin { session: 1, ..origin };
+        assert_eq!(SpawnRequest::encode(&mut out, &half, b"/x", &[], &[]), None, "a session without a group");
         assert!(SpawnRequest::decode(&[0; 10]).is_err());
         for cut in 0..n {
             let _ = SpawnRequest::decode(&out[..cut]);
@@ -205,8 +250,10 @@ mod tests {
         let reply = SpawnReply { request_id: 9, result: -2 };
         let n = reply.encode(&mut out);
         assert_eq!(SpawnReply::decode(&out[..n]), Ok(reply));
-        let exit = ChildExited { parent_pid: 1, child_pid: 200001, wait_status: 7 << 8 };
+        let exit = ChildExited { parent_pid: 1, child_pid: 200001, wait_status: 7 << 8, process_group: 1 };
         let n = exit.encode(&mut out);
         assert_eq!(ChildExited::decode(&out[..n]), Ok(exit));
+        out[12..16].fill(0);
+        assert_eq!(ChildExited::decode(&out[..n]), Err(DecodeError::BadField("process group")));
     }
 }

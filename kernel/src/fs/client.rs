@@ -222,8 +222,7 @@ fn call_with(
                 let _ = cancel(request_id);
                 return Err(errno::EINTR);
             }
-            #[allow(unreachable_patterns)]
-            _ => {
+            Wakeup::Interrupted => {
                 // A signal: the service answers at once with what the request has.
                 if !cancelled {
                     cancelled = true;

@@ -387,7 +387,7 @@ pub fn poll_console() {
         drop(guard);
         for (group, signal) in signals {
             if group != 0 {
-                let _ = crate::proc::kill(group, signal);
+                let _ = crate::proc::signal::signal_group(group, signal);
             }
         }
     }

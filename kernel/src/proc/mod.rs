@@ -1,8 +1,11 @@
 //! Processes of one kernel instance: pids from the instance's own range, creation from a
 //! program file, fork, threads, exit and the wait status that reaches the parent (by message
-//! when the parent is homed on another instance), kill, and spawning on another core.
+//! when the parent is homed on another instance), and spawning on another core. Signals are
+//! in `signal`, process groups and sessions in `group`.
 
 pub mod elf;
+pub mod group;
+pub mod signal;
 
 use crate::arch::idt::InterruptFrame;
 use crate::arch::user::{self, FpuState};
@@ -11,7 +14,7 @@ use crate::fs::FileTable;
 use crate::mm::user::AddressSpace;
 use crate::sched::{self, Thread, WaitToken, Wakeup};
 use abi::message::Kind;
-use abi::process::{ChildExited, SpawnReply, SpawnRequest};
+use abi::process::{ChildExited, SpawnOrigin, SpawnReply, SpawnRequest};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -23,15 +26,6 @@ use spin::Mutex;
 /// Pids (and tids) per instance: instance `c` hands out `c * PID_RANGE + 1 ..`, so a pid names
 /// its home and no counter is shared between cores.
 pub const PID_RANGE: u32 = 100_000;
-
-/// Linux signal numbers Reef uses in wait statuses.
-pub mod signal {
-    pub const SIGILL: u32 = 4;
-    pub const SIGTRAP: u32 = 5;
-    pub const SIGBUS: u32 = 7;
-    pub const SIGFPE: u32 = 8;
-    pub const SIGSEGV: u32 = 11;
-}
 
 /// The home instance of `pid`.
 pub fn home_of(pid: u32) -> usize {
@@ -49,6 +43,10 @@ pub struct Parent {
 #[derive(Clone, Copy, Debug)]
 pub struct Child {
     pub pid: u32,
+    /// Its process group as last known here: at its creation, after a `setpgid` made on this
+    /// instance, and at its exit (a child homed elsewhere that changes its group is seen in
+    /// the new one only when it exits).
+    pub process_group: u32,
     /// Set when it exited: the `wait4` status word.
     pub wait_status: Option<u32>,
 }
@@ -64,9 +62,6 @@ pub struct ProcessState {
     pub name: String,
     /// The path it was loaded from (`/proc/self/exe`).
     pub path: String,
-    /// Signal dispositions asked with `rt_sigaction` (recorded; delivery comes later).
-    pub signal_actions: BTreeMap<u32, [u64; 4]>,
-    pub signal_mask: u64,
     /// The working directory (`None`: the root).
     pub cwd: Option<Arc<crate::fs::Handle>>,
     /// Permission bits taken away from new files (`umask`).
@@ -86,6 +81,13 @@ pub struct Process {
     pub state: Mutex<ProcessState>,
     /// Console output after its last newline, not yet written (see `fs::console`).
     pub console_pending: Mutex<Vec<u8>>,
+    /// Dispositions and signals sent to the process.
+    pub signals: signal::ProcessSignals,
+    /// Its process group and session: pids, possibly of processes homed elsewhere.
+    process_group: AtomicU32,
+    session: AtomicU32,
+    /// Whether it called `execve` (its parent may no longer move it to another group).
+    exec_done: AtomicBool,
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -99,6 +101,16 @@ impl Process {
     /// The root page table its threads run on.
     pub fn page_table_root(&self) -> u64 {
         self.root.load(Ordering::Relaxed)
+    }
+
+    /// Its process group.
+    pub fn process_group(&self) -> u32 {
+        self.process_group.load(Ordering::Relaxed)
+    }
+
+    /// Its session.
+    pub fn session(&self) -> u32 {
+        self.session.load(Ordering::Relaxed)
     }
 
     /// Decides the process's end (the first decision wins) and wakes its blocked threads.
@@ -118,8 +130,17 @@ static PIDS: Mutex<PidAllocator> = Mutex::new(PidAllocator { next: 0, used: BTre
 static PROCESSES: Mutex<BTreeMap<u32, Arc<Process>>> = Mutex::new(BTreeMap::new());
 /// Children of this instance's kernel (started by the shell's `spawn`).
 static KERNEL_CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
-/// Spawn requests sent to other instances, waiting for their reply: id → (parent pid, result).
-static PENDING_SPAWNS: Mutex<BTreeMap<u64, (u32, Option<i64>)>> = Mutex::new(BTreeMap::new());
+/// A spawn request sent to another instance, waiting for its reply.
+struct PendingSpawn {
+    parent_pid: u32,
+    /// The group the child joins (0: its own).
+    process_group: u32,
+    /// The reply: a pid, or a negative errno.
+    result: Option<i64>,
+}
+
+/// Spawn requests sent to other instances, waiting for their reply, by request id.
+static PENDING_SPAWNS: Mutex<BTreeMap<u64, PendingSpawn>> = Mutex::new(BTreeMap::new());
 static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
 
 /// Records this instance's free frames as the leak check's baseline (at instance entry).
@@ -201,10 +222,21 @@ fn name_of(path: &str) -> String {
     String::from(path.rsplit('/').next().unwrap_or(path))
 }
 
+/// Where a new process belongs: the group and session of the process that asked for it, or
+/// (`None`) a new session and group it leads (children of a kernel).
+type Membership = Option<(u32, u32)>;
+
 /// Builds a process from the program at `path` on this instance and queues its thread.
-pub fn create(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], parent: Parent) -> Result<u32, Errno> {
+fn create(
+    path: &[u8],
+    arguments: &[&[u8]],
+    environment: &[&[u8]],
+    parent: Parent,
+    membership: Membership,
+) -> Result<u32, Errno> {
     let (loaded, resolved) = load_program(path, arguments, environment)?;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
+    let (process_group, session) = membership.unwrap_or((pid, pid));
     let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
     let process = Arc::new(Process {
         pid,
@@ -219,16 +251,19 @@ pub fn create(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], parent: P
             threads: alloc::vec![pid],
             name,
             path: resolved,
-            signal_actions: BTreeMap::new(),
-            signal_mask: 0,
             cwd: None,
             umask: 0o022,
             command_line: crate::fs::proc::command_line(arguments),
         }),
         console_pending: Mutex::new(Vec::new()),
+        signals: signal::ProcessSignals::new(),
+        process_group: AtomicU32::new(process_group),
+        session: AtomicU32::new(session),
+        exec_done: AtomicBool::new(false),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
-    let thread = match Thread::new_user(pid, process.clone(), &frame, FpuState::initial(), 0) {
+    let signals = signal::ThreadSignals::new(0);
+    let thread = match Thread::new_user(pid, process.clone(), &frame, FpuState::initial(), 0, signals) {
         Ok(thread) => thread,
         Err(_) => {
             release_pid(pid);
@@ -269,7 +304,8 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         state.path = resolved;
         state.command_line = crate::fs::proc::command_line(arguments);
         state.files.close_on_exec();
-        state.signal_actions.clear();
+        process.signals.reset_for_exec();
+        process.exec_done.store(true, Ordering::Relaxed);
         process.root.store(loaded.memory.root(), Ordering::Relaxed);
         core::mem::replace(&mut state.memory, loaded.memory)
     };
@@ -281,6 +317,11 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     let me = sched::current();
     me.fs_base.store(0, Ordering::Relaxed);
     me.clear_child_tid.store(0, Ordering::Relaxed);
+    // The alternate stack was memory of the old program.
+    *me.signals.alternate_stack.lock() = crate::arch::signal::AlternateStack {
+        flags: crate::arch::signal::AlternateStack::DISABLE,
+        ..Default::default()
+    };
     user::set_fs_base(0);
     FpuState::initial().restore();
     Ok(())
@@ -313,25 +354,28 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
                 threads: alloc::vec![pid],
                 name: state.name.clone(),
                 path: state.path.clone(),
-                signal_actions: state.signal_actions.clone(),
-                signal_mask: state.signal_mask,
                 cwd: state.cwd.clone(),
                 umask: state.umask,
                 command_line: state.command_line.clone(),
             }),
             console_pending: Mutex::new(Vec::new()),
+            signals: process.signals.copy_for_fork(),
+            process_group: AtomicU32::new(process.process_group()),
+            session: AtomicU32::new(process.session()),
+            exec_done: AtomicBool::new(false),
         });
-        state.children.push(Child { pid, wait_status: None });
+        state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child
     };
     let mut child_frame = *frame;
     child_frame.rax = 0;
-    let thread = Thread::new_user(pid, child.clone(), &child_frame, me.fpu_copy(), me.fs_base.load(Ordering::Relaxed))
-        .map_err(|_| {
-            process.state.lock().children.retain(|c| c.pid != pid);
-            release_pid(pid);
-            errno::EAGAIN
-        })?;
+    let fs_base = me.fs_base.load(Ordering::Relaxed);
+    let signals = me.signals.copy_for_fork();
+    let thread = Thread::new_user(pid, child.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
+        process.state.lock().children.retain(|c| c.pid != pid);
+        release_pid(pid);
+        errno::EAGAIN
+    })?;
     report_to_proc(&child);
     PROCESSES.lock().insert(pid, child);
     shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
@@ -358,10 +402,12 @@ pub fn clone_thread(
         child_frame.rsp = stack;
     }
     let fs_base = tls.unwrap_or(me.fs_base.load(Ordering::Relaxed));
-    let thread = Thread::new_user(tid, process.clone(), &child_frame, me.fpu_copy(), fs_base).map_err(|_| {
-        release_pid(tid);
-        errno::EAGAIN
-    })?;
+    let signals = me.signals.copy_for_thread();
+    let thread =
+        Thread::new_user(tid, process.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
+            release_pid(tid);
+            errno::EAGAIN
+        })?;
     let tid_bytes = tid.to_le_bytes();
     if flags & u64::from(linux_raw_sys::general::CLONE_PARENT_SETTID) != 0
         && user::copy_to_user(parent_tid, &tid_bytes).is_err()
@@ -462,48 +508,100 @@ fn end_process(process: &Arc<Process>) {
         shared::this_kcb().processes.killed.fetch_add(1, Ordering::Relaxed);
     }
     publish_counts();
-    report_exit(process.parent, process.pid, status);
+    let exited = ChildExited {
+        parent_pid: process.parent.pid,
+        child_pid: process.pid,
+        wait_status: status,
+        process_group: process.process_group(),
+    };
+    report_exit(process.parent.core, exited);
 }
 
-fn report_exit(parent: Parent, child_pid: u32, wait_status: u32) {
-    log::debug!("process {child_pid} exited with {wait_status:#x}; parent {} on core {}", parent.pid, parent.core);
-    if parent.core == shared::this_core() {
-        record_exit(parent.pid, child_pid, wait_status);
+fn report_exit(parent_core: u32, exited: ChildExited) {
+    log::debug!(
+        "process {} exited with {:#x}; parent {} on core {parent_core}",
+        exited.child_pid,
+        exited.wait_status,
+        exited.parent_pid
+    );
+    if parent_core == shared::this_core() {
+        record_exit(&exited);
         return;
     }
-    let message = crate::msg::line(Kind::ChildExited, |out| {
-        ChildExited { parent_pid: parent.pid, child_pid, wait_status }.encode(out)
-    });
-    if let Err(error) = crate::msg::send_blocking(parent.core as usize, &message) {
-        log::warn!("process {child_pid} exited but its parent's core {} was not told: {error}", parent.core);
+    let message = crate::msg::line(Kind::ChildExited, |out| exited.encode(out));
+    if let Err(error) = crate::msg::send_blocking(parent_core as usize, &message) {
+        log::warn!("process {} exited but its parent's core {parent_core} was not told: {error}", exited.child_pid);
     }
 }
 
-/// Records a child's exit for its parent here and wakes the parent's waiters.
-fn record_exit(parent_pid: u32, child_pid: u32, wait_status: u32) {
-    let updated = if parent_pid == 0 {
+/// Records a child's exit for its parent here, wakes the parent's waiters and sends it
+/// SIGCHLD. A parent that ignores SIGCHLD (`SIG_IGN`, or `SA_NOCLDWAIT`) has the child
+/// reaped at once, as on Linux: its `wait4` then finds no such child.
+fn record_exit(exited: &ChildExited) {
+    let (parent_pid, child_pid) = (exited.parent_pid, exited.child_pid);
+    if parent_pid == 0 {
         let mut children = KERNEL_CHILDREN.lock();
-        children.iter_mut().find(|c| c.pid == child_pid).map(|c| c.wait_status = Some(wait_status)).is_some()
-    } else if let Some(parent) = find(parent_pid) {
+        if let Some(child) = children.iter_mut().find(|c| c.pid == child_pid) {
+            child.wait_status = Some(exited.wait_status);
+            drop(children);
+            sched::wake(WaitToken::Child(0), usize::MAX);
+        }
+        return;
+    }
+    let Some(parent) = find(parent_pid) else { return };
+    let action = parent.signals.action(signal::SIGCHLD);
+    let reap_now = action.handler == signal::SIG_IGN || action.flags & signal::SA_NOCLDWAIT != 0;
+    let recorded = {
         let mut state = parent.state.lock();
-        state.children.iter_mut().find(|c| c.pid == child_pid).map(|c| c.wait_status = Some(wait_status)).is_some()
-    } else {
-        false
+        match state.children.iter().position(|c| c.pid == child_pid) {
+            Some(index) if reap_now => {
+                state.children.remove(index);
+                true
+            }
+            Some(index) => {
+                let child = &mut state.children[index];
+                child.wait_status = Some(exited.wait_status);
+                child.process_group = exited.process_group;
+                true
+            }
+            None => false,
+        }
     };
-    if updated {
+    if recorded {
+        // Waiters first: a parent blocked in wait4 reaps the child rather than being
+        // interrupted by the SIGCHLD that follows.
         sched::wake(WaitToken::Child(parent_pid), usize::MAX);
+        signal::post_child_exit(&parent, child_pid, exited.wait_status);
     }
 }
 
-/// `wait4` options Reef honours.
+/// `wait4` options Reef honours: `WNOHANG`. `WUNTRACED` and `WCONTINUED` are accepted (no
+/// process stops or continues yet), as are `__WNOTHREAD`, `__WALL` and `__WCLONE`.
 pub const WNOHANG: u64 = 1;
+const WAIT_OPTIONS: u64 = WNOHANG | 2 | 8 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
 
-/// Waits for a child of `parent_pid` (0: this kernel) matching `which` (-1: any); returns
-/// (pid, status), or `Ok(None)` with `WNOHANG` and nothing exited yet.
-pub fn wait(parent_pid: u32, which: i64, options: u64) -> Result<Option<(u32, u32)>, Errno> {
+/// Which children a wait takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    Any,
+    Process(u32),
+    Group(u32),
+}
+
+/// Waits for a child of `parent_pid` (0: this kernel) that `which` names; returns (pid,
+/// status), or `Ok(None)` with `WNOHANG` and nothing exited yet. A signal ends the wait with
+/// `signal::interrupted_errno()` (restarted after a handler with `SA_RESTART`).
+pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32, u32)>, Errno> {
+    if options & !WAIT_OPTIONS != 0 {
+        return Err(errno::EINVAL);
+    }
     loop {
         let reaped = with_children(parent_pid, |children| {
-            let matching = |c: &Child| which == -1 || which == 0 || i64::from(c.pid) == which;
+            let matching = |c: &Child| match which {
+                WaitFor::Any => true,
+                WaitFor::Process(pid) => c.pid == pid,
+                WaitFor::Group(group) => c.process_group == group,
+            };
             if !children.iter().any(matching) {
                 return Err(errno::ECHILD);
             }
@@ -519,8 +617,8 @@ pub fn wait(parent_pid: u32, which: i64, options: u64) -> Result<Option<(u32, u3
         if options & WNOHANG != 0 {
             return Ok(None);
         }
-        if sched::block(WaitToken::Child(parent_pid), None) == Wakeup::Killed {
-            return Err(errno::EINTR);
+        if sched::block(WaitToken::Child(parent_pid), None).by_signal() {
+            return Err(signal::interrupted_errno());
         }
     }
 }
@@ -534,51 +632,9 @@ fn with_children<T>(parent_pid: u32, work: impl FnOnce(&mut Vec<Child>) -> T) ->
     Ok(work(&mut state.children))
 }
 
-/// Sends `signal` to `pid` (any instance). Reef delivers no handlers yet: every signal that
-/// Linux's default action ends a process with ends it; the others are ignored.
-pub fn kill(pid: u32, signal_number: u32) -> Result<(), Errno> {
-    if signal_number > 64 {
-        return Err(errno::EINVAL);
-    }
-    let home = home_of(pid);
-    if home != shared::this_core() as usize {
-        if home >= crate::msg::messaging_cores() {
-            return Err(errno::ESRCH);
-        }
-        let result = crate::msg::icc::call(
-            home,
-            abi::message::handler::KILL_PROCESS,
-            [u64::from(pid), u64::from(signal_number), 0, 0, 0],
-            crate::msg::SEND_TIMEOUT_MS,
-        )
-        .map_err(|_| errno::ESRCH)?;
-        return if result == 0 { Ok(()) } else { Err(result as u32) };
-    }
-    kill_local(pid, signal_number)
-}
-
-fn kill_local(pid: u32, signal_number: u32) -> Result<(), Errno> {
-    let process = find(pid).ok_or(errno::ESRCH)?;
-    // SIGCHLD, SIGCONT, SIGURG, SIGWINCH default to nothing; 0 only checks existence.
-    if signal_number == 0 || matches!(signal_number, 17 | 18 | 23 | 28) {
-        return Ok(());
-    }
-    process.doom(signal_number);
-    Ok(())
-}
-
-/// ICC handler: a kill from another instance.
-pub fn kill_handler(arguments: &[u64; 5]) -> Result<u64, abi::message::IccStatus> {
-    Ok(match kill_local(arguments[0] as u32, arguments[1] as u32) {
-        Ok(()) => 0,
-        Err(error) => u64::from(error),
-    })
-}
-
 /// A user-mode fault the process cannot survive: report it in one line and end the process
-/// with the signal Linux would send.
+/// with the signal Linux would send (its handlers are not run for faults).
 pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
-    let process = sched::current_process().expect("a user fault comes from a process");
     let (signal_number, signal_name) = match frame.vector {
         0 | 16 | 19 => (signal::SIGFPE, "SIGFPE"),
         6 => (signal::SIGILL, "SIGILL"),
@@ -586,10 +642,11 @@ pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
         17 => (signal::SIGBUS, "SIGBUS"),
         _ => (signal::SIGSEGV, "SIGSEGV"),
     };
-    let name = process.state.lock().name.clone();
+    let (pid, name) = sched::with_current_process(|p| (p.pid, p.state.lock().name.clone()))
+        .expect("a user fault comes from a process");
     log::error!(
         "process {} ({}) killed by {}: {} at rip={:#x} address={:#x} error={:#x} on core {}",
-        process.pid,
+        pid,
         name,
         signal_name,
         crate::interrupt::exception_name(frame.vector),
@@ -602,7 +659,8 @@ pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
 }
 
 /// Spawns a process on `core` for `parent` (a local process, or 0 for this kernel): locally
-/// when `core` is this one, else by a message to that core's kernel; returns its pid.
+/// when `core` is this one, else by a message to that core's kernel; returns its pid. The
+/// child joins its parent's process group and session (a kernel's child leads new ones).
 pub fn spawn(
     core: usize,
     path: &[u8],
@@ -612,9 +670,17 @@ pub fn spawn(
 ) -> Result<u32, Errno> {
     let me = shared::this_core();
     let parent = Parent { core: me, pid: parent_pid };
+    let membership = match parent_pid {
+        0 => None,
+        pid => {
+            let process = find(pid).ok_or(errno::ESRCH)?;
+            Some((process.process_group(), process.session()))
+        }
+    };
     if core == me as usize {
-        let pid = create(path, arguments, environment, parent)?;
-        let _ = with_children(parent_pid, |children| children.push(Child { pid, wait_status: None }));
+        let pid = create(path, arguments, environment, parent, membership)?;
+        let process_group = membership.map_or(pid, |(group, _)| group);
+        let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
         return Ok(pid);
     }
     if core >= crate::msg::messaging_cores() {
@@ -629,9 +695,10 @@ pub fn spawn(
     }
     let mut request = alloc::vec![0u8; size];
     let request_id = (u64::from(me) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed);
-    SpawnRequest::encode(&mut request, request_id, parent_pid, me, path, arguments, environment)
-        .ok_or(errno::EINVAL)?;
-    PENDING_SPAWNS.lock().insert(request_id, (parent_pid, None));
+    let (process_group, session) = membership.unwrap_or((0, 0));
+    let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session };
+    SpawnRequest::encode(&mut request, &origin, path, arguments, environment).ok_or(errno::EINVAL)?;
+    PENDING_SPAWNS.lock().insert(request_id, PendingSpawn { parent_pid, process_group, result: None });
     if let Err(error) = crate::msg::send_large(core, Kind::SpawnRequest, &request) {
         PENDING_SPAWNS.lock().remove(&request_id);
         log::warn!("spawn on core {core}: {error}");
@@ -639,13 +706,14 @@ pub fn spawn(
     }
     let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(crate::msg::SEND_TIMEOUT_MS * 1_000_000);
     loop {
-        let answered = PENDING_SPAWNS.lock().get(&request_id).and_then(|&(_, result)| result);
+        let answered = PENDING_SPAWNS.lock().get(&request_id).and_then(|pending| pending.result);
         if let Some(result) = answered {
             PENDING_SPAWNS.lock().remove(&request_id);
             return if result > 0 { Ok(result as u32) } else { Err((-result) as u32) };
         }
-        match sched::block(WaitToken::Reply(request_id), Some(deadline)) {
-            Wakeup::Woken => {}
+        // Not interruptible: a signal must not leave a child built but not recorded.
+        match sched::block_uninterruptible(WaitToken::Reply(request_id), Some(deadline)) {
+            Wakeup::Woken | Wakeup::Interrupted => {}
             Wakeup::TimedOut if crate::arch::cpu::read_tsc() >= deadline => {
                 PENDING_SPAWNS.lock().remove(&request_id);
                 return Err(errno::ETIMEDOUT);
@@ -662,18 +730,20 @@ pub fn spawn(
 /// Message handler: another instance asks for a process here.
 fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
     let request = SpawnRequest::decode(bytes)?;
-    log::debug!("spawn request {:#x} from core {}", request.request_id, request.parent_core);
+    let origin = request.origin;
+    log::debug!("spawn request {:#x} from core {}", origin.request_id, origin.parent_core);
     let arguments: Vec<&[u8]> = request.arguments().collect();
     let environment: Vec<&[u8]> = request.environment().collect();
-    let parent = Parent { core: request.parent_core, pid: request.parent_pid };
-    let result = match create(request.path, &arguments, &environment, parent) {
+    let parent = Parent { core: origin.parent_core, pid: origin.parent_pid };
+    let membership = (origin.session != 0).then_some((origin.process_group, origin.session));
+    let result = match create(request.path, &arguments, &environment, parent, membership) {
         Ok(pid) => i64::from(pid),
         Err(error) => -i64::from(error),
     };
     let reply =
-        crate::msg::line(Kind::SpawnReply, |out| SpawnReply { request_id: request.request_id, result }.encode(out));
-    if let Err(error) = crate::msg::send_blocking(request.parent_core as usize, &reply) {
-        log::warn!("spawn request from core {}: the reply was not sent: {error}", request.parent_core);
+        crate::msg::line(Kind::SpawnReply, |out| SpawnReply { request_id: origin.request_id, result }.encode(out));
+    if let Err(error) = crate::msg::send_blocking(origin.parent_core as usize, &reply) {
+        log::warn!("spawn request from core {}: the reply was not sent: {error}", origin.parent_core);
     }
     Ok(())
 }
@@ -688,12 +758,13 @@ fn on_spawn_reply(message: &channel::Message) -> crate::msg::HandlerResult {
         // The requester gave up waiting: the process runs without a waiting parent.
         return Ok(());
     };
-    slot.1 = Some(reply.result);
-    let parent_pid = slot.0;
+    slot.result = Some(reply.result);
+    let (parent_pid, process_group) = (slot.parent_pid, slot.process_group);
     drop(pending);
     if reply.result > 0 {
         let pid = reply.result as u32;
-        let _ = with_children(parent_pid, |children| children.push(Child { pid, wait_status: None }));
+        let process_group = if process_group == 0 { pid } else { process_group };
+        let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
     }
     sched::wake(WaitToken::Reply(reply.request_id), usize::MAX);
     Ok(())
@@ -702,7 +773,7 @@ fn on_spawn_reply(message: &channel::Message) -> crate::msg::HandlerResult {
 /// Message handler: a child homed elsewhere exited.
 fn on_child_exited(message: &channel::Message) -> crate::msg::HandlerResult {
     let exited = ChildExited::decode(message.payload())?;
-    record_exit(exited.parent_pid, exited.child_pid, exited.wait_status);
+    record_exit(&exited);
     Ok(())
 }
 
@@ -712,7 +783,8 @@ pub fn init() {
     register(Kind::SpawnRequest, Handler { high_priority: false, on_line: None, on_large: Some(on_spawn_request) });
     register(Kind::SpawnReply, Handler { high_priority: false, on_line: Some(on_spawn_reply), on_large: None });
     register(Kind::ChildExited, Handler { high_priority: false, on_line: Some(on_child_exited), on_large: None });
-    crate::msg::icc::register(abi::message::handler::KILL_PROCESS, kill_handler);
+    signal::init();
+    group::init();
 }
 
 /// A sentence for a Linux errno, for the shell's messages.

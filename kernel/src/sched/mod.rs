@@ -8,9 +8,11 @@
 
 use crate::arch::cpu;
 use crate::arch::gdt;
+use crate::arch::idt::InterruptFrame;
 use crate::arch::paging;
 use crate::arch::stacks::{StackError, ThreadStack};
 use crate::arch::user::{self, FpuState, SYSCALL_STACK_TOP};
+use crate::proc::signal::{self, InterruptedCall, ThreadSignals};
 use crate::proc::Process;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -33,6 +35,8 @@ pub enum WaitToken {
     Console,
     /// Nothing but the deadline (`nanosleep`).
     Sleep,
+    /// Nothing but a signal (`pause`, `rt_sigsuspend`).
+    Signal,
 }
 
 /// Why a blocked thread runs again.
@@ -44,6 +48,26 @@ pub enum Wakeup {
     TimedOut,
     /// Its process is being killed.
     Killed,
+    /// A signal it does not block is pending for it (see `proc::signal`): the call fails with
+    /// `EINTR` or `proc::signal::interrupted_errno()`.
+    Interrupted,
+}
+
+impl Wakeup {
+    /// Whether a signal cut the wait short (the process is ending, or a handler is to run):
+    /// the blocking call should give up with `EINTR` or `proc::signal::interrupted_errno()`.
+    pub fn by_signal(self) -> bool {
+        matches!(self, Self::Killed | Self::Interrupted)
+    }
+}
+
+/// A blocked thread's wait.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    token: WaitToken,
+    deadline_tsc: Option<u64>,
+    /// Whether a signal ends it ([`block`]) or not ([`block_uninterruptible`]).
+    interruptible: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +100,9 @@ pub struct Thread {
     pub fs_base: AtomicU64,
     /// `set_tid_address`/`CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
     pub clear_child_tid: AtomicU64,
-    wait: Mutex<Option<(WaitToken, Option<u64>)>>,
+    /// Its blocked mask, signals sent to it alone, its alternate stack.
+    pub signals: ThreadSignals,
+    wait: Mutex<Option<Wait>>,
     wakeup: Mutex<Wakeup>,
 }
 
@@ -104,9 +130,10 @@ impl Thread {
     pub fn new_user(
         tid: u32,
         process: Arc<Process>,
-        frame: &crate::arch::idt::InterruptFrame,
+        frame: &InterruptFrame,
         fpu: FpuState,
         fs_base: u64,
+        signals: ThreadSignals,
     ) -> Result<Arc<Self>, StackError> {
         let stack = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop))?;
         // SAFETY: the stack was just allocated for this thread and is mapped writable.
@@ -119,6 +146,7 @@ impl Thread {
             state: AtomicU8::new(State::Ready as u8),
             fs_base: AtomicU64::new(fs_base),
             clear_child_tid: AtomicU64::new(0),
+            signals,
             wait: Mutex::new(None),
             wakeup: Mutex::new(Wakeup::Woken),
         }))
@@ -163,6 +191,20 @@ pub fn with_current_process<T>(work: impl FnOnce(&Process) -> T) -> Option<T> {
     unsafe { pointer.as_ref() }.map(work)
 }
 
+/// The running thread, kept by the switch like [`CURRENT_PROCESS`], for the signal check on
+/// every return to ring 3.
+static CURRENT_THREAD: core::sync::atomic::AtomicPtr<Thread> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Runs `work` with the running thread, without the scheduler's lock; `None` before the
+/// first switch (the boot thread never returns to ring 3).
+fn with_current_thread<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
+    let pointer = CURRENT_THREAD.load(Ordering::Relaxed);
+    // SAFETY: as for `with_current_process`: the switch stores the running thread's `Arc`
+    // pointer here, and the scheduler's lists hold that `Arc` while the thread runs `work`.
+    unsafe { pointer.as_ref() }.map(work)
+}
+
 /// Set by the timer: the running thread's slice is over.
 static NEED_SWITCH: AtomicBool = AtomicBool::new(false);
 /// Set by the message notification and the timer: look at the channels before returning to
@@ -203,6 +245,7 @@ pub fn init() {
         state: AtomicU8::new(State::Running as u8),
         fs_base: AtomicU64::new(0),
         clear_child_tid: AtomicU64::new(0),
+        signals: ThreadSignals::new(0),
         wait: Mutex::new(None),
         wakeup: Mutex::new(Wakeup::Woken),
     });
@@ -262,16 +305,37 @@ pub fn yield_now() {
     cpu::enable_interrupts();
 }
 
-/// Blocks the running thread until [`wake`] names `token`, `deadline_tsc` passes, or its
-/// process is killed. Interrupts are enabled on return.
+/// Blocks the running thread until [`wake`] names `token`, `deadline_tsc` passes, its
+/// process is killed, or a signal it does not block becomes pending for it
+/// ([`Wakeup::Interrupted`], at once if one is pending already). Interrupts are enabled on
+/// return.
 pub fn block(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {
+    block_as(Wait { token, deadline_tsc, interruptible: true })
+}
+
+/// [`block`] that a signal does not end (only the process's end does): for waits the kernel
+/// must see through, such as the reply to a spawn request.
+pub fn block_uninterruptible(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {
+    block_as(Wait { token, deadline_tsc, interruptible: false })
+}
+
+fn block_as(wait: Wait) -> Wakeup {
     cpu::disable_interrupts();
     let me = current();
-    if me.process.as_ref().is_some_and(|p| p.is_killed()) {
-        cpu::enable_interrupts();
-        return Wakeup::Killed;
+    if let Some(process) = me.process.as_ref() {
+        let early = if process.is_killed() {
+            Some(Wakeup::Killed)
+        } else if wait.interruptible && signal::would_interrupt(&me, process) {
+            Some(Wakeup::Interrupted)
+        } else {
+            None
+        };
+        if let Some(wakeup) = early {
+            cpu::enable_interrupts();
+            return wakeup;
+        }
     }
-    *me.wait.lock() = Some((token, deadline_tsc));
+    *me.wait.lock() = Some(wait);
     me.set_state(State::Blocked);
     with_scheduler(|s| s.blocked.push(me.clone()));
     drop(me);
@@ -295,7 +359,7 @@ pub fn wake(token: WaitToken, count: usize) -> usize {
         let mut woken = 0;
         let mut i = 0;
         while i < s.blocked.len() && woken < count {
-            if s.blocked[i].wait.lock().is_some_and(|(t, _)| t == token) {
+            if s.blocked[i].wait.lock().is_some_and(|w| w.token == token) {
                 unblock(s, i, Wakeup::Woken);
                 woken += 1;
             } else {
@@ -320,6 +384,48 @@ pub fn wake_process(pid: u32) {
     })
 }
 
+impl Scheduler {
+    /// The running thread if it runs: a blocked or dead one idling on its own stack (see
+    /// [`schedule`]) is in `blocked` or `dead`, not on its way to ring 3.
+    fn running(&self) -> Option<&Arc<Thread>> {
+        self.current.as_ref().filter(|t| t.state() == State::Running)
+    }
+
+    /// Every live thread, once: running, ready, blocked.
+    fn live(&self) -> impl Iterator<Item = &Arc<Thread>> {
+        self.running().into_iter().chain(self.ready.iter()).chain(self.blocked.iter())
+    }
+}
+
+/// Threads of process `pid` on this instance (running, ready or blocked).
+pub fn threads_of(pid: u32) -> Vec<Arc<Thread>> {
+    with_scheduler(|s| s.live().filter(|t| t.process.as_ref().is_some_and(|p| p.pid == pid)).cloned().collect())
+}
+
+/// The live thread `tid` of this instance.
+pub fn find_thread(tid: u32) -> Option<Arc<Thread>> {
+    if tid == 0 {
+        return None;
+    }
+    with_scheduler(|s| s.live().find(|t| t.tid == tid).cloned())
+}
+
+/// A signal that runs a handler became pending for these threads (those of its process that
+/// do not block it): unless one of them is running or ready, and takes it on its way to ring
+/// 3, wakes the first in an interruptible wait with [`Wakeup::Interrupted`].
+pub fn interrupt_one(candidates: &[Arc<Thread>]) {
+    with_scheduler(|s| {
+        let on_the_way = |t: &Arc<Thread>| candidates.iter().any(|c| Arc::ptr_eq(c, t));
+        if s.running().into_iter().chain(s.ready.iter()).any(on_the_way) {
+            return;
+        }
+        let waiting = s.blocked.iter().position(|t| on_the_way(t) && t.wait.lock().is_some_and(|w| w.interruptible));
+        if let Some(index) = waiting {
+            unblock(s, index, Wakeup::Interrupted);
+        }
+    })
+}
+
 /// From the timer interrupt: wakes threads whose deadline passed and ends the slice.
 pub fn on_tick() {
     wake_expired();
@@ -332,7 +438,7 @@ fn wake_expired() {
     with_scheduler(|s| {
         let mut i = 0;
         while i < s.blocked.len() {
-            let expired = s.blocked[i].wait.lock().is_some_and(|(_, d)| d.is_some_and(|d| d <= now));
+            let expired = s.blocked[i].wait.lock().is_some_and(|w| w.deadline_tsc.is_some_and(|d| d <= now));
             if expired {
                 unblock(s, i, Wakeup::TimedOut);
             } else {
@@ -342,9 +448,11 @@ fn wake_expired() {
     })
 }
 
-/// On the way back to ring 3 (after a system call or an interrupt from user mode): handles
-/// this core's messages, ends a killed thread, and switches if the slice is over.
-pub fn before_user_return() {
+/// On the way back to ring 3 with `frame` (after a system call or an interrupt from user
+/// mode): handles this core's messages, ends a killed thread, switches if the slice is over,
+/// and last delivers pending signals, settling `interrupted` (the system call a signal cut
+/// short, if any: it fails with `EINTR` or runs again).
+pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<InterruptedCall>) {
     if LOOK_AT_MESSAGES.load(Ordering::Relaxed) {
         LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
         crate::msg::drain();
@@ -356,6 +464,13 @@ pub fn before_user_return() {
     if NEED_SWITCH.load(Ordering::Relaxed) {
         NEED_SWITCH.store(false, Ordering::Relaxed);
         yield_now();
+        // Killed while it waited for the CPU.
+        if with_current_process(|p| p.is_killed()) == Some(true) {
+            crate::proc::exit_thread();
+        }
+    }
+    if interrupted.is_some() || with_current_thread(signal::needs_delivery) == Some(true) {
+        signal::deliver(frame, interrupted);
     }
 }
 
@@ -425,6 +540,7 @@ fn switch_to(next: Arc<Thread>) {
     user::set_fs_base(next.fs_base.load(Ordering::Relaxed));
     CURRENT_PROCESS
         .store(next.process.as_ref().map_or(core::ptr::null_mut(), |p| Arc::as_ptr(p).cast_mut()), Ordering::Relaxed);
+    CURRENT_THREAD.store(Arc::as_ptr(&next).cast_mut(), Ordering::Relaxed);
     let root = match &next.process {
         Some(process) => process.page_table_root(),
         None => crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed),

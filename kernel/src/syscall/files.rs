@@ -97,6 +97,8 @@ fn read_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Syscal
         let at = if offset == NONE { NONE } else { offset + done };
         let answer = match ask(FileOp::Read, &[handle.id, chunk, at], &[], &[]) {
             Ok(answer) => answer,
+            // A signal cut the wait: restartable, as Linux's ERESTARTSYS.
+            Err(errno::EINTR) if done == 0 => return Err(crate::proc::signal::interrupted_errno()),
             Err(error) if done == 0 => return Err(error),
             Err(_) => return Ok(done),
         };
@@ -146,11 +148,10 @@ fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Sysca
             Ok(answer) => answer.value,
             Err(errno::EPIPE) => {
                 // The reader is gone: SIGPIPE, whose default ends the writer [pipe(7)].
-                if let Some(process) = sched::current_process() {
-                    let _ = crate::proc::kill(process.pid, 13);
-                }
+                crate::proc::signal::send_to_current(13);
                 return if done > 0 { Ok(done) } else { Err(errno::EPIPE) };
             }
+            Err(errno::EINTR) if done == 0 => return Err(crate::proc::signal::interrupted_errno()),
             Err(error) if done == 0 => return Err(error),
             Err(_) => return Ok(done),
         };
@@ -632,7 +633,7 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
     let ready = if asked.is_empty() {
         if wait {
             if let Some(deadline) = deadline {
-                super::time::sleep_until(deadline)?;
+                super::time::sleep_until(deadline, 0)?;
             }
         }
         0

@@ -7,12 +7,14 @@ mod files;
 mod machine;
 mod memory;
 mod process;
+mod signal;
 mod time;
 
 use crate::arch::cpu;
 use crate::arch::idt::InterruptFrame;
 use crate::arch::user::{self, copy_from_user, copy_to_user};
 use crate::core::shared;
+use crate::proc::signal::InterruptedCall;
 use crate::proc::Errno;
 use crate::sched;
 use alloc::vec::Vec;
@@ -47,12 +49,18 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     let arguments = Arguments([frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9]);
     count(number);
     let result = handle(number, arguments, frame);
+    // A call a signal cut short fails with EINTR unless the signal's delivery restarts it.
+    let interrupted = match result {
+        Err(rule) if crate::proc::signal::is_restart(rule) => Some(InterruptedCall { number, rule }),
+        _ => None,
+    };
     frame.rax = match result {
         Ok(value) => value,
+        Err(_) if interrupted.is_some() => (-i64::from(errno::EINTR)) as u64,
         Err(error) => (-i64::from(error)) as u64,
     };
     crate::fs::client::flush_releases();
-    sched::before_user_return();
+    sched::before_user_return(frame, interrupted);
     cpu::disable_interrupts();
 }
 
@@ -169,16 +177,20 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_exit => crate::proc::exit_thread_with(a.0[0] as u32),
         nr::__NR_exit_group => crate::proc::exit_process(crate::proc::exited_status(a.0[0] as u32)),
         nr::__NR_wait4 => process::wait4(a.0[0] as i32 as i64, a.0[1], a.0[2]),
-        nr::__NR_kill => process::kill(a.0[0] as i32 as i64, a.0[1]),
-        nr::__NR_tkill => process::kill(a.0[0] as i32 as i64, a.0[1]),
-        nr::__NR_tgkill => process::kill(a.0[1] as i32 as i64, a.0[2]),
+        nr::__NR_kill => signal::kill(a.0[0], a.0[1]),
+        nr::__NR_tkill => signal::tkill(a.0[0], a.0[1]),
+        nr::__NR_tgkill => signal::tgkill(a.0[0], a.0[1], a.0[2]),
         nr::__NR_futex => process::futex(a.0[0], a.0[1], a.0[2], a.0[3], a.0[5]),
         nr::__NR_set_tid_address => process::set_tid_address(a.0[0]),
         nr::__NR_set_robust_list => Ok(0),
         nr::__NR_arch_prctl => process::arch_prctl(a.0[0], a.0[1]),
-        nr::__NR_rt_sigaction => process::rt_sigaction(a.0[0], a.0[1], a.0[2], a.0[3]),
-        nr::__NR_rt_sigprocmask => process::rt_sigprocmask(a.0[0], a.0[1], a.0[2], a.0[3]),
-        nr::__NR_sigaltstack => process::sigaltstack(a.0[1]),
+        nr::__NR_rt_sigaction => signal::rt_sigaction(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_rt_sigprocmask => signal::rt_sigprocmask(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_rt_sigpending => signal::rt_sigpending(a.0[0], a.0[1]),
+        nr::__NR_rt_sigsuspend => signal::rt_sigsuspend(a.0[0], a.0[1]),
+        nr::__NR_rt_sigreturn => signal::rt_sigreturn(frame),
+        nr::__NR_pause => signal::pause(),
+        nr::__NR_sigaltstack => signal::sigaltstack(a.0[0], a.0[1], frame),
         nr::__NR_sched_yield => {
             sched::yield_now();
             Ok(0)
@@ -190,8 +202,11 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Ok(0),
         nr::__NR_setuid | nr::__NR_setgid if a.0[0] == 0 => Ok(0),
         nr::__NR_setuid | nr::__NR_setgid => Err(errno::EPERM),
-        nr::__NR_getpgrp | nr::__NR_getpgid | nr::__NR_getsid => process::getpid(),
-        nr::__NR_setpgid | nr::__NR_setsid => process::getpid(),
+        nr::__NR_getpgrp => signal::getpgid(0),
+        nr::__NR_getpgid => signal::getpgid(a.0[0]),
+        nr::__NR_getsid => signal::getsid(a.0[0]),
+        nr::__NR_setpgid => signal::setpgid(a.0[0], a.0[1]),
+        nr::__NR_setsid => signal::setsid(),
         nr::__NR_prctl => Err(errno::EINVAL),
         nr::__NR_getrandom => process::getrandom(a.0[0], a.0[1]),
         nr::__NR_getcpu => process::getcpu(a.0[0], a.0[1]),

@@ -1,5 +1,5 @@
-//! Process and thread calls: ids, fork, clone, execve, wait4, kill, futex, TLS, limits, and
-//! Reef's spawn on another core.
+//! Process and thread calls: ids, fork, clone, execve, wait4, futex, TLS, limits, and Reef's
+//! spawn on another core.
 
 use super::{read_string, read_string_array, read_user, write_user, SyscallResult};
 use crate::arch::idt::InterruptFrame;
@@ -70,10 +70,18 @@ pub fn execve(path: u64, arguments: u64, environment: u64, frame: &mut Interrupt
     Ok(0)
 }
 
+/// `wait4(pid, status, options, rusage)`: `pid` > 0 that child, -1 any, 0 the caller's group,
+/// < -1 the group `-pid`. No resource usage is written.
 pub fn wait4(which: i64, status: u64, options: u64) -> SyscallResult {
     let process = current()?;
-    let pid = process.pid;
+    let (pid, group) = (process.pid, process.process_group());
     drop(process);
+    let which = match which {
+        -1 => proc::WaitFor::Any,
+        0 => proc::WaitFor::Group(group),
+        p if p < 0 => proc::WaitFor::Group(p.unsigned_abs() as u32),
+        p => proc::WaitFor::Process(p as u32),
+    };
     match proc::wait(pid, which, options)? {
         None => Ok(0),
         Some((child, wait_status)) => {
@@ -83,18 +91,6 @@ pub fn wait4(which: i64, status: u64, options: u64) -> SyscallResult {
             Ok(u64::from(child))
         }
     }
-}
-
-pub fn kill(pid: i64, signal_number: u64) -> SyscallResult {
-    let me = current()?;
-    let target = match pid {
-        0 | -1 => return Err(errno::EPERM),
-        p if p < 0 => (-p) as u32,
-        p => p as u32,
-    };
-    drop(me);
-    proc::kill(target, signal_number as u32)?;
-    Ok(0)
 }
 
 const FUTEX_WAIT: u64 = 0;
@@ -145,7 +141,10 @@ pub fn futex(address: u64, operation: u64, value: u64, timeout: u64, _bitset: u6
             match sched::block(key, deadline) {
                 Wakeup::Woken => Ok(0),
                 Wakeup::TimedOut => Err(errno::ETIMEDOUT),
-                Wakeup::Killed => Err(errno::EINTR),
+                // Linux restarts an interrupted wait without a timeout after an SA_RESTART
+                // handler; one with a timeout fails (it would restart with the full time).
+                Wakeup::Killed | Wakeup::Interrupted if deadline.is_none() => Err(proc::signal::interrupted_errno()),
+                Wakeup::Killed | Wakeup::Interrupted => Err(errno::EINTR),
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => Ok(sched::wake(key, value as u32 as usize) as u64),
@@ -178,60 +177,6 @@ pub fn arch_prctl(code: u64, address: u64) -> SyscallResult {
         }
         _ => Err(errno::EINVAL),
     }
-}
-
-/// Records the action (handlers are not delivered yet) and returns the previous one.
-pub fn rt_sigaction(signal_number: u64, action: u64, old_action: u64, size: u64) -> SyscallResult {
-    if signal_number == 0 || signal_number > 64 || size != 8 || signal_number == 9 || signal_number == 19 {
-        return Err(errno::EINVAL);
-    }
-    let new: Option<[u64; 4]> = if action != 0 { Some(read_user(action)?) } else { None };
-    let process = current()?;
-    let previous = {
-        let mut state = process.state.lock();
-        let previous = state.signal_actions.get(&(signal_number as u32)).copied().unwrap_or([0; 4]);
-        if let Some(new) = new {
-            state.signal_actions.insert(signal_number as u32, new);
-        }
-        previous
-    };
-    if old_action != 0 {
-        write_user(old_action, &previous)?;
-    }
-    Ok(0)
-}
-
-pub fn rt_sigprocmask(how: u64, set: u64, old_set: u64, size: u64) -> SyscallResult {
-    if size != 8 {
-        return Err(errno::EINVAL);
-    }
-    let new: Option<u64> = if set != 0 { Some(read_user(set)?) } else { None };
-    let process = current()?;
-    let previous = {
-        let mut state = process.state.lock();
-        let previous = state.signal_mask;
-        if let Some(new) = new {
-            state.signal_mask = match how {
-                0 => previous | new,
-                1 => previous & !new,
-                2 => new,
-                _ => return Err(errno::EINVAL),
-            };
-        }
-        previous
-    };
-    if old_set != 0 {
-        write_user(old_set, &previous)?;
-    }
-    Ok(0)
-}
-
-pub fn sigaltstack(old_stack: u64) -> SyscallResult {
-    if old_stack != 0 {
-        // ss_sp, ss_flags (SS_DISABLE), ss_size.
-        write_user(old_stack, &[0u64, 2, 0])?;
-    }
-    Ok(0)
 }
 
 pub fn sched_getaffinity(size: u64, mask: u64) -> SyscallResult {

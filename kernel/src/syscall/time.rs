@@ -1,7 +1,7 @@
 //! Time calls: clocks from the TSC (monotonic since boot; realtime is boot time plus that).
 
 use super::{read_user, write_user, SyscallResult};
-use crate::sched::{self, WaitToken, Wakeup};
+use crate::sched::{self, WaitToken};
 use linux_raw_sys::errno;
 use linux_raw_sys::general::{timespec, timeval};
 
@@ -65,33 +65,36 @@ pub fn time(out: u64) -> SyscallResult {
     Ok(seconds)
 }
 
-/// Sleeps until monotonic time `until_ns`; `Err(EINTR)` if the process is killed meanwhile.
-pub(super) fn sleep_until(until_ns: u64) -> SyscallResult {
+/// Sleeps until monotonic time `until_ns`. A signal ends the sleep with `EINTR`, and the time
+/// left is written to `remaining` (unless 0); the sleep is not restarted, as on Linux when a
+/// handler runs.
+pub(super) fn sleep_until(until_ns: u64, remaining: u64) -> SyscallResult {
     loop {
         let now_ns = crate::time::now_ns();
         if now_ns >= until_ns {
             return Ok(0);
         }
         let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(until_ns - now_ns);
-        if sched::block(WaitToken::Sleep, Some(deadline)) == Wakeup::Killed {
+        if sched::block(WaitToken::Sleep, Some(deadline)).by_signal() {
+            if remaining != 0 {
+                write_user(remaining, &to_timespec(until_ns.saturating_sub(crate::time::now_ns())))?;
+            }
             return Err(errno::EINTR);
         }
     }
 }
 
-pub fn nanosleep(request: u64, _remaining: u64) -> SyscallResult {
+pub fn nanosleep(request: u64, remaining: u64) -> SyscallResult {
     let duration = from_timespec(&read_user::<timespec>(request)?)?;
-    sleep_until(crate::time::now_ns().saturating_add(duration))
+    sleep_until(crate::time::now_ns().saturating_add(duration), remaining)
 }
 
-pub fn clock_nanosleep(clock: u64, flags: u64, request: u64, _remaining: u64) -> SyscallResult {
+pub fn clock_nanosleep(clock: u64, flags: u64, request: u64, remaining: u64) -> SyscallResult {
     let value = from_timespec(&read_user::<timespec>(request)?)?;
     let base = now(clock)?;
     let monotonic = crate::time::now_ns();
-    let until = if flags & TIMER_ABSTIME != 0 {
-        monotonic + value.saturating_sub(base)
-    } else {
-        monotonic.saturating_add(value)
-    };
-    sleep_until(until)
+    let absolute = flags & TIMER_ABSTIME != 0;
+    let until = if absolute { monotonic + value.saturating_sub(base) } else { monotonic.saturating_add(value) };
+    // An absolute sleep has no time left to report.
+    sleep_until(until, if absolute { 0 } else { remaining })
 }

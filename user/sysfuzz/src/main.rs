@@ -129,9 +129,10 @@ fn draw_number(random: &mut Random) -> u64 {
 
 /// Six arguments for call `number`, respecting its rule; and whether any points into the buffer.
 fn draw_arguments(random: &mut Random, number: u64, buffer: u64) -> ([u64; 6], bool) {
-    let constraints = match rules::rule(number) {
-        Some(Rule { action: Action::Avoid(constraints), .. }) => *constraints,
-        _ => &[],
+    let (constraints, pins) = match rules::rule(number) {
+        Some(Rule { action: Action::Avoid(constraints), .. }) => (*constraints, &[][..]),
+        Some(Rule { action: Action::Pin(pins), .. }) => (&[][..], *pins),
+        _ => (&[][..], &[][..]),
     };
     let mut into_buffer = false;
     let mut drawn = [0u64; 6];
@@ -143,6 +144,9 @@ fn draw_arguments(random: &mut Random, number: u64, buffer: u64) -> ([u64; 6], b
             while values.contains(&(value as u32)) {
                 (value, points_in) = random::argument(random, buffer, scratch::BUFFER_SIZE as u64);
             }
+        }
+        if let Some(&(_, pinned)) = pins.iter().find(|(pinned, _)| *pinned == position) {
+            (value, points_in) = (pinned, false);
         }
         into_buffer |= points_in;
         *slot = value;
@@ -317,6 +321,22 @@ mod tests {
                 let (drawn, _) = draw_arguments(&mut random, number, 0x10_0000);
                 for (position, values) in *constraints {
                     assert!(!values.contains(&(drawn[*position] as u32)), "{number}: {:#x}", drawn[*position]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pinned_arguments_keep_their_value() {
+        let mut random = Random::new(4);
+        for number in [13u64, 14, 62, 131, 200, 234] {
+            let Some(Rule { action: Action::Pin(pins), .. }) = rules::rule(number) else {
+                panic!("{number} has a Pin rule");
+            };
+            for _ in 0..2_000 {
+                let (drawn, _) = draw_arguments(&mut random, number, 0x10_0000);
+                for (position, value) in *pins {
+                    assert_eq!(drawn[*position], *value, "{number}");
                 }
             }
         }

@@ -16,6 +16,9 @@ pub enum Action {
     /// takes any of `values`, compared as the 32-bit integers the kernel reads (descriptors,
     /// commands, `prctl` options): a value is redrawn until it is not one of them.
     Avoid(&'static [(usize, &'static [u32])]),
+    /// Issued, but for each `(argument, value)` the argument at that position is always
+    /// `value`: the form of a call that only reads or checks (a null new action, signal 0).
+    Pin(&'static [(usize, u64)]),
 }
 
 /// One row of the table.
@@ -41,6 +44,10 @@ const fn avoid(
     Rule { number, name, action: Action::Avoid(constraints), reason }
 }
 
+const fn pin(number: u64, name: &'static str, pins: &'static [(usize, u64)], reason: &'static str) -> Rule {
+    Rule { number, name, action: Action::Pin(pins), reason }
+}
+
 /// Standard input, output and error: the terminal, a console or a log file the fuzzer shares
 /// with whoever started it, and where its report goes.
 const STANDARD_DESCRIPTORS: &[u32] = &[0, 1, 2];
@@ -60,6 +67,11 @@ const SYSTEM_V: &str = "System V IPC: objects are machine-wide and outlive the f
                         processes' objects; shmat maps and shmdt unmaps memory; semop, msgsnd and msgrcv block";
 const NEW_PROCESS: &str = "creates a process or thread that would run the fuzzer's loop (or jump to a random stack)";
 const SIGNALS_OTHERS: &str = "sends a signal, to another process or to the fuzzer itself";
+const SIGNAL_ZERO: &str = "signal 0 only checks that the process, thread or group exists; any other signal reaches \
+                           other processes or the fuzzer itself";
+const READS_ONLY: &str = "with a null new value it only reports the current one: installing handlers at random \
+                          addresses, ignoring or catching the fatal signals, blocking the signals the fuzzer and \
+                          its threads rely on, or a random alternate stack would end it";
 const TIMER_SIGNAL: &str = "arms a timer whose signal (SIGALRM, SIGVTALRM, SIGPROF) ends the fuzzer by default";
 const CLOCK: &str = "changes the machine's clock";
 const REAL_TIME: &str = "real-time scheduling of the fuzzer or another process can starve the machine";
@@ -86,8 +98,8 @@ pub const RULES: &[Rule] = &[
     skip(10, "mprotect", OWN_MEMORY),
     skip(11, "munmap", OWN_MEMORY),
     skip(12, "brk", "moves or shrinks the heap the allocator uses"),
-    skip(13, "rt_sigaction", "installs handlers at random addresses, or ignores or catches the fatal signals"),
-    skip(14, "rt_sigprocmask", "blocks signals the fuzzer and its threads rely on"),
+    pin(13, "rt_sigaction", &[(1, 0)], READS_ONLY),
+    pin(14, "rt_sigprocmask", &[(1, 0)], READS_ONLY),
     skip(15, "rt_sigreturn", "loads every register from a random frame: the fuzzer would jump anywhere"),
     avoid(
         16,
@@ -139,7 +151,7 @@ pub const RULES: &[Rule] = &[
     skip(59, "execve", "replaces the fuzzer"),
     skip(60, "exit", "ends the calling thread"),
     skip(61, "wait4", "blocks while a child lives (reef_spawn may have started some)"),
-    skip(62, "kill", SIGNALS_OTHERS),
+    pin(62, "kill", &[(1, 0)], SIGNAL_ZERO),
     skip(64, "semget", SYSTEM_V),
     skip(65, "semop", SYSTEM_V),
     skip(66, "semctl", SYSTEM_V),
@@ -172,7 +184,7 @@ pub const RULES: &[Rule] = &[
     skip(128, "rt_sigtimedwait", "blocks until a signal, possibly forever"),
     skip(129, "rt_sigqueueinfo", SIGNALS_OTHERS),
     skip(130, "rt_sigsuspend", "blocks until a signal"),
-    skip(131, "sigaltstack", "a random alternate stack makes the next signal delivery crash"),
+    pin(131, "sigaltstack", &[(0, 0)], READS_ONLY),
     skip(135, "personality", "changes how the kernel treats the fuzzer (READ_IMPLIES_EXEC, ADDR_LIMIT_32BIT, ...)"),
     skip(141, "setpriority", "changes other processes' priority (PRIO_USER, PRIO_PGRP, random pids)"),
     skip(142, "sched_setparam", REAL_TIME),
@@ -210,7 +222,7 @@ pub const RULES: &[Rule] = &[
     skip(179, "quotactl", "changes the machine's disk quotas"),
     avoid(190, "fsetxattr", NOT_STANDARD, STANDARD_FILE),
     avoid(199, "fremovexattr", NOT_STANDARD, STANDARD_FILE),
-    skip(200, "tkill", SIGNALS_OTHERS),
+    pin(200, "tkill", &[(1, 0)], SIGNAL_ZERO),
     skip(202, "futex", FUTEX_WAITS),
     skip(203, "sched_setaffinity", "can confine the fuzzer or other processes to one CPU"),
     skip(216, "remap_file_pages", OWN_MEMORY),
@@ -221,7 +233,7 @@ pub const RULES: &[Rule] = &[
     skip(230, "clock_nanosleep", SLEEPS),
     skip(231, "exit_group", "ends the fuzzer"),
     skip(232, "epoll_wait", WAITS),
-    skip(234, "tgkill", SIGNALS_OTHERS),
+    pin(234, "tgkill", &[(2, 0)], SIGNAL_ZERO),
     skip(240, "mq_open", MESSAGE_QUEUES),
     skip(241, "mq_unlink", MESSAGE_QUEUES),
     skip(242, "mq_timedsend", MESSAGE_QUEUES),
@@ -337,18 +349,28 @@ mod tests {
                     assert!(*position < 6 && !values.is_empty(), "{}", rule.name);
                 }
             }
+            if let Action::Pin(pins) = rule.action {
+                assert!(!pins.is_empty() && pins.iter().all(|(position, _)| *position < 6), "{}", rule.name);
+            }
         }
     }
 
     #[test]
     fn every_call_the_brief_names_is_kept_out() {
         let skipped = [
-            60, 231, 62, 200, 234, 15, 58, 57, 56, 435, 59, 322, 34, 11, 25, 10, 12, 28, 35, 230, 0, 19, 61, 247, 202,
-            23, 7, 232, 271, 270, 281, 441, 169, 101, 317, 135, 13, 14, 131, 158, 218, 273, 334, 30, 67, 9, 425, 426,
-            427, 323, 203, 160, 302, 3, 33, 292, 1, 18, 20, 296, 129, 297, 424, 288, 299, 307,
+            60, 231, 15, 58, 57, 56, 435, 59, 322, 34, 11, 25, 10, 12, 28, 35, 230, 0, 19, 61, 247, 202, 23, 7, 232,
+            271, 270, 281, 441, 169, 101, 317, 135, 158, 218, 273, 334, 30, 67, 9, 425, 426, 427, 323, 203, 160, 302,
+            3, 33, 292, 1, 18, 20, 296, 129, 297, 424, 288, 299, 307,
         ];
         for number in skipped.into_iter().chain(41..=55) {
             assert_eq!(rule(number).map(|rule| rule.action), Some(Action::Skip), "{number}");
+        }
+        // The signal calls the brief also kept out run only in forms that change nothing:
+        // signal 0, a null new action, mask or alternate stack.
+        let harmless = [(62, (1, 0)), (200, (1, 0)), (234, (2, 0)), (13, (1, 0)), (14, (1, 0)), (131, (0, 0))];
+        for (number, pinned) in harmless {
+            let action = rule(number).map(|rule| rule.action);
+            assert!(matches!(action, Some(Action::Pin(pins)) if pins == [pinned]), "{number}: {action:?}");
         }
         // The brief's "skip fd 0 for pread and preadv": kept to descriptors above 2.
         for number in [17, 295] {

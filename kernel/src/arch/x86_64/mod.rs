@@ -8,6 +8,7 @@ pub mod idt;
 pub mod ioapic;
 pub mod legacy;
 pub mod paging;
+pub mod signal;
 pub mod stacks;
 pub mod trampoline;
 pub mod user;

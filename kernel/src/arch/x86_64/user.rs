@@ -6,7 +6,7 @@ use super::cpu::{cpuid, read_msr, write_msr};
 use super::gdt::{KERNEL_CODE, SYSRET_BASE, USER_CODE, USER_DATA};
 use super::idt::InterruptFrame;
 use core::arch::{asm, global_asm};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Lowest address that is not user space: user pointers must end at or below it.
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
@@ -28,6 +28,11 @@ pub static SYSCALL_STACK_TOP: AtomicU64 = AtomicU64::new(0);
 static SYSCALL_USER_RSP: AtomicU64 = AtomicU64::new(0);
 /// Whether this core runs with SMAP on (then STAC/CLAC exist and matter).
 pub static SMAP_ENABLED: AtomicBool = AtomicBool::new(false);
+/// The MXCSR bits this CPU supports (`MXCSR_MASK` of an FXSAVE image): setting any other
+/// with FXRSTOR is a #GP [SDM vol1 §11.6.6].
+static MXCSR_MASK: AtomicU32 = AtomicU32::new(0xFFBF);
+/// The `vector` of a system call's frame that must return by IRETQ (see [`return_by_iret`]).
+const VECTOR_RETURN_BY_IRET: u64 = super::idt::VECTOR_SYSCALL + 1;
 
 // The SYSCALL entry builds the same frame as an interrupt from ring 3, so a system call, a
 // fault and a preemption all leave a thread's user state in one shape, and fork, clone and
@@ -64,6 +69,10 @@ global_asm!(
         push r15
         mov rdi, rsp
         call {dispatch}
+        // A frame the kernel rewrote whole (rt_sigreturn) must come back with every register,
+        // rcx and r11 included, which SYSRET would clobber.
+        cmp qword ptr [rsp + 15 * 8], {vector}
+        jne interrupt_return
         pop r15
         pop r14
         pop r13
@@ -223,7 +232,23 @@ pub fn init() -> UserFeatures {
         write_msr(MSR_FMASK, SYSCALL_MASKED_FLAGS);
     }
     SMAP_ENABLED.store(features.smap, Ordering::Relaxed);
+    // On the heap: FXSAVE needs 16-byte alignment, which an application core's boot stack
+    // does not promise here.
+    let mut probe = alloc::boxed::Box::new(FpuState::initial());
+    probe.save();
+    // A zero mask means the CPU predates the field: the default mask applies [SDM vol1 §11.6.6].
+    let mask = u32::from_le_bytes([probe.0[28], probe.0[29], probe.0[30], probe.0[31]]);
+    MXCSR_MASK.store(if mask == 0 { 0xFFBF } else { mask }, Ordering::Relaxed);
     features
+}
+
+/// Makes the system call whose saved frame this is return by IRETQ, restoring every register
+/// of `frame` (SYSRET would load rcx and r11 with the return address and flags): for
+/// `rt_sigreturn`, which reloads a whole interrupted context.
+pub fn return_by_iret(frame: &mut InterruptFrame) {
+    if frame.vector == super::idt::VECTOR_SYSCALL {
+        frame.vector = VECTOR_RETURN_BY_IRET;
+    }
 }
 
 /// The user frame a new thread starts from: at `entry` with stack `stack`, interrupts on.
@@ -291,6 +316,14 @@ impl FpuState {
     pub fn save(&mut self) {
         // SAFETY: FXSAVE64 writes 512 bytes at a 16-byte aligned address: `self`.
         unsafe { asm!("fxsave64 [{}]", in(reg) self.0.as_mut_ptr(), options(nostack, preserves_flags)) };
+    }
+
+    /// Clears the MXCSR bits this CPU does not support, so an image from user memory
+    /// (a signal frame) cannot make FXRSTOR fault in the kernel.
+    pub fn sanitize(&mut self) {
+        let mxcsr = u32::from_le_bytes([self.0[24], self.0[25], self.0[26], self.0[27]]);
+        let allowed = MXCSR_MASK.load(Ordering::Relaxed);
+        self.0[24..28].copy_from_slice(&(mxcsr & allowed).to_le_bytes());
     }
 
     /// Loads this core's x87/SSE registers from here.
