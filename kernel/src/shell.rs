@@ -243,6 +243,9 @@ pub fn main() -> ! {
             cpu::halt_forever();
         }
     }
+    if !options.kernel_shell {
+        user_shell(options.exec.as_ref().map(|line| line.as_str()));
+    }
     if let Some(exec) = options.exec {
         let status = run_line(exec.as_str());
         legacy::qemu_exit(status);
@@ -256,4 +259,32 @@ pub fn main() -> ! {
         read_line(&mut line);
         run_line(&line);
     }
+}
+
+/// The user shell: `/sbin/init` (pid 1, on this core) starts busybox `sh` on the console, or
+/// runs `line` through `sh -c`; the machine powers off with its exit status when it ends.
+/// Returns only when init cannot start (no initramfs): the kernel shell takes over.
+fn user_shell(line: Option<&str>) {
+    let arguments: alloc::vec::Vec<&[u8]> = match line {
+        Some(line) => alloc::vec![b"/sbin/init".as_slice(), b"-c", line.as_bytes()],
+        None => alloc::vec![b"/sbin/init".as_slice(), b"--shell"],
+    };
+    crate::fs::service::take_console_input();
+    let pid = match crate::proc::spawn(0, b"/sbin/init", &arguments, &[], 0) {
+        Ok(pid) => pid,
+        Err(error) => {
+            println!(
+                "no user shell: /sbin/init did not start ({}); the kernel shell takes over (boot with an initramfs)",
+                crate::proc::errno_text(error)
+            );
+            return;
+        }
+    };
+    let code = match crate::proc::wait(0, crate::proc::WaitFor::Process(pid), 0) {
+        Ok(Some((_, status))) if status & 0x7f == 0 => (status >> 8) & 0xff,
+        Ok(Some((_, status))) => 128 + (status & 0x7f),
+        _ => 1,
+    };
+    legacy::qemu_exit(code);
+    cpu::halt_forever();
 }

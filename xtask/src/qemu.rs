@@ -59,8 +59,9 @@ pub struct Machine {
     pub accel: Accel,
     pub kernel_args: String,
     pub timeout: Duration,
-    /// Typed on the serial console once the serial output shows the marker: (marker, text).
-    pub typed: Option<(String, String)>,
+    /// Typed on the serial console, step by step: each (marker, text) once the serial output
+    /// shows the marker after what the step before typed.
+    pub typed: Vec<(String, String)>,
     /// Copy the serial output to our stdout as it arrives (`run -- <command>`), so a user sees
     /// progress, and sees what was printed even when the run is killed.
     pub echo: bool,
@@ -81,7 +82,7 @@ impl Machine {
             accel: Accel::detect(),
             kernel_args: String::new(),
             timeout: Duration::from_secs(60),
-            typed: None,
+            typed: Vec::new(),
             echo: false,
             gdb: false,
             initrd: None,
@@ -144,7 +145,7 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
     let start = Instant::now();
     let mut child = machine
         .command(kernel, false)
-        .stdin(if machine.typed.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if machine.typed.is_empty() { Stdio::null() } else { Stdio::piped() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -175,6 +176,8 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
         }
     };
     let mut keyboard_open = Vec::new();
+    let mut next_step = 0;
+    let mut typed_until = 0;
     let mut marker_time = None;
     let mut timed_out = false;
     let status = loop {
@@ -182,12 +185,16 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
             echo(&chunk);
             serial.extend_from_slice(&chunk);
         }
-        if let (Some((marker, text)), Some(_)) = (&machine.typed, &keyboard) {
-            if String::from_utf8_lossy(&serial).contains(marker.as_str()) {
-                let mut stdin = keyboard.take().expect("checked");
+        if let (Some((marker, text)), Some(stdin)) = (machine.typed.get(next_step), keyboard.as_mut()) {
+            if String::from_utf8_lossy(&serial[typed_until..]).contains(marker.as_str()) {
                 stdin.write_all(text.as_bytes()).map_err(|e| format!("typing into the serial console: {e}"))?;
-                // Kept open: QEMU may read it slowly, and EOF on stdio would end the console.
-                keyboard_open.push(stdin);
+                stdin.flush().map_err(|e| format!("typing into the serial console: {e}"))?;
+                next_step += 1;
+                typed_until = serial.len();
+                if next_step == machine.typed.len() {
+                    // Kept open: QEMU may read it slowly, and EOF on stdio would end the console.
+                    keyboard_open.extend(keyboard.take());
+                }
             }
         }
         if let Some(marker) = stop_at {
@@ -229,9 +236,22 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
     Ok((Outcome { guest_status, timed_out, serial, elapsed: start.elapsed() }, marker_time))
 }
 
-/// Quotes a shell command for the kernel command line's `exec=`.
+/// Quotes a kernel-shell command for the kernel command line's `exec=` (the kernel shell runs
+/// it: `shell=kernel`).
 pub fn exec_argument(command: &str) -> String {
-    format!("exec=\"{}\"", command.replace('"', ""))
+    format!("shell=kernel exec=\"{}\"", command.replace('"', ""))
+}
+
+/// A command line for the user shell (`/sbin/init -c`, so busybox `sh -c`), as the kernel
+/// command line's `exec=`; refused when it holds a double quote, which that line cannot carry.
+pub fn user_exec_argument(command: &str) -> Result<String, String> {
+    if command.contains('"') {
+        return Err(format!(
+            "the command line `{command}` holds a double quote, which the kernel command line cannot carry: \
+             use single quotes ('...') inside it"
+        ));
+    }
+    Ok(format!("shell=user exec=\"{command}\""))
 }
 
 /// `cargo xtask run`.
@@ -296,7 +316,7 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
         eprintln!("xtask: QEMU waits for gdb on :1234; in another terminal: gdb -x {}", script.display());
     }
     if let Some(command) = shell_command.filter(|c| !c.trim().is_empty()) {
-        machine.kernel_args = format!("{} {}", machine.kernel_args, exec_argument(&command));
+        machine.kernel_args = format!("{} {}", machine.kernel_args, user_exec_argument(&command)?);
         machine.echo = true;
         if machine.gdb && !arguments.iter().any(|a| a == "--timeout") {
             // A debugging session has no deadline unless one was asked for.

@@ -170,7 +170,8 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     let machine = |cores: usize, args: &str| {
         let mut m = Machine::new(cores);
         m.accel = accel;
-        m.kernel_args = args.to_string();
+        // The kernel shell, unless a test asks for the user shell (`shell=user`, later wins).
+        m.kernel_args = format!("shell=kernel {args}");
         m.timeout = Duration::from_secs(60);
         m.initrd = Some(initrd.to_path_buf());
         m
@@ -400,10 +401,10 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         name: "typed-at-the-prompt".into(),
         machine: {
             let mut m = machine(2, "log=debug");
-            m.typed = Some((
+            m.typed = vec![(
                 "type `help` for the commands".into(),
                 "msg stpts\x7f\x7f\x7fats\rfrobnicate\rpoweroff\r".into(),
-            ));
+            )];
             m
         },
         expected_status: 0,

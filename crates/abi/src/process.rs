@@ -28,11 +28,18 @@ pub struct SpawnOrigin {
 /// never trusted.
 ///
 /// Layout: request id (u64), parent pid (u32), parent core (u32), process group (u32),
-/// session (u32), argument count (u32), environment count (u32), then `path\0`, the
-/// arguments, the environment, each NUL-ended.
+/// session (u32), argument count (u32), environment count (u32), descriptor count (u32),
+/// working directory (u64, a file-service handle or `u64::MAX` for the root), then the
+/// descriptors ([`Descriptor::SIZE`] bytes each), then `path\0`, the arguments, the
+/// environment, each NUL-ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpawnRequest<'a> {
     pub origin: SpawnOrigin,
+    /// The parent's working directory: a handle of the file service (one reference is the
+    /// child's), or `u64::MAX` for the root.
+    pub working_directory: u64,
+    /// The descriptors the child starts with.
+    descriptors: &'a [u8],
     /// The program's path.
     pub path: &'a [u8],
     argument_count: u32,
@@ -41,26 +48,50 @@ pub struct SpawnRequest<'a> {
     strings: &'a [u8],
 }
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4;
+const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8;
+
+/// Most descriptors a spawned process inherits (Reef's `RLIMIT_NOFILE`).
+pub const MAX_DESCRIPTORS: usize = 1024;
+
+/// A descriptor handed to a spawned process: its number, and the file-service handle it
+/// names (of which one reference is the child's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    pub fd: u32,
+    /// `abi::file::HandleKind` as a number.
+    pub kind: u32,
+    pub handle: u64,
+}
+
+impl Descriptor {
+    pub const SIZE: usize = 16;
+}
 
 impl<'a> SpawnRequest<'a> {
-    /// Bytes [`encode`](Self::encode) writes for these strings.
-    pub fn encoded_size(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]]) -> usize {
-        HEADER + path.len() + 1 + arguments.iter().chain(environment).map(|s| s.len() + 1).sum::<usize>()
+    /// Bytes [`encode`](Self::encode) writes for these strings and descriptors.
+    pub fn encoded_size(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], descriptors: usize) -> usize {
+        HEADER
+            + descriptors * Descriptor::SIZE
+            + path.len()
+            + 1
+            + arguments.iter().chain(environment).map(|s| s.len() + 1).sum::<usize>()
     }
 
     /// Writes the request into `out` (at least `encoded_size` long); returns the length, or
     /// `None` if a string holds a NUL, `out` is too short, or only one of group and session
     /// is 0.
+    #[allow(clippy::too_many_arguments)]
     pub fn encode(
         out: &mut [u8],
         origin: &SpawnOrigin,
+        working_directory: u64,
+        descriptors: &[Descriptor],
         path: &[u8],
         arguments: &[&[u8]],
         environment: &[&[u8]],
     ) -> Option<usize> {
-        let size = Self::encoded_size(path, arguments, environment);
-        if out.len() < size || path.is_empty() || path.len() > MAX_PATH {
+        let size = Self::encoded_size(path, arguments, environment, descriptors.len());
+        if out.len() < size || path.is_empty() || path.len() > MAX_PATH || descriptors.len() > MAX_DESCRIPTORS {
             return None;
         }
         if (origin.process_group == 0) != (origin.session == 0) {
@@ -73,7 +104,15 @@ impl<'a> SpawnRequest<'a> {
         out[20..24].copy_from_slice(&origin.session.to_le_bytes());
         out[24..28].copy_from_slice(&u32::try_from(arguments.len()).ok()?.to_le_bytes());
         out[28..32].copy_from_slice(&u32::try_from(environment.len()).ok()?.to_le_bytes());
+        out[32..36].copy_from_slice(&(descriptors.len() as u32).to_le_bytes());
+        out[36..44].copy_from_slice(&working_directory.to_le_bytes());
         let mut at = HEADER;
+        for descriptor in descriptors {
+            out[at..at + 4].copy_from_slice(&descriptor.fd.to_le_bytes());
+            out[at + 4..at + 8].copy_from_slice(&descriptor.kind.to_le_bytes());
+            out[at + 8..at + 16].copy_from_slice(&descriptor.handle.to_le_bytes());
+            at += Descriptor::SIZE;
+        }
         for string in core::iter::once(&path).chain(arguments.iter()).chain(environment.iter()) {
             if string.contains(&0) {
                 return None;
@@ -97,7 +136,12 @@ impl<'a> SpawnRequest<'a> {
         }
         let argument_count = u32_at(header, 24);
         let environment_count = u32_at(header, 28);
-        let rest = &bytes[HEADER..];
+        let descriptor_count = u32_at(header, 32) as usize;
+        if descriptor_count > MAX_DESCRIPTORS || bytes.len() < HEADER + descriptor_count * Descriptor::SIZE {
+            return Err(DecodeError::BadField("descriptor count"));
+        }
+        let descriptors = &bytes[HEADER..HEADER + descriptor_count * Descriptor::SIZE];
+        let rest = &bytes[HEADER + descriptors.len()..];
         let path_end = rest.iter().position(|&b| b == 0).ok_or(DecodeError::BadField("path"))?;
         if path_end == 0 || path_end > MAX_PATH {
             return Err(DecodeError::BadField("path"));
@@ -116,10 +160,23 @@ impl<'a> SpawnRequest<'a> {
                 process_group,
                 session,
             },
+            working_directory: u64_at(header, 36),
+            descriptors,
             path: &rest[..path_end],
             argument_count,
             environment_count,
             strings,
+        })
+    }
+
+    /// The descriptors the child starts with.
+    pub fn descriptors(&self) -> impl Iterator<Item = Descriptor> + 'a {
+        self.descriptors.chunks_exact(Descriptor::SIZE).map(|record| Descriptor {
+            fd: u32::from_le_bytes([record[0], record[1], record[2], record[3]]),
+            kind: u32::from_le_bytes([record[4], record[5], record[6], record[7]]),
+            handle: u64::from_le_bytes([
+                record[8], record[9], record[10], record[11], record[12], record[13], record[14], record[15],
+            ]),
         })
     }
 
@@ -211,9 +268,13 @@ mod tests {
         let arguments: [&[u8]; 3] = [b"/bin/busybox", b"ls", b"-l"];
         let environment: [&[u8]; 1] = [b"HOME=/"];
         let origin = SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1 };
-        let n = SpawnRequest::encode(&mut out, &origin, b"/bin/busybox", &arguments, &environment).unwrap();
+        let descriptors = [Descriptor { fd: 0, kind: 3, handle: 1 }, Descriptor { fd: 1, kind: 5, handle: 42 }];
+        let n = SpawnRequest::encode(&mut out, &origin, 9, &descriptors, b"/bin/busybox", &arguments, &environment)
+            .unwrap();
         let request = SpawnRequest::decode(&out[..n]).unwrap();
         assert_eq!(request.origin, origin);
+        assert_eq!(request.working_directory, 9);
+        assert_eq!(request.descriptors().collect::<Vec<_>>(), descriptors);
         assert_eq!(request.path, b"/bin/busybox");
         assert_eq!(request.arguments().collect::<Vec<_>>(), arguments);
         assert_eq!(request.environment().collect::<Vec<_>>(), environment);
@@ -223,7 +284,7 @@ mod tests {
     fn malformed_spawn_requests_are_refused() {
         let mut out = [0u8; 128];
         let origin = SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0 };
-        let n = SpawnRequest::encode(&mut out, &origin, b"/x", &[b"a"], &[]).unwrap();
+        let n = SpawnRequest::encode(&mut out, &origin, u64::MAX, &[], b"/x", &[b"a"], &[]).unwrap();
         assert!(SpawnRequest::decode(&out[..n]).is_ok(), "a new session and group");
         assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
         out[16] = 5;
@@ -236,8 +297,16 @@ mod tests {
         assert!(SpawnRequest::decode(&out[..n]).is_ok(), "both given");
         out[24] = 5;
         assert!(SpawnRequest::decode(&out[..n]).is_err(), "wrong count");
+        out[24] = 1;
+        out[32] = 200;
+        assert_eq!(SpawnRequest::decode(&out[..n]), Err(DecodeError::BadField("descriptor count")), "too many");
+        out[32] = 0;
         let half = SpawnOrigin { session: 1, ..origin };
-        assert_eq!(SpawnRequest::encode(&mut out, &half, b"/x", &[], &[]), None, "a session without a group");
+        assert_eq!(
+            SpawnRequest::encode(&mut out, &half, u64::MAX, &[], b"/x", &[], &[]),
+            None,
+            "a session without a group"
+        );
         assert!(SpawnRequest::decode(&[0; 10]).is_err());
         for cut in 0..n {
             let _ = SpawnRequest::decode(&out[..cut]);

@@ -1,4 +1,5 @@
-//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] exec="shell command"`.
+//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] shell=user|kernel
+//! exec="shell command"`.
 
 /// Longest `test=` or `exec=` value kept.
 pub const MAX_VALUE: usize = 1024;
@@ -54,11 +55,14 @@ pub struct Options {
     pub test: Option<Value>,
     /// `exec="command"`: run one shell command, then exit QEMU with its status.
     pub exec: Option<Value>,
+    /// `shell=user|kernel`: which shell runs `exec=` and the console (default user: busybox
+    /// `sh` started by `/sbin/init`; the kernel shell remains for the tests that need it).
+    pub kernel_shell: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None }
+        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None, kernel_shell: false }
     }
 }
 
@@ -77,7 +81,7 @@ impl core::fmt::Display for Diagnostic<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::UnknownOption(key) => {
-                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= exec=)")
+                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= shell= exec=)")
             }
             Self::BadValue { key, value, expected } => {
                 write!(f, "bad value `{value}` for `{key}=` ignored, default kept: expected {expected}")
@@ -147,6 +151,11 @@ pub fn parse<'a>(line: &'a str, mut report: impl FnMut(Diagnostic<'a>)) -> Optio
             "test" | "exec" if value.is_empty() || value.len() > MAX_VALUE || !value.is_ascii() => {
                 report(bad("1 to 1024 ASCII characters"))
             }
+            "shell" => match value {
+                "user" => options.kernel_shell = false,
+                "kernel" => options.kernel_shell = true,
+                _ => report(bad("user or kernel")),
+            },
             "test" => options.test = Some(Value::new(value)),
             "exec" => options.exec = Some(Value::new(value)),
             _ => report(Diagnostic::UnknownOption(key)),

@@ -104,6 +104,11 @@ pub struct FileTable {
 }
 
 impl FileTable {
+    /// No descriptors.
+    pub fn empty() -> Self {
+        Self { slots: Vec::new() }
+    }
+
     /// fds 0, 1 and 2 on the console.
     pub fn with_console() -> Self {
         let console = Arc::new(Handle::console());

@@ -240,10 +240,16 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             );
             Ok(())
         }
-        ReefView::Cores => Ok(crate::control::view(crate::control::View::Cores, text)),
-        ReefView::Mem => Ok(crate::control::view(crate::control::View::Mem, text)),
-        ReefView::Msg => Ok(crate::control::view(crate::control::View::Msg, text)),
-        ReefView::Syscalls => Ok(crate::control::view(crate::control::View::Syscalls, text)),
-        ReefView::Processes => Ok(crate::control::view(crate::control::View::Processes, text)),
+        ReefView::Cores | ReefView::Mem | ReefView::Msg | ReefView::Syscalls | ReefView::Processes => {
+            let view = match view {
+                ReefView::Cores => crate::control::View::Cores,
+                ReefView::Mem => crate::control::View::Mem,
+                ReefView::Msg => crate::control::View::Msg,
+                ReefView::Syscalls => crate::control::View::Syscalls,
+                _ => crate::control::View::Processes,
+            };
+            crate::control::view(view, text);
+            Ok(())
+        }
     }
 }

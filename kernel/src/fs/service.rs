@@ -762,7 +762,7 @@ impl Service {
             },
             Object::PipeReader(pipe) => {
                 let pipe = self.pipes.get_mut(pipe).ok_or(errno::EBADF)?;
-                if pipe.buffer.len() == 0 {
+                if pipe.buffer.is_empty() {
                     if pipe.writers == 0 {
                         return Ok(Outcome::Done(Reply::value(0, 0)));
                     }
@@ -955,7 +955,7 @@ impl Service {
             }
             Object::PipeReader(pipe) => match self.pipes.get(pipe) {
                 Some(pipe) => {
-                    (if pipe.buffer.len() > 0 { events::IN } else { 0 })
+                    (if pipe.buffer.is_empty() { 0 } else { events::IN })
                         | if pipe.writers == 0 { events::HANG_UP } else { 0 }
                 }
                 None => events::INVALID,

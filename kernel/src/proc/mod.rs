@@ -32,6 +32,29 @@ pub fn home_of(pid: u32) -> usize {
     (pid / PID_RANGE) as usize
 }
 
+/// What a new process starts with besides its program: descriptors and working directory.
+pub struct Inherited {
+    pub files: FileTable,
+    pub working_directory: Option<Arc<crate::fs::Handle>>,
+}
+
+impl Inherited {
+    /// A kernel's child: the console on fds 0–2, the root as working directory.
+    pub fn console() -> Self {
+        Self { files: FileTable::with_console(), working_directory: None }
+    }
+
+    /// What `process` hands on: its descriptors not marked `FD_CLOEXEC`, its directory.
+    fn of(process: &Process) -> Self {
+        let state = process.state.lock();
+        let mut files = FileTable::empty();
+        for (fd, handle) in state.files.inherited() {
+            let _ = files.install_at(fd, handle.clone(), false);
+        }
+        Self { files, working_directory: state.cwd.clone() }
+    }
+}
+
 /// Who reaps a process: a process, or (pid 0) the kernel shell of `core`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parent {
@@ -233,6 +256,7 @@ fn create(
     environment: &[&[u8]],
     parent: Parent,
     membership: Membership,
+    inherited: Inherited,
 ) -> Result<u32, Errno> {
     let (loaded, resolved) = load_program(path, arguments, environment)?;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
@@ -246,12 +270,12 @@ fn create(
         root: AtomicU64::new(loaded.memory.root()),
         state: Mutex::new(ProcessState {
             memory: loaded.memory,
-            files: FileTable::with_console(),
+            files: inherited.files,
             children: Vec::new(),
             threads: alloc::vec![pid],
             name,
             path: resolved,
-            cwd: None,
+            cwd: inherited.working_directory,
             umask: 0o022,
             command_line: crate::fs::proc::command_line(arguments),
         }),
@@ -678,7 +702,11 @@ pub fn spawn(
         }
     };
     if core == me as usize {
-        let pid = create(path, arguments, environment, parent, membership)?;
+        let inherited = match parent_pid {
+            0 => Inherited::console(),
+            pid => Inherited::of(&*find(pid).ok_or(errno::ESRCH)?),
+        };
+        let pid = create(path, arguments, environment, parent, membership, inherited)?;
         let process_group = membership.map_or(pid, |(group, _)| group);
         let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
         return Ok(pid);
@@ -689,7 +717,33 @@ pub fn spawn(
     if !crate::msg::is_live(core) {
         return Err(errno::EAGAIN);
     }
-    let size = SpawnRequest::encoded_size(path, arguments, environment);
+    // The child's descriptors and directory: one reference each at the service, taken
+    // before the request leaves (dropped again, and so released, if it never arrives).
+    let mut handed: Vec<crate::fs::Handle> = Vec::new();
+    let mut descriptors: Vec<abi::process::Descriptor> = Vec::new();
+    let mut working_directory = abi::file::NONE;
+    if parent_pid != 0 {
+        let inherited = Inherited::of(&*find(parent_pid).ok_or(errno::ESRCH)?);
+        for (fd, handle) in inherited.files.inherited() {
+            let copy = crate::fs::client::retain(handle)?;
+            descriptors.push(abi::process::Descriptor { fd: fd as u32, kind: copy.kind as u32, handle: copy.id });
+            handed.push(copy);
+        }
+        if let Some(directory) = &inherited.working_directory {
+            let copy = crate::fs::client::retain(directory)?;
+            working_directory = copy.id;
+            handed.push(copy);
+        }
+    } else {
+        for fd in 0..3 {
+            descriptors.push(abi::process::Descriptor {
+                fd,
+                kind: abi::file::HandleKind::Console as u32,
+                handle: abi::file::CONSOLE_HANDLE,
+            });
+        }
+    }
+    let size = SpawnRequest::encoded_size(path, arguments, environment, descriptors.len());
     if size > crate::msg::MAX_LARGE_MESSAGE {
         return Err(errno::E2BIG);
     }
@@ -697,12 +751,17 @@ pub fn spawn(
     let request_id = (u64::from(me) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed);
     let (process_group, session) = membership.unwrap_or((0, 0));
     let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session };
-    SpawnRequest::encode(&mut request, &origin, path, arguments, environment).ok_or(errno::EINVAL)?;
+    SpawnRequest::encode(&mut request, &origin, working_directory, &descriptors, path, arguments, environment)
+        .ok_or(errno::EINVAL)?;
     PENDING_SPAWNS.lock().insert(request_id, PendingSpawn { parent_pid, process_group, result: None });
     if let Err(error) = crate::msg::send_large(core, Kind::SpawnRequest, &request) {
         PENDING_SPAWNS.lock().remove(&request_id);
         log::warn!("spawn on core {core}: {error}");
         return Err(errno::EAGAIN);
+    }
+    // Sent: the references are the child's now (its instance releases them).
+    for handle in handed {
+        core::mem::forget(handle);
     }
     let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(crate::msg::SEND_TIMEOUT_MS * 1_000_000);
     loop {
@@ -736,7 +795,17 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
     let environment: Vec<&[u8]> = request.environment().collect();
     let parent = Parent { core: origin.parent_core, pid: origin.parent_pid };
     let membership = (origin.session != 0).then_some((origin.process_group, origin.session));
-    let result = match create(request.path, &arguments, &environment, parent, membership) {
+    // The references the request carries are adopted here: dropped (released) if the
+    // process is not built.
+    let mut adopted = Vec::new();
+    for descriptor in request.descriptors() {
+        let Some(kind) = abi::file::HandleKind::from_u64(u64::from(descriptor.kind)) else { continue };
+        adopted.push((descriptor.fd as usize, crate::fs::Handle::adopt(descriptor.handle, kind)));
+    }
+    let working_directory = (request.working_directory != abi::file::NONE)
+        .then(|| Arc::new(crate::fs::Handle::adopt(request.working_directory, abi::file::HandleKind::Directory)));
+    let inherited = Inherited { files: FileTable::from_inherited(adopted), working_directory };
+    let result = match create(request.path, &arguments, &environment, parent, membership, inherited) {
         Ok(pid) => i64::from(pid),
         Err(error) => -i64::from(error),
     };

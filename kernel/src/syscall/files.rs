@@ -710,13 +710,11 @@ pub fn umask(mask: u64) -> SyscallResult {
     Ok(u64::from(previous))
 }
 
+/// Where a file mapping's bytes go: (offset in the mapping, bytes).
+pub type MappingSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), Errno> + 'a;
+
 /// Reads `length` bytes of `fd` from `offset` (for a private file mapping).
-pub fn read_for_mapping(
-    fd: i64,
-    offset: u64,
-    length: u64,
-    out: &mut dyn FnMut(u64, &[u8]) -> Result<(), Errno>,
-) -> Result<(), Errno> {
+pub fn read_for_mapping(fd: i64, offset: u64, length: u64, out: &mut MappingSink<'_>) -> Result<(), Errno> {
     let handle = handle_of(fd)?;
     if handle.kind != HandleKind::Regular {
         return Err(errno::ENODEV);
