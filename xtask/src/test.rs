@@ -456,6 +456,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     });
     process_integrations(&mut list, &machine);
     file_integrations(&mut list, &machine);
+    user_shell_integrations(&mut list, &machine);
     control_integrations(&mut list, &machine);
     list
 }
@@ -1297,6 +1298,156 @@ fn file_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) 
         }),
     });
 }
+/// Every `needle` printed, in order, each after the one before.
+fn printed_in_order(serial: &str, needles: &[&str]) -> Result<(), String> {
+    let mut rest = serial;
+    for needle in needles {
+        match rest.find(needle) {
+            Some(at) => rest = &rest[at + needle.len()..],
+            None => return Err(format!("`{needle}` missing (or out of order) in the shell's output")),
+        }
+    }
+    Ok(())
+}
+
+/// The first line of `/proc/reef/files` after `from`: (open files, pipes, pipe pages, parked).
+fn file_counts(serial: &str) -> Vec<[u64; 4]> {
+    serial
+        .lines()
+        .filter(|l| l.starts_with("open files "))
+        .filter_map(|l| {
+            let numbers: Vec<u64> = l
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            Some([*numbers.first()?, *numbers.get(1)?, *numbers.get(2)?, *numbers.get(3)?])
+        })
+        .collect()
+}
+
+/// The user shell: busybox `sh` started by `/sbin/init`, as a user meets it.
+fn user_shell_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let user = |cores: usize, line: &str| machine(cores, &qemu::user_exec_argument(line).expect("no double quote"));
+    list.push(Integration {
+        name: "user-shell-acceptance-3-cores".into(),
+        machine: user(3, "ls -l /bin | wc -l; on 2 cat /proc/cpuinfo | head -3; cores"),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let count = serial
+                .lines()
+                .filter_map(|l| l.trim().parse::<usize>().ok())
+                .next()
+                .ok_or("no line count from `ls -l /bin | wc -l`")?;
+            if count < 250 {
+                return Err(format!("`ls -l /bin` listed {count} lines, expected busybox's applets"));
+            }
+            printed_in_order(serial, &["processor\t: 0", "vendor_id\t: ", "cpu family\t: ", "core  apic  state"])?;
+            if serial.lines().filter(|l| l.contains(" running ")).count() < 3 {
+                return Err("`cores` does not list 3 running cores".into());
+            }
+            Ok(())
+        }),
+    });
+    // Issue 10's session, scripted: every command a user would type, and a pipeline that
+    // crosses two cores (each `on` runs its program on that core; the pipe is the service's).
+    let script = "set -e; mkdir -p /tmp/w/d; cd /tmp/w; echo hello reef > f; cat f; cp f g; mv g d/h; ls d; \
+                  rm d/h; ls -l f; find /tmp/w | sort; printf 'b\\na\\nb\\n' | sort | uniq -c; grep -c reef f; \
+                  wc -c f; sha256sum f; dd if=/dev/zero of=z bs=512 count=2048; ls -l z; tar cf /tmp/a.tar d f; \
+                  mkdir x; cd x; tar xf /tmp/a.tar; ls; cd ..; for i in 1 2 3; do echo n$i; done; \
+                  set +e; false; echo status $?; on 1 cat f | on 2 wc -c; \
+                  on 1 cat /tmp/w/z | on 2 sha256sum; echo end";
+    list.push(Integration {
+        name: "busybox-as-a-user-3-cores".into(),
+        machine: user(3, script),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "hello reef",
+                    "\nh\n",
+                    " 11 ",
+                    "/tmp/w\n/tmp/w/d\n/tmp/w/f",
+                    "1 a",
+                    "2 b",
+                    "\n1\n",
+                    "11 f",
+                    "6e97d7a954aa0676d3aa3ad1d00fa3dddc91a7948ff34577531b6ec49bc8f60d  f",
+                    "2048+0 records in",
+                    "2048+0 records out",
+                    "1048576 ",
+                    "d  f\n",
+                    "n1\nn2\nn3",
+                    "status 1",
+                    "\n11\n",
+                    // sha256 of 1 MiB of zeros, read on core 1 and hashed on core 2.
+                    "30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58",
+                    "end",
+                ],
+            )
+        }),
+    });
+    list.push(Integration {
+        name: "busybox-typed-2-cores".into(),
+        machine: {
+            let mut m = machine(2, "shell=user");
+            m.typed = vec![
+                ("reef:/tmp# ".into(), "echo typed $((6*7))\r".into()),
+                ("typed 42".into(), "sleep 100\r".into()),
+                // Ctrl-C once sleep runs: it, not the shell, ends.
+                ("sleep 100".into(), "\x03".into()),
+                ("reef:/tmp# ".into(), "echo after $?\r".into()),
+                ("after 130".into(), "exit 3\r".into()),
+            ];
+            m
+        },
+        expected_status: 3,
+        check: Box::new(|serial| {
+            printed_in_order(serial, &["Reef: 2 kernel instances up", "typed 42", "^C", "after 130"])
+        }),
+    });
+    // Open files and pipes of killed processes go back to the service: its counts return to
+    // what the shell itself holds.
+    list.push(Integration {
+        name: "files-released-on-kill-3-cores".into(),
+        machine: user(
+            3,
+            "cat /proc/reef/files; on 1 sleep 100 < /etc/motd > /tmp/held & on 2 sleep 100 | on 1 cat > /tmp/o & \
+             sleep 1; cat /proc/reef/files; killall -9 sleep; wait; sleep 1; cat /proc/reef/files",
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let counts = file_counts(serial);
+            let [before, during, after] = counts[..] else {
+                return Err(format!("expected three /proc/reef/files lines, got {counts:?}"));
+            };
+            if during[1] == 0 || during[0] <= before[0] {
+                return Err(format!("the sleeping processes held no files or pipes: {during:?}"));
+            }
+            if after != before || after[1] != 0 || after[3] != 0 {
+                return Err(format!("after the kill the service holds {after:?}, before {before:?}"));
+            }
+            Ok(())
+        }),
+    });
+    list.push(Integration {
+        name: "tmpfs-full-2-cores".into(),
+        machine: {
+            let mut m = machine(2, "shell=kernel exec=\"spawn 1 /bin/fstest --fill; ps\"");
+            m.memory_mib = 256;
+            m.timeout = Duration::from_secs(180);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            fstest_passed(serial, 1)?;
+            printed(serial, "TEST fs-enospc ok", "no ENOSPC case")?;
+            nothing_leaked(serial, 2)
+        }),
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,6 +228,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
             references: 1,
         },
     );
+    *COUNTS.lock() = Some(service.counts());
     *SERVICE.lock() = Some(service);
     crate::msg::register(
         Kind::FileRequest,
@@ -277,6 +278,7 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
             service.cancel(client, request.words[0], &mut later);
         }
         service.retry_parked(&mut later);
+        *COUNTS.lock() = Some(service.counts());
         now
     };
     deliver(later);
@@ -384,6 +386,7 @@ pub fn poll_console() {
         }
         service.changed = true;
         service.retry_parked(&mut later);
+        *COUNTS.lock() = Some(service.counts());
         drop(guard);
         for (group, signal) in signals {
             if group != 0 {
@@ -396,22 +399,12 @@ pub fn poll_console() {
 
 /// The service's counts.
 pub fn counts() -> Option<Counts> {
-    let guard = SERVICE.lock();
-    let service = guard.as_ref()?;
-    let vfs = service.vfs.counts();
-    Some(Counts {
-        open_files: service.open.len() - 1,
-        pipes: service.pipes.len(),
-        pipe_pages: service.pipes.values().map(|p| p.buffer.pages_held()).sum(),
-        parked: service.parked.len(),
-        tmpfs_nodes: vfs.tmpfs_nodes,
-        tmpfs_pages: vfs.tmpfs_pages,
-        tmpfs_page_limit: vfs.tmpfs_page_limit,
-        requests: service.requests,
-        remote_requests: service.remote_requests,
-        refused: service.refused,
-    })
+    // A snapshot: `/proc` text is made while the service holds its own lock.
+    *COUNTS.lock()
 }
+
+/// The counts after the last request (see [`counts`]).
+static COUNTS: Mutex<Option<Counts>> = Mutex::new(None);
 
 fn word_i64(word: u64) -> i64 {
     word as i64
@@ -426,6 +419,22 @@ fn check_writable(vfs: &mut Vfs, node: NodeId) -> Result<(), Errno> {
 }
 
 impl Service {
+    fn counts(&self) -> Counts {
+        let vfs = self.vfs.counts();
+        Counts {
+            open_files: self.open.len() - 1,
+            pipes: self.pipes.len(),
+            pipe_pages: self.pipes.values().map(|p| p.buffer.pages_held()).sum(),
+            parked: self.parked.len(),
+            tmpfs_nodes: vfs.tmpfs_nodes,
+            tmpfs_pages: vfs.tmpfs_pages,
+            tmpfs_page_limit: vfs.tmpfs_page_limit,
+            requests: self.requests,
+            remote_requests: self.remote_requests,
+            refused: self.refused,
+        }
+    }
+
     /// Decodes and runs one request; the reply carries request id 0, which `submit` and the
     /// retries replace with the request's.
     fn handle(&mut self, pid: u32, op: FileOp, w: &[u64; 6], first: &[u8], second: &[u8], done: u64) -> Outcome {

@@ -86,7 +86,8 @@ fn read_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Syscal
     if handle.kind == HandleKind::Directory {
         return Err(errno::EISDIR);
     }
-    if handle.kind == HandleKind::Console {
+    // What the process printed without a newline (a prompt) shows before it may wait.
+    if handle.kind != HandleKind::Regular {
         if let Some(process) = sched::current_process() {
             fs::console::flush(&process);
         }
@@ -610,6 +611,8 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
         entries.push(read_user(fds + index * 8)?);
     }
     let process = process()?;
+    // A prompt printed without a newline shows before the process waits.
+    fs::console::flush(&process);
     let mut question = Vec::with_capacity(entries.len() * 10);
     let mut asked = Vec::new();
     for (index, entry) in entries.iter_mut().enumerate() {

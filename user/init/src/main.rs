@@ -93,44 +93,52 @@ fn milliseconds_since_boot() -> f64 {
 /// Ctrl-C reaches the foreground job, not init; it then reaps every child until the shell
 /// ends, and ends with the shell's status (the kernel powers off with it).
 fn shell(line: Option<&str>) -> ExitCode {
+    use std::ffi::CString;
     let environment = ["PATH=/bin:/sbin", "HOME=/tmp", "TERM=vt100", "ENV=/etc/profile", "PS1=reef:\\w# "];
-    let mut command = std::process::Command::new(SHELL);
+    let mut arguments = vec![CString::from(c"sh")];
     match line {
         Some(line) => {
-            command.arg("-c").arg(line);
+            arguments.push(CString::from(c"-c"));
+            match CString::new(line) {
+                Ok(line) => arguments.push(line),
+                Err(_) => {
+                    eprintln!("init: the command line holds a NUL byte");
+                    return ExitCode::from(2);
+                }
+            }
         }
         None => {
-            command.arg("-i");
+            arguments.push(CString::from(c"-i"));
             let instances = rt::instance_count().unwrap_or(1);
-            println!("Reef: {instances} kernel instances up; /bin/sh on the console (`help` lists Reef's commands, `exit` powers off)");
+            println!(
+                "Reef: {instances} kernel instances up; /bin/sh on the console (`help` lists Reef's commands, `exit` powers off)"
+            );
         }
     }
-    command.env_clear().current_dir("/tmp");
-    for variable in environment {
-        if let Some((name, value)) = variable.split_once('=') {
-            command.env(name, value);
-        }
-    }
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (setsid, ioctl) on no shared memory.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+    let environment: Vec<CString> = environment.iter().filter_map(|v| CString::new(*v).ok()).collect();
+    let mut argv: Vec<*const libc::c_char> = arguments.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = environment.iter().map(|v| v.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: fork has no memory preconditions; the child only makes async-signal-safe calls
+    // (setsid, ioctl, chdir, execve, _exit) on memory prepared before the fork.
+    let shell_pid = unsafe { libc::fork() };
+    if shell_pid == 0 {
+        // SAFETY: as above; argv and envp are NULL-ended arrays of live C strings.
+        unsafe {
             libc::setsid();
             libc::ioctl(0, libc::TIOCSCTTY, 0);
-            Ok(())
-        });
-    }
-    let child = match command.spawn() {
-        Ok(child) => child,
-        Err(error) => {
-            eprintln!("init: {SHELL} did not start: {error}; the initramfs must hold busybox as /bin/sh");
-            return ExitCode::from(127);
+            // The new session's group is the console's foreground before the shell looks
+            // (an interactive shell waits until it is).
+            libc::tcsetpgrp(0, libc::getpid());
+            libc::chdir(c"/tmp".as_ptr());
+            libc::execve(c"/bin/sh".as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
         }
-    };
-    let shell_pid = child.id() as i32;
-    if line.is_none() {
-        // SAFETY: plain system call on the console descriptor; the group is the shell's.
-        unsafe { libc::tcsetpgrp(0, shell_pid) };
+    }
+    if shell_pid < 0 {
+        eprintln!("init: {SHELL} did not start: {}; init cannot fork", std::io::Error::last_os_error());
+        return ExitCode::from(127);
     }
     // Reap every child (orphans included) until the shell itself ends.
     loop {
