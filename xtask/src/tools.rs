@@ -159,7 +159,7 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 6] = ["init", "proctest", "sysfuzz", "procbench", "tiny", "isolation"];
+pub const USER_PROGRAMS: [&str; 7] = ["init", "proctest", "sysfuzz", "procbench", "fsbench", "tiny", "isolation"];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";
