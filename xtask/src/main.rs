@@ -5,6 +5,7 @@
 mod bench;
 mod check;
 mod debian;
+mod fs_bench;
 mod peer;
 mod plot;
 mod proc_bench;
@@ -43,6 +44,13 @@ cargo xtask <command>
         futex ping-pong, first touch of a page, spawn on another core) on Reef core 1 of 2,
         and boot to /sbin/init on every core of 4; with --vs-linux the same binary in the
         Linux guest after each run, and the ratios; writes results/proc.json and proc.png
+  bench fs [--runs N] [--repeat K] [--accel kvm|tcg] [--vs-linux]
+        the file benchmarks (user/fsbench: busybox dd bs=512 of 1-64 MiB to /tmp, busybox ls -l
+        of 100-10000 files, pipe throughput in 64 KiB writes) on Reef core 0 (the file
+        service's) and core 1 (calls forwarded to core 0) of 4, K samples each per run (default
+        3), and boot to the shell banner; with --vs-linux the same binary in the Linux guest
+        after each run, and the ratios inside each run; figures the kernel cannot run yet are
+        reported as not measured, with why; writes results/fs-bench.json and fs-bench*.png
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]

@@ -698,6 +698,7 @@ fn program_init_script(command: &str) -> String {
          mount -t proc proc /proc\n\
          mount -t sysfs sysfs /sys\n\
          mount -t devtmpfs devtmpfs /dev\n\
+         mount -t tmpfs tmpfs /tmp\n\
          echo \"{INIT_MARKER} kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo)\"\n\
          {command}\n\
          echo \"PEER exit status=$?\"\n\
@@ -706,11 +707,13 @@ fn program_init_script(command: &str) -> String {
     )
 }
 
-/// What [`run_program`] saw: the serial log and the guest kernel's version.
+/// What [`run_program`] saw: the serial log, the guest kernel's version, the machine type,
+/// and how long the guest took from QEMU's start to `/init`'s first line.
 pub struct ProgramRun {
     pub serial: String,
     pub kernel_version: String,
     pub machine: String,
+    pub boot_to_init: Option<Duration>,
 }
 
 /// Boots Debian's Linux in the same QEMU setup as Reef (`cores`, `accel`) with `files` at
@@ -722,6 +725,16 @@ pub fn run_program(
     command: &str,
     timeout: Duration,
 ) -> Result<ProgramRun, String> {
+    let mut machine = Machine::new(cores);
+    machine.accel = accel;
+    machine.timeout = timeout;
+    run_program_on(&machine, files, command)
+}
+
+/// [`run_program`] on `machine` (its cores, memory, accelerator and timeout; the kernel
+/// command line is the Linux guest's own, with the host's TSC rate, then `machine.kernel_args`). `/init` mounts `/proc`, `/sys`, devtmpfs on `/dev`
+/// (so `/dev/null` and `/dev/zero` exist) and a tmpfs on `/tmp`.
+pub fn run_program_on(machine: &Machine, files: &[(String, Vec<u8>)], command: &str) -> Result<ProgramRun, String> {
     tools::ensure_qemu()?;
     let cache = debian::cache()?;
     let kernel = debian::fetch_kernel(&cache)?;
@@ -742,10 +755,12 @@ pub fn run_program(
     archive.file("init", 0o755, program_init_script(command).as_bytes());
     let initramfs = cache.join("program-initramfs.cpio");
     std::fs::write(&initramfs, archive.finish()).map_err(|e| format!("writing {}: {e}", initramfs.display()))?;
-    let mut machine = Machine::new(cores);
-    machine.accel = accel;
-    machine.kernel_args = kernel_arguments(None);
-    machine.timeout = timeout;
+    let mut machine = machine.clone();
+    // With the TSC rate given, the guest skips calibrating it against the PIT, which hangs the
+    // boot on microvm when the host deschedules a vCPU thread meanwhile: more vCPUs than host
+    // CPUs made that happen on every boot (see `kernel_arguments`).
+    let tsc_khz = build_linux_bench().ok().and_then(|bench| host_tsc_khz(&bench));
+    machine.kernel_args = format!("{} {}", kernel_arguments(tsc_khz), machine.kernel_args).trim_end().to_string();
     let (guest, used_machine, _) = boot_linux(&machine, &kernel.file, &initramfs, &cache)?;
     if guest.done_after.is_none() {
         return Err(format!(
@@ -754,7 +769,12 @@ pub fn run_program(
             tail(&guest.serial, 60)
         ));
     }
-    Ok(ProgramRun { serial: guest.serial, kernel_version: kernel.version, machine: used_machine })
+    Ok(ProgramRun {
+        serial: guest.serial,
+        kernel_version: kernel.version,
+        machine: used_machine,
+        boot_to_init: guest.init_after,
+    })
 }
 
 #[cfg(test)]

@@ -142,6 +142,19 @@ pub fn guest_status(qemu_status: i32) -> Option<u32> {
 /// Boots `machine`, collects the serial output, kills QEMU at the timeout or when `stop_at`
 /// is printed (returning the time it took to appear).
 pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(Outcome, Option<Duration>), String> {
+    match stop_at {
+        Some(marker) => boot_until(machine, kernel, Some(&|serial: &str| serial.contains(marker))),
+        None => boot_until(machine, kernel, None),
+    }
+}
+
+/// [`boot`], stopping when `stop` says yes to the serial output so far (a test of whole
+/// lines, where a substring would also match a log message).
+pub fn boot_until(
+    machine: &Machine,
+    kernel: &Path,
+    stop: Option<&dyn Fn(&str) -> bool>,
+) -> Result<(Outcome, Option<Duration>), String> {
     let start = Instant::now();
     let mut child = machine
         .command(kernel, false)
@@ -197,8 +210,8 @@ pub fn boot(machine: &Machine, kernel: &Path, stop_at: Option<&str>) -> Result<(
                 }
             }
         }
-        if let Some(marker) = stop_at {
-            if marker_time.is_none() && String::from_utf8_lossy(&serial).contains(marker) {
+        if let Some(stop) = stop {
+            if marker_time.is_none() && stop(&String::from_utf8_lossy(&serial)) {
                 marker_time = Some(start.elapsed());
             }
         }

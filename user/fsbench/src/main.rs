@@ -1,0 +1,183 @@
+//! fsbench: file benchmarks (busybox dd and ls -l in /tmp, pipe throughput), Reef and Linux.
+#![doc = include_str!("../README.md")]
+
+mod bench;
+mod options;
+mod os;
+
+use options::{Options, Request, Work, USAGE};
+use std::process::ExitCode;
+
+/// Where fsbench runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// On Reef, on `core` of `instances` kernel instances.
+    Reef { core: usize, instances: usize },
+    /// On Linux, on `cpu` when `getcpu` answered.
+    Linux { cpu: Option<usize> },
+}
+
+impl Place {
+    fn find() -> Self {
+        match (rt::current_core(), rt::instance_count()) {
+            (Some(core), Some(instances)) => Place::Reef { core, instances },
+            _ => Place::Linux { cpu: os::current_cpu().ok() },
+        }
+    }
+
+    /// The core (Reef) or CPU (Linux) in the output; `unknown` if `getcpu` failed.
+    fn core(self) -> String {
+        match self {
+            Place::Reef { core, .. } | Place::Linux { cpu: Some(core) } => core.to_string(),
+            Place::Linux { cpu: None } => "unknown".into(),
+        }
+    }
+}
+
+/// The path to start `fsbench pipe-reader` from: how we were started, if that is a path.
+fn own_path() -> String {
+    std::env::args().next().filter(|path| path.starts_with('/')).unwrap_or_else(|| "/bin/fsbench".into())
+}
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let options = match options::parse(&arguments) {
+        Ok(Request::Run(options)) => options,
+        Ok(Request::PipeReader { bytes }) => {
+            return match bench::pipe_reader(bytes) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("fsbench pipe-reader: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(Request::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("fsbench: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let name = options.work.name();
+    let mut place = Place::find();
+    match (place, options.pin) {
+        (Place::Linux { .. }, Some(cpu)) => {
+            if let Err(error) = os::pin_current_thread(cpu) {
+                println!("FSBENCH-ERROR {name}: pinning to CPU {cpu}: {error}");
+                return ExitCode::FAILURE;
+            }
+            place = Place::find();
+        }
+        (Place::Reef { core, .. }, Some(wanted)) if core != wanted => {
+            println!("FSBENCH-NOTE {name}: asked for core {wanted}, running on core {core}");
+        }
+        _ => {}
+    }
+    println!("{}", config_line(name, place, os::tsc_hz()));
+    if run(&options, place) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs every size of the benchmark, printing each sample and summary, or the error of a size
+/// that failed (the other sizes still run); whether all succeeded.
+fn run(options: &Options, place: Place) -> bool {
+    let core = place.core();
+    let null = || bench::open_null();
+    let mut succeeded = true;
+    let mut report = |figure: String, result: Result<Vec<u64>, String>, extra: &dyn Fn(u64) -> String| match result {
+        Ok(mut samples) => {
+            for &ns in &samples {
+                println!("FSBENCH {figure} ns={ns}{}", extra(ns));
+            }
+            if let Some(line) = summary_line(&figure, &mut samples) {
+                println!("{line}");
+            }
+        }
+        Err(message) => {
+            println!("FSBENCH-ERROR {figure}: {}", message.replace('\n', " "));
+            succeeded = false;
+        }
+    };
+    match &options.work {
+        Work::Dd(sizes) => {
+            for &mib in sizes {
+                let result = null().and_then(|null| bench::dd(mib, options.repeat, &null));
+                report(format!("dd mib={mib} core={core}"), result, &|_| String::new());
+            }
+        }
+        Work::Ls(counts) => {
+            for &files in counts {
+                let result = null().and_then(|null| bench::ls(files, options.repeat, &null));
+                report(format!("ls files={files} core={core}"), result, &|_| String::new());
+            }
+        }
+        &Work::Pipe { mib, cross } => {
+            let reader = match (place, cross) {
+                (Place::Reef { .. }, Some(core)) => Ok(bench::Reader::Spawn { core }),
+                (Place::Reef { .. }, None) => Ok(bench::Reader::Fork { pin: None }),
+                // On Linux the writer stays where it is and the reader goes where it is told.
+                (Place::Linux { cpu: Some(cpu) }, _) => os::pin_current_thread(cpu)
+                    .map(|()| bench::Reader::Fork { pin: Some(cross.unwrap_or(cpu)) })
+                    .map_err(|error| format!("pinning to CPU {cpu}: {error}")),
+                (Place::Linux { cpu: None }, _) => Err("getcpu failed: cannot pin the writer and the reader".into()),
+            };
+            let reader_core = cross.map_or_else(|| core.clone(), |core| core.to_string());
+            let figure =
+                format!("pipe mib={mib} cross={} core={core} reader_core={reader_core}", u8::from(cross.is_some()));
+            let result = reader.and_then(|reader| bench::pipe(mib, options.repeat, reader, &own_path()));
+            let throughput = |ns: u64| format!(" mb_per_s={:.1}", (mib << 20) as f64 * 1e3 / ns.max(1) as f64);
+            report(figure, result, &throughput);
+        }
+    }
+    succeeded
+}
+
+fn config_line(name: &str, place: Place, tsc_hz: u64) -> String {
+    let where_ = match place {
+        Place::Reef { core, instances } => format!("os=reef core={core} instances={instances}"),
+        Place::Linux { .. } => format!("os=linux core={}", place.core()),
+    };
+    format!("FSBENCH-CONFIG {name} {where_} clock=monotonic tsc_hz={tsc_hz}")
+}
+
+/// The `FSBENCH-SUMMARY` line of `samples` (sorted in place); `None` when there are none.
+fn summary_line(figure: &str, samples: &mut [u64]) -> Option<String> {
+    let summary = samples::summarize(samples)?;
+    Some(format!(
+        "FSBENCH-SUMMARY {figure} n={} median_ns={:.0} p5_ns={} p95_ns={} min_ns={} max_ns={}",
+        summary.count, summary.median, summary.p5, summary.p95, summary.min, summary.max
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_lines() {
+        assert_eq!(
+            config_line("dd", Place::Reef { core: 1, instances: 4 }, 2_000_000_000),
+            "FSBENCH-CONFIG dd os=reef core=1 instances=4 clock=monotonic tsc_hz=2000000000"
+        );
+        assert_eq!(
+            config_line("ls", Place::Linux { cpu: None }, 5),
+            "FSBENCH-CONFIG ls os=linux core=unknown clock=monotonic tsc_hz=5"
+        );
+    }
+
+    #[test]
+    fn the_summary_line() {
+        let mut samples = [30, 10, 20, 40];
+        assert_eq!(
+            summary_line("dd mib=1 core=0", &mut samples).unwrap(),
+            "FSBENCH-SUMMARY dd mib=1 core=0 n=4 median_ns=25 p5_ns=10 p95_ns=40 min_ns=10 max_ns=40"
+        );
+        assert!(summary_line("x", &mut []).is_none());
+    }
+}
