@@ -103,7 +103,7 @@ fn invocations(repeat: usize) -> Vec<Invocation> {
 fn reef_shell_line(invocations: &[Invocation]) -> String {
     let commands: Vec<String> = invocations
         .iter()
-        .map(|run| format!("spawn {core} /bin/fsbench --pin {core} {}", run.arguments, core = run.core))
+        .map(|run| format!("on {core} /bin/fsbench --pin {core} {}", run.arguments, core = run.core))
         .collect();
     commands.join("; ")
 }
@@ -364,7 +364,7 @@ fn machine(options: &Options, initrd: &std::path::Path) -> Machine {
 
 fn reef_run(options: &Options, kernel: &std::path::Path, initrd: &std::path::Path) -> Result<ReefRun, String> {
     let mut machine = machine(options, initrd);
-    machine.kernel_args = qemu::exec_argument(&reef_shell_line(&invocations(options.repeat)));
+    machine.kernel_args = qemu::user_exec_argument(&reef_shell_line(&invocations(options.repeat)))?;
     machine.timeout = RUN_TIMEOUT;
     let (outcome, _) = qemu::boot(&machine, kernel, None)?;
     let shell_errors =
@@ -398,6 +398,9 @@ impl Banner {
     }
 }
 
+/// The user shell's prompt in `/tmp`, where init starts it.
+const USER_PROMPT: &str = "reef:/tmp# ";
+
 /// The first shell banner among the whole lines of `serial` (a log message saying how many
 /// instances are up starts with `[c0 INFO ]`, so it is not one).
 fn shell_banner(serial: &str) -> Option<Banner> {
@@ -408,8 +411,10 @@ fn shell_banner(serial: &str) -> Option<Banner> {
             && words.next() == Some("instances")
             && words.next().is_some_and(|word| word.starts_with("up"))
     };
+    // The user shell counts once its prompt shows (init prints the banner just before).
+    let prompt = serial.contains(USER_PROMPT);
     serial.lines().find_map(|line| {
-        if line.strip_prefix("Reef: ").is_some_and(instances_up) {
+        if prompt && line.strip_prefix("Reef: ").is_some_and(instances_up) {
             Some(Banner::UserShell)
         } else if line.strip_prefix("Reef shell on core 0, ").is_some_and(instances_up) {
             Some(Banner::KernelShell)
@@ -905,11 +910,11 @@ FSBENCH dd mib=16 ns=5
         assert_eq!(figures.len(), 2 * 4 + 2 * 3 + 2);
         assert!(figures.iter().filter(|f| matches!(f.key, Key::Dd { core: 1, .. })).all(|f| f.goal == 1.5));
         let reef = reef_shell_line(&runs);
-        assert!(reef.starts_with("spawn 0 /bin/fsbench --pin 0 --repeat 5 dd 1 4 16 64; spawn 0 "), "{reef}");
-        assert!(reef.contains("; spawn 0 /bin/fsbench --pin 0 --repeat 5 pipe 64 --cross 1; "), "{reef}");
-        assert!(reef.ends_with("; spawn 1 /bin/fsbench --pin 1 --repeat 5 ls 100 1000 10000"), "{reef}");
+        assert!(reef.starts_with("on 0 /bin/fsbench --pin 0 --repeat 5 dd 1 4 16 64; on 0 "), "{reef}");
+        assert!(reef.contains("; on 0 /bin/fsbench --pin 0 --repeat 5 pipe 64 --cross 1; "), "{reef}");
+        assert!(reef.ends_with("; on 1 /bin/fsbench --pin 1 --repeat 5 ls 100 1000 10000"), "{reef}");
         // The kernel keeps `exec=` values of up to 1024 bytes (`platform::cmdline::MAX_VALUE`).
-        assert!(qemu::exec_argument(&reef).len() < 1024, "fits the kernel's exec=");
+        assert!(qemu::user_exec_argument(&reef).unwrap().len() < 1024, "fits the kernel's exec=");
         let linux = linux_shell_line(&runs);
         assert_eq!(linux.matches("/bin/fsbench --pin ").count(), runs.len());
     }
@@ -920,7 +925,8 @@ FSBENCH dd mib=16 ns=5
         assert_eq!(shell_banner(log), None, "a log line is no banner");
         let kernel = format!("{log}Reef shell on core 0, 4 kernel instances up: type `help` for the commands.\n");
         assert_eq!(shell_banner(&kernel), Some(Banner::KernelShell));
-        assert_eq!(shell_banner(&format!("{log}Reef: 4 kernel instances up\n$ ")), Some(Banner::UserShell));
+        assert_eq!(shell_banner(&format!("{log}Reef: 4 kernel instances up\n$ ")), None, "no prompt yet");
+        assert_eq!(shell_banner(&format!("{log}Reef: 4 kernel instances up\nreef:/tmp# ")), Some(Banner::UserShell));
         assert_eq!(shell_banner("Reef: a multikernel OS.\n"), None, "the motd is no banner");
     }
 
