@@ -87,6 +87,89 @@ pub fn read_program(path: &str) -> Result<(&'static [u8], String), Errno> {
     Ok((entry.data, resolved))
 }
 
+/// A program's bytes: the initramfs's own (mapped by every instance), or a copy read
+/// through the file service.
+pub enum ProgramImage {
+    Mapped(&'static [u8]),
+    Read(Vec<u8>),
+}
+
+impl core::ops::Deref for ProgramImage {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Mapped(bytes) => bytes,
+            Self::Read(bytes) => bytes,
+        }
+    }
+}
+
+/// Largest program read through the file service (busybox is 2 MiB).
+const MAX_READ_PROGRAM: u64 = 32 << 20;
+
+/// The program at `path` for `execve` and spawn: an absolute path of the initramfs without a
+/// round trip; anything else (a program written to `/tmp`, a path relative to `working
+/// directory`, a handle or `abi::file::NONE`) read whole through the file service, when the
+/// caller may wait for it (`may_ask`: not inside a message handler).
+pub fn find_program(path: &str, working_directory: u64, may_ask: bool) -> Result<(ProgramImage, String), Errno> {
+    if path.starts_with('/') {
+        match read_program(path) {
+            Ok((bytes, resolved)) => return Ok((ProgramImage::Mapped(bytes), resolved)),
+            Err(errno::ENOENT) if may_ask => {}
+            Err(error) => return Err(error),
+        }
+    } else if !may_ask {
+        return Err(errno::ENOENT);
+    }
+    use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE};
+    let mut words = [0u64; abi::file::REQUEST_WORDS];
+    words[..4].copy_from_slice(&[NONE, working_directory, 0, 0]);
+    let opened = client::call(FileOp::Open, words, path.as_bytes(), &[])?;
+    let kind = HandleKind::from_u64(opened.words[1]).ok_or(errno::EIO)?;
+    let handle = Handle::adopt(opened.words[0], kind);
+    if kind != HandleKind::Regular {
+        return Err(errno::EACCES);
+    }
+    words = [0; abi::file::REQUEST_WORDS];
+    words[0] = handle.id;
+    let metadata = Metadata::decode(&client::call(FileOp::Stat, words, &[], &[])?.bytes).map_err(|_| errno::EIO)?;
+    if metadata.mode & 0o111 == 0 {
+        return Err(errno::EACCES);
+    }
+    if metadata.size > MAX_READ_PROGRAM {
+        return Err(errno::E2BIG);
+    }
+    let mut image = Vec::with_capacity(metadata.size as usize);
+    while (image.len() as u64) < metadata.size {
+        words[..3].copy_from_slice(&[handle.id, MAX_TRANSFER as u64, image.len() as u64]);
+        let chunk = client::call(FileOp::Read, words, &[], &[])?.bytes;
+        if chunk.is_empty() {
+            break;
+        }
+        image.extend_from_slice(&chunk);
+    }
+    // Its absolute name (`/proc/self/exe`: static glibc programs insist on a leading `/`).
+    let resolved = if path.starts_with('/') {
+        String::from(path)
+    } else {
+        let mut directory = if working_directory == NONE {
+            b"/".to_vec()
+        } else {
+            words = [0; abi::file::REQUEST_WORDS];
+            words[0] = working_directory;
+            client::call(FileOp::PathOf, words, &[], &[])?.bytes
+        };
+        if directory.last() != Some(&b'/') {
+            directory.push(b'/');
+        }
+        let mut joined = String::from_utf8_lossy(&directory).into_owned();
+        joined.push_str(path.trim_start_matches("./"));
+        joined
+    };
+    Ok((ProgramImage::Read(image), resolved))
+}
+
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.
 #[derive(Clone)]
 struct Slot {

@@ -226,13 +226,21 @@ pub fn all() -> Vec<Arc<Process>> {
 /// A Linux errno as the negative value a system call returns.
 pub type Errno = u32;
 
-/// Reads a program from the initramfs and loads it into a fresh address space.
-fn load_program(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]]) -> Result<(elf::Loaded, String), Errno> {
+/// Reads a program (see `fs::find_program`: `working_directory` for a relative path, `may_ask`
+/// the file service) and loads it into a fresh address space.
+fn load_program(
+    path: &[u8],
+    arguments: &[&[u8]],
+    environment: &[&[u8]],
+    working_directory: u64,
+    may_ask: bool,
+) -> Result<(elf::Loaded, String), Errno> {
     let path = core::str::from_utf8(path).map_err(|_| errno::ENOENT)?;
-    let (image, resolved) = crate::fs::read_program(path)?;
-    let loaded = elf::load(image, path, arguments, environment).map_err(|error| match error {
+    let (image, resolved) = crate::fs::find_program(path, working_directory, may_ask)?;
+    let loaded = elf::load(&image, path, arguments, environment).map_err(|error| match error {
         elf::LoadError::NotExecutable(why) => {
-            log::warn!("{path}: not a program Reef runs: {why}");
+            // A script is not an ELF program either: its shell runs it (ENOEXEC), so debug.
+            log::debug!("{path}: not a program Reef runs: {why}");
             errno::ENOEXEC
         }
         elf::LoadError::OutOfMemory => errno::ENOMEM,
@@ -258,7 +266,11 @@ fn create(
     membership: Membership,
     inherited: Inherited,
 ) -> Result<u32, Errno> {
-    let (loaded, resolved) = load_program(path, arguments, environment)?;
+    let directory = inherited.working_directory.as_ref().map_or(abi::file::NONE, |handle| handle.id);
+    // A request from another instance is built inside its message handler, which must not
+    // wait for the file service: such programs come from the initramfs.
+    let may_ask = parent.core == shared::this_core();
+    let (loaded, resolved) = load_program(path, arguments, environment, directory, may_ask)?;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     let (process_group, session) = membership.unwrap_or((pid, pid));
     let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
@@ -320,7 +332,13 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         // Linux kills the other threads first; Reef asks programs to exec from one thread.
         return Err(errno::EBUSY);
     }
-    let (loaded, resolved) = load_program(path, arguments, environment)?;
+    let (directory, own_path) = {
+        let state = process.state.lock();
+        (state.cwd.as_ref().map_or(abi::file::NONE, |handle| handle.id), state.path.clone())
+    };
+    // `/proc/self/exe` is the program the process runs (busybox runs its scripts that way).
+    let path = if path == b"/proc/self/exe" { own_path.as_bytes() } else { path };
+    let (loaded, resolved) = load_program(path, arguments, environment, directory, true)?;
     let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
     let old_memory = {
         let mut state = process.state.lock();
