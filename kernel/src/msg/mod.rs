@@ -583,8 +583,15 @@ fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -
     add(sent, chunks);
     let patience = Patience::new(target, SEND_TIMEOUT_MS);
     let failure = ::core::cell::Cell::new(None);
+    let waits = ::core::cell::Cell::new(0u32);
     let keep_waiting = || match patience.check() {
         Ok(()) => {
+            // The queue is full: the receiver may be asleep, waiting for the one notification
+            // that comes after the last chunk. Wake it now (and now and then) so it drains.
+            if waits.get() % 256 == 0 {
+                notify(target, queue_mode(target));
+            }
+            waits.set(waits.get().wrapping_add(1));
             if draining {
                 drain();
             }
