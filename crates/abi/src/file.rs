@@ -129,6 +129,10 @@ pub enum HandleKind {
     Device = 4,
     Pipe = 5,
     Proc = 6,
+    /// `/dev/null`: the client answers reads (end of file) and writes (all taken) itself.
+    Null = 7,
+    /// `/dev/zero`: the client answers reads (zeros) and writes (all taken) itself.
+    Zero = 8,
 }
 
 impl HandleKind {
@@ -141,6 +145,8 @@ impl HandleKind {
             4 => Self::Device,
             5 => Self::Pipe,
             6 => Self::Proc,
+            7 => Self::Null,
+            8 => Self::Zero,
             _ => return None,
         })
     }

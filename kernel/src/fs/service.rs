@@ -84,6 +84,8 @@ impl OpenFile {
             Object::Directory { .. } => HandleKind::Directory,
             Object::Proc { .. } => HandleKind::Proc,
             Object::Device { device: Device::Console | Device::Tty, .. } => HandleKind::Console,
+            Object::Device { device: Device::Null, .. } => HandleKind::Null,
+            Object::Device { device: Device::Zero, .. } => HandleKind::Zero,
             Object::Device { .. } => HandleKind::Device,
             Object::PipeReader(_) | Object::PipeWriter(_) => HandleKind::Pipe,
         }
