@@ -46,9 +46,9 @@ pub fn on_input_interrupt() {
     crate::sched::on_message_notification();
 }
 
-/// Called by the shell with each byte it reads: the first byte read after an input interrupt
-/// was taken says so, once, at debug level. (A byte can also be found by a timer tick just
-/// before its interrupt lands, so the first byte alone would not tell.)
+/// Called with each byte read from COM1: the first byte read after an input interrupt was
+/// taken says so, once, at debug level. (A byte can also be found by a timer tick just before
+/// its interrupt lands, so the first byte alone would not tell.)
 pub fn note_input() {
     let interrupts = INPUT_INTERRUPTS.load(Ordering::Relaxed);
     if interrupts > 0 && !INPUT_ANNOUNCED.swap(true, Ordering::Relaxed) {

@@ -98,8 +98,8 @@ fn invocations(repeat: usize) -> Vec<Invocation> {
 }
 
 /// The Reef command line that runs `invocations` one after the other, each waited for: the
-/// one place that knows the shell's syntax (the kernel shell's `spawn <core> <program>` today,
-/// `;` between commands).
+/// one place that knows the shell's syntax (the user shell's: `on <core> <program>`, `;`
+/// between commands).
 fn reef_shell_line(invocations: &[Invocation]) -> String {
     let commands: Vec<String> = invocations
         .iter()
@@ -340,7 +340,8 @@ fn figures() -> Vec<Figure> {
 struct ReefRun {
     report: Report,
     timed_out: bool,
-    /// The kernel shell's own `error: …` lines (a spawn refused, say).
+    /// The user shell's and `on`'s own one-line errors (`sh: …`, `on: …`: a program refused,
+    /// say).
     shell_errors: Vec<String>,
     /// The TSC rate the kernel printed at boot.
     kernel_tsc_hz: Option<u64>,
@@ -364,11 +365,15 @@ fn machine(options: &Options, initrd: &std::path::Path) -> Machine {
 
 fn reef_run(options: &Options, kernel: &std::path::Path, initrd: &std::path::Path) -> Result<ReefRun, String> {
     let mut machine = machine(options, initrd);
-    machine.kernel_args = qemu::user_exec_argument(&reef_shell_line(&invocations(options.repeat)))?;
+    machine.kernel_args = qemu::exec_argument(&reef_shell_line(&invocations(options.repeat)))?;
     machine.timeout = RUN_TIMEOUT;
     let (outcome, _) = qemu::boot(&machine, kernel, None)?;
-    let shell_errors =
-        outcome.serial.lines().filter(|line| line.starts_with("error: ")).map(str::to_string).collect::<Vec<_>>();
+    let shell_errors = outcome
+        .serial
+        .lines()
+        .filter(|line| line.starts_with("sh: ") || line.starts_with("on: "))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
     Ok(ReefRun {
         report: parse(&outcome.serial),
         timed_out: outcome.timed_out,
@@ -377,33 +382,13 @@ fn reef_run(options: &Options, kernel: &std::path::Path, initrd: &std::path::Pat
     })
 }
 
-/// Which banner a boot was timed to.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Banner {
-    /// The user shell's `Reef: <n> kernel instances up`.
-    UserShell,
-    /// The kernel shell's `Reef shell on core 0, <n> kernel instances up`, until the user
-    /// shell lands.
-    KernelShell,
-}
+/// What a Reef boot is timed to, for the results.
+const BOOT_MARK: &str = "user shell banner `Reef: <n> kernel instances up`, once the prompt shows";
 
-impl Banner {
-    fn describe(self) -> &'static str {
-        match self {
-            Banner::UserShell => "user shell banner `Reef: <n> kernel instances up`",
-            Banner::KernelShell => {
-                "kernel shell banner `Reef shell on core 0, <n> kernel instances up` (no user shell yet)"
-            }
-        }
-    }
-}
-
-/// The user shell's prompt in `/tmp`, where init starts it.
-const USER_PROMPT: &str = "reef:/tmp# ";
-
-/// The first shell banner among the whole lines of `serial` (a log message saying how many
-/// instances are up starts with `[c0 INFO ]`, so it is not one).
-fn shell_banner(serial: &str) -> Option<Banner> {
+/// Whether `serial` shows the user shell's banner among its whole lines (a log message saying
+/// how many instances are up starts with `[c0 INFO ]`, so it is not one) and its prompt after
+/// it (init prints the banner just before it starts the shell).
+fn shell_banner(serial: &str) -> bool {
     let instances_up = |rest: &str| {
         let mut words = rest.split_whitespace();
         words.next().is_some_and(|n| n.parse::<u32>().is_ok())
@@ -411,27 +396,18 @@ fn shell_banner(serial: &str) -> Option<Banner> {
             && words.next() == Some("instances")
             && words.next().is_some_and(|word| word.starts_with("up"))
     };
-    // The user shell counts once its prompt shows (init prints the banner just before).
-    let prompt = serial.contains(USER_PROMPT);
-    serial.lines().find_map(|line| {
-        if prompt && line.strip_prefix("Reef: ").is_some_and(instances_up) {
-            Some(Banner::UserShell)
-        } else if line.strip_prefix("Reef shell on core 0, ").is_some_and(instances_up) {
-            Some(Banner::KernelShell)
-        } else {
-            None
-        }
-    })
+    serial.contains(crate::bench::USER_PROMPT)
+        && serial.lines().any(|line| line.strip_prefix("Reef: ").is_some_and(instances_up))
 }
 
 /// Boots Reef with nothing to run and times QEMU's start to the shell's banner.
-fn reef_boot(options: &Options, kernel: &std::path::Path, initrd: &std::path::Path) -> Result<(f64, Banner), String> {
+fn reef_boot(options: &Options, kernel: &std::path::Path, initrd: &std::path::Path) -> Result<f64, String> {
     let mut machine = machine(options, initrd);
     machine.timeout = BOOT_TIMEOUT;
-    let (outcome, after) = qemu::boot_until(&machine, kernel, Some(&|serial: &str| shell_banner(serial).is_some()))?;
-    match (after, shell_banner(&outcome.serial)) {
-        (Some(after), Some(banner)) => Ok(((after.as_secs_f64() * 1e4).round() / 10.0, banner)),
-        _ => Err(format!("no shell banner within {} s", BOOT_TIMEOUT.as_secs())),
+    let (_, after) = qemu::boot_until(&machine, kernel, Some(&shell_banner))?;
+    match after {
+        Some(after) => Ok((after.as_secs_f64() * 1e4).round() / 10.0),
+        None => Err(format!("no shell banner within {} s", BOOT_TIMEOUT.as_secs())),
     }
 }
 
@@ -588,7 +564,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     let figures = figures();
     let mut reef_runs = Vec::new();
     let mut linux_runs: Vec<Result<LinuxRun, String>> = Vec::new();
-    let mut reef_boots: Vec<Result<(f64, Banner), String>> = Vec::new();
+    let mut reef_boots: Vec<Result<f64, String>> = Vec::new();
     for run in 1..=options.runs {
         eprintln!(
             "xtask: run {run}/{}: fsbench on Reef cores {SERVICE_CORE} and {OTHER_CORE} ({CORES} cores, {MEMORY_MIB} MiB, {})",
@@ -667,8 +643,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     }
 
     // Boot to the shell: Reef's own boots, and the Linux guest's boot to its /init.
-    let reef_boot_ms: Vec<f64> = reef_boots.iter().filter_map(|boot| boot.as_ref().ok().map(|(ms, _)| *ms)).collect();
-    let banner = reef_boots.iter().find_map(|boot| boot.as_ref().ok().map(|(_, banner)| *banner));
+    let reef_boot_ms: Vec<f64> = reef_boots.iter().filter_map(|boot| boot.as_ref().ok().copied()).collect();
     let boot_errors: Vec<String> = reef_boots.iter().filter_map(|boot| boot.as_ref().err().cloned()).collect();
     let linux_boot_ms: Vec<f64> =
         linux_runs.iter().filter_map(|run| run.as_ref().ok().and_then(|run| run.boot_to_init_ms)).collect();
@@ -688,8 +663,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             None => "not measured",
         }
     );
-    if let Some(banner) = banner {
-        println!("    Reef: timed to the {}; Linux: to its /init's first line", banner.describe());
+    if reef_boot.is_some() {
+        println!("    Reef: timed to the {BOOT_MARK}; Linux: to its /init's first line");
     }
     if reef_boot.is_none() {
         println!("    not measured: Reef: {}", boot_errors.join("; "));
@@ -741,7 +716,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         "boot_to_shell": {
             "goal_ms_below": BOOT_GOAL_MS,
             "reef_ms": { "summary": reef_boot.as_ref().map(stats::to_json), "runs": reef_boot_ms },
-            "reef_measured_to": banner.map(Banner::describe),
+            "reef_measured_to": BOOT_MARK,
             "reef_not_measured": boot_errors,
             "linux_to_init_first_line_ms": { "summary": linux_boot.as_ref().map(stats::to_json), "runs": linux_boot_ms },
             "met": boot_met,
@@ -914,7 +889,7 @@ FSBENCH dd mib=16 ns=5
         assert!(reef.contains("; on 0 /bin/fsbench --pin 0 --repeat 5 pipe 64 --cross 1; "), "{reef}");
         assert!(reef.ends_with("; on 1 /bin/fsbench --pin 1 --repeat 5 ls 100 1000 10000"), "{reef}");
         // The kernel keeps `exec=` values of up to 1024 bytes (`platform::cmdline::MAX_VALUE`).
-        assert!(qemu::user_exec_argument(&reef).unwrap().len() < 1024, "fits the kernel's exec=");
+        assert!(qemu::exec_argument(&reef).unwrap().len() < 1024, "fits the kernel's exec=");
         let linux = linux_shell_line(&runs);
         assert_eq!(linux.matches("/bin/fsbench --pin ").count(), runs.len());
     }
@@ -922,12 +897,10 @@ FSBENCH dd mib=16 ns=5
     #[test]
     fn the_shell_banners() {
         let log = "[c0 INFO ] 4 kernel instances up of 4 cores (80 ms since boot)\n";
-        assert_eq!(shell_banner(log), None, "a log line is no banner");
-        let kernel = format!("{log}Reef shell on core 0, 4 kernel instances up: type `help` for the commands.\n");
-        assert_eq!(shell_banner(&kernel), Some(Banner::KernelShell));
-        assert_eq!(shell_banner(&format!("{log}Reef: 4 kernel instances up\n$ ")), None, "no prompt yet");
-        assert_eq!(shell_banner(&format!("{log}Reef: 4 kernel instances up\nreef:/tmp# ")), Some(Banner::UserShell));
-        assert_eq!(shell_banner("Reef: a multikernel OS.\n"), None, "the motd is no banner");
+        assert!(!shell_banner(&format!("{log}reef:/tmp# ")), "a log line is no banner");
+        assert!(!shell_banner(&format!("{log}Reef: 4 kernel instances up\n$ ")), "no prompt yet");
+        assert!(shell_banner(&format!("{log}Reef: 4 kernel instances up\nreef:/tmp# ")));
+        assert!(!shell_banner("Reef: a multikernel OS.\nreef:/tmp# "), "the motd is no banner");
     }
 
     #[test]

@@ -18,6 +18,10 @@ const FIGURES: [(&str, Option<f64>, &str); 7] = [
     ("spawn-same-core", None, "reef_spawn on the same core to wait4 (Reef only)"),
 ];
 
+/// How `init --every-core` is started for the boot figure: it includes starting pid 1 and the
+/// shell, some 40 ms under TCG that the kernel shell's `spawn` did not take.
+const BOOT_TO_INIT_PATH: &str = "started by the user shell: pid 1 init, then sh -c, then init --every-core";
+
 struct Options {
     runs: usize,
     accel: Accel,
@@ -138,7 +142,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         let mut machine = Machine::new(2);
         machine.accel = options.accel;
         machine.initrd = Some(initrd.clone());
-        machine.kernel_args = qemu::exec_argument("spawn 1 /bin/procbench");
+        machine.kernel_args = qemu::exec_argument("on 1 /bin/procbench")?;
         machine.timeout = Duration::from_secs(900);
         let (outcome, _) = qemu::boot(&machine, &kernel, None)?;
         let figures = parse(&outcome.serial);
@@ -151,7 +155,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         let mut machine = Machine::new(4);
         machine.accel = options.accel;
         machine.initrd = Some(initrd.clone());
-        machine.kernel_args = qemu::exec_argument("spawn 0 /sbin/init --every-core");
+        // Started by the user shell, so the figure includes starting init and sh first.
+        machine.kernel_args = qemu::exec_argument("/sbin/init --every-core")?;
         let (outcome, _) = qemu::boot(&machine, &kernel, None)?;
         let after = outcome.serial.lines().find_map(|l| {
             l.strip_prefix("init: running on every core (4) after ")?.split_whitespace().next()?.parse::<f64>().ok()
@@ -209,7 +214,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         spawn_ratio.map_or("-".into(), |r| format!("{r:.2}"))
     );
     println!(
-        "boot to /sbin/init on every core (4 cores): {} (goal < 150 ms)",
+        "boot to /sbin/init on every core (4 cores): {} (goal < 150 ms; {BOOT_TO_INIT_PATH})",
         boot.map_or("-".into(), |b| format!("{b:.1} ms"))
     );
     let results = json!({
@@ -221,7 +226,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         "linux": linux_runs.first().map(|(_, c, v)| json!({ "kernel_version": v, "config": c })),
         "figures": table,
         "spawn_other_over_same_core": spawn_ratio,
-        "boot_to_init_every_core_ms": { "median": boot, "runs": boot_to_init },
+        "boot_to_init_every_core_ms": { "median": boot, "runs": boot_to_init, "path": BOOT_TO_INIT_PATH },
     });
     let directory = tools::root().join("results");
     std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;

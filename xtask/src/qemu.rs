@@ -249,22 +249,16 @@ pub fn boot_until(
     Ok((Outcome { guest_status, timed_out, serial, elapsed: start.elapsed() }, marker_time))
 }
 
-/// Quotes a kernel-shell command for the kernel command line's `exec=` (the kernel shell runs
-/// it: `shell=kernel`).
-pub fn exec_argument(command: &str) -> String {
-    format!("shell=kernel exec=\"{}\"", command.replace('"', ""))
-}
-
 /// A command line for the user shell (`/sbin/init -c`, so busybox `sh -c`), as the kernel
 /// command line's `exec=`; refused when it holds a double quote, which that line cannot carry.
-pub fn user_exec_argument(command: &str) -> Result<String, String> {
+pub fn exec_argument(command: &str) -> Result<String, String> {
     if command.contains('"') {
         return Err(format!(
             "the command line `{command}` holds a double quote, which the kernel command line cannot carry: \
              use single quotes ('...') inside it"
         ));
     }
-    Ok(format!("shell=user exec=\"{command}\""))
+    Ok(format!("exec=\"{command}\""))
 }
 
 /// `cargo xtask run`.
@@ -329,7 +323,7 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
         eprintln!("xtask: QEMU waits for gdb on :1234; in another terminal: gdb -x {}", script.display());
     }
     if let Some(command) = shell_command.filter(|c| !c.trim().is_empty()) {
-        machine.kernel_args = format!("{} {}", machine.kernel_args, user_exec_argument(&command)?);
+        machine.kernel_args = format!("{} {}", machine.kernel_args, exec_argument(&command)?);
         machine.echo = true;
         if machine.gdb && !arguments.iter().any(|a| a == "--timeout") {
             // A debugging session has no deadline unless one was asked for.

@@ -382,6 +382,7 @@ pub fn poll_console() {
         CONSOLE_INPUT.store(false, Ordering::Relaxed);
         let mut signals = Vec::new();
         while let Some(byte) = crate::arch::legacy::com1::read_byte() {
+            crate::console::note_input();
             if let Some(signal) = service.terminal.input(byte, &mut |echo| super::console::write_here(echo)) {
                 signals.push(signal);
             }
