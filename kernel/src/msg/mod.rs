@@ -588,7 +588,7 @@ fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -
         Ok(()) => {
             // The queue is full: the receiver may be asleep, waiting for the one notification
             // that comes after the last chunk. Wake it now (and now and then) so it drains.
-            if waits.get() % 256 == 0 {
+            if waits.get().is_multiple_of(256) {
                 notify(target, queue_mode(target));
             }
             waits.set(waits.get().wrapping_add(1));
