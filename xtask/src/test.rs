@@ -501,6 +501,20 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "no-initramfs-powers-off".into(),
+        machine: {
+            // No programs, so no init and no shell: the kernel has none of its own to fall back on.
+            let mut m = machine(2, "");
+            m.initrd = None;
+            m
+        },
+        expected_status: 127,
+        check: Box::new(|serial| {
+            let line = "/sbin/init did not start (no such file in the initramfs): nothing to run, powering off";
+            printed(serial, line, "no one-line reason for ending the machine without init")
+        }),
+    });
+    list.push(Integration {
         name: "poweroff".into(),
         machine: machine(4, &exec("poweroff")),
         expected_status: 0,
