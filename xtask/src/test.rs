@@ -1493,9 +1493,12 @@ fn user_shell_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             let mut m = machine(2, "");
             m.typed = vec![
                 ("reef:/tmp# ".into(), "echo typed $((6*7))\r".into()),
-                ("typed 42".into(), "sleep 100\r".into()),
+                // The job says when it runs (the echo of the typed line shows `$((50+50))`, not
+                // 100): a Ctrl-C typed before ash made the job the console's foreground would
+                // go to ash, and sleep would run on.
+                ("typed 42".into(), "sh -c 'echo now sleep $((50+50)); exec sleep 100'\r".into()),
                 // Ctrl-C once sleep runs: it, not the shell, ends.
-                ("sleep 100".into(), "\x03".into()),
+                ("now sleep 100".into(), "\x03".into()),
                 ("reef:/tmp# ".into(), "echo after $?\r".into()),
                 ("after 130".into(), "exit 3\r".into()),
             ];
