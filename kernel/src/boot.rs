@@ -299,7 +299,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     crate::selftest::on_instance_start(core);
     if core == 0 {
         start_requested_cores(region);
-        crate::shell::main()
+        crate::init_process::run()
     }
     idle_loop()
 }

@@ -13,8 +13,8 @@ static INPUT_INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 /// Whether the first keystroke has said how input arrives.
 static INPUT_ANNOUNCED: AtomicBool = AtomicBool::new(false);
 
-/// Routes COM1's receive interrupt to this core through the I/O APIC, so the shell sleeps
-/// until a key arrives; without an I/O APIC (or a route), input is polled on timer ticks.
+/// Routes COM1's receive interrupt to this core through the I/O APIC, so a process reading
+/// the console sleeps until a key arrives; without an I/O APIC (or a route), input is polled on timer ticks.
 pub fn route_input(facts: &BootFacts) {
     let route = facts.com1_route;
     let Some(io_apic) = facts.io_apic else {
@@ -39,7 +39,7 @@ pub fn route_input(facts: &BootFacts) {
     }
 }
 
-/// From the console vector: count it; the shell reads the bytes when it runs.
+/// From the console vector: count it; the file service reads the bytes in thread context.
 pub fn on_input_interrupt() {
     INPUT_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
     crate::fs::service::note_console_input();
@@ -86,7 +86,7 @@ pub fn with_console(write: impl FnOnce(&mut dyn Write)) {
     })
 }
 
-/// Prints without a prefix (shell output).
+/// Prints without a prefix (what the kernel says to the user: `powering off`, test lines).
 pub fn print(arguments: fmt::Arguments) {
     with_console(|out| {
         let _ = out.write_fmt(arguments);

@@ -1,8 +1,8 @@
 //! The kernel's control commands and read-only views, written into any `fmt::Write`.
 //!
-//! `cores`, `mem`, `start`, `msg`, `syscalls`, `ps` and `poweroff` run here for the kernel
-//! shell (which prints what they write) and for the `CONTROL` system call (which hands the
-//! text to a process); the views are what `cores`, `mem`, `msg stats`, `syscalls` and `ps`
+//! `cores`, `mem`, `start`, `msg`, `syscalls`, `ps` and `poweroff` run here for the `CONTROL`
+//! system call, which hands their text to a process (`/bin/cores` and the other programs of
+//! `user/reef` print it); the views are what `cores`, `mem`, `msg stats`, `syscalls` and `ps`
 //! print, for the file service to serve as `/proc/reef/{cores,mem,msg,syscalls,processes}`.
 //! A command reads and acts on the instance it runs on: `mem` details that instance's frames
 //! and heap, `ps` its processes, `msg ping` and `msg bench` measure from it, `start` uses its
@@ -18,7 +18,8 @@ use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// Why a command failed; the shell prints it and what to do.
+/// Why a command failed; its text (`Display`) is the `error: …` line that ends the command's
+/// output, saying what to do.
 #[derive(Debug)]
 pub enum CommandError {
     /// The command name is not known.
@@ -30,15 +31,6 @@ pub enum CommandError {
 }
 
 impl CommandError {
-    /// The status a kernel-shell line ends with: 127 for an unknown command, as a shell gives.
-    pub fn shell_status(&self) -> u32 {
-        match self {
-            Self::Unknown(_) => 127,
-            Self::Usage(_) => 2,
-            Self::Failed(_) => 1,
-        }
-    }
-
     /// The status the `CONTROL` call reports (`abi::call::control`).
     pub fn control_status(&self) -> u32 {
         match self {
@@ -48,11 +40,13 @@ impl CommandError {
     }
 }
 
-/// The line the shell prints for the error (without its newline).
+/// The line that ends a failed command's output (without its newline).
 impl fmt::Display for CommandError {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unknown(name) => write!(formatter, "error: unknown command `{name}`: type `help` for the list"),
+            Self::Unknown(name) => {
+                write!(formatter, "error: unknown command `{name}`: `reef help` lists the commands")
+            }
             Self::Usage(usage) => write!(formatter, "error: wrong arguments: usage: {usage}"),
             Self::Failed(why) => write!(formatter, "error: {why}"),
         }
@@ -69,60 +63,37 @@ impl From<fmt::Error> for CommandError {
 /// What a command does with its arguments (those after its name) and where it writes.
 pub type CommandBody = fn(&[&str], &mut dyn Write) -> Result<(), CommandError>;
 
-/// A command: its name, usage line, what it does, and its body.
+/// A command: its name and its body. (What each does for a user, and its usage, is
+/// `reef help`'s text, `user/reef`.)
 pub struct Command {
     pub name: &'static str,
-    pub usage: &'static str,
-    pub help: &'static str,
     pub run: CommandBody,
 }
 
-pub static CORES: Command = Command {
-    name: "cores",
-    usage: "cores",
-    help: "every core: id, APIC id, state, role, kernel image, partition, uptime",
-    run: |_, out| Ok(cores(out)?),
-};
+/// Every core: id, APIC id, state, role, kernel image, partition, uptime.
+pub static CORES: Command = Command { name: "cores", run: |_, out| Ok(cores(out)?) };
 
-pub static MEM: Command = Command {
-    name: "mem",
-    usage: "mem",
-    help: "the shared region and every core's private partition and free frames",
-    run: |_, out| Ok(mem(out)?),
-};
+/// The shared region and every core's private partition; this instance's free frames and heap.
+pub static MEM: Command = Command { name: "mem", run: |_, out| Ok(mem(out)?) };
 
-pub static START: Command = Command {
-    name: "start",
-    usage: "start <core> [from <core>]",
-    help: "start an offline core with the boot driver (of core 0, or of another running core)",
-    run: start,
-};
+/// `start <core> [from <core>]`: starts an offline core with this instance's boot driver, or
+/// with another running core's.
+pub static START: Command = Command { name: "start", run: start };
 
-pub static MSG: Command = Command {
-    name: "msg",
-    usage: "msg stats|ping|mode|bench",
-    help: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]",
-    run: msg,
-};
+/// Channels: `msg stats`, `msg ping <core> [n]`, `msg mode <core> <poll|ipi|hybrid|mwait>
+/// [spin ns]`, `msg bench [core] [n]`.
+pub static MSG: Command = Command { name: "msg", run: msg };
 
-pub static PS: Command = Command {
-    name: "ps",
-    usage: "ps",
-    help: "this instance's processes and every instance's counts",
-    run: |_, out| Ok(ps(out)?),
-};
+/// This instance's processes and every instance's counts (the leak check).
+pub static PS: Command = Command { name: "ps", run: |_, out| Ok(ps(out)?) };
 
-pub static SYSCALLS: Command = Command {
-    name: "syscalls",
-    usage: "syscalls [core]",
-    help: "system calls per core by number, and the unimplemented ones (ENOSYS)",
-    run: syscalls,
-};
+/// `syscalls [core]`: system calls per core by number, and the unimplemented ones (ENOSYS).
+pub static SYSCALLS: Command = Command { name: "syscalls", run: syscalls };
 
-pub static POWEROFF: Command =
-    Command { name: "poweroff", usage: "poweroff", help: "stop every core and exit QEMU", run: poweroff };
+/// Stops every core and leaves QEMU.
+pub static POWEROFF: Command = Command { name: "poweroff", run: poweroff };
 
-/// The control commands: what the kernel shell and the `CONTROL` call both run.
+/// The control commands: what the `CONTROL` call runs.
 pub static COMMANDS: [&Command; 7] = [&CORES, &MEM, &START, &MSG, &SYSCALLS, &PS, &POWEROFF];
 
 /// The control command called `name`.
@@ -133,7 +104,7 @@ pub fn find(name: &str) -> Option<&'static Command> {
 /// Runs a whole command, `arguments[0]` being its name, writing its text into `out`.
 pub fn run(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
     let Some((name, rest)) = arguments.split_first() else {
-        return Err(CommandError::Usage("<command> [arguments]: type `help` for the commands"));
+        return Err(CommandError::Usage("<command> [arguments]: `reef help` lists the commands"));
     };
     let command = find(name).ok_or_else(|| CommandError::Unknown(String::from(*name)))?;
     (command.run)(rest, out)

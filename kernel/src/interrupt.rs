@@ -53,7 +53,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
         }
         v if v == u64::from(idt::VECTOR_WAKE) => apic::local().end_of_interrupt(),
         v if v == u64::from(idt::VECTOR_CONSOLE) => {
-            // Wakes core 0: the shell, or a process reading the console, reads the bytes.
+            // Wakes core 0, where the file service reads the bytes for a process waiting for them.
             crate::console::on_input_interrupt();
             apic::local().end_of_interrupt();
             crate::sched::wake(crate::sched::WaitToken::Console, usize::MAX);
@@ -104,7 +104,7 @@ fn page_fault(frame: &mut InterruptFrame) {
     fault(frame)
 }
 
-/// QEMU exit status when core 0 (the shell, the console's owner) faults or panics.
+/// QEMU exit status when core 0 (init's home, the console's owner) faults or panics.
 pub const CORE_0_FAILED_STATUS: u32 = 3;
 
 /// Hive-style fault containment: report, mark this core faulted, stop it. Nothing here
@@ -129,7 +129,7 @@ fn fault(frame: &InterruptFrame) -> ! {
         frame.error_code,
         fault_address,
         frame.rsp,
-        if core == 0 { "core 0 ran the shell: Reef exits" } else { "other cores continue" }
+        if core == 0 { "core 0 ran init and the console: Reef exits" } else { "other cores continue" }
     );
     if let Some(region) = shared::region() {
         let kcb = region.kcb(core as usize);
@@ -153,7 +153,7 @@ pub fn release_shared_locks() {
 
 /// The end of a core that faulted or panicked (its report printed): a message it was handling
 /// is counted lost, its KCB says faulted (which every waiting sender and receiver checks), and
-/// it halts. Core 0 runs the shell and owns the console, so its end is the end of the run:
+/// it halts. Core 0 runs init and owns the console, so its end is the end of the run:
 /// QEMU exits with [`CORE_0_FAILED_STATUS`] instead of leaving a machine that says nothing.
 pub fn stop_this_core() -> ! {
     let core = shared::this_core();

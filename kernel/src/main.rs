@@ -17,6 +17,7 @@ mod console;
 mod control;
 mod core;
 mod fs;
+mod init_process;
 mod interrupt;
 mod mm;
 mod msg;
@@ -25,7 +26,6 @@ mod proc;
 mod random;
 mod sched;
 mod selftest;
-mod shell;
 mod syscall;
 mod time;
 

@@ -1,4 +1,4 @@
-//! Ending the machine (power off, restart, halt) for the shell, the `CONTROL` call and `reboot`.
+//! Ending the machine (power off, restart, halt) for the `CONTROL` call and `reboot`.
 //!
 //! Instance 0 owns the console, and other instances forward a process's output to it by
 //! message. So another core does not end the machine itself: it asks instance 0 with a
@@ -14,7 +14,7 @@ use abi::message::{Kind, Shutdown, ShutdownAction};
 /// How long another core waits for instance 0 to end the machine before it does so itself.
 const HAND_OVER_MS: u64 = 2000;
 
-/// The isa-debug-exit status of a power-off: the shell's `poweroff` has always exited with 0.
+/// The isa-debug-exit status of a power-off: 0, as `poweroff` has always exited with.
 const POWER_OFF_STATUS: u32 = 0;
 
 /// Ends the machine. The calling process's unfinished output line is written first.

@@ -367,8 +367,9 @@ fn smap() -> Outcome {
 }
 
 /// The control interface the file service and the `CONTROL` call build on: every view starts
-/// with the line its command prints first, and `control::run` refuses what the shell refuses,
-/// with the shell's words and the statuses of `abi::call::control`.
+/// with the line its command prints first, and `control::run` refuses what it must (no command,
+/// an unknown one, one that is no control command, bad arguments) with an `error: …` line and
+/// the statuses of `abi::call::control`.
 fn control_interface() -> Outcome {
     use crate::control::{self, View};
     let first_line = |text: &str| String::from(text.lines().next().unwrap_or(""));
@@ -399,7 +400,11 @@ fn control_interface() -> Outcome {
     }
     let refusals: [(&[&str], u32, &str); 5] = [
         (&[], abi::call::control::USAGE, "error: wrong arguments: usage: <command>"),
-        (&["frobnicate"], abi::call::control::FAILED, "error: unknown command `frobnicate`: type `help` for the list"),
+        (
+            &["frobnicate"],
+            abi::call::control::FAILED,
+            "error: unknown command `frobnicate`: `reef help` lists the commands",
+        ),
         (&["spawn", "0", "/bin/tiny"], abi::call::control::FAILED, "error: unknown command `spawn`"),
         (&["msg", "mode", "1", "warp"], abi::call::control::FAILED, "error: `warp` is not a notification mode"),
         (&["syscalls", "99"], abi::call::control::FAILED, "error: no core 99: see `cores`"),

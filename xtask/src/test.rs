@@ -501,6 +501,20 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "no-initramfs-powers-off".into(),
+        machine: {
+            // No programs, so no init and no shell: the kernel has none of its own to fall back on.
+            let mut m = machine(2, "");
+            m.initrd = None;
+            m
+        },
+        expected_status: 127,
+        check: Box::new(|serial| {
+            let line = "/sbin/init did not start (no such file in the initramfs): nothing to run, powering off";
+            printed(serial, line, "no one-line reason for ending the machine without init")
+        }),
+    });
+    list.push(Integration {
         name: "poweroff".into(),
         machine: machine(4, &exec("poweroff")),
         expected_status: 0,
@@ -1479,9 +1493,12 @@ fn user_shell_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             let mut m = machine(2, "");
             m.typed = vec![
                 ("reef:/tmp# ".into(), "echo typed $((6*7))\r".into()),
-                ("typed 42".into(), "sleep 100\r".into()),
+                // The job says when it runs (the echo of the typed line shows `$((50+50))`, not
+                // 100): a Ctrl-C typed before ash made the job the console's foreground would
+                // go to ash, and sleep would run on.
+                ("typed 42".into(), "sh -c 'echo now sleep $((50+50)); exec sleep 100'\r".into()),
                 // Ctrl-C once sleep runs: it, not the shell, ends.
-                ("sleep 100".into(), "\x03".into()),
+                ("now sleep 100".into(), "\x03".into()),
                 ("reef:/tmp# ".into(), "echo after $?\r".into()),
                 ("after 130".into(), "exit 3\r".into()),
             ];

@@ -24,8 +24,9 @@ pub const SPAWN: u64 = FIRST + 1;
 pub const CORES: u64 = FIRST + 2;
 
 /// `reef_control(argv, buffer, capacity, status) -> length`: runs one control command of the
-/// kernel (what the kernel shell's `cores`, `mem`, `start`, `msg`, `syscalls`, `ps` and
-/// `poweroff` do) on the instance the caller runs on, and hands back its text.
+/// kernel (`cores`, `mem`, `start`, `msg`, `syscalls`, `ps` or `poweroff`, which `/bin/cores`
+/// and the other programs of `user/reef` print) on the instance the caller runs on, and hands
+/// back its text.
 ///
 /// - `argv`: a NULL-terminated array of pointers to NUL-terminated UTF-8 strings, the command
 ///   name first (`["msg", "stats", NULL]`), with the limits of `execve`'s.
@@ -35,8 +36,7 @@ pub const CORES: u64 = FIRST + 2;
 ///   always enough for what it keeps.
 /// - `status`: a `u32` the kernel sets to [`control::OK`], [`control::FAILED`] (the command
 ///   failed, or no such command) or [`control::USAGE`] (wrong arguments). When it is not `OK`
-///   the text ends with one line `error: …` saying what went wrong and what to do, the line
-///   the kernel shell prints.
+///   the text ends with one line `error: …` saying what went wrong and what to do.
 ///
 /// Returns the number of bytes written to `buffer`. Errors, before any command runs:
 /// `EFAULT` (`argv`, a string, `status` or the first `capacity` bytes of `buffer` (at most

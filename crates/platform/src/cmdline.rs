@@ -1,5 +1,4 @@
-//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] shell=user|kernel
-//! exec="shell command"`.
+//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] exec="command line"`.
 
 /// Longest `test=` or `exec=` value kept.
 pub const MAX_VALUE: usize = 1024;
@@ -51,18 +50,17 @@ pub struct Options {
     pub timer_hz: u32,
     /// `log=error|warn|info|debug|trace` (default info).
     pub log: LogLevel,
-    /// `test=NAME[,NAME…]`: in-guest tests to run instead of the shell.
+    /// `test=NAME[,NAME…]`: in-guest tests to run before init, or instead of it when there is
+    /// no `exec=`.
     pub test: Option<Value>,
-    /// `exec="command"`: run one shell command, then exit QEMU with its status.
+    /// `exec="command line"`: `/sbin/init` runs it through `sh -c` instead of starting the
+    /// shell on the console, and QEMU exits with its status.
     pub exec: Option<Value>,
-    /// `shell=user|kernel`: which shell runs `exec=` and the console (default user: busybox
-    /// `sh` started by `/sbin/init`; the kernel shell remains for the tests that need it).
-    pub kernel_shell: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None, kernel_shell: false }
+        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None }
     }
 }
 
@@ -81,7 +79,7 @@ impl core::fmt::Display for Diagnostic<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::UnknownOption(key) => {
-                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= shell= exec=)")
+                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= exec=)")
             }
             Self::BadValue { key, value, expected } => {
                 write!(f, "bad value `{value}` for `{key}=` ignored, default kept: expected {expected}")
@@ -151,11 +149,6 @@ pub fn parse<'a>(line: &'a str, mut report: impl FnMut(Diagnostic<'a>)) -> Optio
             "test" | "exec" if value.is_empty() || value.len() > MAX_VALUE || !value.is_ascii() => {
                 report(bad("1 to 1024 ASCII characters"))
             }
-            "shell" => match value {
-                "user" => options.kernel_shell = false,
-                "kernel" => options.kernel_shell = true,
-                _ => report(bad("user or kernel")),
-            },
             "test" => options.test = Some(Value::new(value)),
             "exec" => options.exec = Some(Value::new(value)),
             _ => report(Diagnostic::UnknownOption(key)),
@@ -195,6 +188,14 @@ mod tests {
         assert!(diagnostics[0].contains("cores="));
         assert!(diagnostics[3].contains("frobnicate"));
         assert!(diagnostics[5].contains("unterminated"));
+    }
+
+    #[test]
+    fn there_is_no_kernel_shell_to_choose() {
+        let (options, diagnostics) = parse_all("shell=kernel exec=\"cores\"");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(diagnostics[0].starts_with("unknown kernel option `shell` ignored"), "{diagnostics:?}");
+        assert_eq!(options.exec.unwrap().as_str(), "cores");
     }
 
     #[test]

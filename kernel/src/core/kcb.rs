@@ -43,7 +43,7 @@ impl CoreState {
         self == Self::Running
     }
 
-    /// Lower-case name for the shell.
+    /// Lower-case name, as `cores` prints it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Offline => "offline",
@@ -69,7 +69,7 @@ pub enum Role {
 }
 
 impl Role {
-    /// Short name for the shell.
+    /// Short name, as `cores` prints it.
     pub fn name(value: u32) -> &'static str {
         match value {
             0 => "TC",

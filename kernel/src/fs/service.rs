@@ -351,18 +351,9 @@ pub fn note_console_input() {
     CONSOLE_INPUT.store(true, Ordering::Relaxed);
 }
 
-/// Whether the service reads COM1 now. While the kernel shell reads its own commands, the
-/// service takes input only for a process that waits for it.
-static OWNS_CONSOLE_INPUT: AtomicBool = AtomicBool::new(false);
-
-/// The user shell runs: every keystroke goes through the line discipline (Ctrl-C included).
-pub fn take_console_input() {
-    OWNS_CONSOLE_INPUT.store(true, Ordering::Relaxed);
-    CONSOLE_INPUT.store(true, Ordering::Relaxed);
-}
-
 /// Thread context on the service's instance (idle loop, return to user): feeds waiting COM1
-/// input to the line discipline and completes what it unblocks.
+/// input to the line discipline (the service is COM1's only reader: every keystroke, Ctrl-C
+/// included, goes through it) and completes what it unblocks.
 pub fn poll_console() {
     if shared::this_core() as usize != SERVICE_CORE {
         return;
@@ -375,10 +366,6 @@ pub fn poll_console() {
     {
         let mut guard = SERVICE.lock();
         let Some(service) = guard.as_mut() else { return };
-        let someone_waits = service.parked.iter().any(|p| service.waits_for_console(p));
-        if !OWNS_CONSOLE_INPUT.load(Ordering::Relaxed) && !someone_waits {
-            return;
-        }
         CONSOLE_INPUT.store(false, Ordering::Relaxed);
         let mut signals = Vec::new();
         while let Some(byte) = crate::arch::legacy::com1::read_byte() {
@@ -1022,22 +1009,6 @@ impl Service {
                 Ok(Outcome::Done(Reply { bytes: length.to_le_bytes().to_vec(), ..Reply::value(0, 0) }))
             }
             _ => Err(errno::ENOTTY),
-        }
-    }
-
-    fn waits_for_console(&self, parked: &Parked) -> bool {
-        let console = |handle: u64| {
-            matches!(
-                self.open.get(&handle),
-                Some(OpenFile { object: Object::Device { device: Device::Console | Device::Tty, .. }, .. })
-            )
-        };
-        match parked.op {
-            FileOp::Read => console(parked.words[0]),
-            FileOp::Poll => {
-                parked.data.chunks_exact(10).any(|e| console(u64::from_le_bytes(e[..8].try_into().unwrap_or([0; 8]))))
-            }
-            _ => false,
         }
     }
 

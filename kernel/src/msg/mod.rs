@@ -69,7 +69,7 @@ impl NotifyMode {
         }
     }
 
-    /// Parses a shell word.
+    /// Parses `msg mode`'s word.
     pub fn parse(word: &str) -> Option<Self> {
         Some(match word {
             "poll" => Self::Poll,

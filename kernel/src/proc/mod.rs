@@ -55,7 +55,7 @@ impl Inherited {
     }
 }
 
-/// Who reaps a process: a process, or (pid 0) the kernel shell of `core`.
+/// Who reaps a process: a process, or (pid 0) the kernel of `core` (init's parent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parent {
     pub core: u32,
@@ -151,7 +151,7 @@ struct PidAllocator {
 
 static PIDS: Mutex<PidAllocator> = Mutex::new(PidAllocator { next: 0, used: BTreeSet::new() });
 static PROCESSES: Mutex<BTreeMap<u32, Arc<Process>>> = Mutex::new(BTreeMap::new());
-/// Children of this instance's kernel (started by the shell's `spawn`).
+/// Children of this instance's kernel: init, which the kernel of core 0 starts.
 static KERNEL_CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
 /// A spawn request sent to another instance, waiting for its reply.
 struct PendingSpawn {
@@ -874,10 +874,10 @@ pub fn init() {
     group::init();
 }
 
-/// A sentence for a Linux errno, for the shell's messages.
+/// A few words for a Linux errno, for the kernel's messages (init that did not start).
 pub fn errno_text(error: Errno) -> &'static str {
     match error {
-        errno::ENOENT => "no such file in the initramfs (see `spawn 0 /bin/busybox ls /bin`)",
+        errno::ENOENT => "no such file in the initramfs",
         errno::EACCES => "not an executable file",
         errno::ENOEXEC => "not a static x86-64 ELF program",
         errno::ENOMEM => "out of memory on that core",
@@ -890,9 +890,4 @@ pub fn errno_text(error: Errno) -> &'static str {
         errno::EINTR => "interrupted",
         _ => "failed",
     }
-}
-
-/// Whether `parent_pid` (0: this kernel) has children not yet reaped.
-pub fn has_children(parent_pid: u32) -> bool {
-    with_children(parent_pid, |children| !children.is_empty()).unwrap_or(false)
 }

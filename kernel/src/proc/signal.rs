@@ -519,16 +519,6 @@ pub fn kill_thread(process: u32, thread: u32, signal: u32) -> Result<(), Errno> 
     }
 }
 
-/// Sends `signal` from the kernel (`SI_KERNEL`) to process `pid` on any instance: the
-/// shell's `kill`. `ESRCH` when it does not exist, `EINVAL` for a number above 64.
-pub fn signal_process(pid: u32, signal: u32) -> Result<(), Errno> {
-    let target = SignalTarget::Process(pid);
-    match send(SignalRequest { target, signal, sender: 0, code: SignalCode::Kernel })? {
-        0 => Err(errno::ESRCH),
-        _ => Ok(()),
-    }
-}
-
 /// Sends `signal` from the kernel (`SI_KERNEL`) to every process of group `group`, on every
 /// instance (the console's SIGINT for its foreground group); returns how many it reached,
 /// `ESRCH` for none. Call it from a thread, not an interrupt handler: it waits for the other

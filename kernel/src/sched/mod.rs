@@ -2,8 +2,8 @@
 //! the LAPIC timer, and blocking with wake-up tokens and deadlines.
 //!
 //! Every structure here is private to the instance (its own `.bss`); a thread never runs on
-//! another core. The boot thread (the idle loop, or the shell on core 0) is a thread too, with
-//! no process. The kernel is not preemptible: a thread leaves the CPU only when it blocks,
+//! another core. The boot thread (the idle loop; on core 0 it first waits for init) is a
+//! thread too, with no process. The kernel is not preemptible: a thread leaves the CPU only when it blocks,
 //! yields, exits, or is preempted on its way back to ring 3.
 
 use crate::arch::cpu;
@@ -280,7 +280,7 @@ pub fn counts() -> (usize, usize, u64) {
 
 /// One round of the boot thread's idle loop: handle messages, run the ready threads (the
 /// boot thread comes back when they block or their slice ends), else sleep until an
-/// interrupt. (Processes run on every core, the shell's too, between keystrokes.)
+/// interrupt. (Processes run on every core, between keystrokes too.)
 pub fn idle_once() {
     crate::msg::drain();
     crate::fs::at_safe_point();

@@ -47,7 +47,7 @@ fn decode_reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> 
 }
 
 /// `reboot(magic, second_magic, command, argument)`: `LINUX_REBOOT_CMD_POWER_OFF` does what
-/// the shell's `poweroff` does, `RESTART` resets the machine, `HALT` stops every core and
+/// the `poweroff` control command does, `RESTART` resets the machine, `HALT` stops every core and
 /// leaves QEMU running. Wrong magic numbers or another command: `EINVAL`.
 pub fn reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> SyscallResult {
     match decode_reboot(magic, second_magic, command, argument)? {
@@ -120,7 +120,7 @@ impl Write for Captured {
 /// `reef_control(argv, buffer, capacity, status) -> length` (`abi::call::CONTROL`): runs the
 /// control command `argv` names on this instance, copies its text (cut to fit, and saying
 /// so) and its status out, and returns the text's length. An unknown command is status 1
-/// with the shell's `unknown command` line.
+/// with an `error: unknown command` line.
 pub fn control(argv: u64, buffer: u64, capacity: u64, status: u64) -> SyscallResult {
     let request = decode_control(argv, buffer, capacity, status)?;
     let words: Vec<&str> = request.words.iter().map(String::as_str).collect();
@@ -137,7 +137,7 @@ pub fn control(argv: u64, buffer: u64, capacity: u64, status: u64) -> SyscallRes
     Ok(length as u64)
 }
 
-/// The line the kernel shell prints for `error`, newline included.
+/// The `error: …` line that ends a failed command's text, newline included.
 fn error_line(error: &CommandError) -> String {
     alloc::format!("{error}\n")
 }

@@ -111,7 +111,7 @@ fn shell(line: Option<&str>) -> ExitCode {
             arguments.push(CString::from(c"-i"));
             let instances = rt::instance_count().unwrap_or(1);
             println!(
-                "Reef: {instances} kernel instances up; /bin/sh on the console (`help` lists Reef's commands, `exit` powers off)"
+                "Reef: {instances} kernel instances up; /bin/sh on the console (`reef help` lists Reef's commands, `exit` powers off)"
             );
         }
     }

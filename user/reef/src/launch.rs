@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-/// Where programs are looked for when `$PATH` is not set (what the kernel shell gives).
+/// Where programs are looked for when `$PATH` is not set (what init gives the shell).
 const DEFAULT_PATH: &str = "/bin:/sbin";
 /// Exit status when a program cannot be run (not a program, not executable), as a shell gives.
 const NOT_EXECUTABLE_STATUS: u8 = 126;
@@ -33,11 +33,11 @@ pub fn resolve(program: &str, search_path: &str) -> Result<String, NotFound> {
         .ok_or_else(|| NotFound { searched: search_path.to_string() })
 }
 
-/// The kernel shell's words for a failed spawn (`proc::errno_text`), kept word for word so
-/// that `spawn` prints what the shell's does.
+/// A few words for why `reef_spawn` refused (the kernel's `proc::errno_text`, with a hint of
+/// what to do).
 pub fn spawn_error_text(errno: Option<i32>) -> &'static str {
     match errno {
-        Some(libc::ENOENT) => "no such file in the initramfs (see `spawn 0 /bin/busybox ls /bin`)",
+        Some(libc::ENOENT) => "no such file in the initramfs (see `ls /bin`)",
         Some(libc::EACCES) => "not an executable file",
         Some(libc::ENOEXEC) => "not a static x86-64 ELF program",
         Some(libc::ENOMEM) => "out of memory on that core",
@@ -147,10 +147,10 @@ pub fn on(words: &[&str]) -> u8 {
     }
 }
 
-/// `spawn [--no-wait] <core> <program> [args]`: what the kernel shell's `spawn` does and
-/// prints (`pid P on core C exited with status S`, `… was killed by signal N`, `pid P started
-/// on core C`, or its `error: …` line, on standard error), with this program's environment
-/// and `$PATH`. Exits with the child's status, as a shell gives it.
+/// `spawn [--no-wait] <core> <program> [args]`: `on`, saying how the program ended (`pid P on
+/// core C exited with status S`, `… was killed by signal N`), or `pid P started on core C`
+/// without waiting, or an `error: …` line on standard error. Exits with the child's status,
+/// as a shell gives it.
 pub fn spawn(words: &[&str]) -> u8 {
     const USAGE: &str = "spawn [--no-wait] <core> <program> [args]";
     let (wait, words) = match words {
@@ -167,7 +167,7 @@ pub fn spawn(words: &[&str]) -> u8 {
             eprintln!("error: `{core}` is not a core number: see `cores`");
             return FAILED_STATUS;
         }
-        // The shell's words for a program that is not there.
+        // The kernel's words for a program that is not there.
         Err(LaunchError::NotFound { program, .. }) => {
             eprintln!("error: {program} on core {}: {}", words[0], spawn_error_text(Some(libc::ENOENT)));
             return FAILED_STATUS;

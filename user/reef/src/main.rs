@@ -7,7 +7,7 @@ mod launch;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Exit status of a command line that is wrong (as the kernel shell's `usage:` errors).
+/// Exit status of a command line that is wrong (as the kernel's `usage:` errors).
 pub const USAGE_STATUS: u8 = 2;
 /// Exit status of a command that failed.
 pub const FAILED_STATUS: u8 = 1;
@@ -74,7 +74,7 @@ const COMMANDS: [Command; 10] = [
     Command {
         name: "spawn",
         usage: "spawn [--no-wait] <core> <program> [args]",
-        what: "start a program on a core and say how it ended, as the kernel shell's `spawn` does",
+        what: "start a program on a core and print how it ended (`pid P on core C exited with status S`)",
         run: |_, arguments| launch::spawn(arguments),
     },
 ];
@@ -118,6 +118,10 @@ fn help() -> u8 {
     for command in &COMMANDS {
         text.push_str(&format!("  {:<9} {:<44} {}\n", command.name, command.usage, command.what));
     }
+    // ash runs its builtins and busybox's applets before it looks in $PATH.
+    text.push_str(
+        "In sh, `help` is sh's builtin and `ps`, `poweroff` are busybox's: for these, type /bin/ps or reef ps.\n",
+    );
     write_out(&text)
 }
 

@@ -16,7 +16,7 @@ const SLOT_SIZE: u64 = 1 << 20;
 /// One of an instance's kernel stacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelStack {
-    /// The stack the instance runs on (idle loop, shell, handlers, interrupts).
+    /// The stack the instance runs on (idle loop, core 0's wait for init, handlers, interrupts).
     Main = 0,
     /// IST stack of double fault, NMI and machine check.
     Critical = 1,
