@@ -811,13 +811,14 @@ mod tests {
     use super::*;
     use plotters::coord::ranged1d::BoldPoints;
 
-    /// A fresh path for a test chart in the temp folder; the files stay when `REEF_KEEP_TEST_PLOTS`
-    /// is set, for looking at them.
+    /// A fresh path for a test chart in a temp folder of its own (tests run in parallel: a
+    /// folder shared by all would be removed by one test's drop while another draws into it);
+    /// the files stay when `REEF_KEEP_TEST_PLOTS` is set, for looking at them.
     struct TestFile(PathBuf);
 
     impl TestFile {
         fn new(name: &str) -> TestFile {
-            let folder = std::env::temp_dir().join(format!("reef-xtask-plot-{}", std::process::id()));
+            let folder = std::env::temp_dir().join(format!("reef-xtask-plot-{}-{name}", std::process::id()));
             let path = folder.join(name);
             let _ = std::fs::remove_file(&path);
             TestFile(path)
