@@ -141,11 +141,25 @@ fn shell(line: Option<&str>) -> ExitCode {
         return ExitCode::from(127);
     }
     // Reap every child (orphans included) until the shell itself ends.
+    // busybox's `halt`, `poweroff` and `reboot` (without -f) ask init by signal, as they ask
+    // busybox's init: SIGUSR1, SIGUSR2, SIGTERM.
+    // No SA_RESTART: the signal must end init's `waitpid` so that init acts on it.
+    // SAFETY: an all-zero `sigaction` is valid (empty mask, no flags).
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = on_power_signal as *const () as libc::sighandler_t;
+    for signal in [libc::SIGUSR1, libc::SIGUSR2, libc::SIGTERM] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe; `action`
+        // is a live, initialised `sigaction`.
+        unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
+    }
     loop {
+        obey_power_signal();
         let mut status = 0;
         // SAFETY: `status` is a live, writable int.
         let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
         if pid == shell_pid {
+            // `poweroff; …` may end the shell before init saw the signal.
+            obey_power_signal();
             let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
             return ExitCode::from(code as u8);
         }
@@ -154,4 +168,27 @@ fn shell(line: Option<&str>) -> ExitCode {
             return ExitCode::from(1);
         }
     }
+}
+
+/// Halts, powers off or reboots if a power signal came (busybox init's meanings).
+fn obey_power_signal() {
+    let asked = POWER_SIGNAL.swap(0, std::sync::atomic::Ordering::Relaxed);
+    if asked == 0 {
+        return;
+    }
+    let command = match asked {
+        libc::SIGUSR1 => libc::RB_HALT_SYSTEM,
+        libc::SIGTERM => libc::RB_AUTOBOOT,
+        _ => libc::RB_POWER_OFF,
+    };
+    // SAFETY: a plain system call; on success it does not return.
+    unsafe { libc::reboot(command) };
+    eprintln!("init: reboot failed: {}", std::io::Error::last_os_error());
+}
+
+/// The power signal init was sent last (0: none).
+static POWER_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_power_signal(signal: libc::c_int) {
+    POWER_SIGNAL.store(signal, std::sync::atomic::Ordering::Relaxed);
 }
