@@ -216,6 +216,18 @@ pub fn wait(pid: Pid) -> io::Result<ExitStatus> {
     }
 }
 
+/// The message of a caught panic (`std::panic::catch_unwind`'s payload), for the test
+/// programs that report a panicking case as one failed line instead of dying.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -451,6 +451,16 @@ impl Vfs {
         })
     }
 
+    /// Whether the contents of `node` may be written (an open for writing, `access(W_OK)`):
+    /// `EROFS` for a file of the initramfs; tmpfs files, devices and anything that is not a
+    /// file's contents are the caller's to judge.
+    pub fn check_writable(&self, node: NodeId) -> Result<(), Errno> {
+        match self.found(node)? {
+            Found::Archive(_, indexed) if indexed.entry.is_some_and(|entry| entry.is_file()) => Err(EROFS),
+            _ => Ok(()),
+        }
+    }
+
     /// The target of the symbolic link `node`, as given when it was made (`readlink`);
     /// `EINVAL` for anything else. `/proc/self` links to the pid that looked it up.
     pub fn read_link(&self, node: NodeId) -> Result<Vec<u8>, Errno> {

@@ -130,6 +130,13 @@ fn symlinks_are_relative_to_their_directory() {
 }
 
 #[test]
+fn a_tmpfs_file_is_writable() {
+    let mut fixture = fixture(16);
+    let file = fixture.create("/tmp/writable").unwrap();
+    assert_eq!(fixture.vfs.check_writable(file), Ok(()));
+}
+
+#[test]
 fn the_initramfs_is_read_only() {
     let mut fixture = fixture(16);
     let motd = fixture.resolve("/etc/motd").unwrap();
@@ -143,6 +150,7 @@ fn the_initramfs_is_read_only() {
     assert_eq!(fixture.link("/etc/motd", "/etc/motd2"), Err(EROFS));
     assert_eq!(fixture.vfs.write(motd, 0, b"x"), Err(EROFS));
     assert_eq!(fixture.vfs.truncate(motd, 0), Err(EROFS));
+    assert_eq!(fixture.vfs.check_writable(motd), Err(EROFS), "an open for writing is refused up front");
     assert_eq!(fixture.vfs.set_mode(motd, 0o777), Err(EROFS));
     assert_eq!(fixture.vfs.set_times(motd, Some(1), None), Err(EROFS));
     let etc = fixture.resolve("/etc").unwrap();

@@ -230,7 +230,6 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
             references: 1,
         },
     );
-    *COUNTS.lock() = Some(service.counts());
     *SERVICE.lock() = Some(service);
     crate::msg::register(
         Kind::FileRequest,
@@ -280,7 +279,6 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
             service.cancel(client, request.words[0], &mut later);
         }
         service.retry_parked(&mut later);
-        *COUNTS.lock() = Some(service.counts());
         now
     };
     deliver(later);
@@ -376,7 +374,6 @@ pub fn poll_console() {
         }
         service.changed = true;
         service.retry_parked(&mut later);
-        *COUNTS.lock() = Some(service.counts());
         drop(guard);
         for (group, signal) in signals {
             if group != 0 {
@@ -393,20 +390,8 @@ pub fn counts() -> Option<Counts> {
     *COUNTS.lock()
 }
 
-/// The counts after the last request (see [`counts`]).
+/// The counts when the last `/proc` file was opened (see [`counts`]).
 static COUNTS: Mutex<Option<Counts>> = Mutex::new(None);
-
-fn word_i64(word: u64) -> i64 {
-    word as i64
-}
-
-/// Whether `node`'s contents may change: a write of nothing says it (EROFS in the initramfs).
-fn check_writable(vfs: &mut Vfs, node: NodeId) -> Result<(), Errno> {
-    match vfs.kind(node)? {
-        NodeKind::Regular => vfs.write(node, 0, &[]).map(drop),
-        _ => Ok(()),
-    }
-}
 
 impl Service {
     fn counts(&self) -> Counts {
@@ -488,7 +473,7 @@ impl Service {
             FileOp::Open => self.open_path(pid, w, first),
             FileOp::Read => self.read(w[0], w[1] as usize, w[2]),
             FileOp::Write => self.write(pid, w[0], w[1], first, done),
-            FileOp::Seek => self.seek(w[0], word_i64(w[1]), w[2]),
+            FileOp::Seek => self.seek(w[0], w[1] as i64, w[2]),
             FileOp::Stat => {
                 let metadata = self.stat_handle(w[0])?;
                 Ok(Outcome::Done(Reply { bytes: metadata.encode().to_vec(), ..Reply::value(0, 0) }))
@@ -570,7 +555,7 @@ impl Service {
                         // read-only file system is EROFS), executing needs an execute bit
                         // (directories are searched) [access(2)].
                         if w[2] & 2 != 0 {
-                            check_writable(&mut self.vfs, node)?;
+                            self.vfs.check_writable(node)?;
                         }
                         let metadata = self.vfs.stat(node)?;
                         let directory = metadata.mode & initramfs::mode::TYPE_MASK == initramfs::mode::DIRECTORY;
@@ -661,7 +646,7 @@ impl Service {
             NodeKind::Symlink => return Err(errno::ELOOP),
             NodeKind::Regular => {
                 if wants_write {
-                    check_writable(&mut self.vfs, node)?;
+                    self.vfs.check_writable(node)?;
                     if open_flags & flags::TRUNCATE != 0 {
                         self.vfs.truncate(node, 0)?;
                     }
@@ -675,6 +660,9 @@ impl Service {
                 if wants_write {
                     return Err(errno::EACCES);
                 }
+                // The counts `/proc` shows are the service's own, taken now, while it holds
+                // the lock the text's maker cannot take again.
+                *COUNTS.lock() = Some(self.counts());
                 Object::Proc { node, text: self.vfs.proc_contents(node)? }
             }
         };

@@ -712,18 +712,16 @@ pub fn spawn(
 ) -> Result<u32, Errno> {
     let me = shared::this_core();
     let parent = Parent { core: me, pid: parent_pid };
-    let membership = match parent_pid {
-        0 => None,
+    // What the child gets from its parent: group and session, descriptors, directory (a
+    // kernel's child: new ones, and the console).
+    let (membership, inherited) = match parent_pid {
+        0 => (None, Inherited::console()),
         pid => {
             let process = find(pid).ok_or(errno::ESRCH)?;
-            Some((process.process_group(), process.session()))
+            (Some((process.process_group(), process.session())), Inherited::of(&process))
         }
     };
     if core == me as usize {
-        let inherited = match parent_pid {
-            0 => Inherited::console(),
-            pid => Inherited::of(&*find(pid).ok_or(errno::ESRCH)?),
-        };
         let pid = create(path, arguments, environment, parent, membership, inherited)?;
         let process_group = membership.map_or(pid, |(group, _)| group);
         let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
@@ -740,26 +738,15 @@ pub fn spawn(
     let mut handed: Vec<crate::fs::Handle> = Vec::new();
     let mut descriptors: Vec<abi::process::Descriptor> = Vec::new();
     let mut working_directory = abi::file::NONE;
-    if parent_pid != 0 {
-        let inherited = Inherited::of(&*find(parent_pid).ok_or(errno::ESRCH)?);
-        for (fd, handle) in inherited.files.inherited() {
-            let copy = crate::fs::client::retain(handle)?;
-            descriptors.push(abi::process::Descriptor { fd: fd as u32, kind: copy.kind as u32, handle: copy.id });
-            handed.push(copy);
-        }
-        if let Some(directory) = &inherited.working_directory {
-            let copy = crate::fs::client::retain(directory)?;
-            working_directory = copy.id;
-            handed.push(copy);
-        }
-    } else {
-        for fd in 0..3 {
-            descriptors.push(abi::process::Descriptor {
-                fd,
-                kind: abi::file::HandleKind::Console as u32,
-                handle: abi::file::CONSOLE_HANDLE,
-            });
-        }
+    for (fd, handle) in inherited.files.inherited() {
+        let copy = crate::fs::client::retain(handle)?;
+        descriptors.push(abi::process::Descriptor { fd: fd as u32, kind: copy.kind as u32, handle: copy.id });
+        handed.push(copy);
+    }
+    if let Some(directory) = &inherited.working_directory {
+        let copy = crate::fs::client::retain(directory)?;
+        working_directory = copy.id;
+        handed.push(copy);
     }
     let size = SpawnRequest::encoded_size(path, arguments, environment, descriptors.len());
     if size > crate::msg::MAX_LARGE_MESSAGE {

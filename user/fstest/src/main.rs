@@ -75,16 +75,6 @@ fn place() -> String {
     }
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        text.to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "(no message)".to_string()
-    }
-}
-
 /// The `TEST` lines printed so far, and the summary at the end.
 #[derive(Default)]
 struct Report {
@@ -96,7 +86,7 @@ impl Report {
     /// Runs `case`, catching a panic as a failure, and prints its one line.
     fn run(&mut self, name: &str, case: impl FnOnce() -> Outcome) {
         let outcome = panic::catch_unwind(AssertUnwindSafe(case))
-            .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(payload.as_ref()))));
+            .unwrap_or_else(|payload| Err(format!("panicked: {}", rt::panic_message(payload.as_ref()))));
         let (verdict, detail) = match outcome {
             Ok(detail) => {
                 self.passed += 1;

@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         match panic::catch_unwind(AssertUnwindSafe(check)) {
             Ok(Ok(detail)) => passed.push(format!("{name}={detail}")),
             Ok(Err(problem)) => failed.push(format!("{name}: {problem}")),
-            Err(payload) => failed.push(format!("{name}: panicked: {}", panic_message(payload.as_ref()))),
+            Err(payload) => failed.push(format!("{name}: panicked: {}", rt::panic_message(payload.as_ref()))),
         }
     }
     let (verdict, detail, code) = if failed.is_empty() {
@@ -79,16 +79,6 @@ fn hello_path(arguments: Vec<String>) -> Result<Option<String>, String> {
         [] => Ok(rt::on_reef().then(|| HELLO_PATH.to_string())),
         [flag, path] if flag == "--hello" => Ok(Some(path.clone())),
         _ => Err(format!("proctest [--hello PATH], not {arguments:?}")),
-    }
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        text.to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "(no message)".to_string()
     }
 }
 
