@@ -261,7 +261,7 @@ fn start(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
     }
 }
 
-/// Most pings one command takes (each keeps a sample: 800 KB of the 4 MiB kernel heap).
+/// Most pings one command takes (each keeps a sample: 800 KB of the 16 MiB kernel heap).
 const MAX_PINGS: u64 = 100_000;
 
 /// A number of `what` from `least` to `most`, or an error that says so.

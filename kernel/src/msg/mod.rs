@@ -33,7 +33,7 @@ pub const GROUPS: usize = 4;
 pub const GROUP_SLOTS: usize = 64;
 /// Largest large message a receiver reassembles. A receiver collects at most one large
 /// message per receive queue at a time (a reservation's chunks are consecutive), so two of
-/// these, 512 KiB, is all that senders can make it hold: an eighth of its 4 MiB heap. A first
+/// these, 512 KiB, is all that senders can make it hold: a thirty-second of its 16 MiB heap. A first
 /// chunk announcing more is dropped and counted before anything is allocated.
 pub const MAX_LARGE_MESSAGE: usize = 256 << 10;
 

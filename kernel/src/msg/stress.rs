@@ -396,7 +396,7 @@ fn garbage() -> (Vec<Message>, u64, u64) {
     lines.push(chunks(103, three)[1]);
     dropped += 1;
     // A first chunk announcing 3 MiB: over the reassembly budget, refused before any
-    // allocation (the budget once let one message claim most of the 4 MiB heap).
+    // allocation (the budget once let one message claim most of the (then 4 MiB) heap).
     let mut announcement = chunks(104, three)[0];
     let total: u64 = 3 << 20;
     announcement.payload[8..16].copy_from_slice(&total.to_le_bytes());
