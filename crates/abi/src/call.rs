@@ -45,8 +45,59 @@ pub const CORES: u64 = FIRST + 2;
 /// `powering off` to the console and the machine stops.
 pub const CONTROL: u64 = FIRST + 3;
 
+/// `reef_syspage_register(page, kc) -> 0`: registers the calling thread's syspage with the
+/// kernel core `kc` (Memsc). `page` is the user address of one 4 KiB page (aligned, in a
+/// private anonymous writable mapping of the caller, laid out as `syspage::Page`); from now on
+/// the KC serves the entries the thread submits there, in ring order. One syspage per thread.
+/// Errors: `EINVAL` (`page` not aligned or not a private anonymous writable mapping, `kc` is
+/// no core), `ENXIO` (`kc` is not a kernel core), `EBUSY` (the thread has a syspage already),
+/// `EFAULT` (the page is not mapped), `ETIMEDOUT` (the KC did not answer in time).
+pub const SYSPAGE_REGISTER: u64 = FIRST + 4;
+
+/// `reef_syspage_unregister() -> 0`: the calling thread's syspage is served no more; entries
+/// still submitted are released (never executed after the call returns). `ENOENT` without one.
+pub const SYSPAGE_UNREGISTER: u64 = FIRST + 5;
+
+/// `reef_syspage_kick() -> 0`: wakes the kernel core serving the calling thread's syspage if it
+/// halted after spinning idle (it arms a doorbell first, see `docs/syscalls.md`); costs one
+/// trap and nothing else when the KC is awake. `ENOENT` without a syspage.
+pub const SYSPAGE_KICK: u64 = FIRST + 6;
+
+/// `reef_role(core, role) -> 0`: makes `core` a timesharing (`role::TIMESHARING`),
+/// application (`role::APPLICATION`) or kernel core (`role::KERNEL`) while the system runs.
+/// Errors: `EINVAL` (no such core or role), `EAGAIN` (the core is not running), `EBUSY` (the
+/// change would leave no timesharing core, the core runs user processes that cannot move, or
+/// an application core runs a thread), `EPERM` (core 0 owns the devices and the file service
+/// and stays a TC).
+pub const ROLE: u64 = FIRST + 7;
+
+/// `reef_move_to_ac(core, flags) -> core`: moves the calling thread to application core `core`
+/// (`-1`: any free AC) and returns the core it runs on; the process stays homed on its TC,
+/// which serves the thread's traps (NIX). `flags`: [`MOVE_SYSPAGE`]. Errors: `EINVAL` (no such
+/// core, or it is not an AC), `EBUSY` (the AC runs a thread, or no AC is free), `EAGAIN` (the
+/// core is not running), `EALREADY` (the thread runs on an AC already).
+pub const MOVE_TO_AC: u64 = FIRST + 8;
+
+/// `reef_return_from_ac() -> 0`: the calling thread leaves its AC and runs on its home TC
+/// again. `EALREADY` when it is not on an AC.
+pub const RETURN_FROM_AC: u64 = FIRST + 9;
+
+/// Flag of [`MOVE_TO_AC`]: every trapping call of the thread becomes a syspage entry for a
+/// kernel core instead of an ICC to the home TC (unmodified binaries use syspages too).
+pub const MOVE_SYSPAGE: u64 = 1;
+
+/// The roles [`ROLE`] takes.
+pub mod role {
+    /// Timesharing core: scheduler, timer, trapping system calls, device interrupts.
+    pub const TIMESHARING: u64 = 0;
+    /// Application core: one user thread, no timer, no device interrupts.
+    pub const APPLICATION: u64 = 1;
+    /// Kernel core: no user code; serves syspages and forwarded calls.
+    pub const KERNEL: u64 = 2;
+}
+
 /// One past the last Reef call this ABI defines.
-pub const END: u64 = FIRST + 4;
+pub const END: u64 = FIRST + 10;
 
 /// Whether `number` is one of Reef's own calls.
 pub const fn is_reef_call(number: u64) -> bool {
