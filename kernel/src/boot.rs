@@ -244,8 +244,11 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     }
 
     let local = apic::init(facts.local_apic_physical);
-    let timer_count = (facts.apic_timer_hz / u64::from(facts.options.timer_hz)).clamp(1, u64::from(u32::MAX));
-    local.start_periodic_timer(timer_count as u32, idt::VECTOR_TIMER);
+    // A kernel starts as a TC: what an earlier kernel of this core ran or served died with it.
+    kcb.role.store(crate::core::kcb::Role::Timesharing as u32, Ordering::Release);
+    kcb.application_thread.store(0, Ordering::Release);
+    kcb.syspages.store(0, Ordering::Release);
+    crate::core::role::start_timer();
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
     kcb.set_image_name(image::IMAGE_NAME);
     let build_id = image::build_id();
@@ -273,6 +276,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     }
     crate::sched::init();
     crate::proc::init();
+    crate::core::role::init();
     crate::proc::record_baseline();
     crate::fs::console::init();
     crate::power::init();

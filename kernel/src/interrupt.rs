@@ -33,6 +33,12 @@ pub fn exception_name(vector: u64) -> &'static str {
 
 /// Called by every entry stub with the saved frame.
 pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
+    if frame.vector < 32 && frame.came_from_user() && crate::core::ac::runs_thread() {
+        // An application core's guest: its home decides what the exception means.
+        let fault_address = if frame.vector == 14 { cpu::read_cr2() } else { 0 };
+        crate::core::ac::on_exception(frame, fault_address);
+        return;
+    }
     match frame.vector {
         14 => page_fault(frame),
         0..=31 if frame.came_from_user() => crate::proc::kill_for_fault(frame, 0),
@@ -69,6 +75,9 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     }
     if frame.came_from_user() {
         crate::sched::before_user_return(frame, None);
+        if crate::core::ac::runs_thread() {
+            crate::core::ac::after_interrupt(frame);
+        }
     }
 }
 
@@ -148,6 +157,7 @@ pub fn release_shared_locks() {
         let me = shared::this_core();
         region.header.console_lock.release_if_held_by(me);
         region.header.boot_driver_lock.release_if_held_by(me);
+        region.header.role_lock.release_if_held_by(me);
     }
 }
 

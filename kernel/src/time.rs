@@ -27,3 +27,8 @@ const BOOT_EPOCH_SECONDS: u64 = 1_767_225_600;
 pub fn realtime_ns() -> u64 {
     now_ns() + BOOT_EPOCH_SECONDS * 1_000_000_000
 }
+
+/// The TSC value `ms` milliseconds from now: a deadline for `sched::block`.
+pub fn deadline_after_ms(ms: u64) -> u64 {
+    crate::arch::cpu::read_tsc().saturating_add(ns_to_cycles(ms.saturating_mul(1_000_000)))
+}

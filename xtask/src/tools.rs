@@ -163,8 +163,8 @@ pub const USER_PROGRAMS: [&str; 10] =
     ["init", "proctest", "fstest", "sigtest", "sysfuzz", "procbench", "fsbench", "tiny", "isolation", "reef"];
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
-pub const REEF_LINKS: [&str; 10] =
-    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff"];
+pub const REEF_LINKS: [&str; 12] =
+    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac"];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";

@@ -3,6 +3,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod application;
 pub mod call;
 pub mod file;
 pub mod message;

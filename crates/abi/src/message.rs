@@ -40,10 +40,14 @@ pub enum Kind {
     /// A large message: a process appeared, changed program or ended, for the file
     /// service's `/proc` ([`crate::file::ProcessRecord`]).
     ProcessRecord = 15,
+    /// A large message: home TC to application core ([`crate::application::AcCommand`]).
+    AcCommand = 16,
+    /// A large message: application core to home TC ([`crate::application::AcEvent`]).
+    AcEvent = 17,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 15;
+pub const MAX_KIND: u16 = 17;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -65,6 +69,8 @@ impl Kind {
             13 => Self::FileRequest,
             14 => Self::FileReply,
             15 => Self::ProcessRecord,
+            16 => Self::AcCommand,
+            17 => Self::AcEvent,
             _ => return None,
         })
     }
@@ -373,8 +379,11 @@ pub mod handler {
     /// `setpgid` of a child homed on the callee by its parent: `signal::SetProcessGroup`;
     /// returns 0 or a Linux errno.
     pub const SET_PROCESS_GROUP: u16 = 15;
+    /// Changes the callee's role to `arguments[0]` (`call::role`); returns 0 or a Linux errno
+    /// (`EBUSY`: it runs processes, a thread, or serves syspages).
+    pub const SET_ROLE: u16 = 16;
     /// Highest id in use.
-    pub const MAX: u16 = 15;
+    pub const MAX: u16 = 16;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

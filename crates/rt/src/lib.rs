@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod raw;
+pub mod roles;
 
 use std::ffi::CString;
 use std::io;

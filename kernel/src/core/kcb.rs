@@ -57,7 +57,6 @@ impl CoreState {
 
 /// What a core is for (NIX roles); every core is a TC until roles can change at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // AC and KC are assigned once role changes land
 #[repr(u32)]
 pub enum Role {
     /// Timesharing core: scheduler, timer, traps, device interrupts.
@@ -69,6 +68,16 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role with number `value` (`abi::call::role`), if any.
+    pub fn from_u64(value: u64) -> Option<Self> {
+        match value {
+            0 => Some(Self::Timesharing),
+            1 => Some(Self::Application),
+            2 => Some(Self::Kernel),
+            _ => None,
+        }
+    }
+
     /// Short name, as `cores` prints it.
     pub fn name(value: u32) -> &'static str {
         match value {
@@ -126,6 +135,11 @@ pub struct Kcb {
     pub syscalls: SyscallCounters,
     /// Processes homed here (`ps`, the leak check).
     pub processes: ProcessCounters,
+    /// On an application core: the thread it runs (`pid << 32 | tid`), 0 when free. Written by
+    /// the AC itself when it takes or drops a thread.
+    pub application_thread: AtomicU64,
+    /// On a kernel core: the syspages registered with it.
+    pub syspages: AtomicU32,
 }
 
 /// System-call counters of one instance, written by that instance only.
@@ -213,6 +227,11 @@ impl Kcb {
             return (bytes, 1);
         }
         (bytes, length)
+    }
+
+    /// The current role.
+    pub fn role(&self) -> Role {
+        Role::from_u64(u64::from(self.role.load(Ordering::Acquire))).unwrap_or(Role::Timesharing)
     }
 
     /// The partition as a range.

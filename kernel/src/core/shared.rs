@@ -127,6 +127,8 @@ pub struct SharedHeader {
     pub console_lock: SharedLock,
     /// Serialises use of the one trampoline page below 1 MiB.
     pub boot_driver_lock: SharedLock,
+    /// Serialises role changes, so two at once cannot both take the last timesharing core.
+    pub role_lock: SharedLock,
     /// Set by core 0 once every requested core was started.
     pub boot_complete: CacheLine<AtomicBool>,
     /// Locks taken over from a holder that died without releasing them.

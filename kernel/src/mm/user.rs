@@ -136,6 +136,21 @@ impl AddressSpace {
         self.root
     }
 
+    /// The present top-level entries of the user half, as (index, entry), up to `out.len()`;
+    /// returns how many. An application or kernel core borrows them (see `mm::borrowed`).
+    pub fn top_level_entries(&self, out: &mut [(u16, u64)]) -> usize {
+        let mut count = 0;
+        for index in 0..USER_ROOT_ENTRIES {
+            // SAFETY: the root is this address space's PML4, in this instance's partition.
+            let entry = unsafe { table(self.root).add(index).read() };
+            if entry & flags::PRESENT != 0 && count < out.len() {
+                out[count] = (index as u16, entry);
+                count += 1;
+            }
+        }
+        count
+    }
+
     /// Frames held (pages and page tables).
     pub fn frames(&self) -> u64 {
         self.frames

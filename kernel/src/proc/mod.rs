@@ -5,6 +5,7 @@
 
 pub mod elf;
 pub mod group;
+pub mod remote;
 pub mod signal;
 
 use crate::arch::idt::InterruptFrame;
@@ -499,6 +500,8 @@ pub fn exit_thread() -> ! {
     let Some(process) = me.process.clone() else {
         panic!("the boot thread cannot exit");
     };
+    // Away on an application core: it lets go of the thread (and this process's tables).
+    remote::thread_leaves(&me);
     // CLONE_CHILD_CLEARTID: zero the tid word and wake a joiner (pthread_join's futex).
     let clear = me.clear_child_tid.swap(0, Ordering::Relaxed);
     if clear != 0 && !process.is_killed() && user::copy_to_user(clear, &0u32.to_le_bytes()).is_ok() {
@@ -810,7 +813,15 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
     let working_directory = (request.working_directory != abi::file::NONE)
         .then(|| Arc::new(crate::fs::Handle::adopt(request.working_directory, abi::file::HandleKind::Directory)));
     let inherited = Inherited { files: FileTable::from_inherited(adopted), working_directory };
-    let result = match create(request.path, &arguments, &environment, parent, membership, inherited) {
+    // Only a timesharing core runs processes (an AC runs one thread of another core's, a KC
+    // none); the references adopted above are released with `inherited`.
+    let timesharing = crate::core::role::current() == crate::core::kcb::Role::Timesharing;
+    let created = if timesharing {
+        create(request.path, &arguments, &environment, parent, membership, inherited)
+    } else {
+        Err(errno::EBUSY)
+    };
+    let result = match created {
         Ok(pid) => i64::from(pid),
         Err(error) => -i64::from(error),
     };
@@ -859,6 +870,8 @@ pub fn init() {
     register(Kind::ChildExited, Handler { high_priority: false, on_line: Some(on_child_exited), on_large: None });
     signal::init();
     group::init();
+    remote::init();
+    crate::core::ac::init();
 }
 
 /// A few words for a Linux errno, for the kernel's messages (init that did not start).

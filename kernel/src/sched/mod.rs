@@ -37,6 +37,8 @@ pub enum WaitToken {
     Sleep,
     /// Nothing but a signal (`pause`, `rt_sigsuspend`).
     Signal,
+    /// An event from the application core that runs thread `tid` (see `proc::remote`).
+    Away(u32),
 }
 
 /// Why a blocked thread runs again.
@@ -104,6 +106,9 @@ pub struct Thread {
     pub signals: ThreadSignals,
     wait: Mutex<Option<Wait>>,
     wakeup: Mutex<Wakeup>,
+    /// Where its user code runs when not here: an application core (NIX execac). Its home
+    /// serves its traps, see `proc::remote`.
+    pub away: Mutex<Option<crate::proc::remote::Away>>,
 }
 
 // SAFETY: a thread is touched only by its own instance (one core); `context` is written only
@@ -149,6 +154,7 @@ impl Thread {
             signals,
             wait: Mutex::new(None),
             wakeup: Mutex::new(Wakeup::Woken),
+            away: Mutex::new(None),
         }))
     }
 
@@ -205,6 +211,12 @@ fn with_current_thread<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
     unsafe { pointer.as_ref() }.map(work)
 }
 
+/// [`with_current_thread`] for other modules (the application-core path's check on every
+/// system call's way out).
+pub fn with_current_thread_pub<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
+    with_current_thread(work)
+}
+
 /// Set by the timer: the running thread's slice is over.
 static NEED_SWITCH: AtomicBool = AtomicBool::new(false);
 /// Set by the message notification and the timer: look at the channels before returning to
@@ -248,6 +260,7 @@ pub fn init() {
         signals: ThreadSignals::new(0),
         wait: Mutex::new(None),
         wakeup: Mutex::new(Wakeup::Woken),
+        away: Mutex::new(None),
     });
     with_scheduler(|s| s.current = Some(boot));
 }
@@ -284,6 +297,9 @@ pub fn counts() -> (usize, usize, u64) {
 pub fn idle_once() {
     crate::msg::drain();
     crate::fs::at_safe_point();
+    if crate::core::role::current() == crate::core::kcb::Role::Application {
+        crate::core::ac::run_pending();
+    }
     if with_scheduler(|s| !s.ready.is_empty()) {
         yield_now();
     } else {

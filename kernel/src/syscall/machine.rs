@@ -141,3 +141,16 @@ pub fn control(argv: u64, buffer: u64, capacity: u64, status: u64) -> SyscallRes
 fn error_line(error: &CommandError) -> String {
     alloc::format!("{error}\n")
 }
+
+/// `reef_role(core, role)`: changes a core's role while the system runs (see `core::role`).
+pub fn role(core: u64, role: u64) -> SyscallResult {
+    let role = crate::core::kcb::Role::from_u64(role).ok_or(errno::EINVAL)?;
+    let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
+    match crate::core::role::change(core, role) {
+        Ok(()) => Ok(0),
+        Err(error) => {
+            log::info!("role change of core {core} refused: {error}");
+            Err(error.errno())
+        }
+    }
+}

@@ -8,6 +8,7 @@ mod machine;
 mod memory;
 mod process;
 mod signal;
+pub mod syspage;
 mod time;
 
 use crate::arch::cpu;
@@ -45,6 +46,19 @@ impl Arguments {
 pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     // The entry masked interrupts; a system call may take long (exec) or block.
     cpu::enable_interrupts();
+    if crate::core::ac::runs_thread() {
+        // An application core: the thread's home (or a kernel core) serves the call.
+        crate::core::ac::on_system_call(frame);
+    } else {
+        execute(frame);
+        crate::proc::remote::serve(frame);
+    }
+    cpu::disable_interrupts();
+}
+
+/// Runs the system call whose saved frame this is, on the thread's home, and prepares its
+/// return to ring 3 (messages, preemption, signals).
+pub fn execute(frame: &mut InterruptFrame) {
     let number = frame.rax;
     let arguments = Arguments([frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9]);
     count(number);
@@ -61,7 +75,6 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     };
     crate::fs::client::flush_releases();
     sched::before_user_return(frame, interrupted);
-    cpu::disable_interrupts();
 }
 
 fn count(number: u64) {
@@ -220,10 +233,16 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_nanosleep => time::nanosleep(a.0[0], a.0[1]),
         nr::__NR_clock_nanosleep => time::clock_nanosleep(a.0[0], a.0[1], a.0[2], a.0[3]),
 
-        _ if number == abi::call::CORE => Ok(u64::from(shared::this_core())),
+        _ if number == abi::call::CORE => Ok(crate::proc::remote::current_core() as u64),
         _ if number == abi::call::CORES => Ok(crate::msg::live_instances() as u64),
         _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::CONTROL => machine::control(a.0[0], a.0[1], a.0[2], a.0[3]),
+        _ if number == abi::call::ROLE => machine::role(a.0[0], a.0[1]),
+        _ if number == abi::call::MOVE_TO_AC => crate::proc::remote::move_to_ac(a.0[0], a.0[1]),
+        _ if number == abi::call::RETURN_FROM_AC => crate::proc::remote::return_from_ac(),
+        _ if number == abi::call::SYSPAGE_REGISTER => syspage::register(a.0[0], a.0[1]),
+        _ if number == abi::call::SYSPAGE_UNREGISTER => syspage::unregister(),
+        _ if number == abi::call::SYSPAGE_KICK => syspage::kick(),
         _ => unimplemented(number),
     }
 }

@@ -1,8 +1,10 @@
-//! reef: the kernel's control commands as programs, and `on` and `spawn` to run one on a core.
+//! reef: the kernel's control commands as programs, `on` and `spawn` to run one on a core,
+//! `role` and `execac` for core roles.
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
 mod launch;
+mod roles;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,7 +28,7 @@ struct Command {
 }
 
 /// Every command, in the order `help` lists them.
-const COMMANDS: [Command; 10] = [
+const COMMANDS: [Command; 12] = [
     Command { name: "help", usage: "help", what: "list the commands", run: |_, _| help() },
     Command {
         name: "cores",
@@ -76,6 +78,18 @@ const COMMANDS: [Command; 10] = [
         usage: "spawn [--no-wait] <core> <program> [args]",
         what: "start a program on a core and print how it ended (`pid P on core C exited with status S`)",
         run: |_, arguments| launch::spawn(arguments),
+    },
+    Command {
+        name: "role",
+        usage: "role <core> tc|ac|kc",
+        what: "make a core a timesharing, application or kernel core while the system runs",
+        run: |_, arguments| roles::role(arguments),
+    },
+    Command {
+        name: "execac",
+        usage: "execac [--syspage] <core|-1> <program> [args]",
+        what: "run a program's thread on an application core (-1: any free AC), homed here",
+        run: |_, arguments| roles::execac(arguments),
     },
 ];
 

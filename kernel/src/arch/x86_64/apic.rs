@@ -204,4 +204,10 @@ impl LocalApic {
         self.write(Register::LvtTimer, u32::from(vector) | LVT_TIMER_PERIODIC);
         self.write(Register::TimerInitialCount, initial_count);
     }
+
+    /// Stops the timer: masked, and its count cleared so no tick is pending.
+    pub fn stop_timer(&self) {
+        self.write(Register::LvtTimer, LVT_MASKED);
+        self.write(Register::TimerInitialCount, 0);
+    }
 }

@@ -53,6 +53,67 @@ impl InterruptFrame {
     pub fn came_from_user(&self) -> bool {
         self.cs & 3 == 3
     }
+
+    /// The frame as `abi::application`'s register array (the same order).
+    pub fn registers(&self) -> [u64; abi::application::REGISTERS] {
+        [
+            self.r15,
+            self.r14,
+            self.r13,
+            self.r12,
+            self.r11,
+            self.r10,
+            self.r9,
+            self.r8,
+            self.rbp,
+            self.rdi,
+            self.rsi,
+            self.rdx,
+            self.rcx,
+            self.rbx,
+            self.rax,
+            self.vector,
+            self.error_code,
+            self.rip,
+            self.cs,
+            self.rflags,
+            self.rsp,
+            self.ss,
+        ]
+    }
+
+    /// A user frame from `abi::application`'s register array, made safe to return to: ring 3
+    /// selectors, interrupts on, I/O privilege 0, no nested task or trap flag tricks.
+    pub fn from_registers(registers: &[u64; abi::application::REGISTERS]) -> Self {
+        let [r15, r14, r13, r12, r11, r10, r9, r8, rbp, rdi, rsi, rdx, rcx, rbx, rax, vector, error_code, rip, _, rflags, rsp, _] =
+            *registers;
+        // IF (9) and the always-one bit 1 set; IOPL (12-13), NT (14), RF (16), VM (17) clear.
+        let rflags = (rflags | (1 << 9) | (1 << 1)) & !((3 << 12) | (1 << 14) | (1 << 16) | (1 << 17));
+        Self {
+            r15,
+            r14,
+            r13,
+            r12,
+            r11,
+            r10,
+            r9,
+            r8,
+            rbp,
+            rdi,
+            rsi,
+            rdx,
+            rcx,
+            rbx,
+            rax,
+            vector,
+            error_code,
+            rip,
+            cs: u64::from(super::gdt::USER_CODE),
+            rflags,
+            rsp,
+            ss: u64::from(super::gdt::USER_DATA),
+        }
+    }
 }
 
 // Stubs: exceptions with an error code push only the vector; the others push a zero first,

@@ -1,0 +1,275 @@
+//! An application core running one user thread of a process homed elsewhere (NIX execac).
+//!
+//! The AC takes no timer and no device interrupt. It enters the thread's user code under a
+//! root whose user half is the home's (see `mm::borrowed`), on a kernel stack of its own.
+//! Every system call and every exception of the thread goes to the home as an
+//! [`AcEvent`]; the thread resumes with the registers of the home's next [`AcCommand`].
+//! With the syspage flag, calls that need no change of the thread's registers become
+//! syspage entries for a kernel core instead (see `syscall::syspage`).
+//!
+//! All state here is the instance's own (`.bss`); the boot thread is the only thread of an
+//! AC and runs the guest on a stack switch, so the scheduler never sees it.
+
+use crate::arch::idt::InterruptFrame;
+use crate::arch::stacks::ThreadStack;
+use crate::arch::user::{self, FpuState, SYSCALL_STACK_TOP};
+use crate::arch::{cpu, gdt};
+use crate::core::kcb::Role;
+use crate::core::shared;
+use crate::mm::borrowed::BorrowedRoot;
+use abi::application::{AcCommand, AcEvent, CommandKind, EventKind};
+use abi::message::Kind;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use linux_raw_sys::errno;
+use spin::Mutex;
+
+/// The thread this AC holds.
+#[derive(Clone, Copy, Debug)]
+struct Guest {
+    home: usize,
+    pid: u32,
+    tid: u32,
+    flags: u8,
+    kernel_core: u16,
+    syspage: u64,
+}
+
+/// The thread taken (from its first run command to its end).
+static GUEST: Mutex<Option<Guest>> = Mutex::new(None);
+/// Commands for the guest not yet acted on.
+static INBOX: Mutex<VecDeque<Box<AcCommand>>> = Mutex::new(VecDeque::new());
+/// The guest's user code is this core's: traps and interrupts from ring 3 are the guest's.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// The home asked for the guest's registers back.
+static RECALLED: AtomicBool = AtomicBool::new(false);
+/// The home ended the guest here.
+static ENDED: AtomicBool = AtomicBool::new(false);
+/// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
+static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
+/// The guest's root, while it runs.
+static ROOT: Mutex<Option<BorrowedRoot>> = Mutex::new(None);
+/// System calls the guest made here, and how many went to a kernel core's syspage.
+pub static FORWARDED_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether this core runs a guest thread (every trap from ring 3 is the guest's).
+pub fn runs_thread() -> bool {
+    RUNNING.load(Ordering::Relaxed)
+}
+
+/// From the idle loop of an AC: starts the guest whose first run command arrived, or drops
+/// one that ended before it started.
+pub fn run_pending() {
+    if RUNNING.load(Ordering::Relaxed) {
+        return;
+    }
+    if ENDED.swap(false, Ordering::AcqRel) {
+        INBOX.lock().clear();
+        release(true);
+        return;
+    }
+    let command = INBOX.lock().pop_front();
+    if let Some(command) = command {
+        if command.kind == CommandKind::Run {
+            enter(&command);
+        }
+    }
+}
+
+/// Runs the guest until it ends, on its own kernel stack; back on the boot thread's stack,
+/// cleans up and tells the home.
+fn enter(command: &AcCommand) {
+    let Ok(stack) = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop)) else {
+        refuse_current(errno::ENOMEM);
+        return;
+    };
+    let Ok(root) = BorrowedRoot::new() else {
+        refuse_current(errno::ENOMEM);
+        return;
+    };
+    *ROOT.lock() = Some(root);
+    let frame = InterruptFrame::from_registers(&command.registers);
+    // SAFETY: the stack was just allocated for the guest and is mapped writable.
+    let stack_pointer = unsafe { user::prepare_thread_stack(stack.top(), &frame) };
+    gdt::set_kernel_stack(stack.top());
+    SYSCALL_STACK_TOP.store(stack.top(), Ordering::Relaxed);
+    cpu::disable_interrupts();
+    load_state(command);
+    RUNNING.store(true, Ordering::Relaxed);
+    // SAFETY: interrupts are masked; the prepared stack enters ring 3 with the guest's frame;
+    // the boot thread's stack pointer is saved where `leave` finds it.
+    unsafe { user::switch(BOOT_STACK_POINTER.as_ptr(), stack_pointer) };
+    // The guest ended (see `leave`): this is the boot thread again.
+    cpu::enable_interrupts();
+    RUNNING.store(false, Ordering::Relaxed);
+    drop(ROOT.lock().take());
+    drop(stack);
+    user::set_fs_base(0);
+    INBOX.lock().clear();
+    release(true);
+}
+
+/// Loads what a run command carries: FPU image, TLS base, the home's top-level entries
+/// (reloading the root, which also drops stale user translations).
+fn load_state(command: &AcCommand) {
+    // On the heap: FXRSTOR needs 16-byte alignment, which an AP's boot stack does not promise.
+    let mut fpu = Box::new(FpuState(command.fpu));
+    fpu.sanitize();
+    fpu.restore();
+    user::set_fs_base(command.fs_base);
+    if let Some(root) = ROOT.lock().as_mut() {
+        root.set_user_entries(command.root_entries());
+        root.load();
+    }
+}
+
+/// Ends the guest from inside one of its traps: back to the boot thread's stack for good.
+fn leave() -> ! {
+    cpu::disable_interrupts();
+    let mut abandoned = 0u64;
+    // SAFETY: interrupts are masked; the boot thread's stack pointer was saved by the switch
+    // in `enter`, which resumes; this stack is never resumed (it is freed there).
+    unsafe { user::switch(&raw mut abandoned, BOOT_STACK_POINTER.load(Ordering::Relaxed)) };
+    unreachable!("an ended guest's stack was resumed")
+}
+
+/// Drops the guest: the KCB says the AC is free, the home (if `tell_home`) learns it ended.
+fn release(tell_home: bool) {
+    let guest = GUEST.lock().take();
+    shared::this_kcb().application_thread.store(0, Ordering::Release);
+    if let (Some(guest), true) = (guest, tell_home) {
+        let event = AcEvent::bare(EventKind::Ended, shared::this_core() as u16, guest.pid, guest.tid, 0);
+        let _ = send(guest.home, &event);
+    }
+}
+
+fn send(home: usize, event: &AcEvent) -> bool {
+    let mut bytes = alloc::vec![0u8; AcEvent::SIZE];
+    event.encode(&mut bytes);
+    crate::msg::send_large_draining(home, Kind::AcEvent, &bytes).is_ok()
+}
+
+fn refuse_current(errno: u32) {
+    let guest = GUEST.lock().take();
+    shared::this_kcb().application_thread.store(0, Ordering::Release);
+    if let Some(guest) = guest {
+        let event = AcEvent::bare(EventKind::Refused, shared::this_core() as u16, guest.pid, guest.tid, errno);
+        let _ = send(guest.home, &event);
+    }
+}
+
+/// A system call of the guest: through its kernel core's syspage when it may, else to its
+/// home; the thread resumes with what comes back.
+pub fn on_system_call(frame: &mut InterruptFrame) {
+    FORWARDED_CALLS.fetch_add(1, Ordering::Relaxed);
+    let Some(guest) = *GUEST.lock() else { leave() };
+    if guest.flags & abi::call::MOVE_SYSPAGE as u8 != 0
+        && crate::syscall::syspage::submit_for_ac(frame, guest.kernel_core as usize, guest.syspage)
+    {
+        return;
+    }
+    exchange(frame, EventKind::Syscall, 0);
+}
+
+/// An exception of the guest (from ring 3): its home decides.
+pub fn on_exception(frame: &mut InterruptFrame, fault_address: u64) {
+    exchange(frame, EventKind::Fault, fault_address);
+}
+
+/// After an interrupt that stopped the guest's user code: obeys a recall or an end.
+pub fn after_interrupt(frame: &mut InterruptFrame) {
+    if ENDED.load(Ordering::Acquire) {
+        leave();
+    }
+    if RECALLED.load(Ordering::Acquire) {
+        exchange(frame, EventKind::Recalled, 0);
+    }
+}
+
+/// Sends the guest's registers to its home as `kind` and waits for the next run command
+/// (or the end). Interrupts are on while it waits: the answer comes by message.
+fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
+    let Some(guest) = *GUEST.lock() else { leave() };
+    let mut event = Box::new(AcEvent::bare(kind, shared::this_core() as u16, guest.pid, guest.tid, 0));
+    event.registers = frame.registers();
+    event.fault_address = fault_address;
+    let mut fpu = Box::new(FpuState::initial());
+    fpu.save();
+    event.fpu = fpu.0;
+    // The home sees these registers after any recall it sent: that recall is answered.
+    RECALLED.store(false, Ordering::Release);
+    cpu::enable_interrupts();
+    if !send(guest.home, &event) {
+        leave();
+    }
+    loop {
+        if ENDED.load(Ordering::Acquire) {
+            leave();
+        }
+        let command = INBOX.lock().pop_front();
+        if let Some(command) = command {
+            if command.kind == CommandKind::Run {
+                *frame = InterruptFrame::from_registers(&command.registers);
+                load_state(&command);
+                return;
+            }
+            continue;
+        }
+        if !crate::msg::is_live(guest.home) {
+            log::warn!("home core {} of thread {} stopped: the thread ends here", guest.home, guest.tid);
+            leave();
+        }
+        crate::msg::wait_for_messages();
+    }
+}
+
+fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let command = Box::new(AcCommand::decode(bytes)?);
+    let me = shared::this_core() as u16;
+    let home = usize::from(command.home);
+    let mut guest = GUEST.lock();
+    let ours = guest.is_some_and(|g| g.tid == command.tid && g.home == home && g.pid == command.pid);
+    match command.kind {
+        CommandKind::Run if ours => INBOX.lock().push_back(command),
+        CommandKind::Run => {
+            let refusal = if guest.is_some() {
+                Some(errno::EBUSY)
+            } else if shared::this_kcb().role() != Role::Application {
+                Some(errno::EINVAL)
+            } else {
+                None
+            };
+            if let Some(errno) = refusal {
+                drop(guest);
+                let _ = send(home, &AcEvent::bare(EventKind::Refused, me, command.pid, command.tid, errno));
+                return Ok(());
+            }
+            *guest = Some(Guest {
+                home,
+                pid: command.pid,
+                tid: command.tid,
+                flags: command.flags,
+                kernel_core: command.kernel_core,
+                syspage: command.syspage,
+            });
+            shared::this_kcb()
+                .application_thread
+                .store(u64::from(command.pid) << 32 | u64::from(command.tid), Ordering::Release);
+            ENDED.store(false, Ordering::Release);
+            RECALLED.store(false, Ordering::Release);
+            INBOX.lock().push_back(command);
+        }
+        CommandKind::Recall if ours => RECALLED.store(true, Ordering::Release),
+        CommandKind::End if ours => ENDED.store(true, Ordering::Release),
+        // For a thread this AC does not hold: already gone; nothing to do.
+        CommandKind::Recall | CommandKind::End => {}
+    }
+    Ok(())
+}
+
+/// Registers the AC side's message handler.
+pub fn init() {
+    use crate::msg::{register, Handler};
+    register(Kind::AcCommand, Handler { high_priority: true, on_line: None, on_large: Some(on_command) });
+}

@@ -1,0 +1,182 @@
+//! Core roles that change while the system runs (NIX): timesharing, application, kernel.
+//!
+//! A change is asked of the core's own kernel by an ICC; the asking core checks the rules
+//! that involve other cores (at least one timesharing core stays) under the shared role lock,
+//! the target checks its own state (no processes, no thread, no syspage) and applies the
+//! change: an AC and a KC stop their LAPIC timer, a TC starts it again. No other core pauses.
+
+use super::kcb::{CoreState, Role};
+use super::shared;
+use crate::arch::{apic, idt};
+use crate::msg::icc;
+use abi::message::{handler, IccStatus, ICC_ARGUMENTS};
+use core::sync::atomic::Ordering;
+use linux_raw_sys::errno;
+
+/// How long the asking core waits for the target's answer.
+const ROLE_CHANGE_TIMEOUT_MS: u64 = 1000;
+
+/// Why a role change was refused; each maps to the errno of `abi::call::ROLE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleError {
+    /// No such core.
+    NoSuchCore(usize),
+    /// The core is not running.
+    NotRunning(usize, CoreState),
+    /// The change would leave no timesharing core.
+    LastTimesharingCore(usize),
+    /// Core 0 owns the devices, the file service and init.
+    CoreZero,
+    /// The core has processes homed on it.
+    HasProcesses(usize, u32),
+    /// The application core runs a thread.
+    RunsThread(usize),
+    /// The kernel core serves syspages.
+    ServesSyspages(usize, u32),
+    /// The core did not answer.
+    NoAnswer(usize),
+}
+
+impl RoleError {
+    /// The Linux errno `reef_role` returns.
+    pub fn errno(self) -> u32 {
+        match self {
+            Self::NoSuchCore(_) => errno::EINVAL,
+            Self::NotRunning(..) | Self::NoAnswer(_) => errno::EAGAIN,
+            Self::CoreZero => errno::EPERM,
+            Self::LastTimesharingCore(_) | Self::HasProcesses(..) | Self::RunsThread(_) | Self::ServesSyspages(..) => {
+                errno::EBUSY
+            }
+        }
+    }
+}
+
+impl core::fmt::Display for RoleError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoSuchCore(core) => write!(f, "there is no core {core}"),
+            Self::NotRunning(core, state) => write!(f, "core {core} is {}, not running", state.name()),
+            Self::LastTimesharingCore(core) => write!(f, "core {core} is the last timesharing core"),
+            Self::CoreZero => write!(f, "core 0 owns the devices, the file service and init, and stays a TC"),
+            Self::HasProcesses(core, count) => write!(f, "core {core} is home to {count} processes"),
+            Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
+            Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
+            Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
+        }
+    }
+}
+
+/// Makes `core` take `role`; returns once the core applied it (or refused).
+pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
+    let region = shared::get();
+    let count = shared::facts().core_count as usize;
+    if core >= count.min(crate::msg::messaging_cores()) {
+        return Err(RoleError::NoSuchCore(core));
+    }
+    let kcb = region.kcb(core);
+    if !kcb.state().is_live() {
+        return Err(RoleError::NotRunning(core, kcb.state()));
+    }
+    let me = shared::this_core();
+    region.header.role_lock.lock(me);
+    let result = change_locked(core, role, count);
+    region.header.role_lock.unlock();
+    if result.is_ok() {
+        log::info!(
+            "core {core} is now a{} {}",
+            if role == Role::Application { "n" } else { "" },
+            Role::name(role as u32)
+        );
+    }
+    result
+}
+
+fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError> {
+    let region = shared::get();
+    if role != Role::Timesharing {
+        let other_timesharing = (0..count)
+            .filter(|&c| c != core)
+            .any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing);
+        if !other_timesharing {
+            return Err(RoleError::LastTimesharingCore(core));
+        }
+        if core == 0 {
+            return Err(RoleError::CoreZero);
+        }
+    }
+    if core == shared::this_core() as usize {
+        return apply(role).map_err(|status| decode_refusal(core, status));
+    }
+    match icc::call(core, handler::SET_ROLE, [role as u64, 0, 0, 0, 0], ROLE_CHANGE_TIMEOUT_MS) {
+        Ok(0) => Ok(()),
+        Ok(refusal) => Err(decode_refusal(core, refusal)),
+        Err(_) => Err(RoleError::NoAnswer(core)),
+    }
+}
+
+/// Refusals travel as small numbers in the ICC's value: which rule, and a count.
+const REFUSED_PROCESSES: u64 = 1 << 32;
+const REFUSED_THREAD: u64 = 2 << 32;
+const REFUSED_SYSPAGES: u64 = 3 << 32;
+
+fn decode_refusal(core: usize, value: u64) -> RoleError {
+    let count = value as u32;
+    match value & !0xFFFF_FFFF {
+        REFUSED_PROCESSES => RoleError::HasProcesses(core, count),
+        REFUSED_THREAD => RoleError::RunsThread(core),
+        REFUSED_SYSPAGES => RoleError::ServesSyspages(core, count),
+        _ => RoleError::NoAnswer(core),
+    }
+}
+
+/// On the target: checks what only it knows and takes the role; the refusal is encoded as
+/// in [`decode_refusal`].
+fn apply(role: Role) -> Result<(), u64> {
+    let kcb = shared::this_kcb();
+    let current = kcb.role();
+    if current == role {
+        return Ok(());
+    }
+    let processes = kcb.processes.live.load(Ordering::Relaxed);
+    if role != Role::Timesharing && processes != 0 {
+        return Err(REFUSED_PROCESSES | u64::from(processes));
+    }
+    if current == Role::Application && kcb.application_thread.load(Ordering::Acquire) != 0 {
+        return Err(REFUSED_THREAD);
+    }
+    let syspages = kcb.syspages.load(Ordering::Acquire);
+    if current == Role::Kernel && syspages != 0 {
+        return Err(REFUSED_SYSPAGES | u64::from(syspages));
+    }
+    kcb.role.store(role as u32, Ordering::Release);
+    if role == Role::Timesharing {
+        start_timer();
+    } else {
+        // NIX: an AC takes no timer interrupt; a KC wakes by its doorbell, not by a tick.
+        apic::local().stop_timer();
+    }
+    Ok(())
+}
+
+/// Starts this core's periodic LAPIC timer at the command line's `timer_hz`.
+pub fn start_timer() {
+    let facts = shared::facts();
+    let count = (facts.apic_timer_hz / u64::from(facts.options.timer_hz)).clamp(1, u64::from(u32::MAX));
+    apic::local().start_periodic_timer(count as u32, idt::VECTOR_TIMER);
+}
+
+/// This core's role.
+pub fn current() -> Role {
+    shared::this_kcb().role()
+}
+
+/// Registers the role ICC handler of this instance.
+pub fn init() {
+    icc::register(handler::SET_ROLE, |arguments: &[u64; ICC_ARGUMENTS]| {
+        let role = Role::from_u64(arguments[0]).ok_or(IccStatus::BadArguments)?;
+        Ok(match apply(role) {
+            Ok(()) => 0,
+            Err(refusal) => refusal,
+        })
+    });
+}

@@ -1,0 +1,294 @@
+//! A thread whose user code runs on an application core, seen from its home TC (NIX execac).
+//!
+//! The thread stays a thread of its home: its process, address space, descriptors and
+//! signals live here. While it is away its home-side self waits in the kernel, at the point
+//! where it would return to ring 3, for the AC's events: a system call runs here as if it had
+//! trapped here, a page fault is resolved (or kills) here, a recall lets a signal be delivered
+//! here; then the registers go back to the AC and the thread resumes there (NIX figs. 5, 6).
+
+use crate::arch::idt::InterruptFrame;
+use crate::arch::user::FpuState;
+use crate::core::kcb::Role;
+use crate::core::shared;
+use crate::proc::Errno;
+use crate::sched::{self, WaitToken, Wakeup};
+use abi::application::{AcCommand, AcEvent, CommandKind, EventKind, MAX_ROOT_ENTRIES};
+use abi::message::Kind;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use linux_raw_sys::errno;
+use spin::Mutex;
+
+/// How long a killed thread's home waits for its AC to let go before freeing its memory.
+const END_ACK_TIMEOUT_MS: u64 = 200;
+/// How often a waiting home looks whether its AC still runs.
+const LIVENESS_CHECK_MS: u64 = 100;
+
+/// Where a thread's user code runs while it is away.
+#[derive(Clone, Copy, Debug)]
+pub struct Away {
+    /// The application core.
+    pub core: usize,
+    /// `abi::call::MOVE_*` flags.
+    pub flags: u64,
+    /// Whether the AC took it already (a refusal of the first run fails the move).
+    pub started: bool,
+}
+
+/// Events from ACs not yet taken by their thread (private to the instance).
+static EVENTS: Mutex<Vec<AcEvent>> = Mutex::new(Vec::new());
+/// Threads whose home waits for their AC's acknowledgement of an end; other
+/// acknowledgements are dropped on arrival.
+static END_WAITERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// `reef_move_to_ac(core, flags)`: marks the calling thread to leave for an AC; the move
+/// happens on its way back to ring 3 ([`serve`]).
+pub fn move_to_ac(core: u64, flags: u64) -> Result<u64, Errno> {
+    let thread = sched::current();
+    if thread.process.is_none() {
+        return Err(errno::EPERM);
+    }
+    if thread.away.lock().is_some() {
+        return Err(errno::EALREADY);
+    }
+    if flags & !abi::call::MOVE_SYSPAGE != 0 {
+        return Err(errno::EINVAL);
+    }
+    let core = if core as i64 == -1 { free_application_core().ok_or(errno::EBUSY)? } else { core as usize };
+    check_application_core(core)?;
+    if flags & abi::call::MOVE_SYSPAGE != 0 {
+        crate::syscall::syspage::prepare_for_ac(&thread)?;
+    }
+    *thread.away.lock() = Some(Away { core, flags, started: false });
+    Ok(core as u64)
+}
+
+/// `reef_return_from_ac()`: the thread (whose call this is, served here) comes home.
+pub fn return_from_ac() -> Result<u64, Errno> {
+    let thread = sched::current();
+    let away = thread.away.lock().take().ok_or(errno::EALREADY)?;
+    end_on(&thread, away.core, false);
+    Ok(0)
+}
+
+fn check_application_core(core: usize) -> Result<(), Errno> {
+    let region = shared::get();
+    if core >= shared::facts().core_count as usize || core >= crate::msg::messaging_cores() {
+        return Err(errno::EINVAL);
+    }
+    let kcb = region.kcb(core);
+    if !kcb.state().is_live() {
+        return Err(errno::EAGAIN);
+    }
+    if kcb.role() != Role::Application {
+        return Err(errno::EINVAL);
+    }
+    if kcb.application_thread.load(Ordering::Acquire) != 0 {
+        return Err(errno::EBUSY);
+    }
+    Ok(())
+}
+
+fn free_application_core() -> Option<usize> {
+    (0..(shared::facts().core_count as usize).min(crate::msg::messaging_cores()))
+        .find(|&core| check_application_core(core).is_ok())
+}
+
+/// The core the calling thread's user code runs on (`reef_core`): its AC while away.
+pub fn current_core() -> usize {
+    sched::current().away.lock().map_or(shared::this_core() as usize, |away| away.core)
+}
+
+/// Whether the running thread is away (a cheap test on every system call's way out).
+fn current_away() -> Option<Away> {
+    sched::with_current_thread_pub(|thread| *thread.away.lock()).flatten()
+}
+
+/// On the way back to ring 3 after a system call: while the thread is away, ships it to its
+/// AC and serves what comes back; returns when it is home again (or never was away).
+pub fn serve(frame: &mut InterruptFrame) {
+    while let Some(away) = current_away() {
+        let thread = sched::current();
+        let process = thread.process.clone().expect("only user threads move");
+        if !ship(frame, &thread, &process, away) {
+            log::warn!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
+            leave(&thread);
+            return;
+        }
+        let Some(event) = wait_event(&thread, away.core) else {
+            log::warn!("application core {} stopped answering: thread {} runs at home", away.core, thread.tid);
+            leave(&thread);
+            return;
+        };
+        if event.kind == EventKind::Refused {
+            leave(&thread);
+            if !away.started {
+                frame.rax = (-i64::from(event.errno)) as u64;
+            }
+            return;
+        }
+        if event.kind == EventKind::Ended {
+            leave(&thread);
+            return;
+        }
+        if let Some(current) = thread.away.lock().as_mut() {
+            current.started = true;
+        }
+        *frame = InterruptFrame::from_registers(&event.registers);
+        let mut fpu = Box::new(FpuState(event.fpu));
+        fpu.sanitize();
+        // The thread runs here now: its FPU registers are this core's.
+        fpu.restore();
+        match event.kind {
+            EventKind::Syscall => crate::syscall::execute(frame),
+            EventKind::Fault => fault(frame, event.fault_address),
+            _ => sched::before_user_return(frame, None),
+        }
+    }
+}
+
+/// Sends the thread's registers, FPU image, TLS base and page-table roots to its AC.
+fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> bool {
+    let mut command = Box::new(AcCommand::bare(CommandKind::Run, shared::this_core() as u16, process.pid, thread.tid));
+    command.flags = away.flags as u8;
+    command.registers = frame.registers();
+    let mut fpu = Box::new(FpuState::initial());
+    fpu.save();
+    command.fpu = fpu.0;
+    command.fs_base = thread.fs_base.load(Ordering::Relaxed);
+    if let Some((kernel_core, page)) = crate::syscall::syspage::of_thread(thread.tid) {
+        command.kernel_core = kernel_core as u16;
+        command.syspage = page;
+    }
+    let mut entries = [(0u16, 0u64); MAX_ROOT_ENTRIES];
+    let count = process.state.lock().memory.top_level_entries(&mut entries);
+    command.root_entries = entries;
+    command.root_entry_count = count as u8;
+    send(away.core, &command)
+}
+
+fn send(core: usize, command: &AcCommand) -> bool {
+    let mut bytes = alloc::vec![0u8; AcCommand::SIZE];
+    command.encode(&mut bytes);
+    crate::msg::send_large_draining(core, Kind::AcCommand, &bytes).is_ok()
+}
+
+fn take_event(tid: u32) -> Option<AcEvent> {
+    let mut events = EVENTS.lock();
+    let index = events.iter().position(|event| event.tid == tid)?;
+    Some(events.swap_remove(index))
+}
+
+/// Waits for the AC's next event. A signal for the thread recalls it (the AC answers with
+/// its registers); a kill ends it there at once. `None` when the AC stopped running.
+fn wait_event(thread: &sched::Thread, core: usize) -> Option<AcEvent> {
+    let mut recalled = false;
+    loop {
+        if let Some(event) = take_event(thread.tid) {
+            return Some(event);
+        }
+        if !crate::msg::is_live(core) {
+            return None;
+        }
+        let deadline = Some(crate::time::deadline_after_ms(LIVENESS_CHECK_MS));
+        let wakeup = if recalled {
+            sched::block_uninterruptible(WaitToken::Away(thread.tid), deadline)
+        } else {
+            sched::block(WaitToken::Away(thread.tid), deadline)
+        };
+        match wakeup {
+            Wakeup::Woken | Wakeup::TimedOut => {}
+            Wakeup::Killed => {
+                let away = thread.away.lock().take();
+                if let Some(away) = away {
+                    end_on(thread, away.core, true);
+                }
+                super::exit_thread();
+            }
+            Wakeup::Interrupted => {
+                if !recalled {
+                    recalled = true;
+                    let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+                    send(core, &AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid));
+                }
+            }
+        }
+    }
+}
+
+/// A fault of the thread on its AC: resolved here (the AC retries with fresh tables) or the
+/// process dies of it, as it would at home.
+fn fault(frame: &mut InterruptFrame, address: u64) {
+    if frame.vector == 14 {
+        let write = frame.error_code & 2 != 0;
+        let execute = frame.error_code & 16 != 0;
+        let resolved = address < crate::arch::user::USER_END
+            && sched::current_process().is_some_and(|p| p.state.lock().memory.handle_fault(address, write, execute));
+        if resolved {
+            sched::before_user_return(frame, None);
+            return;
+        }
+    }
+    super::kill_for_fault(frame, address)
+}
+
+/// Tells the AC the thread is over there; with `wait`, until it let go of the process's
+/// tables (a killed thread's AC may still be running its code).
+fn end_on(thread: &sched::Thread, core: usize, wait: bool) {
+    let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+    if wait {
+        END_WAITERS.lock().push(thread.tid);
+    }
+    let sent = send(core, &AcCommand::bare(CommandKind::End, shared::this_core() as u16, pid, thread.tid));
+    if sent && wait {
+        let deadline = crate::time::deadline_after_ms(END_ACK_TIMEOUT_MS);
+        while crate::arch::cpu::read_tsc() < deadline && crate::msg::is_live(core) {
+            crate::msg::drain();
+            if let Some(event) = take_event(thread.tid) {
+                if event.kind == EventKind::Ended {
+                    break;
+                }
+            }
+            crate::arch::cpu::relax();
+        }
+    }
+    END_WAITERS.lock().retain(|&tid| tid != thread.tid);
+    EVENTS.lock().retain(|event| event.tid != thread.tid);
+}
+
+fn leave(thread: &sched::Thread) {
+    thread.away.lock().take();
+    EVENTS.lock().retain(|event| event.tid != thread.tid);
+}
+
+/// The thread is ending (exit, kill): its AC drops it.
+pub fn thread_leaves(thread: &sched::Thread) {
+    let away = thread.away.lock().take();
+    if let Some(away) = away {
+        end_on(thread, away.core, false);
+    }
+}
+
+fn on_event(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let event = AcEvent::decode(bytes)?;
+    let tid = event.tid;
+    if event.kind == EventKind::Ended && !END_WAITERS.lock().contains(&tid) {
+        return Ok(());
+    }
+    {
+        let mut events = EVENTS.lock();
+        // One event per thread at a time; a late acknowledgement no thread waits for is dropped
+        // when its thread leaves.
+        events.retain(|old| old.tid != tid);
+        events.push(event);
+    }
+    sched::wake(WaitToken::Away(tid), 1);
+    Ok(())
+}
+
+/// Registers the home side's message handler.
+pub fn init() {
+    use crate::msg::{register, Handler};
+    register(Kind::AcEvent, Handler { high_priority: true, on_line: None, on_large: Some(on_event) });
+}
