@@ -449,6 +449,19 @@ fn core_syscalls(core: usize, out: &mut dyn Write) -> fmt::Result {
         c.reef.load(Ordering::Relaxed),
         c.unimplemented.load(Ordering::Relaxed)
     )?;
+    let (home, syspage) = (c.sent_home.load(Ordering::Relaxed), c.sent_by_syspage.load(Ordering::Relaxed));
+    if home + syspage > 0 {
+        writeln!(out, "  as an application core: {home} calls sent to the home by ICC, {syspage} through a syspage")?;
+    }
+    let served = c.syspage_served_here.load(Ordering::Relaxed);
+    let handed = c.syspage_handed_home.load(Ordering::Relaxed);
+    let dropped = c.syspage_results_dropped.load(Ordering::Relaxed);
+    if served + handed + dropped > 0 {
+        writeln!(
+            out,
+            "  as a kernel core: {served} syspage entries served here, {handed} handed to their home, {dropped} results dropped (entry rewritten or unregistered)"
+        )?;
+    }
     let mut line = String::new();
     for (number, count) in c.by_number.iter().enumerate() {
         let count = count.load(Ordering::Relaxed);

@@ -59,7 +59,8 @@ pub struct AcCommand {
     pub tid: u32,
     /// The KC serving the thread's syspage (`u16::MAX`: none).
     pub kernel_core: u16,
-    /// User address of the thread's syspage, 0 without one.
+    /// Physical address of the thread's syspage frame, 0 without one (the AC maps it to write
+    /// the thread's calls there).
     pub syspage: u64,
     pub fs_base: u64,
     pub registers: [u64; REGISTERS],
@@ -233,6 +234,105 @@ impl AcEvent {
     }
 }
 
+/// A syspage entry a kernel core cannot run itself, for the home of its process (kernel core
+/// to home, a large message); the answer is a [`SyspageResult`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyspageCall {
+    /// The kernel core that took it.
+    pub kernel_core: u16,
+    pub pid: u32,
+    pub tid: u32,
+    /// Entry index, sequence and number, as the KC's copy of the entry holds them.
+    pub index: u8,
+    pub sequence: u32,
+    pub number: u32,
+    pub arguments: [u64; 6],
+}
+
+impl SyspageCall {
+    /// Encoded size.
+    pub const SIZE: usize = 2 + 4 + 4 + 1 + 4 + 4 + 48;
+
+    /// Writes the call into `out` (at least [`Self::SIZE`] bytes); returns its length.
+    pub fn encode(&self, out: &mut [u8]) -> usize {
+        let out = &mut out[..Self::SIZE];
+        out[0..2].copy_from_slice(&self.kernel_core.to_le_bytes());
+        out[2..6].copy_from_slice(&self.pid.to_le_bytes());
+        out[6..10].copy_from_slice(&self.tid.to_le_bytes());
+        out[10] = self.index;
+        out[11..15].copy_from_slice(&self.sequence.to_le_bytes());
+        out[15..19].copy_from_slice(&self.number.to_le_bytes());
+        put_registers_of(out, 19, &self.arguments);
+        Self::SIZE
+    }
+
+    /// Reads a call, checking its length.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
+        let mut arguments = [0; 6];
+        for (i, argument) in arguments.iter_mut().enumerate() {
+            *argument = u64_at(bytes, 19 + 8 * i);
+        }
+        Ok(Self {
+            kernel_core: u16_at(bytes, 0),
+            pid: u32_at(bytes, 2),
+            tid: u32_at(bytes, 6),
+            index: bytes[10],
+            sequence: u32_at(bytes, 11),
+            number: u32_at(bytes, 15),
+            arguments,
+        })
+    }
+}
+
+/// The home's answer to a [`SyspageCall`] (one line, home to kernel core).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyspageResult {
+    pub pid: u32,
+    pub tid: u32,
+    pub index: u8,
+    pub sequence: u32,
+    pub number: u32,
+    /// The call's return value (`-errno` on error).
+    pub value: i64,
+}
+
+impl SyspageResult {
+    /// Encoded size.
+    pub const SIZE: usize = 4 + 4 + 1 + 4 + 4 + 8;
+
+    /// Writes the payload; returns its length.
+    pub fn encode(&self, out: &mut [u8; crate::message::PAYLOAD_SIZE]) -> usize {
+        out[0..4].copy_from_slice(&self.pid.to_le_bytes());
+        out[4..8].copy_from_slice(&self.tid.to_le_bytes());
+        out[8] = self.index;
+        out[9..13].copy_from_slice(&self.sequence.to_le_bytes());
+        out[13..17].copy_from_slice(&self.number.to_le_bytes());
+        out[17..25].copy_from_slice(&self.value.to_le_bytes());
+        Self::SIZE
+    }
+
+    /// Reads a payload, checking its length.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let bytes: &[u8; Self::SIZE] = exact(bytes)?;
+        Ok(Self {
+            pid: u32_at(bytes, 0),
+            tid: u32_at(bytes, 4),
+            index: bytes[8],
+            sequence: u32_at(bytes, 9),
+            number: u32_at(bytes, 13),
+            value: u64_at(bytes, 17) as i64,
+        })
+    }
+}
+
+fn put_registers_of(out: &mut [u8], mut at: usize, values: &[u64]) {
+    for value in values {
+        out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        at += 8;
+    }
+}
+
 fn put_registers(out: &mut [u8], mut at: usize, registers: &[u64; REGISTERS]) -> usize {
     for value in registers {
         out[at..at + 8].copy_from_slice(&value.to_le_bytes());
@@ -312,11 +412,33 @@ mod tests {
         assert!(matches!(AcEvent::decode(&[0; 3]), Err(DecodeError::BadLength { .. })));
     }
 
+    #[test]
+    fn syspage_messages_round_trip() {
+        let call = SyspageCall {
+            kernel_core: 2,
+            pid: 7,
+            tid: 8,
+            index: 63,
+            sequence: 0xFF_FFFF,
+            number: 39,
+            arguments: [1, 2, 3, 4, 5, u64::MAX],
+        };
+        let mut bytes = vec![0; SyspageCall::SIZE];
+        call.encode(&mut bytes);
+        assert_eq!(SyspageCall::decode(&bytes), Ok(call));
+        let result = SyspageResult { pid: 7, tid: 8, index: 3, sequence: 9, number: 39, value: -14 };
+        let mut line = [0u8; crate::message::PAYLOAD_SIZE];
+        let length = result.encode(&mut line);
+        assert_eq!(SyspageResult::decode(&line[..length]), Ok(result));
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1400)) {
             let _ = AcCommand::decode(&bytes);
             let _ = AcEvent::decode(&bytes);
+            let _ = SyspageCall::decode(&bytes);
+            let _ = SyspageResult::decode(&bytes);
         }
 
         #[test]

@@ -44,10 +44,15 @@ pub enum Kind {
     AcCommand = 16,
     /// A large message: application core to home TC ([`crate::application::AcEvent`]).
     AcEvent = 17,
+    /// A large message: a syspage entry a kernel core hands to the process's home
+    /// ([`crate::application::SyspageCall`]).
+    SyspageCall = 18,
+    /// The home's answer to a syspage call ([`crate::application::SyspageResult`]).
+    SyspageResult = 19,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 17;
+pub const MAX_KIND: u16 = 19;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -71,6 +76,8 @@ impl Kind {
             15 => Self::ProcessRecord,
             16 => Self::AcCommand,
             17 => Self::AcEvent,
+            18 => Self::SyspageCall,
+            19 => Self::SyspageResult,
             _ => return None,
         })
     }
@@ -382,8 +389,15 @@ pub mod handler {
     /// Changes the callee's role to `arguments[0]` (`call::role`); returns 0 or a Linux errno
     /// (`EBUSY`: it runs processes, a thread, or serves syspages).
     pub const SET_ROLE: u16 = 16;
+    /// Asks a kernel core to serve a syspage: `arguments` = (physical frame, `pid << 32 |
+    /// tid`, `home << 32 | ppid`); returns 0 or a Linux errno (`ENXIO`: not a KC, `EBUSY`,
+    /// `ENOMEM`).
+    pub const SYSPAGE_ATTACH: u16 = 17;
+    /// A kernel core stops serving thread `arguments[0]` (`pid << 32 | tid`) of home
+    /// `arguments[1]`: its untaken entries are dropped, results in flight are discarded.
+    pub const SYSPAGE_DETACH: u16 = 18;
     /// Highest id in use.
-    pub const MAX: u16 = 16;
+    pub const MAX: u16 = 18;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

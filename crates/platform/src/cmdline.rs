@@ -1,4 +1,4 @@
-//! The kernel command line: `cores=N timer_hz=N log=LEVEL test=NAME[,NAME] exec="command line"`.
+//! The kernel command line: `cores=N timer_hz=N kc_spin_us=N log=LEVEL test=NAME[,NAME] exec="command line"`.
 
 /// Longest `test=` or `exec=` value kept.
 pub const MAX_VALUE: usize = 1024;
@@ -48,6 +48,9 @@ pub struct Options {
     pub cores: Option<usize>,
     /// `timer_hz=N`: LAPIC timer rate, 1..=10000 (default 100).
     pub timer_hz: u32,
+    /// `kc_spin_us=N`: how long a kernel core scans its syspages with nothing to do before it
+    /// arms its doorbell and halts, 0..=1000000 µs (default 2000).
+    pub kc_spin_us: u32,
     /// `log=error|warn|info|debug|trace` (default info).
     pub log: LogLevel,
     /// `test=NAME[,NAME…]`: in-guest tests to run before init, or instead of it when there is
@@ -60,7 +63,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { cores: None, timer_hz: 100, log: LogLevel::Info, test: None, exec: None }
+        Self { cores: None, timer_hz: 100, kc_spin_us: 2000, log: LogLevel::Info, test: None, exec: None }
     }
 }
 
@@ -79,7 +82,10 @@ impl core::fmt::Display for Diagnostic<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::UnknownOption(key) => {
-                write!(f, "unknown kernel option `{key}` ignored (known: cores= timer_hz= log= test= exec=)")
+                write!(
+                    f,
+                    "unknown kernel option `{key}` ignored (known: cores= timer_hz= kc_spin_us= log= test= exec=)"
+                )
             }
             Self::BadValue { key, value, expected } => {
                 write!(f, "bad value `{value}` for `{key}=` ignored, default kept: expected {expected}")
@@ -138,6 +144,10 @@ pub fn parse<'a>(line: &'a str, mut report: impl FnMut(Diagnostic<'a>)) -> Optio
                 Ok(hz) if (1..=10_000).contains(&hz) => options.timer_hz = hz,
                 _ => report(bad("a rate from 1 to 10000")),
             },
+            "kc_spin_us" => match value.parse::<u32>() {
+                Ok(us) if us <= 1_000_000 => options.kc_spin_us = us,
+                _ => report(bad("microseconds from 0 to 1000000")),
+            },
             "log" => match value {
                 "error" => options.log = LogLevel::Error,
                 "warn" => options.log = LogLevel::Warn,
@@ -175,6 +185,11 @@ mod tests {
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         assert_eq!(options.cores, Some(3));
         assert_eq!(options.timer_hz, 1000);
+        assert_eq!(options.kc_spin_us, 2000);
+        let (options, diagnostics) = parse_all("kc_spin_us=50");
+        assert_eq!((options.kc_spin_us, diagnostics.len()), (50, 0));
+        let (options, diagnostics) = parse_all("kc_spin_us=2000000");
+        assert_eq!((options.kc_spin_us, diagnostics.len()), (2000, 1));
         assert_eq!(options.log, LogLevel::Debug);
         assert_eq!(options.test.unwrap().as_str(), "fault:2");
         assert_eq!(options.exec.unwrap().as_str(), "msg ping 1 10");

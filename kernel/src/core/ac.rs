@@ -50,8 +50,6 @@ static ENDED: AtomicBool = AtomicBool::new(false);
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
 /// The guest's root, while it runs.
 static ROOT: Mutex<Option<BorrowedRoot>> = Mutex::new(None);
-/// System calls the guest made here, and how many went to a kernel core's syspage.
-pub static FORWARDED_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Whether this core runs a guest thread (every trap from ring 3 is the guest's).
 pub fn runs_thread() -> bool {
@@ -136,6 +134,7 @@ fn leave() -> ! {
 
 /// Drops the guest: the KCB says the AC is free, the home (if `tell_home`) learns it ended.
 fn release(tell_home: bool) {
+    crate::syscall::syspage::release_own();
     let guest = GUEST.lock().take();
     shared::this_kcb().application_thread.store(0, Ordering::Release);
     if let (Some(guest), true) = (guest, tell_home) {
@@ -162,13 +161,15 @@ fn refuse_current(errno: u32) {
 /// A system call of the guest: through its kernel core's syspage when it may, else to its
 /// home; the thread resumes with what comes back.
 pub fn on_system_call(frame: &mut InterruptFrame) {
-    FORWARDED_CALLS.fetch_add(1, Ordering::Relaxed);
     let Some(guest) = *GUEST.lock() else { leave() };
     if guest.flags & abi::call::MOVE_SYSPAGE as u8 != 0
         && crate::syscall::syspage::submit_for_ac(frame, guest.kernel_core as usize, guest.syspage)
     {
+        // A signal for the thread meanwhile: the home delivers it.
+        after_interrupt(frame);
         return;
     }
+    shared::this_kcb().syscalls.sent_home.fetch_add(1, Ordering::Relaxed);
     exchange(frame, EventKind::Syscall, 0);
 }
 
@@ -212,6 +213,11 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             if command.kind == CommandKind::Run {
                 *frame = InterruptFrame::from_registers(&command.registers);
                 load_state(&command);
+                if let Some(guest) = GUEST.lock().as_mut() {
+                    // The syspage changes with `execve` (a new address space).
+                    guest.kernel_core = command.kernel_core;
+                    guest.syspage = command.syspage;
+                }
                 return;
             }
             continue;

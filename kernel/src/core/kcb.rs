@@ -154,6 +154,14 @@ pub struct SyscallCounters {
     pub by_number: [AtomicU32; crate::syscall::COUNTED_NUMBERS],
     /// Per number, the calls answered `ENOSYS`.
     pub unimplemented_by_number: [AtomicU32; crate::syscall::COUNTED_NUMBERS],
+    /// On an AC: calls of its thread sent to the home by ICC, and those put in a syspage.
+    pub sent_home: AtomicU64,
+    pub sent_by_syspage: AtomicU64,
+    /// On a KC: syspage entries it completed itself, handed to homes, and results it could
+    /// not write back (the entry was rewritten, or the syspage unregistered meanwhile).
+    pub syspage_served_here: AtomicU64,
+    pub syspage_handed_home: AtomicU64,
+    pub syspage_results_dropped: AtomicU64,
 }
 
 /// Process counters of one instance, written by that instance only.

@@ -92,3 +92,36 @@ pub fn prepare_kernel_half() -> Result<(), FrameError> {
     let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     next_table(root, (BOOT_WINDOW_BASE >> 39) & 511).map(drop)
 }
+
+/// Where syspage frames of processes homed elsewhere are mapped (inside the boot window's
+/// top-level entry, which every root of the instance shares; far above any partition).
+pub const SYSPAGE_WINDOW_BASE: u64 = BOOT_WINDOW_BASE + (256 << 30);
+
+/// Maps the frame `physical` (a syspage another instance lent: the one page shared by a
+/// process and this kernel core or application core) at `virtual_address`, writable,
+/// no-execute. The frame stays the home's; [`unmap_frame`] removes the mapping.
+pub fn map_frame(virtual_address: u64, physical: u64) -> Result<(), FrameError> {
+    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
+    let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
+    let pt = next_table(pd, (virtual_address >> 21) & 511)?;
+    // SAFETY: a page table of this instance's kernel half; the window's addresses map nothing
+    // else, and the caller owns `virtual_address`'s slot.
+    unsafe {
+        entry(pt, (virtual_address >> 12) & 511)
+            .write((physical & flags::ADDRESS_MASK) | flags::PRESENT | flags::WRITABLE | flags::NO_EXECUTE)
+    };
+    flush_page(virtual_address);
+    Ok(())
+}
+
+/// Removes a mapping [`map_frame`] made and flushes it from this core's TLB.
+pub fn unmap_frame(virtual_address: u64) {
+    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let Ok(pdpt) = next_table(root, (virtual_address >> 39) & 511) else { return };
+    let Ok(pd) = next_table(pdpt, (virtual_address >> 30) & 511) else { return };
+    let Ok(pt) = next_table(pd, (virtual_address >> 21) & 511) else { return };
+    // SAFETY: as in `map_frame`; the tables exist (it created them).
+    unsafe { entry(pt, (virtual_address >> 12) & 511).write(0) };
+    flush_page(virtual_address);
+}

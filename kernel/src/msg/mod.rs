@@ -904,6 +904,26 @@ pub fn wait_for_messages() {
     }
 }
 
+/// Halts until a message or a notification comes, unless `ready` (another source of work,
+/// such as a kernel core's syspages) or a message is there at the last look; handles the
+/// message the last look found.
+pub fn sleep_unless(mut ready: impl FnMut() -> bool) {
+    let me = shared::this_core() as usize;
+    if me >= MESSAGING_CORES {
+        return;
+    }
+    let line = &area().cores[me].notify;
+    let look = || {
+        if ready() {
+            return Some(None);
+        }
+        receive_one().map(Some)
+    };
+    if let Some(Some(incoming)) = sleep_armed(line, false, look) {
+        dispatch(&incoming);
+    }
+}
+
 /// Arms `line` (and MONITOR on its doorbell with `mwait`), takes a last look with `look`, and
 /// sleeps only if it found nothing; returns what the last look found. Interrupts are masked
 /// from before arming until the sleep, and a sender that sees `armed` interrupts us, so a

@@ -340,6 +340,8 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     // `/proc/self/exe` is the program the process runs (busybox runs its scripts that way).
     let path = if path == b"/proc/self/exe" { own_path.as_bytes() } else { path };
     let (loaded, resolved) = load_program(path, arguments, environment, directory, true)?;
+    // The old address space goes: so does the syspage in it.
+    crate::syscall::syspage::forget_range(process.pid, 0, crate::arch::user::USER_END);
     let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
     let old_memory = {
         let mut state = process.state.lock();
@@ -502,6 +504,7 @@ pub fn exit_thread() -> ! {
     };
     // Away on an application core: it lets go of the thread (and this process's tables).
     remote::thread_leaves(&me);
+    crate::syscall::syspage::thread_leaves(me.tid);
     // CLONE_CHILD_CLEARTID: zero the tid word and wake a joiner (pthread_join's futex).
     let clear = me.clear_child_tid.swap(0, Ordering::Relaxed);
     if clear != 0 && !process.is_killed() && user::copy_to_user(clear, &0u32.to_le_bytes()).is_ok() {
@@ -871,6 +874,7 @@ pub fn init() {
     signal::init();
     group::init();
     remote::init();
+    crate::syscall::syspage::init();
     crate::core::ac::init();
 }
 

@@ -69,6 +69,9 @@ pub fn return_from_ac() -> Result<u64, Errno> {
     let thread = sched::current();
     let away = thread.away.lock().take().ok_or(errno::EALREADY)?;
     end_on(&thread, away.core, false);
+    if away.flags & abi::call::MOVE_SYSPAGE != 0 {
+        crate::syscall::syspage::thread_leaves(thread.tid);
+    }
     Ok(0)
 }
 
@@ -157,6 +160,11 @@ fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process
     fpu.save();
     command.fpu = fpu.0;
     command.fs_base = thread.fs_base.load(Ordering::Relaxed);
+    if away.flags & abi::call::MOVE_SYSPAGE != 0 && crate::syscall::syspage::of_thread(thread.tid).is_none() {
+        // `execve` dropped the old address space and the syspage in it: a new one (or, with
+        // no kernel core left, traps go to the home).
+        let _ = crate::syscall::syspage::prepare_for_ac(thread);
+    }
     if let Some((kernel_core, page)) = crate::syscall::syspage::of_thread(thread.tid) {
         command.kernel_core = kernel_core as u16;
         command.syspage = page;
@@ -188,6 +196,8 @@ fn wait_event(thread: &sched::Thread, core: usize) -> Option<AcEvent> {
         if let Some(event) = take_event(thread.tid) {
             return Some(event);
         }
+        // Calls of its syspage a kernel core handed back (`execac --syspage`).
+        crate::syscall::syspage::run_forwarded();
         if !crate::msg::is_live(core) {
             return None;
         }

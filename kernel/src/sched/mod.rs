@@ -297,8 +297,13 @@ pub fn counts() -> (usize, usize, u64) {
 pub fn idle_once() {
     crate::msg::drain();
     crate::fs::at_safe_point();
-    if crate::core::role::current() == crate::core::kcb::Role::Application {
-        crate::core::ac::run_pending();
+    match crate::core::role::current() {
+        crate::core::kcb::Role::Application => crate::core::ac::run_pending(),
+        crate::core::kcb::Role::Kernel => {
+            crate::syscall::syspage::serve_as_kernel_core();
+            return;
+        }
+        crate::core::kcb::Role::Timesharing => {}
     }
     if with_scheduler(|s| !s.ready.is_empty()) {
         yield_now();
@@ -477,6 +482,7 @@ pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<Interr
     if with_current_process(|p| p.is_killed()) == Some(true) {
         crate::proc::exit_thread();
     }
+    crate::syscall::syspage::run_forwarded();
     if NEED_SWITCH.load(Ordering::Relaxed) {
         NEED_SWITCH.store(false, Ordering::Relaxed);
         yield_now();

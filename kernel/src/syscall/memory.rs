@@ -81,6 +81,8 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    // A syspage in the range is served no more before its frame goes back.
+    super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
     let mut state = process.state.lock();
     state.memory.unmap(start, end).map_err(memory_errno)?;
     Ok(0)
@@ -93,6 +95,7 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
     let mut state = process.state.lock();
     state.memory.protect(start, end, Protection::from_linux(protection)).map_err(memory_errno)?;
     Ok(0)

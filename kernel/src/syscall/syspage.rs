@@ -1,37 +1,522 @@
-//! System calls through syspages (Memsc): registration at the home, the kernel core's scan.
+//! System calls through syspages (Memsc): registration at the home, the kernel core's scan,
+//! and the home's part in calls a kernel core hands back.
+//!
+//! A thread registers one page of its own memory with a kernel core (KC). The home pins the
+//! page (it stays mapped while registered: `munmap`, `mprotect`, `exec` and the thread's end
+//! unregister it first) and lends its frame to the KC by an ICC. The KC maps the frame in its
+//! kernel half and scans only the head entry of each ring, round-robin (Memsc 3.3); at a
+//! submitted head it takes every pending entry (3.4), each copied to its own stack before
+//! anything looks at it (4.6, `syspage::Ring::take`). Calls whose answer it holds (the
+//! process's identity: `getpid`, `getppid`, `gettid`, the ids, `sched_yield`) it completes at
+//! once; every other call goes to the home as a [`SyspageCall`], which the thread itself runs
+//! at its next way back to ring 3 (or, away on an AC, at once), and the answer completes the
+//! entry. With nothing to do for `kc_spin_us` (a kernel command-line option, 2 ms by
+//! default: io_uring's SQPOLL thread idles a whole second) the KC arms its notification line
+//! and halts; `reef_syspage_kick` (or an AC's submit) rings it.
 
 use super::SyscallResult;
 use crate::arch::idt::InterruptFrame;
+use crate::arch::{cpu, paging::PAGE_SIZE};
+use crate::core::kcb::Role;
+use crate::core::shared;
+use crate::msg::icc;
 use crate::proc::Errno;
-use crate::sched::Thread;
+use crate::sched::{self, Thread};
+use abi::application::{SyspageCall, SyspageResult};
+use abi::message::{handler, Kind, ICC_ARGUMENTS};
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use linux_raw_sys::errno;
+use linux_raw_sys::general as nr;
+use spin::Mutex;
+use syspage::{Page, Request, Ring, Submitter, ENTRIES};
+
+/// How long registration waits for the KC.
+const ATTACH_TIMEOUT_MS: u64 = 1000;
+/// Syspages one KC serves at most (window slots).
+const MAX_SERVED: usize = 64;
+
+fn counters() -> &'static crate::core::kcb::SyscallCounters {
+    &shared::this_kcb().syscalls
+}
+
+// ---------------------------------------------------------------- home side
+
+/// A thread's registered syspage, as its home keeps it.
+#[derive(Clone, Copy, Debug)]
+struct Registration {
+    pid: u32,
+    tid: u32,
+    kernel_core: usize,
+    user_page: u64,
+    physical: u64,
+}
+
+static REGISTRATIONS: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
+/// Calls KCs handed back, for their threads to run.
+static FORWARDED: Mutex<VecDeque<SyspageCall>> = Mutex::new(VecDeque::new());
+static FORWARDED_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 /// `reef_syspage_register(page, kc)`.
-pub fn register(_page: u64, _kernel_core: u64) -> SyscallResult {
-    Err(errno::ENOSYS)
+pub fn register(page: u64, kernel_core: u64) -> SyscallResult {
+    let thread = sched::current();
+    let kernel_core = usize::try_from(kernel_core).map_err(|_| errno::EINVAL)?;
+    register_for(&thread, page, kernel_core).map(|()| 0)
+}
+
+fn register_for(thread: &Thread, page: u64, kernel_core: usize) -> Result<(), Errno> {
+    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    if page == 0 || !page.is_multiple_of(PAGE_SIZE) {
+        return Err(errno::EINVAL);
+    }
+    if kernel_core >= (shared::facts().core_count as usize).min(crate::msg::messaging_cores()) {
+        return Err(errno::EINVAL);
+    }
+    if REGISTRATIONS.lock().iter().any(|r| r.tid == thread.tid) {
+        return Err(errno::EBUSY);
+    }
+    let physical = {
+        let mut state = process.state.lock();
+        let memory = &mut state.memory;
+        let area = memory.area_of(page).copied().ok_or(errno::EFAULT)?;
+        if area.kind != crate::mm::user::AreaKind::Anonymous || !area.protection.write {
+            return Err(errno::EINVAL);
+        }
+        if memory.translate(page).is_none() && !memory.handle_fault(page, true, false) {
+            return Err(errno::EFAULT);
+        }
+        memory.translate(page).ok_or(errno::EFAULT)?
+    };
+    let kcb = shared::get().kcb(kernel_core);
+    if !kcb.state().is_live() {
+        return Err(errno::EAGAIN);
+    }
+    if kcb.role() != Role::Kernel {
+        return Err(errno::ENXIO);
+    }
+    let home = shared::this_core() as u64;
+    let arguments = [
+        physical,
+        u64::from(process.pid) << 32 | u64::from(thread.tid),
+        home << 32 | u64::from(process.parent.pid),
+        0,
+        0,
+    ];
+    match icc::call(kernel_core, handler::SYSPAGE_ATTACH, arguments, ATTACH_TIMEOUT_MS) {
+        Ok(0) => {}
+        Ok(refusal) => return Err(refusal as u32),
+        Err(icc::IccError::Timeout { .. }) => return Err(errno::ETIMEDOUT),
+        Err(_) => return Err(errno::EAGAIN),
+    }
+    REGISTRATIONS.lock().push(Registration {
+        pid: process.pid,
+        tid: thread.tid,
+        kernel_core,
+        user_page: page,
+        physical,
+    });
+    Ok(())
 }
 
 /// `reef_syspage_unregister()`.
 pub fn unregister() -> SyscallResult {
-    Err(errno::ENOSYS)
+    let tid = sched::current().tid;
+    let registration = take_registrations(|r| r.tid == tid).pop().ok_or(errno::ENOENT)?;
+    detach(&registration);
+    Ok(0)
 }
 
-/// `reef_syspage_kick()`.
+fn take_registrations(which: impl Fn(&Registration) -> bool) -> Vec<Registration> {
+    let mut registrations = REGISTRATIONS.lock();
+    let taken = registrations.iter().filter(|r| which(r)).copied().collect();
+    registrations.retain(|r| !which(r));
+    taken
+}
+
+/// Tells the KC to stop serving a syspage (and to unmap its frame) and waits for it, so the
+/// frame can go back to the process (or be freed) afterwards.
+fn detach(registration: &Registration) {
+    let thread = u64::from(registration.pid) << 32 | u64::from(registration.tid);
+    let home = u64::from(shared::this_core());
+    if crate::msg::is_live(registration.kernel_core) {
+        if let Err(error) =
+            icc::call(registration.kernel_core, handler::SYSPAGE_DETACH, [thread, home, 0, 0, 0], ATTACH_TIMEOUT_MS)
+        {
+            log::warn!("kernel core {} did not confirm it let go of a syspage: {error}", registration.kernel_core);
+        }
+    }
+    let tid = registration.tid;
+    let mut forwarded = FORWARDED.lock();
+    forwarded.retain(|call| call.tid != tid);
+    FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
+}
+
+/// `reef_syspage_kick()`: rings the KC's doorbell (an IPI only if it halted).
 pub fn kick() -> SyscallResult {
-    Err(errno::ENOSYS)
+    let tid = sched::current().tid;
+    let kernel_core = REGISTRATIONS.lock().iter().find(|r| r.tid == tid).map(|r| r.kernel_core).ok_or(errno::ENOENT)?;
+    ring_doorbell(kernel_core);
+    Ok(0)
 }
 
-/// A syspage for a thread moving to an AC with the syspage flag.
-pub fn prepare_for_ac(_thread: &Thread) -> Result<(), Errno> {
-    Err(errno::ENOSYS)
+fn ring_doorbell(kernel_core: usize) {
+    if crate::msg::is_live(kernel_core) {
+        crate::msg::notify(kernel_core, crate::msg::NotifyMode::Hybrid);
+    }
 }
 
-/// The kernel core and user address of thread `tid`'s syspage.
-pub fn of_thread(_tid: u32) -> Option<(usize, u64)> {
-    None
+/// Thread `tid` ends (or execs): its syspage is served no more.
+pub fn thread_leaves(tid: u32) {
+    for registration in take_registrations(|r| r.tid == tid) {
+        detach(&registration);
+    }
 }
 
-/// On an AC: submits the guest's call to its syspage; false if it must go to the home.
-pub fn submit_for_ac(_frame: &mut InterruptFrame, _kernel_core: usize, _page: u64) -> bool {
-    false
+/// `[start, end)` of process `pid` is being unmapped or changed: syspages in it are served no
+/// more (the KC must not write into a frame the process gave back).
+pub fn forget_range(pid: u32, start: u64, end: u64) {
+    for registration in take_registrations(|r| r.pid == pid && r.user_page >= start && r.user_page < end) {
+        detach(&registration);
+    }
+}
+
+/// For `execac --syspage`: a fresh page in the thread's process, registered with the first
+/// kernel core.
+pub fn prepare_for_ac(thread: &Thread) -> Result<(), Errno> {
+    if REGISTRATIONS.lock().iter().any(|r| r.tid == thread.tid) {
+        return Ok(());
+    }
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    let region = shared::get();
+    let kernel_core = (0..count)
+        .find(|&core| region.kcb(core).state().is_live() && region.kcb(core).role() == Role::Kernel)
+        .ok_or(errno::ENXIO)?;
+    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let page = {
+        let mut state = process.state.lock();
+        let start = state.memory.find_free(0, PAGE_SIZE).map_err(|_| errno::ENOMEM)?;
+        state
+            .memory
+            .map_now(
+                start,
+                start + PAGE_SIZE,
+                crate::mm::user::Protection::READ_WRITE,
+                crate::mm::user::AreaKind::Anonymous,
+            )
+            .map_err(|_| errno::ENOMEM)?;
+        start
+    };
+    register_for(thread, page, kernel_core)
+}
+
+/// The kernel core and physical frame of thread `tid`'s syspage.
+pub fn of_thread(tid: u32) -> Option<(usize, u64)> {
+    REGISTRATIONS.lock().iter().find(|r| r.tid == tid).map(|r| (r.kernel_core, r.physical))
+}
+
+/// Calls that change the calling thread's registers or where it runs cannot travel by
+/// syspage: the home has no trap frame of the thread to change.
+fn travels_by_syspage(number: u64) -> bool {
+    const FRAME_CALLS: [u32; 11] = [
+        nr::__NR_rt_sigreturn,
+        nr::__NR_fork,
+        nr::__NR_vfork,
+        nr::__NR_clone,
+        nr::__NR_clone3,
+        nr::__NR_execve,
+        nr::__NR_execveat,
+        nr::__NR_exit,
+        nr::__NR_exit_group,
+        nr::__NR_sigaltstack,
+        nr::__NR_arch_prctl,
+    ];
+    !abi::call::is_reef_call(number) && !FRAME_CALLS.iter().any(|&n| u64::from(n) == number)
+}
+
+fn on_call(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let call = SyspageCall::decode(bytes)?;
+    let tid = call.tid;
+    {
+        let mut forwarded = FORWARDED.lock();
+        forwarded.push_back(call);
+        FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
+    }
+    // Away on an AC, the thread waits here; at home it takes them on its way to ring 3.
+    sched::wake(sched::WaitToken::Away(tid), 1);
+    Ok(())
+}
+
+/// Runs the calls KCs handed back for the running thread (on its way to ring 3, or while it
+/// waits for its AC) and answers them.
+pub fn run_forwarded() {
+    if FORWARDED_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let Some(tid) = sched::with_current_thread_pub(|t| t.tid) else { return };
+    loop {
+        let call = {
+            let mut forwarded = FORWARDED.lock();
+            let Some(index) = forwarded.iter().position(|c| c.tid == tid) else { return };
+            let call = forwarded.remove(index);
+            FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
+            call
+        };
+        let Some(call) = call else { return };
+        let number = u64::from(call.number);
+        let value = if travels_by_syspage(number) {
+            super::count(number);
+            let mut frame = InterruptFrame::default();
+            match super::handle(number, super::Arguments(call.arguments), &mut frame) {
+                Ok(value) => value as i64,
+                Err(error) if crate::proc::signal::is_restart(error) => -i64::from(errno::EINTR),
+                Err(error) => -i64::from(error),
+            }
+        } else {
+            -i64::from(errno::EINVAL)
+        };
+        let result = SyspageResult {
+            pid: call.pid,
+            tid: call.tid,
+            index: call.index,
+            sequence: call.sequence,
+            number: call.number,
+            value,
+        };
+        let line = crate::msg::line(Kind::SyspageResult, |out| result.encode(out));
+        if let Err(error) = crate::msg::send_blocking(usize::from(call.kernel_core), &line) {
+            log::warn!("a syspage result for thread {tid} was not sent: {error}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- kernel core side
+
+/// A syspage this KC serves.
+struct Served {
+    home: usize,
+    pid: u32,
+    tid: u32,
+    ppid: u32,
+    slot: usize,
+    ring: Ring,
+}
+
+static SERVED: Mutex<Vec<Served>> = Mutex::new(Vec::new());
+
+fn window(slot: usize) -> u64 {
+    crate::mm::window::SYSPAGE_WINDOW_BASE + (slot as u64) * PAGE_SIZE
+}
+
+fn page_at(address: u64) -> &'static Page {
+    // SAFETY: `address` is a window slot mapped (by `attach_here` or the AC's `map_own`) to a
+    // syspage frame the home lent and keeps pinned until this core unmapped it; `Page` is
+    // only atomics, so the process writing it meanwhile is no data race, and any bit
+    // pattern is a valid `Page`.
+    unsafe { &*(address as *const Page) }
+}
+
+fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
+    let physical = arguments[0];
+    let (pid, tid) = ((arguments[1] >> 32) as u32, arguments[1] as u32);
+    let (home, ppid) = ((arguments[2] >> 32) as usize, arguments[2] as u32);
+    if shared::this_kcb().role() != Role::Kernel {
+        return u64::from(errno::ENXIO);
+    }
+    let mut served = SERVED.lock();
+    if served.iter().any(|s| s.tid == tid && s.home == home) {
+        return u64::from(errno::EBUSY);
+    }
+    let Some(slot) = (0..MAX_SERVED).find(|slot| served.iter().all(|s| s.slot != *slot)) else {
+        return u64::from(errno::ENOMEM);
+    };
+    if crate::mm::window::map_frame(window(slot), physical).is_err() {
+        return u64::from(errno::ENOMEM);
+    }
+    // A page registered again may hold entries of before: serve from its first submitted one.
+    let page = page_at(window(slot));
+    let head = (0..ENTRIES).find(|&i| page.entry(i).header().status == syspage::status::SUBMITTED).unwrap_or(0);
+    served.push(Served { home, pid, tid, ppid, slot, ring: Ring::starting_at(head) });
+    shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
+    0
+}
+
+fn detach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
+    let tid = arguments[0] as u32;
+    let home = arguments[1] as usize;
+    let mut served = SERVED.lock();
+    let Some(index) = served.iter().position(|s| s.tid == tid && s.home == home) else {
+        return u64::from(errno::ENOENT);
+    };
+    let gone = served.swap_remove(index);
+    crate::mm::window::unmap_frame(window(gone.slot));
+    shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
+    0
+}
+
+/// The answer this KC holds for a call, if it holds one: the process's identity, fixed for
+/// its life (Reef does not re-parent), and calls with nothing to do.
+fn answer_here(served: &Served, number: u32) -> Option<i64> {
+    match number {
+        nr::__NR_getpid => Some(i64::from(served.pid)),
+        nr::__NR_getppid => Some(i64::from(served.ppid)),
+        nr::__NR_gettid => Some(i64::from(served.tid)),
+        nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Some(0),
+        nr::__NR_sched_yield => Some(0),
+        _ => None,
+    }
+}
+
+/// One pass over every ring's head; returns whether any entry was taken.
+fn scan() -> bool {
+    let mut handed: Vec<SyspageCall> = Vec::new();
+    let mut worked = false;
+    {
+        let mut served = SERVED.lock();
+        let mut batch = [Request::default(); ENTRIES];
+        for one in served.iter_mut() {
+            let page = page_at(window(one.slot));
+            if !one.ring.is_pending(page) {
+                continue;
+            }
+            worked = true;
+            let count = one.ring.take_batch(page, &mut batch);
+            for request in &batch[..count] {
+                match answer_here(one, request.number) {
+                    Some(value) => {
+                        counters().syspage_served_here.fetch_add(1, Ordering::Relaxed);
+                        if !syspage::complete(page, request, value) {
+                            counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    None => handed.push(SyspageCall {
+                        kernel_core: shared::this_core() as u16,
+                        pid: one.pid,
+                        tid: one.tid,
+                        index: request.index as u8,
+                        sequence: request.sequence,
+                        number: request.number,
+                        arguments: request.arguments,
+                    }),
+                }
+            }
+        }
+    }
+    let homes: Vec<usize> = {
+        let served = SERVED.lock();
+        handed.iter().map(|call| served.iter().find(|s| s.tid == call.tid).map_or(usize::MAX, |s| s.home)).collect()
+    };
+    for (call, home) in handed.iter().zip(homes) {
+        let mut bytes = [0u8; SyspageCall::SIZE];
+        call.encode(&mut bytes);
+        counters().syspage_handed_home.fetch_add(1, Ordering::Relaxed);
+        if home == usize::MAX || crate::msg::send_large(home, Kind::SyspageCall, &bytes).is_err() {
+            counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    worked
+}
+
+fn on_result(message: &channel::Message) -> crate::msg::HandlerResult {
+    let result = SyspageResult::decode(message.payload())?;
+    let served = SERVED.lock();
+    let Some(one) = served.iter().find(|s| s.tid == result.tid && s.pid == result.pid) else {
+        // Unregistered meanwhile: the entry's frame is no longer ours to write.
+        counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    };
+    let request = Request {
+        index: usize::from(result.index) % ENTRIES,
+        sequence: result.sequence,
+        number: result.number,
+        arguments: [0; 6],
+    };
+    if !syspage::complete(page_at(window(one.slot)), &request, result.value) {
+        counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn any_pending() -> bool {
+    SERVED.lock().iter().any(|one| one.ring.is_pending(page_at(window(one.slot))))
+}
+
+/// A kernel core's idle work: scan the syspages until nothing came for `kc_spin_us`, then
+/// halt with the doorbell armed (a message, a kick or an AC's submit wakes it).
+pub fn serve_as_kernel_core() {
+    let spin = crate::time::ns_to_cycles(u64::from(shared::facts().options.kc_spin_us) * 1000);
+    let mut idle_since = cpu::read_tsc();
+    while shared::this_kcb().role() == Role::Kernel {
+        crate::msg::drain();
+        if scan() {
+            idle_since = cpu::read_tsc();
+            continue;
+        }
+        if cpu::read_tsc() - idle_since > spin {
+            crate::msg::sleep_unless(any_pending);
+            return;
+        }
+        cpu::relax();
+    }
+}
+
+// ---------------------------------------------------------------- application core side
+
+/// The AC's view of its guest's syspage: where it mapped the frame, and its submit state.
+struct OwnPage {
+    physical: u64,
+    submitter: Submitter,
+}
+
+static OWN: Mutex<Option<OwnPage>> = Mutex::new(None);
+
+/// The AC's window slot (an AC serves no syspage, so slot 0 is free).
+const OWN_SLOT: usize = 0;
+
+/// On an AC: the guest's call as a syspage entry for `kernel_core`, waited for; false when it
+/// must go to the home instead (a call that changes the thread's registers, a full ring, a
+/// KC that stopped).
+pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u64) -> bool {
+    let number = frame.rax;
+    if physical == 0 || !travels_by_syspage(number) || !crate::msg::is_live(kernel_core) {
+        return false;
+    }
+    let mut own = OWN.lock();
+    if own.as_ref().is_none_or(|page| page.physical != physical) {
+        if crate::mm::window::map_frame(window(OWN_SLOT), physical).is_err() {
+            return false;
+        }
+        *own = Some(OwnPage { physical, submitter: Submitter::new() });
+    }
+    let Some(own) = own.as_mut() else { return false };
+    let page = page_at(window(OWN_SLOT));
+    let arguments = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
+    let Ok(index) = own.submitter.add(page, number as u32, arguments) else { return false };
+    ring_doorbell(kernel_core);
+    while !Submitter::is_done(page, index) {
+        if !crate::msg::is_live(kernel_core) {
+            log::warn!("kernel core {kernel_core} stopped with a call of this AC's thread in its syspage");
+            return false;
+        }
+        cpu::relax();
+    }
+    counters().sent_by_syspage.fetch_add(1, Ordering::Relaxed);
+    frame.rax = own.submitter.take_value(page, index).unwrap_or(-i64::from(errno::EIO)) as u64;
+    true
+}
+
+/// On an AC whose guest ended: unmaps its syspage frame.
+pub fn release_own() {
+    if OWN.lock().take().is_some() {
+        crate::mm::window::unmap_frame(window(OWN_SLOT));
+    }
+}
+
+/// Registers the handlers of both sides.
+pub fn init() {
+    use crate::msg::{register, Handler};
+    register(Kind::SyspageCall, Handler { high_priority: false, on_line: None, on_large: Some(on_call) });
+    register(Kind::SyspageResult, Handler { high_priority: false, on_line: Some(on_result), on_large: None });
+    icc::register(handler::SYSPAGE_ATTACH, |arguments| Ok(attach_here(arguments)));
+    icc::register(handler::SYSPAGE_DETACH, |arguments| Ok(detach_here(arguments)));
 }
