@@ -309,7 +309,7 @@ fn message_stats(out: &mut dyn Write) -> fmt::Result {
 
 fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
     const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
-                         msg bench [core] [n]";
+                         msg bench [core] [n] | msg stress [lines]";
     match arguments {
         ["stats"] => Ok(message_stats(out)?),
         ["ping", target, rest @ ..] => {
@@ -376,6 +376,16 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
                 _ => return Err(CommandError::Usage(USAGE)),
             };
             crate::msg::bench::run(target, iterations, out).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
+        }
+        ["stress", rest @ ..] => {
+            let lines = match rest {
+                [] => 100_000,
+                [n] => parse_count(n, "lines", 1000, 10_000_000)?,
+                _ => return Err(CommandError::Usage(USAGE)),
+            };
+            let detail = crate::msg::stress::run_stress(lines).map_err(CommandError::Failed)?;
+            writeln!(out, "stress: {detail}")?;
+            Ok(())
         }
         _ => Err(CommandError::Usage(USAGE)),
     }

@@ -888,6 +888,15 @@ pub fn wait_for_messages() {
     if mode == NotifyMode::Mwait && !shared::facts().has_mwait {
         mode = NotifyMode::Hybrid;
     }
+    if mode == NotifyMode::Poll && shared::this_kcb().role() != crate::core::kcb::Role::Timesharing {
+        // No timer wakes an AC or a KC to look: polling means looking now, not sleeping.
+        if let Some(incoming) = receive_one() {
+            dispatch(&incoming);
+        } else {
+            cpu::relax();
+        }
+        return;
+    }
     if mode == NotifyMode::Hybrid {
         let start = cpu::read_tsc();
         let spin = line.spin_cycles.load(Ordering::Relaxed);
@@ -913,6 +922,10 @@ pub fn sleep_unless(mut ready: impl FnMut() -> bool) {
         return;
     }
     let line = &area().cores[me].notify;
+    if NotifyMode::from_u32(line.mode.load(Ordering::Relaxed)) == NotifyMode::Poll {
+        // Senders in poll mode ring nobody: keep looking instead of sleeping.
+        return;
+    }
     let look = || {
         if ready() {
             return Some(None);

@@ -123,7 +123,7 @@ fn deliver(to: usize, tag: u64, mut send: impl FnMut() -> Result<(), super::Send
 }
 
 /// This core's share: `per_target` lines to every other core on its receive queue, a
-/// quarter as many on the URPC ring, and (core 0 only) large and multicast messages. A
+/// quarter as many on the URPC ring, and (the leader only) large and multicast messages. A
 /// target that stops running is left out from then on (the restart test kills one).
 fn send_share(per_target: u64, with_large: bool) {
     let me = shared::this_core() as usize;
@@ -160,9 +160,11 @@ fn send_share(per_target: u64, with_large: bool) {
     }
 }
 
-/// Opens the stress group and has every core but 0 join it; returns the members.
+/// Opens the stress group and has every core but this one (the leader) join it; returns the
+/// members.
 fn join_stress_group(cores: usize) -> Result<Vec<usize>, String> {
-    let members: Vec<usize> = (1..cores).collect();
+    let me = shared::this_core() as usize;
+    let members: Vec<usize> = (0..cores).filter(|&core| core != me).collect();
     area().groups[STRESS_GROUP].reopen();
     for member in &members {
         icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
@@ -200,7 +202,11 @@ pub fn run_stress(total: u64) -> Result<String, String> {
         for core in 0..cores {
             super::set_mode(core, *mode);
         }
-        let calls: Vec<(usize, u32)> = (1..cores)
+        // Every core but the leader (the core running this: core 0 for `test=`, any core
+        // for `msg stress`) sends its share when asked; the leader sends its own.
+        let me = shared::this_core() as usize;
+        let calls: Vec<(usize, u32)> = (0..cores)
+            .filter(|&core| core != me)
             .map(|core| icc::call_async(core, handler::STRESS_SENDER, [per_target, 0, 0, 0, 0]).map(|id| (core, id)))
             .collect::<Result<_, _>>()
             .map_err(|e| format!("stress senders not started: {e}"))?;
