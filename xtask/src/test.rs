@@ -1,5 +1,7 @@
 //! `cargo xtask test`: check, host tests, loom models, then QEMU integration runs.
 
+mod roles;
+
 use crate::qemu::{self, Accel, Machine};
 use crate::tools::{self, cargo, run_checked};
 use std::path::Path;
@@ -524,6 +526,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     file_integrations(&mut list, &machine);
     user_shell_integrations(&mut list, &machine);
     control_integrations(&mut list, &machine);
+    roles::integrations(&mut list, &machine);
     list
 }
 

@@ -108,48 +108,79 @@ fn current_away() -> Option<Away> {
     sched::with_current_thread_pub(|thread| *thread.away.lock()).flatten()
 }
 
+/// What came of one trip of a thread to its AC.
+enum Trip {
+    /// The thread is home again (or never left): it returns to ring 3 here.
+    Home,
+    /// Its process is being killed: it ends here.
+    Killed,
+    /// The AC sent this event; the frame and FPU hold the thread's registers.
+    Event(EventKind, u64),
+}
+
 /// On the way back to ring 3 after a system call: while the thread is away, ships it to its
 /// AC and serves what comes back; returns when it is home again (or never was away).
 pub fn serve(frame: &mut InterruptFrame) {
     while let Some(away) = current_away() {
-        let thread = sched::current();
-        let process = thread.process.clone().expect("only user threads move");
-        if !ship(frame, &thread, &process, away) {
-            log::warn!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
-            leave(&thread);
-            return;
-        }
-        let Some(event) = wait_event(&thread, away.core) else {
-            log::warn!("application core {} stopped answering: thread {} runs at home", away.core, thread.tid);
-            leave(&thread);
-            return;
+        // The thread's and process's references live only for the trip: what runs after it
+        // (an exit, a fatal fault) may never return here to drop them.
+        let trip = {
+            let thread = sched::current();
+            let process = thread.process.clone().expect("only user threads move");
+            travel(frame, &thread, &process, away)
         };
-        if event.kind == EventKind::Refused {
-            leave(&thread);
-            if !away.started {
-                frame.rax = (-i64::from(event.errno)) as u64;
-            }
-            return;
-        }
-        if event.kind == EventKind::Ended {
-            leave(&thread);
-            return;
-        }
-        if let Some(current) = thread.away.lock().as_mut() {
-            current.started = true;
-        }
-        *frame = InterruptFrame::from_registers(&event.registers);
-        let mut fpu = Box::new(FpuState(event.fpu));
-        fpu.sanitize();
-        // The thread runs here now: its FPU registers are this core's.
-        fpu.restore();
-        match event.kind {
-            EventKind::Syscall => crate::syscall::execute(frame),
-            EventKind::Fault => fault(frame, event.fault_address),
-            _ => sched::before_user_return(frame, None),
+        match trip {
+            Trip::Home => return,
+            Trip::Killed => super::exit_thread(),
+            Trip::Event(EventKind::Syscall, _) => crate::syscall::execute(frame),
+            Trip::Event(EventKind::Fault, address) => fault(frame, address),
+            Trip::Event(..) => sched::before_user_return(frame, None),
         }
     }
 }
+
+fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Trip {
+    if !ship(frame, thread, process, away) {
+        log::warn!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
+        leave(thread);
+        return Trip::Home;
+    }
+    let event = match wait_event(thread, away.core) {
+        Some(Ok(event)) => event,
+        Some(Err(Killed)) => return Trip::Killed,
+        None => {
+            log::warn!("application core {} stopped answering: thread {} runs at home", away.core, thread.tid);
+            leave(thread);
+            return Trip::Home;
+        }
+    };
+    match event.kind {
+        EventKind::Refused => {
+            leave(thread);
+            if !away.started {
+                frame.rax = (-i64::from(event.errno)) as u64;
+            }
+            return Trip::Home;
+        }
+        EventKind::Ended => {
+            leave(thread);
+            return Trip::Home;
+        }
+        _ => {}
+    }
+    if let Some(current) = thread.away.lock().as_mut() {
+        current.started = true;
+    }
+    *frame = InterruptFrame::from_registers(&event.registers);
+    let mut fpu = Box::new(FpuState(event.fpu));
+    fpu.sanitize();
+    // The thread runs here now: its FPU registers are this core's.
+    fpu.restore();
+    Trip::Event(event.kind, event.fault_address)
+}
+
+/// The process of a waiting thread is being killed.
+struct Killed;
 
 /// Sends the thread's registers, FPU image, TLS base and page-table roots to its AC.
 fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> bool {
@@ -190,11 +221,11 @@ fn take_event(tid: u32) -> Option<AcEvent> {
 
 /// Waits for the AC's next event. A signal for the thread recalls it (the AC answers with
 /// its registers); a kill ends it there at once. `None` when the AC stopped running.
-fn wait_event(thread: &sched::Thread, core: usize) -> Option<AcEvent> {
+fn wait_event(thread: &sched::Thread, core: usize) -> Option<Result<AcEvent, Killed>> {
     let mut recalled = false;
     loop {
         if let Some(event) = take_event(thread.tid) {
-            return Some(event);
+            return Some(Ok(event));
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();
@@ -214,7 +245,7 @@ fn wait_event(thread: &sched::Thread, core: usize) -> Option<AcEvent> {
                 if let Some(away) = away {
                     end_on(thread, away.core, true);
                 }
-                super::exit_thread();
+                return Some(Err(Killed));
             }
             Wakeup::Interrupted => {
                 if !recalled {

@@ -44,6 +44,9 @@ pub fn spawn_error_text(errno: Option<i32>) -> &'static str {
         Some(libc::E2BIG) => "arguments too long",
         Some(libc::EINVAL) => "no such core: see `cores`",
         Some(libc::EAGAIN) => "that core is not running: see `cores`, `start <core>`",
+        Some(libc::EBUSY) => {
+            "that core runs no processes (an application or kernel core): see `cores`, `role <core> tc`"
+        }
         Some(libc::ETIMEDOUT) => "that core did not answer in time",
         Some(libc::ECHILD) => "no such child",
         Some(libc::ESRCH) => "no such process",

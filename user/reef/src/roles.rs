@@ -85,8 +85,9 @@ pub fn execac(words: &[&str]) -> u8 {
         },
     };
     let search_path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string());
-    let Ok(path) = resolve(program, &search_path) else {
-        eprintln!("execac: {program}: no such program in $PATH ({search_path}): give its path, or see `ls /bin`");
+    let found = resolve(program, &search_path).ok().filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file()));
+    let Some(path) = found else {
+        eprintln!("execac: {program}: no such program (in $PATH: {search_path}): give its path, or see `ls /bin`");
         return NOT_FOUND_STATUS;
     };
     if let Err(error) = roles::move_to_ac(core, syspage) {

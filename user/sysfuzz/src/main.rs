@@ -6,13 +6,15 @@ mod probes;
 mod random;
 mod rules;
 mod scratch;
+mod scribble;
 
 use random::Random;
 use rules::{Action, Rule};
 use scratch::Scratch;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: sysfuzz [--seed S] [--calls N] [--threads T] [--trace]";
+const USAGE: &str = "usage: sysfuzz [--seed S] [--calls N] [--threads T] [--trace]\n       \
+                     sysfuzz --scribble <kernel core> [--seed S] [--calls N]   (a syspage, and garbage in it)";
 const DEFAULT_CALLS: u64 = 100_000;
 /// Enough threads to load every core of a small machine; more only adds noise.
 const MAX_THREADS: usize = 64;
@@ -26,6 +28,8 @@ struct Options {
     threads: usize,
     /// Print each call before it is made, so the last line before a crash names it.
     trace: bool,
+    /// `--scribble <kc>`: scribble on a syspage served by that kernel core instead.
+    scribble: Option<usize>,
 }
 
 fn parse_number(text: &str) -> Option<u64> {
@@ -37,7 +41,7 @@ fn parse_number(text: &str) -> Option<u64> {
 
 /// Parses the arguments after the program name; `default_seed` is used without `--seed`.
 fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
-    let mut options = Options { seed: default_seed, calls: DEFAULT_CALLS, threads: 1, trace: false };
+    let mut options = Options { seed: default_seed, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None };
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         let mut value = || rest.next().ok_or_else(|| format!("{argument} needs a value"));
@@ -52,6 +56,9 @@ fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
                     .ok_or(format!("--threads takes a number from 1 to {MAX_THREADS}"))?;
             }
             "--trace" => options.trace = true,
+            "--scribble" => {
+                options.scribble = Some(value()?.parse().map_err(|_| "--scribble takes a kernel core's number")?)
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -247,6 +254,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(kernel_core) = options.scribble {
+        println!("sysfuzz: scribbling on a syspage served by core {kernel_core}, seed {}", options.seed);
+        return match scribble::run(kernel_core, options.seed, options.calls) {
+            Ok(detail) => {
+                println!("TEST sysfuzz-scribble ok {detail} seed={}", options.seed);
+                ExitCode::SUCCESS
+            }
+            Err(problem) => {
+                println!("TEST sysfuzz-scribble fail {problem} seed={}", options.seed);
+                ExitCode::FAILURE
+            }
+        };
+    }
     println!("sysfuzz: seed {} calls {} threads {}", options.seed, options.calls, options.threads);
     let probes = probes::probe_control();
     match &probes {
@@ -286,11 +306,11 @@ mod tests {
 
     #[test]
     fn options() {
-        let defaults = Options { seed: 5, calls: DEFAULT_CALLS, threads: 1, trace: false };
+        let defaults = Options { seed: 5, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None };
         assert_eq!(parse(&[], 5), Ok(defaults));
         assert_eq!(
             parse(&strings(&["--seed", "0x10", "--calls", "7", "--threads", "3", "--trace"]), 5),
-            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true })
+            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true, scribble: None })
         );
         assert!(parse(&strings(&["--threads", "0"]), 5).is_err());
         assert!(parse(&strings(&["--seed"]), 5).unwrap_err().contains("needs a value"));

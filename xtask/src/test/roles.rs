@@ -1,0 +1,148 @@
+//! Roles, application cores and syspages (issue 11): `role`, `execac`, `execac --syspage`, the
+//! refusals, the fuzzers on an AC and on a syspage, a role change under the message stress.
+
+use super::{exec, nothing_leaked, printed, printed_in_order, test_lines_ok, Integration, ANY_STATUS};
+use crate::qemu::Machine;
+use crate::tools;
+use std::time::Duration;
+
+/// The host's SHA-256 of `/etc/hello.txt`, which busybox on an AC must print too.
+fn hello_digest() -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(tools::HELLO_TEXT.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Counts the lines holding `text`.
+fn count(serial: &str, text: &str) -> usize {
+    serial.lines().filter(|line| line.contains(text)).count()
+}
+
+/// The QEMU runs of this issue.
+pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let digest = hello_digest();
+    // Two cores: an AC, busybox on it, and every refusal that needs no third core.
+    let script = "role 1 ac; /bin/cores; execac 1 /bin/busybox sha256sum /etc/hello.txt; \
+                  execac 1 /bin/reef cores | grep -c AC; \
+                  role 0 ac; role 0 kc; role 7 ac; role 1 xc; execac 0 /bin/busybox true; \
+                  execac --syspage 1 /bin/busybox true; execac 1 /bin/nothing-here; \
+                  execac 1 /bin/busybox sleep 2 & sleep 1; execac 1 /bin/busybox true; role 1 tc; wait; \
+                  execac -1 /bin/busybox echo any-ac-done; role 1 tc; /bin/cores; /bin/ps";
+    let expected_digest = digest.clone();
+    list.push(Integration {
+        name: "roles-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(serial, &["core 1 is now an AC", "1     1     running       AC"])?;
+            printed(
+                serial,
+                &format!("{expected_digest}  /etc/hello.txt"),
+                "busybox sha256sum on the AC did not print the host's digest",
+            )?;
+            printed(
+                serial,
+                "role: core 0 to AC: the change would leave no timesharing core",
+                "making the last TC an AC was not refused",
+            )?;
+            printed(
+                serial,
+                "role: core 0 to KC: the change would leave no timesharing core",
+                "a KC with no TC left was not refused",
+            )?;
+            printed(serial, "role: core 7 to AC: no such core", "a role for no core was not refused")?;
+            printed(serial, "role: `xc` is no role", "a bad role word was not refused")?;
+            printed(serial, "execac: core 0: not an application core", "execac to a TC was not refused")?;
+            printed(
+                serial,
+                "execac: core 1: no kernel core to serve the syspage",
+                "execac --syspage with no KC was not refused",
+            )?;
+            printed(serial, "execac: /bin/nothing-here: no such program", "execac of no program was not refused")?;
+            printed(
+                serial,
+                "execac: core 1: that application core runs a thread already",
+                "execac to a busy AC was not refused",
+            )?;
+            printed(
+                serial,
+                "role: core 1 to TC: the change would leave no timesharing core, or the core runs",
+                "a role change of a busy AC was not refused",
+            )?;
+            printed(serial, "any-ac-done", "execac -1 found no free AC")?;
+            printed_in_order(serial, &["core 1 is now a TC", "1     1     running       TC"])?;
+            nothing_leaked(serial, 2)
+        }),
+    });
+    // Four cores: a KC and two ACs; busybox through the syspage, the fuzzer on an AC by trap
+    // and by syspage, the scribbler on its own syspage, a spawn refused by the KC.
+    let script = "role 3 kc; role 1 ac; role 2 ac; /bin/cores; \
+                  execac --syspage 1 /bin/busybox sha256sum /etc/hello.txt; \
+                  execac 1 /bin/sysfuzz --seed 11 --calls 3000; \
+                  execac --syspage 2 /bin/sysfuzz --seed 12 --calls 3000; \
+                  execac 1 /bin/sysfuzz --scribble 3 --seed 13 --calls 1500; \
+                  on 0 /bin/sysfuzz --scribble 3 --seed 14 --calls 3000; \
+                  spawn 3 /bin/busybox true; /bin/syscalls 1; /bin/syscalls 2; /bin/syscalls 3; \
+                  role 1 tc; role 2 tc; role 3 tc; spawn 0 /bin/busybox echo kernels alive; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "syspages-4-cores".into(),
+        machine: {
+            let mut m = machine(4, &exec(script));
+            m.timeout = Duration::from_secs(300);
+            m
+        },
+        expected_status: ANY_STATUS,
+        check: Box::new(move |serial| {
+            printed_in_order(serial, &["3     3     running       KC"])?;
+            printed(
+                serial,
+                &format!("{digest}  /etc/hello.txt"),
+                "busybox sha256sum through the syspage did not print the host's digest",
+            )?;
+            test_lines_ok(serial, "sysfuzz", 2)?;
+            test_lines_ok(serial, "sysfuzz-scribble", 2)?;
+            printed(serial, "spawn: /bin/busybox on core 3", "a spawn on the KC was not refused")?;
+            if count(serial, "as an application core: ") < 2 {
+                return Err("`syscalls` shows no forwarded calls on the ACs".into());
+            }
+            let kc_line = serial
+                .lines()
+                .find(|l| l.contains("as a kernel core: "))
+                .ok_or("`syscalls 3` shows no syspage entries on the KC")?;
+            if kc_line.contains(" 0 syspage entries served here") {
+                return Err(format!("the KC served nothing itself: {kc_line}"));
+            }
+            printed(serial, "kernels alive", "a kernel did not survive")?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            if count(serial, "running       TC") < 4 {
+                return Err("not every core is a running TC at the end".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+    // Roles change while the message stress runs between all four cores (led by core 1); an
+    // AC runs a program meanwhile. The stress's counters must still balance.
+    let script = "on 1 /bin/msg stress 200000 & sleep 0.3; role 2 ac; role 3 kc; role 2 kc; role 3 ac; \
+                  execac 3 /bin/busybox echo on-ac; role 2 tc; role 3 tc; wait; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "roles-under-msg-stress-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["core 2 is now an AC", "core 3 is now a KC", "core 2 is now a KC", "core 3 is now an AC"],
+            )?;
+            printed(serial, "on-ac", "the program on the AC did not run")?;
+            let stress = serial
+                .lines()
+                .find(|l| l.contains("stress: ") || l.starts_with("error: sent "))
+                .ok_or("no stress result")?;
+            if !stress.contains("order/checksum errors 0") || !stress.starts_with("stress: ") {
+                return Err(format!("the stress failed: {stress}"));
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
