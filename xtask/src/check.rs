@@ -4,7 +4,7 @@ use crate::tools::{cargo, run_checked};
 use serde_json::Value;
 
 /// Layers, lowest first. A crate may depend only on crates of a lower layer, except that
-/// crates of layer 0 may use each other (abi, channel, platform, syspage: no Reef above them).
+/// crates of layer 0 may use each other, but for the [`LEAVES`], which use none.
 fn layer(manifest_relative: &str) -> Option<(u8, &'static str)> {
     if manifest_relative.starts_with("crates/") {
         Some((0, "library crate"))
@@ -18,6 +18,10 @@ fn layer(manifest_relative: &str) -> Option<(u8, &'static str)> {
         None
     }
 }
+
+/// The crates both sides of a boundary share (kernel and user space, or kernel instances):
+/// they depend on no workspace crate at all, not even one of layer 0.
+const LEAVES: [&str; 3] = ["abi", "channel", "syspage"];
 
 /// Checks that no workspace crate depends on a crate of its own or a higher layer.
 pub fn dependency_direction() -> Result<(), String> {
@@ -56,6 +60,8 @@ pub fn dependency_direction() -> Result<(), String> {
             let upward = target_layer > own_layer || (target_layer == own_layer && own_layer != 0);
             if upward {
                 violations.push(format!("{name} ({own_kind}) depends on {target} ({target_kind})"));
+            } else if LEAVES.contains(&name) {
+                violations.push(format!("{name} depends on {target}, but it must depend on no crate of Reef"));
             }
         }
     }

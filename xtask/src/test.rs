@@ -671,13 +671,25 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         record(
             "loom-models",
             timed(&|| {
-                run_checked(
-                    cargo()
-                        .args(["test", "--quiet", "--release", "-p", "channel", "--features", "loom", "--test", "loom"])
-                        .env("RUSTFLAGS", "--cfg loom")
-                        .env("CARGO_TARGET_DIR", tools::root().join("target/loom")),
-                    "loom models",
-                )
+                ["channel", "syspage"].into_iter().try_for_each(|package| {
+                    run_checked(
+                        cargo()
+                            .args([
+                                "test",
+                                "--quiet",
+                                "--release",
+                                "-p",
+                                package,
+                                "--features",
+                                "loom",
+                                "--test",
+                                "loom",
+                            ])
+                            .env("RUSTFLAGS", "--cfg loom")
+                            .env("CARGO_TARGET_DIR", tools::root().join("target/loom")),
+                        &format!("loom models of {package}"),
+                    )
+                })
             }),
         );
     }

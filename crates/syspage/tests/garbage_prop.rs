@@ -1,0 +1,210 @@
+//! Property tests: whatever a process writes into its syspage, whenever it writes it, the kernel
+//! side (`Ring::take`, `take_batch`, `is_pending`, `complete`) never panics, only ever takes the
+//! head, hands over exactly what the entry held at the take, and writes only a value and a
+//! header, and only into an entry that still holds the request it completes.
+#![cfg(not(loom))]
+
+use proptest::prelude::*;
+use std::sync::atomic::Ordering::Relaxed;
+use syspage::{complete, status, Header, Page, Request, Ring, ENTRIES};
+
+/// Words of a page: 8 per entry.
+const WORDS: usize = ENTRIES * 8;
+
+fn word(page: &Page, index: usize) -> &std::sync::atomic::AtomicU64 {
+    let entry = &page.entries[index / 8];
+    match index % 8 {
+        0 => &entry.header,
+        7 => &entry.value,
+        argument => &entry.arguments[argument - 1],
+    }
+}
+
+fn snapshot(page: &Page) -> Vec<u64> {
+    (0..WORDS).map(|index| word(page, index).load(Relaxed)).collect()
+}
+
+/// A word the process writes: often a header of some status, sometimes anything.
+fn scribble_value() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        any::<u64>(),
+        (0u8..5, any::<u32>(), any::<u32>())
+            .prop_map(|(status, sequence, number)| Header { status, sequence, number }.pack()),
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Take,
+    TakeBatch(usize),
+    IsPending,
+    /// Completes one of the requests taken so far (by position, wrapping), with a value.
+    CompleteTaken(usize, i64),
+    /// Completes a request made up from nothing.
+    CompleteForged(usize, u32, u32, i64),
+    /// The process writes a word of its page.
+    Scribble(usize, u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => Just(Step::Take),
+        2 => (0..80usize).prop_map(Step::TakeBatch),
+        1 => Just(Step::IsPending),
+        3 => (any::<usize>(), any::<i64>()).prop_map(|(which, value)| Step::CompleteTaken(which, value)),
+        1 => (any::<usize>(), any::<u32>(), any::<u32>(), any::<i64>())
+            .prop_map(|(index, sequence, number, value)| Step::CompleteForged(index, sequence, number, value)),
+        6 => (0..WORDS, scribble_value()).prop_map(|(index, value)| Step::Scribble(index, value)),
+    ]
+}
+
+/// Checks one take against the page as it was just before it.
+fn check_take(before: &[u64], head: usize, taken: Option<Request>, ring: &Ring) -> Result<(), TestCaseError> {
+    let header = Header::unpack(before[head * 8]);
+    if header.status == status::SUBMITTED {
+        let request = taken.expect("a submitted head is taken");
+        prop_assert_eq!(request.index, head);
+        prop_assert_eq!((request.sequence, request.number), (header.sequence, header.number));
+        let arguments: Vec<u64> = before[head * 8 + 1..head * 8 + 7].to_vec();
+        prop_assert_eq!(request.arguments.to_vec(), arguments);
+        prop_assert_eq!(ring.head(), (head + 1) % ENTRIES);
+    } else {
+        prop_assert_eq!(taken, None);
+        prop_assert_eq!(ring.head(), head);
+    }
+    Ok(())
+}
+
+fn check_complete(page: &Page, request: &Request, value: i64) -> Result<(), TestCaseError> {
+    let before = snapshot(page);
+    let index = request.index % ENTRIES;
+    let holds = before[index * 8]
+        == Header { status: status::SUBMITTED, sequence: request.sequence, number: request.number }.pack();
+    let completed = complete(page, request, value);
+    prop_assert_eq!(completed, holds);
+    let mut expected = before.clone();
+    if holds {
+        expected[index * 8] =
+            Header { status: status::DONE, sequence: request.sequence, number: request.number }.pack();
+        expected[index * 8 + 7] = value as u64;
+    }
+    prop_assert_eq!(snapshot(page), expected, "only the completed entry's header and value change");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+    #[test]
+    fn any_page_and_any_scribbling_leave_the_kernel_side_sound(
+        initial in proptest::collection::vec(scribble_value(), WORDS),
+        head in any::<usize>(),
+        steps in proptest::collection::vec(step(), 1..200),
+    ) {
+        let page = Page::new();
+        for (index, value) in initial.iter().enumerate() {
+            word(&page, index).store(*value, Relaxed);
+        }
+        let mut ring = Ring::starting_at(head);
+        prop_assert!(ring.head() < ENTRIES);
+        let mut taken: Vec<Request> = Vec::new();
+        for step in steps {
+            match step {
+                Step::Take => {
+                    let before = snapshot(&page);
+                    let head = ring.head();
+                    let request = ring.take(&page);
+                    check_take(&before, head, request, &ring)?;
+                    prop_assert_eq!(snapshot(&page), before, "taking writes nothing");
+                    taken.extend(request);
+                }
+                Step::TakeBatch(limit) => {
+                    let before = snapshot(&page);
+                    let mut out = vec![Request::default(); limit];
+                    let mut expected_ring = ring;
+                    let count = ring.take_batch(&page, &mut out);
+                    prop_assert!(count <= limit);
+                    for request in &out[..count] {
+                        let head = expected_ring.head();
+                        let again = expected_ring.take(&page);
+                        check_take(&before, head, again, &expected_ring)?;
+                        prop_assert_eq!(again, Some(*request));
+                    }
+                    prop_assert_eq!(expected_ring, ring);
+                    if count < limit {
+                        prop_assert_eq!(expected_ring.take(&page), None, "a batch stops at the first entry not submitted");
+                    }
+                    taken.extend_from_slice(&out[..count]);
+                }
+                Step::IsPending => {
+                    let head = Header::unpack(word(&page, ring.head() * 8).load(Relaxed));
+                    prop_assert_eq!(ring.is_pending(&page), head.status == status::SUBMITTED);
+                }
+                Step::CompleteTaken(which, value) => {
+                    if !taken.is_empty() {
+                        let request = taken[which % taken.len()];
+                        check_complete(&page, &request, value)?;
+                    }
+                }
+                Step::CompleteForged(index, sequence, number, value) => {
+                    let request = Request { index, sequence: sequence & Header::SEQUENCE_MASK, number, arguments: [0; 6] };
+                    check_complete(&page, &request, value)?;
+                }
+                Step::Scribble(index, value) => word(&page, index).store(value, Relaxed),
+            }
+        }
+    }
+}
+
+/// The same with real concurrency: a thread scribbling random words as fast as it can while
+/// the kernel side takes and completes; the checks are that nothing panics and every request
+/// names the entry that was the head.
+#[test]
+fn a_scribbling_thread_never_upsets_the_kernel_side() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let page = Box::new(Page::new());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut state = 0x9E37_79B9_7F4A_7C15u64;
+            while !stop.load(Ordering::Relaxed) {
+                // xorshift: cheap, deterministic noise.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Half the writes are a submitted header into some entry, so the kernel side
+                // finds work at its head now and then; the rest are any word anywhere.
+                let (index, value) = if state & 1 == 0 {
+                    ((state >> 20) as usize % WORDS, state)
+                } else {
+                    ((state >> 20) as usize % ENTRIES * 8, state & !0xFF | u64::from(status::SUBMITTED))
+                };
+                word(&page, index).store(value, Relaxed);
+            }
+        });
+        let mut ring = Ring::new();
+        let mut batch = [Request::default(); ENTRIES];
+        let mut taken = 0usize;
+        let start = std::time::Instant::now();
+        let mut round = 0usize;
+        while taken < 10_000 && start.elapsed() < std::time::Duration::from_secs(2) {
+            round += 1;
+            let head = ring.head();
+            if round.is_multiple_of(2) {
+                if let Some(request) = ring.take(&page) {
+                    assert_eq!(request.index, head);
+                    complete(&page, &request, round as i64);
+                    taken += 1;
+                }
+            } else {
+                let count = ring.take_batch(&page, &mut batch);
+                for (offset, request) in batch[..count].iter().enumerate() {
+                    assert_eq!(request.index, (head + offset) % ENTRIES);
+                    complete(&page, request, -1);
+                }
+                taken += count;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        eprintln!("took {taken} scribbled requests in {round} rounds");
+    });
+}

@@ -1,0 +1,108 @@
+//! Loom model of the syspage protocol (compiled only with `--cfg loom`).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p syspage --release --features loom --test loom`
+//!
+//! One submitter thread (the process) and one kernel-core thread over a ring of two entries
+//! (`ENTRIES` is 2 under loom), three calls, so the ring wraps and the submitter finds it full.
+//! The two threads only ever wait for each other, never for a third, so both may spin
+//! (yielding) without bound. Checked: every call is executed once, its value read once, in
+//! ring order, with the arguments it was posted with, and every entry ends free.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use syspage::{complete, Full, Page, Ring, Submitter, ENTRIES};
+
+const CALLS: u32 = 3;
+
+fn check(preemption_bound: usize, model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemption_bound);
+    builder.check(model);
+}
+
+/// The value the kernel core gives call `number` with first argument `argument`.
+fn value_of(number: u32, argument: u64) -> i64 {
+    i64::from(number) * 1000 + argument as i64
+}
+
+/// The kernel core: serves `CALLS` calls in order, one at a time (`take`) or in batches.
+fn kernel_core(page: &Page, executed: &AtomicUsize, batched: bool) {
+    let mut ring = Ring::new();
+    let mut served = 0;
+    while served < CALLS {
+        let mut batch = [syspage::Request::default(); ENTRIES];
+        let count = if batched {
+            ring.take_batch(page, &mut batch)
+        } else {
+            ring.take(page).map(|request| batch[0] = request).map_or(0, |()| 1)
+        };
+        if count == 0 {
+            thread::yield_now();
+            continue;
+        }
+        for request in &batch[..count] {
+            assert_eq!(request.number, served, "taken in ring order");
+            assert_eq!(request.arguments, [u64::from(served) + 7; 6], "the arguments as posted");
+            assert_eq!(request.index, served as usize % ENTRIES);
+            executed.fetch_add(1, Ordering::Relaxed);
+            assert!(complete(page, request, value_of(request.number, request.arguments[0])));
+            served += 1;
+        }
+    }
+}
+
+/// The process: posts the calls in order, collecting the oldest value when the ring is full,
+/// then the rest; returns the values in the order read.
+fn process(page: &Page) -> Vec<i64> {
+    let mut submitter = Submitter::new();
+    let mut values = Vec::new();
+    let collect_oldest = |submitter: &mut Submitter| loop {
+        let oldest = submitter.oldest_pending().expect("something is pending");
+        if let Some(value) = submitter.take_value(page, oldest) {
+            assert_eq!(submitter.take_value(page, oldest), None, "read once");
+            return value;
+        }
+        thread::yield_now();
+    };
+    for number in 0..CALLS {
+        loop {
+            match submitter.add(page, number, [u64::from(number) + 7; 6]) {
+                Ok(_) => break,
+                Err(Full) => values.push(collect_oldest(&mut submitter)),
+            }
+        }
+    }
+    while submitter.pending() > 0 {
+        values.push(collect_oldest(&mut submitter));
+    }
+    values
+}
+
+fn model(batched: bool) {
+    check(3, move || {
+        let page = Arc::new(Page::new());
+        let executed = Arc::new(AtomicUsize::new(0));
+        let server = {
+            let (page, executed) = (page.clone(), executed.clone());
+            thread::spawn(move || kernel_core(&page, &executed, batched))
+        };
+        let values = process(&page);
+        server.join().unwrap();
+        let expected: Vec<i64> = (0..CALLS).map(|number| value_of(number, u64::from(number) + 7)).collect();
+        assert_eq!(values, expected, "each value read once, in ring order");
+        assert_eq!(executed.load(Ordering::Relaxed), CALLS as usize, "each call executed once");
+        assert_eq!(page.nr_in_use(), 0, "every entry free again");
+    });
+}
+
+#[test]
+fn one_submitter_one_kernel_core_across_a_wrap() {
+    model(false);
+}
+
+#[test]
+fn one_submitter_one_kernel_core_in_batches() {
+    model(true);
+}
