@@ -2,6 +2,8 @@
 #![doc = include_str!("../README.md")]
 
 pub mod raw;
+pub mod syspage;
+pub mod tsc;
 
 use std::ffi::CString;
 use std::io;
@@ -38,7 +40,7 @@ impl std::fmt::Display for Pid {
 ///
 /// Every argument the call treats as a pointer must point to memory that is valid, for the
 /// whole call, for what the call reads or writes there (`abi::call` says which).
-unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
+pub(crate) unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
     let number = libc::c_long::try_from(number).expect("Reef call numbers fit a C long");
     // SAFETY: the caller vouches for the pointer arguments (this function's contract);
     // `syscall` itself only moves the six values into registers and returns the result.

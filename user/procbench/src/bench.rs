@@ -1,7 +1,7 @@
 //! The benchmarks: each takes its samples, in TSC cycles, one per timed operation.
 
 use crate::os;
-use crate::tsc;
+use rt::tsc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
