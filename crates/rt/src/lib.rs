@@ -60,6 +60,15 @@ pub fn current_core() -> Option<usize> {
     Some(core)
 }
 
+/// The core the calling thread runs on: Reef's logical core, or on Linux the CPU `getcpu`
+/// reports; `None` when neither answers.
+pub fn current_cpu() -> Option<usize> {
+    current_core().or_else(|| {
+        // SAFETY: `sched_getcpu` takes no pointer and only reads the CPU number.
+        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+    })
+}
+
 /// How many kernel instances are running, or `None` when not on Reef.
 pub fn instance_count() -> Option<usize> {
     // SAFETY: `reef_cores` takes no arguments, so none is read as a pointer.
@@ -238,6 +247,7 @@ mod tests {
     fn reef_calls_say_enosys_on_linux() {
         assert_eq!(current_core(), None);
         assert_eq!(instance_count(), None);
+        assert!(current_cpu().is_some(), "getcpu answers on Linux");
         assert!(!on_reef());
         assert!(!on_reef(), "remembered");
         let error = spawn(0, "/bin/true", &[], &[]).unwrap_err();
