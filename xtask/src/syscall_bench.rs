@@ -554,24 +554,13 @@ fn charts(runs: &[GuestRun], accel: Accel, directory: &std::path::Path) {
         })
         .filter(|series| !series.points.is_empty())
         .collect();
-    let path = directory.join("syscall-blocking.png");
-    let drawn = if blocking.is_empty() {
-        Err("no blocking figure measured".into())
-    } else {
-        plot::line_chart(
-            &path,
-            &format!("N blocking getppid, median with p5-p95 ({})", accel.name()),
-            "calls",
-            "time (µs)",
-            &blocking,
-            true,
-            true,
-        )
-    };
-    match drawn {
-        Ok(()) => println!("wrote {}", path.display()),
-        Err(error) => println!("no blocking chart: {error}"),
-    }
+    draw(
+        &directory.join("syscall-blocking.png"),
+        &format!("N blocking getppid, median with p5-p95 ({})", accel.name()),
+        ("calls", "time (µs)"),
+        &blocking,
+        "blocking",
+    );
 
     let batch_sizes: Vec<f64> = [1.0, 2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0].to_vec();
     let mut batch: Vec<Series> = Vec::new();
@@ -589,23 +578,25 @@ fn charts(runs: &[GuestRun], accel: Accel, directory: &std::path::Path) {
             batch.push(series);
         }
     }
-    let path = directory.join("syscall-batch.png");
-    let drawn = if batch.is_empty() {
-        Err("no batch figure measured".into())
+    draw(
+        &directory.join("syscall-batch.png"),
+        &format!("throughput against batch size, median ({})", accel.name()),
+        ("batch size", "calls/s"),
+        &batch,
+        "batch",
+    );
+}
+
+/// Draws `series` on log-log axes into `path`, or says why there is no chart of `what`.
+fn draw(path: &std::path::Path, title: &str, (x_label, y_label): (&str, &str), series: &[Series], what: &str) {
+    let drawn = if series.is_empty() {
+        Err(format!("no {what} figure measured"))
     } else {
-        plot::line_chart(
-            &path,
-            &format!("throughput against batch size, median ({})", accel.name()),
-            "batch size",
-            "calls/s",
-            &batch,
-            true,
-            true,
-        )
+        plot::line_chart(path, title, x_label, y_label, series, true, true)
     };
     match drawn {
         Ok(()) => println!("wrote {}", path.display()),
-        Err(error) => println!("no batch chart: {error}"),
+        Err(error) => println!("no {what} chart: {error}"),
     }
 }
 
