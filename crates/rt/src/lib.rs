@@ -69,6 +69,26 @@ pub fn current_cpu() -> Option<usize> {
     })
 }
 
+/// Pins the calling thread, and the threads it starts from now on, to `cpu` alone (Linux
+/// `sched_setaffinity`; on Reef a thread runs where its process or `execac` put it).
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value of this plain bit array.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is beyond cpu_set_t")));
+    }
+    // SAFETY: `cpu` is below the number of bits of `set` (checked above), so the bit it sets
+    // is inside the array.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live `cpu_set_t` of the size passed; the kernel only reads it, and
+    // thread id 0 means the calling thread.
+    let status = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if status != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// How many kernel instances are running, or `None` when not on Reef.
 pub fn instance_count() -> Option<usize> {
     // SAFETY: `reef_cores` takes no arguments, so none is read as a pointer.
@@ -248,6 +268,14 @@ mod tests {
         assert_eq!(current_core(), None);
         assert_eq!(instance_count(), None);
         assert!(current_cpu().is_some(), "getcpu answers on Linux");
+        let cpu = current_cpu().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(cpu).unwrap();
+            assert_eq!(current_cpu(), Some(cpu));
+            assert_eq!(pin_current_thread(1 << 20).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        })
+        .join()
+        .unwrap();
         assert!(!on_reef());
         assert!(!on_reef(), "remembered");
         let error = spawn(0, "/bin/true", &[], &[]).unwrap_err();

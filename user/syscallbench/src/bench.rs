@@ -29,7 +29,7 @@ fn trap_getppid() -> i64 {
 impl Caller {
     /// A caller of `mechanism` for the calling thread: registers its syspage with `kc`, or
     /// sets up its io_uring.
-    pub fn new(mechanism: Mechanism, kc: Option<usize>) -> Result<Caller, String> {
+    pub fn new(mechanism: Mechanism, kc: Option<usize>, sqpoll_cpu: Option<u32>) -> Result<Caller, String> {
         Ok(match mechanism {
             Mechanism::Trap => Caller::Trap,
             Mechanism::Syspage => {
@@ -39,10 +39,10 @@ impl Caller {
                 Caller::Syspage { syspage, expected: trap_getppid() }
             }
             Mechanism::Uring => {
-                Caller::Uring(Box::new(Nops::new(false).map_err(|error| format!("io_uring_setup: {error}"))?))
+                Caller::Uring(Box::new(Nops::new(false, None).map_err(|error| format!("io_uring_setup: {error}"))?))
             }
             Mechanism::UringSqpoll => Caller::Uring(Box::new(
-                Nops::new(true).map_err(|error| format!("io_uring_setup with SQPOLL: {error}"))?,
+                Nops::new(true, sqpoll_cpu).map_err(|error| format!("io_uring_setup with SQPOLL: {error}"))?,
             )),
         })
     }
@@ -170,7 +170,7 @@ pub fn threads(
             .map(|_| {
                 let ready = ready.clone();
                 std::thread::spawn(move || -> Result<u64, String> {
-                    let caller = Caller::new(mechanism, kc);
+                    let caller = Caller::new(mechanism, kc, None);
                     // Everyone passes the barrier, ready or not, so no thread waits forever.
                     ready.wait();
                     let mut caller = caller?;
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn trap_figures_on_the_host() {
-        let mut trap = Caller::new(Mechanism::Trap, None).unwrap();
+        let mut trap = Caller::new(Mechanism::Trap, None, None).unwrap();
         let runs = blocking(&mut trap, 10, 7).unwrap();
         assert_eq!(runs.cycles.len(), 7);
         assert!(runs.first_tsc <= runs.last_tsc);
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_syspage_is_reef_only() {
-        let error = Caller::new(Mechanism::Syspage, Some(2)).err().unwrap();
+        let error = Caller::new(Mechanism::Syspage, Some(2), None).err().unwrap();
         assert!(error.contains("core 2") && error.contains("os error 38"), "{error}");
         let error = threads(Mechanism::Syspage, Some(2), 3, 10, 1).unwrap_err();
         assert!(error.contains("registering"), "no thread waits forever: {error}");

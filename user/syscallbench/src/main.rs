@@ -27,6 +27,12 @@ fn main() -> ExitCode {
         }
     };
     let reef = rt::on_reef();
+    if let (Some(cpu), false) = (options.pin, reef) {
+        if let Err(error) = rt::pin_current_thread(cpu) {
+            eprintln!("syscallbench: pinning to CPU {cpu}: {error}");
+            return ExitCode::from(2);
+        }
+    }
     let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
     println!("{}", config_line(&options, reef, tsc_hz));
     let mut failed = false;
@@ -104,7 +110,7 @@ fn run(benchmark: Benchmark, mechanism: Mechanism, options: &Options, reef: bool
     let what = format!("label={} bench={} mechanism={}", options.label, benchmark.name(), mechanism.name());
     let mut caller = None;
     if benchmark != Benchmark::Threads {
-        match Caller::new(mechanism, options.kc) {
+        match Caller::new(mechanism, options.kc, options.sqpoll_cpu) {
             Ok(made) => caller = Some(made),
             Err(error) => return skip_or_fail(&what, mechanism, reef, &error),
         }

@@ -81,6 +81,10 @@ pub struct Options {
     pub repeat: usize,
     /// A word on every line, so a host running several instances tells their lines apart.
     pub label: String,
+    /// Linux: the CPU the program (and its threads) is pinned to.
+    pub pin: Option<usize>,
+    /// Linux: the CPU of the SQPOLL thread.
+    pub sqpoll_cpu: Option<u32>,
 }
 
 impl Default for Options {
@@ -96,6 +100,8 @@ impl Default for Options {
             per_thread: 500,
             repeat: 5,
             label: "-".into(),
+            pin: None,
+            sqpoll_cpu: None,
         }
     }
 }
@@ -118,6 +124,7 @@ pub const USAGE: &str = "\
 usage: syscallbench [--trap] [--syspage] [--uring] [--uring-sqpoll] [--kc CORE]
                     [--only blocking,batch,threads] [--counts N,N,...] [--batch N,N,...]
                     [--calls N] [--threads N] [--per-thread N] [--repeat N] [--label WORD]
+                    [--pin CPU] [--sqpoll-cpu CPU]
 
   --trap, --syspage, --uring, --uring-sqpoll
                 the mechanisms to measure (several may be given); without any, every one that
@@ -132,6 +139,9 @@ usage: syscallbench [--trap] [--syspage] [--uring] [--uring-sqpoll] [--kc CORE]
   --threads N   threads (default 50), --per-thread N calls each (default 500)
   --repeat N    runs of each figure (default 5; short blocking figures take more, to 1000)
   --label WORD  printed on every line (default -)
+  --pin CPU     Linux: pin the program and its threads to CPU (as an AC holds its thread)
+  --sqpoll-cpu CPU
+                Linux: run the SQPOLL thread on CPU (as a KC serves the syspages)
 
 Each figure prints one line: SYSCALLBENCH bench=... mechanism=... median_ns=... p5_ns=...
 p95_ns=... (cycles too), the core it ran on and calls/s; see user/syscallbench/README.md.";
@@ -180,6 +190,8 @@ pub fn parse(arguments: &[String]) -> Result<Request, String> {
             "--threads" => options.threads = number("--threads", words.next(), 1..=MAX_THREADS)?,
             "--per-thread" => options.per_thread = number("--per-thread", words.next(), 1..=MAX_CALLS)?,
             "--repeat" => options.repeat = number("--repeat", words.next(), 1..=MAX_REPEAT)?,
+            "--pin" => options.pin = Some(number("--pin", words.next(), 0..=4095)?),
+            "--sqpoll-cpu" => options.sqpoll_cpu = Some(number("--sqpoll-cpu", words.next(), 0..=4095)? as u32),
             "--label" => {
                 let label = words.next().ok_or("--label needs a value")?;
                 if label.is_empty() || label.contains(char::is_whitespace) || label.contains('=') {

@@ -19,9 +19,13 @@ impl Nops {
     /// A ring of [`DEPTH`] entries; with `sqpoll`, the kernel's polling thread takes the
     /// submissions (`IORING_SETUP_SQPOLL`) and completions are polled in user space: no
     /// system call at all while it is awake.
-    pub fn new(sqpoll: bool) -> io::Result<Self> {
-        let ring =
-            if sqpoll { IoUring::builder().setup_sqpoll(SQPOLL_IDLE_MS).build(DEPTH)? } else { IoUring::new(DEPTH)? };
+    /// `sqpoll_cpu` pins the polling thread (`IORING_SETUP_SQ_AFF`).
+    pub fn new(sqpoll: bool, sqpoll_cpu: Option<u32>) -> io::Result<Self> {
+        let ring = match (sqpoll, sqpoll_cpu) {
+            (false, _) => IoUring::new(DEPTH)?,
+            (true, None) => IoUring::builder().setup_sqpoll(SQPOLL_IDLE_MS).build(DEPTH)?,
+            (true, Some(cpu)) => IoUring::builder().setup_sqpoll(SQPOLL_IDLE_MS).setup_sqpoll_cpu(cpu).build(DEPTH)?,
+        };
         Ok(Nops { ring, sqpoll })
     }
 
@@ -70,7 +74,7 @@ mod tests {
 
     #[test]
     fn batches_of_nops_complete() {
-        let mut nops = match Nops::new(false) {
+        let mut nops = match Nops::new(false, None) {
             Ok(nops) => nops,
             // A host whose kernel has io_uring off (a sandbox, kernel.io_uring_disabled).
             Err(error) => return eprintln!("no io_uring here: {error}"),
@@ -78,7 +82,7 @@ mod tests {
         for size in [1, 3, 64] {
             nops.batch(size).unwrap();
         }
-        if let Ok(mut polled) = Nops::new(true) {
+        if let Ok(mut polled) = Nops::new(true, None) {
             polled.batch(64).unwrap();
             polled.batch(1).unwrap();
         }
