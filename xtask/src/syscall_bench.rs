@@ -431,7 +431,15 @@ fn goals(reef: &[GuestRun], linux: &[GuestRun]) -> Vec<Goal> {
     let ac_trap_call = figure(reef, "ac-trap", "blocking", "trap", &blocking);
     let linux_trap_call = figure(linux, "linux", "blocking", "trap", &blocking);
     let ac_syspage_64 = figure(reef, "ac-syspage", "batch", "syspage", &batch);
-    let linux_trap_throughput = figure(linux, "linux", "batch", "trap", &[]);
+    // The trap's throughput baseline is its best figure: the batch run's one-at-a-time loop, or
+    // the 100000 blocking calls (the same calls; the guest has shown the first slower), a true
+    // floor either way.
+    let linux_trap_batch = figure(linux, "linux", "batch", "trap", &[]);
+    let linux_trap_throughput = if linux_trap_call.median("calls_per_s") > linux_trap_batch.median("calls_per_s") {
+        &linux_trap_call
+    } else {
+        &linux_trap_batch
+    };
     let sqpoll_64 = figure(linux, "linux", "batch", "uring-sqpoll", &batch);
     let one_ac = figure(reef, "one-ac", "batch", "syspage", &batch);
     let two_acs: Vec<Figure> =
@@ -473,10 +481,10 @@ fn goals(reef: &[GuestRun], linux: &[GuestRun]) -> Vec<Goal> {
         },
         Goal {
             name: "syspage-batch64/linux-trap",
-            what: "calls/s: syspage batches of 64 from an AC over getppid by trap on Linux",
+            what: "calls/s: syspage batches of 64 from an AC over getppid by trap on Linux (the better of its batch and 100000-blocking figures)",
             ratio: ratio(
                 (ac_syspage_64.median("calls_per_s"), &ac_syspage_64),
-                (linux_trap_throughput.median("calls_per_s"), &linux_trap_throughput),
+                (linux_trap_throughput.median("calls_per_s"), linux_trap_throughput),
             ),
             at_least: Some(5.0),
         },
