@@ -30,7 +30,7 @@ const BOOT_GOAL_MS: f64 = 300.0;
 /// off, runs on the TSC as Reef's does. Without it the guest's TSC check fails under TCG
 /// ("TSCs unsynchronized"), and on microvm, which has no HPET or ACPI PM timer, the clock
 /// falls back to jiffies: 4 ms steps, a sixth of an `ls -l` of 100 files.
-const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
+pub const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
 /// How long a benchmark guest may run, and a boot may take to its shell banner.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);

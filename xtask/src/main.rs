@@ -11,6 +11,7 @@ mod plot;
 mod proc_bench;
 mod qemu;
 mod stats;
+mod syscall_bench;
 mod test;
 mod tools;
 
@@ -51,8 +52,17 @@ cargo xtask <command>
         3), and boot to the shell banner; with --vs-linux the same binary in the Linux guest
         after each run, and the ratios inside each run; figures the kernel cannot run yet are
         reported as not measured, with why; writes results/fs-bench.json and fs-bench*.png
+  bench syscall [--runs N] [--accel kvm|tcg] [--no-linux] [--quick]
+        system calls (user/syscallbench): N blocking getppid, 100000 calls in batches of 1-64
+        and 50 threads x 500 calls, by trap on the TC (core 0), by trap from an AC (core 1,
+        forwarded to the TC) and through a syspage from the AC served by a KC (core 2), and
+        batch-64 syspages from two ACs sharing one KC (4 cores), one boot each; then the same
+        binary in the Linux guest (trap, io_uring NOP with and without SQPOLL); prints the
+        goal ratios; writes results/syscall.json, syscall-blocking.png and syscall-batch.png
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
+  peer syscall [--accel kvm|tcg] [--quick]
+        syscallbench in the Linux guest alone, printed
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json

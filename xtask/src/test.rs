@@ -407,6 +407,34 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         }),
     });
     list.push(Integration {
+        name: "syscallbench-trap".into(),
+        machine: machine(
+            3,
+            &exec(
+                "/bin/syscallbench --trap --uring --counts 1,100 --calls 1000 --batch 1,8 --threads 4 \
+                 --per-thread 50 --repeat 2 --label t",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            for figure in ["bench=blocking mechanism=trap calls=100 ", "bench=batch mechanism=trap calls=1000 batch=1 "]
+            {
+                printed(serial, &format!("SYSCALLBENCH label=t {figure}"), &format!("no figure `{figure}`"))?;
+            }
+            printed(
+                serial,
+                "SYSCALLBENCH label=t bench=threads mechanism=trap calls=200 threads=4",
+                "no threads figure",
+            )?;
+            printed(
+                serial,
+                "SYSCALLBENCH-SKIP label=t bench=batch mechanism=uring reason=no-io-uring",
+                "no io_uring skip",
+            )?;
+            printed(serial, "SYSCALLBENCH-DONE label=t", "syscallbench did not finish")
+        }),
+    });
+    list.push(Integration {
         name: "mem-3-cores".into(),
         machine: machine(3, &exec("mem")),
         expected_status: 0,

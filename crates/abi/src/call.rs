@@ -49,6 +49,8 @@ pub const CONTROL: u64 = FIRST + 3;
 /// kernel core `kc` (Memsc). `page` is the user address of one 4 KiB page (aligned, in a
 /// private anonymous writable mapping of the caller, laid out as `syspage::Page`); from now on
 /// the KC serves the entries the thread submits there, in ring order. One syspage per thread.
+/// The layout and the protocol (free → submitted → done, the KC's copy of each entry before it
+/// checks anything, Memsc 4.6) are the `syspage` crate's; `rt::syspage` is the user side.
 /// Errors: `EINVAL` (`page` not aligned or not a private anonymous writable mapping, `kc` is
 /// no core), `ENXIO` (`kc` is not a kernel core), `EBUSY` (the thread has a syspage already),
 /// `EFAULT` (the page is not mapped), `ETIMEDOUT` (the KC did not answer in time).
@@ -60,7 +62,8 @@ pub const SYSPAGE_UNREGISTER: u64 = FIRST + 5;
 
 /// `reef_syspage_kick() -> 0`: wakes the kernel core serving the calling thread's syspage if it
 /// halted after spinning idle (it arms a doorbell first, see `docs/syscalls.md`); costs one
-/// trap and nothing else when the KC is awake. `ENOENT` without a syspage.
+/// trap and nothing else when the KC is awake. `ENOENT` without a syspage. A waiter calls it
+/// after spinning on its page for a while with nothing done (`rt::syspage` after 2000 polls).
 pub const SYSPAGE_KICK: u64 = FIRST + 6;
 
 /// `reef_role(core, role) -> 0`: makes `core` a timesharing (`role::TIMESHARING`),

@@ -3,6 +3,8 @@
 
 pub mod raw;
 pub mod roles;
+pub mod syspage;
+pub mod tsc;
 
 use std::ffi::CString;
 use std::io;
@@ -39,7 +41,7 @@ impl std::fmt::Display for Pid {
 ///
 /// Every argument the call treats as a pointer must point to memory that is valid, for the
 /// whole call, for what the call reads or writes there (`abi::call` says which).
-unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
+pub(crate) unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
     let number = libc::c_long::try_from(number).expect("Reef call numbers fit a C long");
     // SAFETY: the caller vouches for the pointer arguments (this function's contract);
     // `syscall` itself only moves the six values into registers and returns the result.
@@ -57,6 +59,35 @@ pub fn current_core() -> Option<usize> {
     let core = unsafe { reef_call(abi::call::CORE, [0; 4]) }.ok()? as usize;
     remember(true);
     Some(core)
+}
+
+/// The core the calling thread runs on: Reef's logical core, or on Linux the CPU `getcpu`
+/// reports; `None` when neither answers.
+pub fn current_cpu() -> Option<usize> {
+    current_core().or_else(|| {
+        // SAFETY: `sched_getcpu` takes no pointer and only reads the CPU number.
+        usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+    })
+}
+
+/// Pins the calling thread, and the threads it starts from now on, to `cpu` alone (Linux
+/// `sched_setaffinity`; on Reef a thread runs where its process or `execac` put it).
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value of this plain bit array.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is beyond cpu_set_t")));
+    }
+    // SAFETY: `cpu` is below the number of bits of `set` (checked above), so the bit it sets
+    // is inside the array.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a live `cpu_set_t` of the size passed; the kernel only reads it, and
+    // thread id 0 means the calling thread.
+    let status = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if status != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// How many kernel instances are running, or `None` when not on Reef.
@@ -237,6 +268,15 @@ mod tests {
     fn reef_calls_say_enosys_on_linux() {
         assert_eq!(current_core(), None);
         assert_eq!(instance_count(), None);
+        assert!(current_cpu().is_some(), "getcpu answers on Linux");
+        let cpu = current_cpu().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(cpu).unwrap();
+            assert_eq!(current_cpu(), Some(cpu));
+            assert_eq!(pin_current_thread(1 << 20).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        })
+        .join()
+        .unwrap();
         assert!(!on_reef());
         assert!(!on_reef(), "remembered");
         let error = spawn(0, "/bin/true", &[], &[]).unwrap_err();

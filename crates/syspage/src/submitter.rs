@@ -96,6 +96,12 @@ impl Submitter {
         (0..ENTRIES).map(|step| (self.next + step) % ENTRIES).find(|&index| self.is_pending(index))
     }
 
+    /// The entry of the newest call whose value was not taken: when it is done, every call
+    /// posted before it is done too.
+    pub fn newest_pending(&self) -> Option<usize> {
+        (1..=ENTRIES).map(|step| (self.next + ENTRIES - step) % ENTRIES).find(|&index| self.is_pending(index))
+    }
+
     /// The entry the next [`add`](Self::add) posts into.
     pub fn next_index(&self) -> usize {
         self.next

@@ -1,7 +1,9 @@
 //! Atomics from `core`, or from loom when model checking.
 //!
 //! Every shared access in this crate goes through these names, so `--cfg loom` swaps in loom's
-//! checked atomics for the model in `tests/loom.rs`.
+//! checked atomics for the model in `tests/loom.rs`. The two macros are `channel`'s (its
+//! `sync.rs`) written again: the crates both sides share depend on no Reef crate, not even
+//! each other (`xtask check`).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};

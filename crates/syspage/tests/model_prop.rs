@@ -116,6 +116,8 @@ proptest! {
                     // The oldest outstanding entry is the first after `next`, in ring order.
                     let oldest = (0..ENTRIES).map(|k| (model.next + k) % ENTRIES).find(|i| model.outstanding.contains(i));
                     prop_assert_eq!(submitter.oldest_pending(), oldest);
+                    let newest = (1..=ENTRIES).map(|k| (model.next + ENTRIES - k) % ENTRIES).find(|i| model.outstanding.contains(i));
+                    prop_assert_eq!(submitter.newest_pending(), newest);
                     if let Some(index) = oldest {
                         let expected = model.done.remove(&index);
                         prop_assert_eq!(Submitter::is_done(&page, index), expected.is_some());

@@ -12,35 +12,11 @@ pub fn monotonic_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
-/// Reads the time-stamp counter.
-fn read_tsc() -> u64 {
-    // SAFETY: RDTSC exists on every x86-64 CPU, reads no memory and has no preconditions; Linux
-    // and Reef leave it enabled in user mode (CR4.TSD clear), so it cannot fault.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-/// Spins until `CLOCK_MONOTONIC` moves; returns the new time and the TSC read right after, so
-/// a window from edge to edge loses nothing to a coarse clock (a Linux guest on jiffies).
-fn next_clock_edge() -> (u64, u64) {
-    let before = monotonic_ns();
-    loop {
-        let (now, cycles) = (monotonic_ns(), read_tsc());
-        if now != before {
-            return (now, cycles);
-        }
-    }
-}
-
 /// TSC cycles per second, counted against `CLOCK_MONOTONIC` over at least 20 ms, spinning:
 /// the rate the figures' clock runs at where the kernel derives it from the TSC (Reef, and
 /// Linux with the `tsc` clocksource). Reported, not used: samples are read off the clock.
 pub fn tsc_hz() -> u64 {
-    let (start, start_cycles) = next_clock_edge();
-    while monotonic_ns() - start < 20_000_000 {
-        std::hint::spin_loop();
-    }
-    let (end, end_cycles) = next_clock_edge();
-    (u128::from(end_cycles.wrapping_sub(start_cycles)) * 1_000_000_000 / u128::from((end - start).max(1))) as u64
+    rt::tsc::calibrate(std::time::Duration::from_millis(20))
 }
 
 /// The CPU the calling thread runs on (Linux `getcpu`).

@@ -1,7 +1,7 @@
 //! The benchmarks: each takes its samples, in TSC cycles, one per timed operation.
 
 use crate::os;
-use crate::tsc;
+use rt::tsc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -61,7 +61,7 @@ const STOP: u32 = 2;
 /// a process's threads run on its home core): one sample per round trip, two context switches.
 pub fn futex_pingpong(iterations: usize, cpu: Option<usize>) -> Result<Vec<u64>, String> {
     let word = Arc::new(AtomicU32::new(PING_TURN));
-    let pin = move || cpu.map_or(Ok(()), |cpu| os::pin_current_thread(cpu).map_err(|e| format!("pinning: {e}")));
+    let pin = move || cpu.map_or(Ok(()), |cpu| rt::pin_current_thread(cpu).map_err(|e| format!("pinning: {e}")));
     let pong = {
         let word = Arc::clone(&word);
         std::thread::spawn(move || -> Result<(), String> {

@@ -4,7 +4,6 @@
 mod bench;
 mod options;
 mod os;
-mod tsc;
 
 use options::{Benchmark, Options, Request, USAGE};
 use std::process::ExitCode;
@@ -45,7 +44,7 @@ fn main() -> ExitCode {
         }
     };
     let place = Place::find();
-    let tsc_hz = tsc::calibrate(CALIBRATION_WINDOW);
+    let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
     println!("{}", config_line(tsc_hz, place));
     let mut failed = false;
     let mut medians = Vec::new();

@@ -49,25 +49,6 @@ pub fn current_cpu() -> io::Result<usize> {
     usize::try_from(cpu).map_err(|_| io::Error::last_os_error())
 }
 
-/// Pins the calling thread to `cpu` alone (Linux `sched_setaffinity`).
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // SAFETY: an all-zero `cpu_set_t` is the empty set, a valid value of this plain bit array.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is beyond cpu_set_t")));
-    }
-    // SAFETY: `cpu` is below the number of bits of `set` (checked above), so the bit it sets
-    // is inside the array.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a live `cpu_set_t` of the size passed; the kernel only reads it, and
-    // thread id 0 means the calling thread.
-    let status = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if status != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Sleeps while `word` holds `expected`, until woken (`FUTEX_WAIT`); returns at once if it no
 /// longer does. Callers re-check the word: a wake-up says nothing about its value.
 pub fn futex_wait(word: &AtomicU32, expected: u32) -> io::Result<()> {

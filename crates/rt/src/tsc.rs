@@ -1,4 +1,5 @@
-//! The time-stamp counter: reading it, and its rate measured against the monotonic clock.
+//! The time-stamp counter: reading it, and its rate measured against the monotonic clock, for
+//! the benchmarks (`procbench`, `fsbench`, `syscallbench`).
 
 use std::time::{Duration, Instant};
 
