@@ -324,6 +324,11 @@ pub const RULES: &[Rule] = &[
     ),
     skip(455, "futex_wait", FUTEX_WAITS),
     skip(abi::call::ROLE, "reef_role", "changes another core's role: outside the fuzzer"),
+    skip(
+        abi::call::RETURN_FROM_AC,
+        "reef_return_from_ac",
+        "brings the fuzzer home from the application core `execac` put it on, so the rest of a run would test the trap path",
+    ),
 ];
 
 /// Highest Linux number the fuzzer draws.
