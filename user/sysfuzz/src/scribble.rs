@@ -7,7 +7,7 @@ use syspage::{status, Header, Page, Submitter, ARGUMENTS, ENTRIES};
 
 /// How long a genuine call may stay unanswered before the fuzzer stops waiting for it (the
 /// KC's head may sit on an entry the garbage made free: the ring is served in order).
-const PATIENCE_POLLS: u32 = 200_000;
+const PATIENCE_POLLS: u32 = 20_000;
 
 /// Numbers a forged entry may name: calls that read the caller's identity or fail harmlessly
 /// (a closed descriptor), so garbage cannot make the home do damage in the fuzzer's name.

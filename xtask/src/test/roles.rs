@@ -100,7 +100,11 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             )?;
             test_lines_ok(serial, "sysfuzz", 2)?;
             test_lines_ok(serial, "sysfuzz-scribble", 2)?;
-            printed(serial, "/bin/busybox on core 3: that core runs no processes", "a spawn on the KC was not refused")?;
+            printed(
+                serial,
+                "/bin/busybox on core 3: that core runs no processes",
+                "a spawn on the KC was not refused",
+            )?;
             if count(serial, "as an application core: ") < 2 {
                 return Err("`syscalls` shows no forwarded calls on the ACs".into());
             }
