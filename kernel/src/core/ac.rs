@@ -122,6 +122,13 @@ fn load_state(command: &AcCommand) {
     }
 }
 
+/// Drops every cached translation of the guest's memory (reloads its root).
+pub fn flush_translations() {
+    if let Some(root) = ROOT.lock().as_ref() {
+        root.load();
+    }
+}
+
 /// Ends the guest from inside one of its traps: back to the boot thread's stack for good.
 fn leave() -> ! {
     cpu::disable_interrupts();

@@ -511,7 +511,19 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
     }
     counters().sent_by_syspage.fetch_add(1, Ordering::Relaxed);
     frame.rax = own.submitter.take_value(page, index).unwrap_or(-i64::from(errno::EIO)) as u64;
+    if changes_mappings(number) {
+        // The home changed the tables this AC walks (they are the home's): translations this
+        // core cached of them may be stale (a page unmapped and mapped again elsewhere).
+        crate::core::ac::flush_translations();
+    }
     true
+}
+
+/// Calls after which an AC's cached translations of the process's memory may be stale.
+fn changes_mappings(number: u64) -> bool {
+    const MAPPING_CALLS: [u32; 6] =
+        [nr::__NR_mmap, nr::__NR_munmap, nr::__NR_mprotect, nr::__NR_mremap, nr::__NR_brk, nr::__NR_madvise];
+    MAPPING_CALLS.iter().any(|&n| u64::from(n) == number)
 }
 
 /// On an AC whose guest ended: unmaps its syspage frame.

@@ -33,14 +33,23 @@ fn main() -> ExitCode {
         Some(core) => format!("core {core}"),
         None => "linux".to_string(),
     };
-    let hello = match hello_path(std::env::args().skip(1).collect()) {
+    let mut arguments: Vec<String> = std::env::args().skip(1).collect();
+    let application_core = match take_ac_option(&mut arguments) {
+        Ok(core) => core,
+        Err(message) => {
+            println!("TEST proc-std fail {place} usage: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let hello = match hello_path(arguments) {
         Ok(path) => path,
         Err(message) => {
             println!("TEST proc-std fail {place} usage: {message}");
             return ExitCode::FAILURE;
         }
     };
-    let checks: [(&str, Check); 10] = [
+    let checks: [(&str, Check); 11] = [
+        ("ac-trip", Box::new(move || ac_trip(application_core))),
         ("mutex", Box::new(mutex)),
         ("atomic", Box::new(atomic)),
         ("map", Box::new(map)),
@@ -80,6 +89,39 @@ fn hello_path(arguments: Vec<String>) -> Result<Option<String>, String> {
         [flag, path] if flag == "--hello" => Ok(Some(path.clone())),
         _ => Err(format!("proctest [--hello PATH], not {arguments:?}")),
     }
+}
+
+/// Removes `--ac CORE` from the arguments and returns the core.
+fn take_ac_option(arguments: &mut Vec<String>) -> Result<Option<usize>, String> {
+    let Some(at) = arguments.iter().position(|a| a == "--ac") else { return Ok(None) };
+    let core = arguments.get(at + 1).and_then(|c| c.parse().ok()).ok_or("--ac takes a core number")?;
+    arguments.drain(at..at + 2);
+    Ok(Some(core))
+}
+
+/// With `--ac CORE` (on Reef): the thread moves itself to that application core, works there
+/// (system calls served by its home, a file read, a thread started), and comes back.
+fn ac_trip(core: Option<usize>) -> Outcome {
+    let Some(core) = core else { return Ok("skipped".to_string()) };
+    let home = rt::current_core().ok_or("not on Reef")?;
+    let moved = rt::roles::move_to_ac(Some(core), false).map_err(|e| format!("move to core {core}: {e}"))?;
+    let there = rt::current_core();
+    let again = rt::roles::move_to_ac(Some(core), false).err().and_then(|e| e.raw_os_error());
+    let text = std::fs::read_to_string("/etc/hello.txt").map(|t| t.len()).unwrap_or(0);
+    let helper = thread::spawn(|| 6 * 7).join().unwrap_or(0);
+    rt::roles::return_from_ac().map_err(|e| format!("return: {e}"))?;
+    let back = rt::current_core();
+    let twice = rt::roles::return_from_ac().err().and_then(|e| e.raw_os_error());
+    if moved != core || there != Some(core) || back != Some(home) {
+        return Err(format!("moved to {moved}, ran on {there:?}, came back to {back:?} (home {home})"));
+    }
+    if again != Some(libc::EALREADY) || twice != Some(libc::EALREADY) {
+        return Err(format!("a second move gave {again:?}, a second return {twice:?}: expected EALREADY"));
+    }
+    if text == 0 || helper != 42 {
+        return Err(format!("on the AC: read {text} bytes, the thread answered {helper}"));
+    }
+    Ok(format!("{home}->{core}->{home}"))
 }
 
 /// `text` with line breaks turned into spaces: the result must stay on one line.
