@@ -6,6 +6,7 @@ mod bench;
 mod check;
 mod debian;
 mod fs_bench;
+mod interrupts;
 mod peer;
 mod plot;
 mod proc_bench;
