@@ -159,8 +159,8 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 10] =
-    ["init", "proctest", "fstest", "sigtest", "sysfuzz", "procbench", "fsbench", "tiny", "isolation", "reef"];
+pub const USER_PROGRAMS: [&str; 11] =
+    ["init", "proctest", "fstest", "sigtest", "sysfuzz", "procbench", "fsbench", "ftq", "tiny", "isolation", "reef"];
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
 pub const REEF_LINKS: [&str; 10] =
