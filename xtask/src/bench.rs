@@ -15,7 +15,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("msg") => msg(&arguments[1..]),
         Some("proc") => crate::proc_bench::run(&arguments[1..]),
         Some("fs") => crate::fs_bench::run(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs")),
+        Some("ftq") => crate::ftq::bench(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, ftq")),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

@@ -1,5 +1,7 @@
 //! `/proc/interrupts` read back from a serial log, Reef's and Linux's alike, and compared.
 
+use serde_json::{json, Map, Value};
+
 /// One line of `/proc/interrupts`: its label (a vector number on Reef, an IRQ number or a
 /// name such as `LOC` on Linux), the count of each CPU column, and what it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +76,59 @@ impl Table {
     pub fn line(&self, label: &str) -> Option<&Line> {
         self.lines.iter().find(|line| line.label == label)
     }
+
+    /// What each line counted from `before` to `self`, per CPU (a line `before` lacked started
+    /// at zero); lines that did not move are left out.
+    pub fn since(&self, before: &Table) -> Table {
+        let mut lines = Vec::new();
+        for line in &self.lines {
+            let earlier = before.line(&line.label);
+            let counts: Vec<u64> = line
+                .counts
+                .iter()
+                .enumerate()
+                .map(|(column, &count)| {
+                    let cpu = self.cpus.get(column).copied();
+                    let old = earlier
+                        .and_then(|e| before.cpus.iter().position(|&c| Some(c) == cpu).and_then(|at| e.counts.get(at)))
+                        .copied()
+                        .unwrap_or(0);
+                    count.saturating_sub(old)
+                })
+                .collect();
+            if counts.iter().any(|&count| count > 0) {
+                lines.push(Line { label: line.label.clone(), counts, name: line.name.clone() });
+            }
+        }
+        Table { cpus: self.cpus.clone(), lines }
+    }
+
+    /// The sum of each CPU's column.
+    pub fn totals(&self) -> Vec<(usize, u64)> {
+        self.cpus
+            .iter()
+            .enumerate()
+            .map(|(column, &cpu)| (cpu, self.lines.iter().filter_map(|line| line.counts.get(column)).sum()))
+            .collect()
+    }
+
+    /// As JSON: `{"cpu1": {"total": n, "lines": {"32 timer": n, ...}}, ...}`, only lines with a
+    /// count on that CPU.
+    pub fn to_json(&self) -> Value {
+        let mut cpus = Map::new();
+        for (column, (cpu, total)) in self.totals().into_iter().enumerate() {
+            let mut lines = Map::new();
+            for line in &self.lines {
+                if let Some(&count) = line.counts.get(column).filter(|&&count| count > 0) {
+                    let key =
+                        if line.name.is_empty() { line.label.clone() } else { format!("{} {}", line.label, line.name) };
+                    lines.insert(key, json!(count));
+                }
+            }
+            cpus.insert(format!("cpu{cpu}"), json!({ "total": total, "lines": lines }));
+        }
+        Value::Object(cpus)
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +168,14 @@ PEER exit status=0
         assert_eq!(found[0].lines.len(), 3, "the log line does not end the table");
         assert_eq!(found[0].line("32").unwrap().counts, [9, 7]);
         assert_eq!(found[0].line("33").unwrap().name, "message IPI");
+        let during = found[1].since(&found[0]);
+        assert_eq!(during.line("32").unwrap().counts, [107, 106]);
+        assert_eq!(during.line("36").unwrap().counts, [1, 0], "a new line counts from zero");
+        assert_eq!(during.totals(), [(0, 116), (1, 109)]);
+        let json = during.to_json();
+        assert_eq!(json["cpu1"]["total"], 109);
+        assert_eq!(json["cpu1"]["lines"]["32 timer"], 106);
+        assert!(json["cpu1"]["lines"].get("36 console").is_none(), "no count on that CPU");
     }
 
     #[test]
@@ -123,6 +186,7 @@ PEER exit status=0
         assert_eq!(table.line("LOC").unwrap().counts, [10471, 9320]);
         assert_eq!(table.line("0").unwrap().name, "IO-APIC 2-edge timer");
         assert_eq!(table.line("ERR").unwrap().counts, [0]);
+        assert_eq!(table.totals(), [(0, 10507), (1, 9630)]);
     }
 
     #[test]

@@ -6,11 +6,13 @@ mod bench;
 mod check;
 mod debian;
 mod fs_bench;
+mod ftq;
 mod interrupts;
 mod peer;
 mod plot;
 mod proc_bench;
 mod qemu;
+mod spectrum;
 mod stats;
 mod test;
 mod tools;
@@ -52,6 +54,14 @@ cargo xtask <command>
         3), and boot to the shell banner; with --vs-linux the same binary in the Linux guest
         after each run, and the ratios inside each run; figures the kernel cannot run yet are
         reported as not measured, with why; writes results/fs-bench.json and fs-bench*.png
+  bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux]
+        fixed time quantum (user/ftq, default 100000 quanta of 50 us) on Reef core 1 as a TC
+        (on 1) and as an AC (role 1 ac; execac 1), then in the Linux guest pinned to CPU 1
+        without and with nohz_full=1 isolcpus=1: loss fractions, the interrupts core 1 took
+        (/proc/interrupts), a Welch spectrum and whether it peaks at the timer's rate; writes
+        results/ftq.json and results/ftq-*.png
+  peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]
+        the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
   peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]

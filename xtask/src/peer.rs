@@ -55,7 +55,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             Ok(0)
         }
         Some("proc") => crate::proc_bench::peer(&arguments[1..]),
-        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc")),
+        Some("ftq") => crate::ftq::peer(&arguments[1..]),
+        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, ftq")),
         None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
     }
 }
