@@ -1,6 +1,7 @@
 //! `cargo xtask bench ftq` and `peer ftq`: OS noise by fixed time quantum (`user/ftq`, HARE
-//! ch. 2; NIX's TC-against-AC evaluation) on a Reef TC, a Reef AC and the Linux guest's CPU 1
-//! with and without `nohz_full`, read as loss fractions, interrupts and a Welch spectrum.
+//! ch. 2; NIX's TC-against-AC evaluation) on a Reef TC, a Reef AC, the Linux guest's CPU 1
+//! with and without `nohz_full`, and the host itself (the floor under every guest), read as
+//! loss fractions, interrupts and a Welch spectrum.
 
 use crate::interrupts::{self, Table};
 use crate::peer;
@@ -26,6 +27,10 @@ const REEF_TIMER_HZ: u32 = 100;
 /// The Linux guest's tick: Debian's amd64 kernels are built with `CONFIG_HZ=250`. The
 /// interrupts ftq's CPU took during the run (`LOC`) are reported beside it as a check.
 const LINUX_TIMER_HZ: u32 = 250;
+/// The tick of the machine QEMU runs on, for the host run (the noise floor under the
+/// guests): this workplace's host kernel ticks at 250 Hz on a busy CPU (its `LOC` count, which
+/// the run reports beside it).
+const HOST_TIMER_HZ: u32 = 250;
 /// Always on the Linux guest's command line (after `peer`'s own): its clock runs on the TSC
 /// as Reef's does, without the clocksource watchdog's periodic checks (and under TCG without
 /// falling back to jiffies, see `fs_bench`).
@@ -48,6 +53,9 @@ enum Setup {
     Linux,
     /// The same with `nohz_full=1 isolcpus=1`.
     LinuxIsolated,
+    /// The same binary on the machine QEMU runs on, pinned to its CPU 1, no guest at all: the
+    /// floor of what any guest run can show (under TCG a guest's vCPU is a thread there).
+    Host,
 }
 
 impl Setup {
@@ -58,6 +66,7 @@ impl Setup {
             Self::ReefAc => "reef-ac",
             Self::Linux => "linux",
             Self::LinuxIsolated => "linux-nohz",
+            Self::Host => "host",
         }
     }
 
@@ -67,6 +76,7 @@ impl Setup {
             Self::ReefAc => "Reef AC (core 1)",
             Self::Linux => "Linux CPU 1",
             Self::LinuxIsolated => "Linux CPU 1, nohz_full isolcpus",
+            Self::Host => "host CPU 1, no guest",
         }
     }
 
@@ -74,6 +84,7 @@ impl Setup {
         match self {
             Self::ReefTc | Self::ReefAc => REEF_TIMER_HZ,
             Self::Linux | Self::LinuxIsolated => LINUX_TIMER_HZ,
+            Self::Host => HOST_TIMER_HZ,
         }
     }
 
@@ -83,6 +94,7 @@ impl Setup {
             Self::ReefTc => format!("on {FTQ_CORE} /bin/ftq {arguments}"),
             Self::ReefAc => format!("role {FTQ_CORE} ac && execac {FTQ_CORE} /bin/ftq {arguments}"),
             Self::Linux | Self::LinuxIsolated => format!("/bin/ftq {arguments}"),
+            Self::Host => format!("ftq {arguments}"),
         }
     }
 
@@ -91,7 +103,7 @@ impl Setup {
         match self {
             Self::Linux => Some(LINUX_ARGUMENTS.to_string()),
             Self::LinuxIsolated => Some(format!("{LINUX_ARGUMENTS} {LINUX_ISOLATION}")),
-            Self::ReefTc | Self::ReefAc => None,
+            Self::ReefTc | Self::ReefAc | Self::Host => None,
         }
     }
 }
@@ -132,7 +144,7 @@ fn parse_options(arguments: &[String], setups: &[Setup], usage: &str) -> Result<
                 options.quantum_us = text.clone();
             }
             "--accel" => options.accel = Accel::parse(value()?)?,
-            "--no-linux" => options.setups.retain(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc)),
+            "--no-linux" => options.setups.retain(|setup| !matches!(setup, Setup::Linux | Setup::LinuxIsolated)),
             other => return Err(format!("unknown option `{other}`: {usage}")),
         }
     }
@@ -418,6 +430,65 @@ fn linux_run(setup: Setup, options: &Options) -> RunResult {
     parse_output(&run.serial).map(|output| (output, context))
 }
 
+/// ftq on the host itself, pinned to its CPU 1.
+fn host_run(options: &Options) -> RunResult {
+    let ftq = tools::build_user_programs()?
+        .into_iter()
+        .find(|(name, _)| name == "ftq")
+        .ok_or("user/ftq is not in this tree")?
+        .1;
+    let arguments = ftq_arguments(options);
+    let output = std::process::Command::new(&ftq)
+        .args(arguments.split_whitespace())
+        .output()
+        .map_err(|e| format!("running {}: {e}", ftq.display()))?;
+    let mut context = Map::new();
+    context.insert("command".into(), json!(format!("{} {arguments}", ftq.display())));
+    context.insert(
+        "host_kernel".into(),
+        json!(std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()),
+    );
+    parse_output(&String::from_utf8_lossy(&output.stdout)).map(|output| (output, context))
+}
+
+/// The host's CPU time so far, summed over its CPUs, from `/proc/stat`: (steal, all), in
+/// ticks. Steal is time the host's own hypervisor ran something else on its CPUs.
+fn host_cpu_time() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    cpu_time(&text)
+}
+
+fn cpu_time(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let values: Vec<u64> = line.split_whitespace().skip(1).filter_map(|word| word.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let all: u64 = values.iter().take(8).sum();
+    Some((*values.get(7)?, all))
+}
+
+/// The host's load and the share of its CPU time stolen by its own hypervisor between `before`
+/// (from [`host_cpu_time`]) and now.
+fn host_context(before: Option<(u64, u64)>, load_before: f64) -> Value {
+    let share = match (before, host_cpu_time()) {
+        (Some((steal_0, all_0)), Some((steal_1, all_1))) if all_1 > all_0 => {
+            Some((steal_1 - steal_0) as f64 / (all_1 - all_0) as f64)
+        }
+        _ => None,
+    };
+    json!({
+        "cpus": std::thread::available_parallelism().map_or(0, usize::from),
+        "load_average_before": load_before,
+        "steal_share_during_run": share,
+    })
+}
+
+fn host_load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 /// Runs every setup of `options`, analyses and plots each, prints the table and writes
 /// `results_file`.
 fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
@@ -442,15 +513,19 @@ fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
             setup.label(),
             options.accel.name()
         );
+        let (load, cpu_time) = (host_load_average(), host_cpu_time());
         let result = match (setup, &images) {
             (Setup::ReefTc | Setup::ReefAc, Some((kernel, initrd))) => reef_run(setup, options, kernel, initrd),
+            (Setup::Host, _) => host_run(options),
             _ => linux_run(setup, options),
         };
+        let host = host_context(cpu_time, load);
         let entry = match result.and_then(|(output, context)| Ok((analyse(setup, &output)?, output, context))) {
             Ok((analysis, output, context)) => {
                 let plots = plot_run(&directory, setup, &output, &analysis);
                 let Analysis { spectrum, timer, mut json } = analysis;
                 json["run"] = Value::Object(context);
+                json["host"] = host;
                 json["plots"] = json!(plots);
                 rows.push(row(setup, &json, timer.as_ref()));
                 spectra.push((setup, spectrum));
@@ -459,7 +534,7 @@ fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
             Err(error) => {
                 eprintln!("xtask: {}: {error}", setup.label());
                 rows.push(format!("{:<34} not measured: {error}", setup.label()));
-                json!({ "label": setup.label(), "error": error })
+                json!({ "label": setup.label(), "error": error, "host": host })
             }
         };
         runs.insert(setup.name().to_string(), entry);
@@ -601,6 +676,7 @@ fn plot_spectra(path: &Path, spectra: &[(Setup, Spectrum)]) -> Option<String> {
     let nyquist = spectra.iter().map(|(_, s)| s.sample_rate / 2.0).fold(0.0, f64::max);
     let mut marks = Vec::new();
     let mut rates: Vec<u32> = spectra.iter().map(|(setup, _)| setup.timer_hz()).collect();
+    rates.sort_unstable();
     rates.dedup();
     for hz in rates {
         marks.extend(timer_marks(hz, nyquist).into_iter().take(1));
@@ -623,7 +699,7 @@ fn plot_spectra(path: &Path, spectra: &[(Setup, Spectrum)]) -> Option<String> {
 
 /// `cargo xtask bench ftq`.
 pub fn bench(arguments: &[String]) -> Result<u8, String> {
-    let all = [Setup::ReefTc, Setup::ReefAc, Setup::Linux, Setup::LinuxIsolated];
+    let all = [Setup::ReefTc, Setup::ReefAc, Setup::Linux, Setup::LinuxIsolated, Setup::Host];
     measure(&parse_options(arguments, &all, BENCH_USAGE)?, RESULTS_FILE)
 }
 
@@ -723,11 +799,11 @@ FTQ-DATA end
 
     #[test]
     fn options_and_commands() {
-        let all = [Setup::ReefTc, Setup::ReefAc, Setup::Linux, Setup::LinuxIsolated];
+        let all = [Setup::ReefTc, Setup::ReefAc, Setup::Linux, Setup::LinuxIsolated, Setup::Host];
         let options =
             parse_options(&strings(&["--quanta", "10000", "--quantum-us", "2.5", "--no-linux"]), &all, "u").unwrap();
         assert_eq!((options.quanta, options.quantum_us.as_str()), (10_000, "2.5"));
-        assert_eq!(options.setups, [Setup::ReefTc, Setup::ReefAc]);
+        assert_eq!(options.setups, [Setup::ReefTc, Setup::ReefAc, Setup::Host]);
         assert_eq!(ftq_arguments(&options), "--cpu 1 --interrupts --dump 10000 2.5");
         assert_eq!(Setup::ReefTc.command("x"), "on 1 /bin/ftq x");
         assert_eq!(Setup::ReefAc.command("x"), "role 1 ac && execac 1 /bin/ftq x");
@@ -736,6 +812,13 @@ FTQ-DATA end
         assert!(parse_options(&strings(&["--quanta", "5"]), &all, "u").is_err());
         assert!(parse_options(&strings(&["--quantum-us", "0"]), &all, "u").is_err());
         assert!(parse_options(&strings(&["--what"]), &all, "u").unwrap_err().contains("--what"));
+    }
+
+    #[test]
+    fn steal_from_proc_stat() {
+        let stat = "cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n";
+        assert_eq!(cpu_time(stat), Some((35, 1000)));
+        assert_eq!(cpu_time("intr 5\n"), None);
     }
 
     #[test]

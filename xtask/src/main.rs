@@ -56,10 +56,10 @@ cargo xtask <command>
         reported as not measured, with why; writes results/fs-bench.json and fs-bench*.png
   bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux]
         fixed time quantum (user/ftq, default 100000 quanta of 50 us) on Reef core 1 as a TC
-        (on 1) and as an AC (role 1 ac; execac 1), then in the Linux guest pinned to CPU 1
-        without and with nohz_full=1 isolcpus=1: loss fractions, the interrupts core 1 took
-        (/proc/interrupts), a Welch spectrum and whether it peaks at the timer's rate; writes
-        results/ftq.json and results/ftq-*.png
+        (on 1) and as an AC (role 1 ac; execac 1), in the Linux guest pinned to CPU 1 without
+        and with nohz_full=1 isolcpus=1, and on the host itself (the floor under the guests):
+        loss fractions, the interrupts core 1 took (/proc/interrupts), a Welch spectrum and
+        whether it peaks at the timer's rate; writes results/ftq.json and results/ftq-*.png
   peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]
         the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer proc [--accel kvm|tcg]
