@@ -296,8 +296,8 @@ fn analyse(setup: Setup, output: &Output) -> Result<Analysis, String> {
     let segment = spectrum::segment_length(counts.len()).ok_or("too few quanta for a spectrum")?;
     let spectrum = spectrum::welch(&normalised(counts), sample_rate, segment).ok_or("no spectrum")?;
     let timer = spectrum::peaks_at(&spectrum, f64::from(setup.timer_hz()));
-    let as_u64: Vec<f64> = counts.iter().map(|&c| f64::from(c)).collect();
-    let work = crate::stats::summarize(&as_u64).ok_or("no counts")?;
+    let values: Vec<f64> = counts.iter().map(|&count| f64::from(count)).collect();
+    let work = crate::stats::summarize(&values).ok_or("no counts")?;
     let lost: Map<String, Value> = LOSS_THRESHOLDS
         .iter()
         .map(|&(numerator, denominator, name)| {
