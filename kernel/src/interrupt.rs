@@ -4,7 +4,41 @@ use crate::arch::idt::InterruptFrame;
 use crate::arch::{apic, cpu, idt};
 use crate::core::kcb::CoreState;
 use crate::core::shared;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Interrupts and exceptions one core took, by vector (`/proc/interrupts`), in its KCB.
+/// Written by that core only, read by any.
+#[repr(C)]
+pub struct InterruptCounters {
+    pub by_vector: [AtomicU64; 256],
+}
+
+impl InterruptCounters {
+    /// Counts one entry on `vector`. A load and a store, not a locked add: only this core
+    /// writes, and the entry stub runs with interrupts off until `dispatch` says otherwise, so
+    /// nothing on this core can come between the two (an NMI counts its own vector, and does
+    /// not nest in itself).
+    fn count(&self, vector: u64) {
+        if let Some(counter) = self.by_vector.get(vector as usize) {
+            counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What `/proc/interrupts` calls `vector`.
+pub fn vector_name(vector: u8) -> &'static str {
+    match vector {
+        0..=31 => exception_name(u64::from(vector)),
+        v if v == idt::VECTOR_TIMER => "timer",
+        v if v == idt::VECTOR_MESSAGE => "message IPI",
+        v if v == idt::VECTOR_WAKE => "wake IPI",
+        v if v == idt::VECTOR_BENCH => "benchmark IPI",
+        v if v == idt::VECTOR_CONSOLE => "console",
+        v if v == idt::VECTOR_SPURIOUS => "spurious",
+        v if (idt::VECTOR_LEGACY_BASE..idt::VECTOR_LEGACY_BASE + 16).contains(&v) => "legacy PIC (stray)",
+        _ => "unassigned",
+    }
+}
 
 /// The name of exception `vector`.
 pub fn exception_name(vector: u64) -> &'static str {
@@ -33,6 +67,9 @@ pub fn exception_name(vector: u64) -> &'static str {
 
 /// Called by every entry stub with the saved frame.
 pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
+    if let Some(region) = shared::region() {
+        region.kcb(shared::this_core() as usize).interrupts.count(frame.vector);
+    }
     if frame.vector < 32 && frame.came_from_user() && crate::core::ac::runs_thread() {
         // An application core's guest: its home decides what the exception means.
         let fault_address = if frame.vector == 14 { cpu::read_cr2() } else { 0 };

@@ -16,7 +16,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("proc") => crate::proc_bench::run(&arguments[1..]),
         Some("fs") => crate::fs_bench::run(&arguments[1..]),
         Some("syscall") => crate::syscall_bench::run(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall")),
+        Some("ftq") => crate::ftq::bench(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq")),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

@@ -6,10 +6,13 @@ mod bench;
 mod check;
 mod debian;
 mod fs_bench;
+mod ftq;
+mod interrupts;
 mod peer;
 mod plot;
 mod proc_bench;
 mod qemu;
+mod spectrum;
 mod stats;
 mod syscall_bench;
 mod test;
@@ -59,6 +62,14 @@ cargo xtask <command>
         batch-64 syspages from two ACs sharing one KC (4 cores), one boot each; then the same
         binary in the Linux guest (trap, io_uring NOP with and without SQPOLL); prints the
         goal ratios; writes results/syscall.json, syscall-blocking.png and syscall-batch.png
+  bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux]
+        fixed time quantum (user/ftq, default 100000 quanta of 50 us) on Reef core 1 as a TC
+        (on 1) and as an AC (role 1 ac; execac 1), in the Linux guest pinned to CPU 1 without
+        and with nohz_full=1 isolcpus=1, and on the host itself (the floor under the guests):
+        loss fractions, the interrupts core 1 took (/proc/interrupts), a Welch spectrum and
+        whether it peaks at the timer's rate; writes results/ftq.json and results/ftq-*.png
+  peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]
+        the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
   peer syscall [--accel kvm|tcg] [--quick]

@@ -56,7 +56,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         }
         Some("proc") => crate::proc_bench::peer(&arguments[1..]),
         Some("syscall") => crate::syscall_bench::peer(&arguments[1..]),
-        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall")),
+        Some("ftq") => crate::ftq::peer(&arguments[1..]),
+        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq")),
         None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
     }
 }

@@ -1,7 +1,8 @@
 //! PNG charts of benchmark results, drawn with `plotters` into a bitmap.
 //!
-//! Three kinds: [`line_chart`] (series over a numeric x, either axis optionally logarithmic, with
-//! p5..p95 error bars), [`bar_chart`] (one labelled bar per benchmark with a p5..p95 whisker) and
+//! Four kinds: [`line_chart`] (series over a numeric x, either axis optionally logarithmic, with
+//! p5..p95 error bars), [`trace_chart`] (long series as plain lines, with marked x values),
+//! [`bar_chart`] (one labelled bar per benchmark with a p5..p95 whisker) and
 //! [`grouped_bar_chart`] (several series side by side in each group, e.g. Reef against Linux).
 //!
 //! Text is drawn with a TrueType font read from the system at run time (DejaVu Sans, Liberation
@@ -113,6 +114,137 @@ pub fn line_chart(
         (true, false) => render_lines(path, &texts, &lines, log_axis(x_range), y_range, floor),
         (true, true) => render_lines(path, &texts, &lines, log_axis(x_range), log_axis(y_range), floor),
     }
+}
+
+/// A vertical line across a [`trace_chart`] at `x`, labelled at its top.
+pub type Mark = (f64, String);
+
+/// How a [`trace_chart`] draws its points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Draw {
+    /// Joined by a thin line (a spectrum).
+    Lines,
+    /// Each point one pixel, unjoined (a series that jumps up and down at every point, whose
+    /// lines would fill the area between its extremes).
+    Dots,
+}
+
+/// Draws `series` as plain lines or dots, without markers or error bars (for series of
+/// thousands of points: an FTQ trace, a spectrum), with a thin dashed vertical line at each of
+/// `marks` inside the x range, into the PNG `path`. A legend is drawn when there are several
+/// series.
+pub fn trace_chart(
+    path: &Path,
+    title: &str,
+    axes: (&str, &str),
+    series: &[Series],
+    (log_x, log_y, draw): (bool, bool, Draw),
+    marks: &[Mark],
+) -> Result<(), String> {
+    prepare_file(path)?;
+    if series.is_empty() {
+        return Err(format!("trace chart `{title}`: no series to draw"));
+    }
+    let lines = series.iter().map(|one| prepare_line(title, one, log_x, log_y)).collect::<Result<Vec<_>, _>>()?;
+    let (mut xs, mut ys) = (Extent::EMPTY, Extent::EMPTY);
+    for &(x, y) in lines.iter().flat_map(|line| &line.points) {
+        xs.add(x);
+        ys.add(y);
+    }
+    if xs.is_empty() {
+        return Err(format!("trace chart `{title}`: no points to draw"));
+    }
+    ensure_font()?;
+    let x_range = if log_x { log_range(xs) } else { linear_range(xs, false, 0.0) };
+    let y_range = if log_y { log_range(ys) } else { linear_range(ys, false, 0.0) };
+    let trace =
+        Trace { texts: Texts { title, x: axes.0, y: axes.1 }, lines: &lines, marks, y_ends: y_range.clone(), draw };
+    let x_ends = x_range.clone();
+    match (log_x, log_y) {
+        (false, false) => render_trace(path, &trace, x_range, y_range, x_ends),
+        (false, true) => render_trace(path, &trace, x_range, log_axis(y_range), x_ends),
+        (true, false) => render_trace(path, &trace, log_axis(x_range), y_range, x_ends),
+        (true, true) => render_trace(path, &trace, log_axis(x_range), log_axis(y_range), x_ends),
+    }
+}
+
+/// A trace chart ready to draw.
+struct Trace<'a> {
+    texts: Texts<'a>,
+    lines: &'a [Line<'a>],
+    marks: &'a [Mark],
+    /// Bottom and top of the y axis, where mark lines start and end.
+    y_ends: Range<f64>,
+    draw: Draw,
+}
+
+/// Draws a trace chart on the axes `x_spec` and `y_spec`; `x_ends` says which marks fit.
+fn render_trace<X, Y>(path: &Path, trace: &Trace, x_spec: X, y_spec: Y, x_ends: Range<f64>) -> Result<(), String>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let fail = failed(path);
+    let root = BitMapBackend::new(path, LINE_SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&fail)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(trace.texts.title, (FONT, 26))
+        .margin(18)
+        .x_label_area_size(64)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x_spec, y_spec)
+        .map_err(&fail)?;
+    chart
+        .configure_mesh()
+        .x_desc(trace.texts.x)
+        .y_desc(trace.texts.y)
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&|v| tick_label(*v))
+        .y_label_formatter(&|v| tick_label(*v))
+        .bold_line_style(BLACK.mix(0.12))
+        .light_line_style(BLACK.mix(0.04))
+        .draw()
+        .map_err(&fail)?;
+
+    let (bottom, top) = (trace.y_ends.start, trace.y_ends.end);
+    let mark_style = BLACK.mix(0.45).stroke_width(1);
+    let mark_font = (FONT, 13).into_font().color(&BLACK.mix(0.7)).pos(Pos::new(HPos::Left, VPos::Top));
+    for (x, label) in trace.marks.iter().filter(|(x, _)| x_ends.contains(x)) {
+        // Dashed, in pixels (on a log axis, steps in data units would bunch up).
+        let (px, py_top) = chart.backend_coord(&(*x, top));
+        let (_, py_bottom) = chart.backend_coord(&(*x, bottom));
+        for y in (py_top.min(py_bottom)..py_top.max(py_bottom)).step_by(9) {
+            root.draw(&PathElement::new(vec![(px, y), (px, y + 4)], mark_style)).map_err(&fail)?;
+        }
+        if !label.is_empty() {
+            root.draw(&Text::new(label.clone(), (px + 3, py_top + 3), mark_font.clone())).map_err(&fail)?;
+        }
+    }
+
+    let mut occupied = Vec::new();
+    let mut names = Vec::new();
+    for (index, line) in trace.lines.iter().enumerate().filter(|(_, line)| !line.points.is_empty()) {
+        let color = PALETTE[index % PALETTE.len()];
+        let drawn = match trace.draw {
+            Draw::Lines => chart.draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(1))),
+            Draw::Dots => chart.draw_series(line.points.iter().map(|&point| Pixel::new(point, color))),
+        };
+        drawn
+            .map_err(&fail)?
+            .label(line.name)
+            .legend(move |(x, y)| PathElement::new([(x - 12, y), (x + 12, y)], color.stroke_width(3)));
+        // Every point would be millions of pixels to weigh for the legend: a few thousand do.
+        let every = (line.points.len() / 2000).max(1);
+        occupied.extend(line.points.iter().step_by(every).map(|point| chart.backend_coord(point)));
+        names.push(line.name);
+    }
+    if names.len() > 1 {
+        draw_legend(&mut chart, &names, &occupied).map_err(&fail)?;
+    }
+    root.present().map_err(&fail)
 }
 
 /// One bar of a [`bar_chart`]: label, median and optionally (p5, p95) for its whisker.
@@ -869,6 +1001,37 @@ mod tests {
         };
         line_chart(&file.0, "Boot time by cores", "cores", "ms", &[cores], false, false).unwrap();
         file.assert_png();
+    }
+
+    #[test]
+    fn trace_chart_draws_long_series_and_marks() {
+        let file = TestFile::new("trace.png");
+        let spectrum = |name: &str, level: f64| Series {
+            name: name.to_string(),
+            points: (1..5000)
+                .map(|bin| (f64::from(bin) * 2.0, level * (1.0 + f64::from(bin % 50 == 0) * 30.0)))
+                .collect(),
+            low_high: None,
+        };
+        let marks = [(100.0, "timer 100 Hz".to_string()), (200.0, String::new()), (1e9, "off the axis".to_string())];
+        trace_chart(
+            &file.0,
+            "PSD",
+            ("Hz", "PSD"),
+            &[spectrum("TC", 1e-6), spectrum("AC", 1e-8)],
+            (true, true, Draw::Lines),
+            &marks,
+        )
+        .unwrap();
+        file.assert_png();
+        let counts = Series {
+            name: "counts".into(),
+            points: (0..100_000).map(|i| (f64::from(i), 800.0)).collect(),
+            low_high: None,
+        };
+        trace_chart(&file.0, "counts", ("s", "units"), &[counts], (false, false, Draw::Dots), &[]).unwrap();
+        file.assert_png();
+        assert!(trace_chart(&file.0, "none", ("x", "y"), &[], (false, false, Draw::Lines), &[]).is_err());
     }
 
     #[test]

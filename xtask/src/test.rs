@@ -1576,6 +1576,35 @@ fn user_shell_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             Ok(())
         }),
     });
+    // Each core counts the interrupts it takes in its KCB; core 0 reads both cores' counts.
+    list.push(Integration {
+        name: "proc-interrupts-2-cores".into(),
+        machine: user(2, "cat /proc/interrupts; sleep 1; cat /proc/interrupts"),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let tables = crate::interrupts::tables(serial);
+            let [before, after] = &tables[..] else {
+                return Err(format!("expected two /proc/interrupts tables, got {}", tables.len()));
+            };
+            if after.cpus != [0, 1] {
+                return Err(format!("expected columns CPU0 and CPU1, got {:?}", after.cpus));
+            }
+            if let Some(line) = after.lines.iter().find(|line| line.name.is_empty() || line.counts.len() != 2) {
+                return Err(format!("a line without a name or a count per core: {line:?}"));
+            }
+            let timer = |table: &crate::interrupts::Table| {
+                table.line("32").filter(|line| line.name == "timer").map(|line| line.counts.clone())
+            };
+            let (Some(first), Some(second)) = (timer(before), timer(after)) else {
+                return Err("no `32: ... timer` line".into());
+            };
+            // 100 Hz for a second; far fewer would mean a core's ticks were not counted.
+            if first.iter().zip(&second).any(|(a, b)| b < &(a + 20)) {
+                return Err(format!("timer counts did not grow on every core over `sleep 1`: {first:?} -> {second:?}"));
+            }
+            Ok(())
+        }),
+    });
     list.push(Integration {
         name: "tmpfs-full-2-cores".into(),
         machine: {

@@ -17,6 +17,8 @@ pub enum ProcFile {
     Stat(u32),
     /// `/proc/cpuinfo`.
     CpuInfo,
+    /// `/proc/interrupts`: interrupts and exceptions taken, per core and vector.
+    Interrupts,
     /// `/proc/meminfo`.
     MemInfo,
     /// `/proc/mounts`: written by the VFS from its mount table, never asked of the source.
@@ -81,8 +83,9 @@ const PROCESS_DIRECTORY_CODE: u64 = 1;
 const SELF_OF_PROCESS_CODE: u64 = 5;
 
 /// The top-level files and their codes, in listing order after `self`.
-const TOP_FILES: [(&[u8], ProcFile, u64); 4] = [
+const TOP_FILES: [(&[u8], ProcFile, u64); 5] = [
     (b"cpuinfo", ProcFile::CpuInfo, 3),
+    (b"interrupts", ProcFile::Interrupts, 14),
     (b"meminfo", ProcFile::MemInfo, 4),
     (b"mounts", ProcFile::Mounts, 5),
     (b"uptime", ProcFile::Uptime, 6),
@@ -275,7 +278,10 @@ mod tests {
             nodes.extend([ProcNode::SelfLinkOf(pid), ProcNode::ProcessDirectory(pid)]);
             nodes.extend([ProcFile::Status(pid), ProcFile::Cmdline(pid), ProcFile::Stat(pid)].map(ProcNode::File));
         }
-        nodes.extend([ProcFile::CpuInfo, ProcFile::MemInfo, ProcFile::Mounts, ProcFile::Uptime].map(ProcNode::File));
+        nodes.extend(
+            [ProcFile::CpuInfo, ProcFile::Interrupts, ProcFile::MemInfo, ProcFile::Mounts, ProcFile::Uptime]
+                .map(ProcNode::File),
+        );
         let views =
             [ReefView::Cores, ReefView::Msg, ReefView::Mem, ReefView::Syscalls, ReefView::Processes, ReefView::Files];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));

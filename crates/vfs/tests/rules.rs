@@ -630,7 +630,7 @@ fn proc_lists_processes_and_generates_text() {
     let proc = fixture.resolve("/proc").unwrap();
     assert_eq!(
         fixture.listing(proc).unwrap(),
-        [".", "..", "self", "cpuinfo", "meminfo", "mounts", "uptime", "reef", "1", "42"]
+        [".", "..", "self", "cpuinfo", "interrupts", "meminfo", "mounts", "uptime", "reef", "1", "42"]
     );
     let mounts = fixture.vfs.proc_contents(fixture.resolve("/proc/mounts").unwrap()).unwrap();
     assert_eq!(
@@ -654,7 +654,7 @@ fn proc_lists_processes_and_generates_text() {
     let mut buffer = [0u8; 4];
     assert_eq!(fixture.vfs.read(status, 0, &mut buffer), Err(EINVAL), "read proc_contents once instead");
     // A process that exits takes its nodes with it; a listing in progress goes on.
-    let (entry, cursor) = fixture.vfs.read_directory(proc, 8).unwrap().unwrap();
+    let (entry, cursor) = fixture.vfs.read_directory(proc, 9).unwrap().unwrap();
     assert_eq!(entry.name, b"1");
     fixture.processes.0.lock().unwrap().retain(|&pid| pid != 42);
     fixture.processes.0.lock().unwrap().push(7);

@@ -123,6 +123,8 @@ pub struct Kcb {
     pub started_tsc: AtomicU64,
     /// Timer interrupts taken.
     pub ticks: AtomicU64,
+    /// Interrupts and exceptions taken, by vector (`/proc/interrupts`).
+    pub interrupts: crate::interrupt::InterruptCounters,
     /// Why it stopped, when faulted.
     pub fault: FaultRecord,
     /// Name of the kernel image the instance runs (NUL-padded), written by the instance at entry.

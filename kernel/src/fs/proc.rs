@@ -144,6 +144,7 @@ impl ProcSource for Source {
                 }
             }
             ProcFile::CpuInfo => cpu_info(&mut text),
+            ProcFile::Interrupts => interrupts(&mut text),
             ProcFile::MemInfo => memory_info(&mut text),
             ProcFile::Uptime => {
                 let ns = crate::time::now_ns();
@@ -193,6 +194,33 @@ fn cpu_info(text: &mut String) {
             kcb.apic_id.load(Ordering::Relaxed),
             crate::core::kcb::Role::name(kcb.role.load(Ordering::Relaxed)),
         );
+    }
+}
+
+/// `/proc/interrupts` as Linux lays it out (`arch/x86/kernel/irq.c`): a header of `CPUn`
+/// columns over the running cores, then a line per vector some core took, its counts right
+/// under the headers, then its name.
+fn interrupts(text: &mut String) {
+    let cores: Vec<&crate::core::kcb::Kcb> =
+        shared::get().listed_kcbs().iter().filter(|kcb| kcb.state() == CoreState::Running).collect();
+    // Linux's `prec`: the width of the label column, at least 3.
+    const LABEL: usize = 3;
+    let _ = write!(text, "{:width$}", "", width = LABEL + 8);
+    for kcb in &cores {
+        let _ = write!(text, "CPU{:<8}", kcb.core_id.load(Ordering::Relaxed));
+    }
+    text.push('\n');
+    for vector in 0..=u8::MAX {
+        let counts: Vec<u64> =
+            cores.iter().map(|kcb| kcb.interrupts.by_vector[usize::from(vector)].load(Ordering::Relaxed)).collect();
+        if counts.iter().all(|count| *count == 0) {
+            continue;
+        }
+        let _ = write!(text, "{vector:>LABEL$}: ");
+        for count in counts {
+            let _ = write!(text, "{count:>10} ");
+        }
+        let _ = writeln!(text, "  {}", crate::interrupt::vector_name(vector));
     }
 }
 
