@@ -186,10 +186,10 @@ mod tests {
         assert_eq!(options.cores, Some(3));
         assert_eq!(options.timer_hz, 1000);
         assert_eq!(options.kc_spin_us, 2000);
-        let (options, diagnostics) = parse_all("kc_spin_us=50");
-        assert_eq!((options.kc_spin_us, diagnostics.len()), (50, 0));
-        let (options, diagnostics) = parse_all("kc_spin_us=2000000");
-        assert_eq!((options.kc_spin_us, diagnostics.len()), (2000, 1));
+        let (spin, spin_diagnostics) = parse_all("kc_spin_us=50");
+        assert_eq!((spin.kc_spin_us, spin_diagnostics.len()), (50, 0));
+        let (spin, spin_diagnostics) = parse_all("kc_spin_us=2000000");
+        assert_eq!((spin.kc_spin_us, spin_diagnostics.len()), (2000, 1));
         assert_eq!(options.log, LogLevel::Debug);
         assert_eq!(options.test.unwrap().as_str(), "fault:2");
         assert_eq!(options.exec.unwrap().as_str(), "msg ping 1 10");

@@ -49,7 +49,6 @@ fn main() -> ExitCode {
         }
     };
     let checks: [(&str, Check); 11] = [
-        ("ac-trip", Box::new(move || ac_trip(application_core))),
         ("mutex", Box::new(mutex)),
         ("atomic", Box::new(atomic)),
         ("map", Box::new(map)),
@@ -60,6 +59,7 @@ fn main() -> ExitCode {
         ("home", Box::new(home)),
         ("bin", Box::new(bin)),
         ("heap", Box::new(heap)),
+        ("ac-trip", Box::new(move || ac_trip(application_core))),
     ];
     // A failing check is reported in the one line, not by the default panic message.
     panic::set_hook(Box::new(|_| {}));
