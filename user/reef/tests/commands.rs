@@ -17,7 +17,10 @@ fn help_lists_every_command_once_a_line() {
     let listing = text(&output.stdout);
     let (commands, notes): (Vec<&str>, Vec<&str>) = listing.lines().partition(|line| line.starts_with("  "));
     let names: Vec<&str> = commands.iter().filter_map(|line| line.split_whitespace().next()).collect();
-    assert_eq!(names, ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn"]);
+    assert_eq!(
+        names,
+        ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac"]
+    );
     assert!(notes.iter().any(|note| note.contains("/bin/ps")), "where Reef's ps is, in sh: {notes:?}");
     assert_eq!(text(&reef(&["--help"]).stdout), listing);
 }
@@ -71,4 +74,28 @@ fn unknown_commands_are_not_found() {
     assert_eq!(output.status.code(), Some(127));
     assert_eq!(text(&output.stderr), "reef: no command `frobnicate`: `reef help` lists them\n");
     assert_eq!(reef(&[]).status.code(), Some(2));
+}
+
+#[test]
+fn role_and_execac_refuse_in_one_line() {
+    let output = reef(&["role", "1", "ac"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(text(&output.stderr), "role: core 1 to AC: not on Reef: roles need Reef's reef_role call\n");
+    let output = reef(&["role", "1", "xc"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).starts_with("role: `xc` is no role"));
+    let output = reef(&["role", "one", "ac"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = reef(&["execac", "1", "/bin/sh"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "execac: core 1: not on Reef: application cores need Reef's reef_move_to_ac call\n"
+    );
+    let output = reef(&["execac", "--syspage"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).starts_with("execac: usage: "));
+    let output = reef(&["execac", "-1", "/no/such/program"]);
+    assert_eq!(output.status.code(), Some(127));
+    assert!(text(&output.stderr).starts_with("execac: /no/such/program: no such program"));
 }
