@@ -382,9 +382,9 @@ fn scan() -> bool {
                 continue;
             }
             worked = true;
-            let mut batch = [Request::default(); ENTRIES];
-            let count = one.ring.take_batch(page, &mut batch);
-            for request in &batch[..count] {
+            // Memsc 3.4: every pending entry from the head on, each copied as it is taken.
+            while let Some(taken) = one.ring.take(page) {
+                let request = &taken;
                 match answer_here(one, request.number) {
                     Some(value) => {
                         counters().syspage_served_here.fetch_add(1, Ordering::Relaxed);
@@ -404,6 +404,9 @@ fn scan() -> bool {
                 }
             }
         }
+    }
+    if handed.is_empty() {
+        return worked;
     }
     let homes: Vec<usize> = {
         let served = SERVED.lock();
