@@ -36,6 +36,9 @@ struct Guest {
     syspage: u64,
 }
 
+/// How long an AC polls for its home's answer before it halts until an IPI brings it.
+const ANSWER_POLL_NS: u64 = 10_000_000;
+
 /// The thread taken (from its first run command to its end).
 static GUEST: Mutex<Option<Guest>> = Mutex::new(None);
 /// Commands for the guest not yet acted on.
@@ -211,6 +214,9 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
     if !send(guest.home, &event) {
         leave();
     }
+    // An AC has nothing else to do: it polls for the answer (no interrupt, the NIX way) for a
+    // while, and only a long wait (a read of the console, a sleep) halts until an IPI.
+    let poll_until = cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(ANSWER_POLL_NS));
     loop {
         if ENDED.load(Ordering::Acquire) {
             leave();
@@ -233,7 +239,12 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             log::warn!("home core {} of thread {} stopped: the thread ends here", guest.home, guest.tid);
             leave();
         }
-        crate::msg::wait_for_messages();
+        if cpu::read_tsc() < poll_until {
+            crate::msg::drain();
+            cpu::relax();
+        } else {
+            crate::msg::wait_for_messages();
+        }
     }
 }
 
