@@ -2,11 +2,9 @@
 #![doc = include_str!("../README.md")]
 
 mod options;
-mod os;
 mod output;
 mod quanta;
 mod summary;
-mod tsc;
 
 use options::{Options, Request, USAGE};
 use std::io::{self, BufWriter, Write};
@@ -30,7 +28,7 @@ impl Place {
     fn find() -> Self {
         match rt::current_core() {
             Some(core) => Place::Reef { core },
-            None => Place::Linux { cpu: os::current_cpu().ok() },
+            None => Place::Linux { cpu: rt::current_cpu() },
         }
     }
 
@@ -82,7 +80,7 @@ fn go_to(cpu: usize) -> Result<(), String> {
         Place::Reef { core } => {
             Err(format!("ftq runs on core {core}, not {cpu}: start it with `on {cpu}` or `execac {cpu}`"))
         }
-        Place::Linux { .. } => os::pin_current_thread(cpu).map_err(|error| format!("pinning to CPU {cpu}: {error}")),
+        Place::Linux { .. } => rt::pin_current_thread(cpu).map_err(|error| format!("pinning to CPU {cpu}: {error}")),
     }
 }
 
@@ -96,7 +94,7 @@ fn run(options: &Options) -> Result<(), String> {
         go_to(cpu)?;
     }
     let place = Place::find();
-    let tsc_hz = tsc::calibrate(CALIBRATION_WINDOW);
+    let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
     let quantum_cycles = ((u128::from(options.quantum_ns) * u128::from(tsc_hz) + 500_000_000) / 1_000_000_000) as u64;
     let quantum_cycles = quantum_cycles.max(1);
     let configuration = format!(

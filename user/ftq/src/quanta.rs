@@ -1,6 +1,6 @@
 //! The measurement: work units counted in back-to-back quanta on a fixed schedule.
 
-use crate::tsc;
+use rt::tsc;
 use std::hint::black_box;
 
 /// What one run measured.
