@@ -37,7 +37,7 @@ struct Guest {
 }
 
 /// How long an AC polls for its home's answer before it halts until an IPI brings it.
-const ANSWER_POLL_NS: u64 = 10_000_000;
+const ANSWER_POLL_NS: u64 = 50_000_000;
 
 /// The thread taken (from its first run command to its end).
 static GUEST: Mutex<Option<Guest>> = Mutex::new(None);
