@@ -28,6 +28,10 @@ pub enum CommandKind {
     Recall = 2,
     /// The thread is over here (it exited, was killed, or went home): drop it.
     End = 3,
+    /// Another thread of the process unmapped or protected memory: drop every cached
+    /// translation of the process's memory, then answer [`EventKind::Flushed`] (a TLB
+    /// shootdown; the home frees the frames only after the answer).
+    Flush = 4,
 }
 
 /// What the AC tells the home.
@@ -45,6 +49,8 @@ pub enum EventKind {
     Refused = 4,
     /// The thread left the AC (after an [`CommandKind::End`]).
     Ended = 5,
+    /// The AC dropped its cached translations (after a [`CommandKind::Flush`]).
+    Flushed = 6,
 }
 
 /// A command from the home TC.
@@ -93,7 +99,8 @@ impl AcCommand {
     /// Encoded size (fixed).
     pub const SIZE: usize = COMMAND_HEADER + REGISTER_BYTES + FPU_STATE_SIZE + MAX_ROOT_ENTRIES * 10;
 
-    /// A command with no registers: [`CommandKind::Recall`] or [`CommandKind::End`].
+    /// A command with no registers: [`CommandKind::Recall`], [`CommandKind::End`] or
+    /// [`CommandKind::Flush`].
     pub fn bare(kind: CommandKind, home: u16, pid: u32, tid: u32) -> Self {
         Self {
             kind,
@@ -147,6 +154,7 @@ impl AcCommand {
             1 => CommandKind::Run,
             2 => CommandKind::Recall,
             3 => CommandKind::End,
+            4 => CommandKind::Flush,
             _ => return Err(DecodeError::BadField("command kind")),
         };
         let root_entry_count = bytes[30];
@@ -215,6 +223,7 @@ impl AcEvent {
             3 => EventKind::Recalled,
             4 => EventKind::Refused,
             5 => EventKind::Ended,
+            6 => EventKind::Flushed,
             _ => return Err(DecodeError::BadField("event kind")),
         };
         let mut at = EVENT_HEADER;

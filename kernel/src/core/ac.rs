@@ -286,7 +286,17 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
         }
         CommandKind::Recall if ours => RECALLED.store(true, Ordering::Release),
         CommandKind::End if ours => ENDED.store(true, Ordering::Release),
-        // For a thread this AC does not hold: already gone; nothing to do.
+        CommandKind::Flush if ours => {
+            drop(guest);
+            flush_translations();
+            let _ = send(home, &AcEvent::bare(EventKind::Flushed, me, command.pid, command.tid, 0));
+        }
+        // For a thread this AC does not hold: already gone; nothing to do (a flush is answered:
+        // this core holds no translation of that process).
+        CommandKind::Flush => {
+            drop(guest);
+            let _ = send(home, &AcEvent::bare(EventKind::Flushed, me, command.pid, command.tid, 0));
+        }
         CommandKind::Recall | CommandKind::End => {}
     }
     Ok(())

@@ -98,6 +98,9 @@ pub struct AddressSpace {
     pub heap_end: u64,
     /// Frames this address space holds (pages and tables), for the leak check.
     frames: u64,
+    /// While set, pages unmapped are collected here instead of freed: an application core
+    /// may still hold translations of them until its TLB shootdown is answered.
+    deferred_frees: Option<Vec<u64>>,
 }
 
 fn table(physical: u64) -> *mut u64 {
@@ -128,7 +131,7 @@ impl AddressSpace {
                 512 - USER_ROOT_ENTRIES,
             )
         };
-        Ok(Self { root, areas: Vec::new(), heap_start: 0, heap_end: 0, frames: 1 })
+        Ok(Self { root, areas: Vec::new(), heap_start: 0, heap_end: 0, frames: 1, deferred_frees: None })
     }
 
     /// Physical address of the PML4 (what CR3 loads).
@@ -377,6 +380,17 @@ impl AddressSpace {
         Ok(start)
     }
 
+    /// From now on, pages unmapped are kept for [`Self::take_deferred_frees`] instead of freed.
+    pub fn defer_frees(&mut self) {
+        self.deferred_frees.get_or_insert_with(Vec::new);
+    }
+
+    /// The frames unmapped since [`Self::defer_frees`], no longer this address space's: the
+    /// caller frees them once no core can reach them through a cached translation.
+    pub fn take_deferred_frees(&mut self) -> Vec<u64> {
+        self.deferred_frees.take().unwrap_or_default()
+    }
+
     /// Unmaps `[start, end)`: frees its pages and cuts the areas there.
     pub fn unmap(&mut self, start: u64, end: u64) -> Result<(), MemoryError> {
         if !start.is_multiple_of(PAGE_SIZE) || start >= end || end > USER_END {
@@ -461,7 +475,11 @@ impl AddressSpace {
                     // SAFETY: as above.
                     unsafe { entry.write(0) };
                     paging::flush_page(page);
-                    if frames::free(value & flags::ADDRESS_MASK).is_ok() {
+                    let frame = value & flags::ADDRESS_MASK;
+                    if let Some(deferred) = self.deferred_frees.as_mut() {
+                        deferred.push(frame);
+                        self.frames -= 1;
+                    } else if frames::free(frame).is_ok() {
                         self.frames -= 1;
                     }
                 }

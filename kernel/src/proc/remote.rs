@@ -41,6 +41,70 @@ static EVENTS: Mutex<Vec<AcEvent>> = Mutex::new(Vec::new());
 /// Threads whose home waits for their AC's acknowledgement of an end; other
 /// acknowledgements are dropped on arrival.
 static END_WAITERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Shootdown answers not yet counted: (AC, thread).
+static FLUSHED: Mutex<Vec<(usize, u32)>> = Mutex::new(Vec::new());
+/// How long a shootdown waits for each AC's answer.
+const FLUSH_TIMEOUT_MS: u64 = 100;
+
+/// A change of a process's mappings (`munmap`, `mprotect`, `brk`, `mmap`) made while another
+/// of its threads runs on an AC: the frames it unmaps are kept until every such AC dropped its
+/// cached translations (a TLB shootdown, DESIGN: the home is the only writer, it sends the
+/// shootdown and waits for the answer), then freed. Made before the change, finished when
+/// dropped (after the caller let go of the process's state).
+pub struct MappingChange<'a> {
+    process: &'a super::Process,
+    /// The other threads away, and their ACs.
+    away: Vec<(usize, u32)>,
+}
+
+impl<'a> MappingChange<'a> {
+    /// Starts a change of `process`'s mappings by the running thread.
+    pub fn begin(process: &'a super::Process) -> Self {
+        let me = sched::with_current_thread_pub(|t| t.tid).unwrap_or(0);
+        let away: Vec<(usize, u32)> = sched::threads_of(process.pid)
+            .iter()
+            .filter(|t| t.tid != me)
+            .filter_map(|t| t.away.lock().map(|away| (away.core, t.tid)))
+            .collect();
+        if !away.is_empty() {
+            process.state.lock().memory.defer_frees();
+        }
+        Self { process, away }
+    }
+}
+
+impl Drop for MappingChange<'_> {
+    fn drop(&mut self) {
+        if self.away.is_empty() {
+            return;
+        }
+        let frames = self.process.state.lock().memory.take_deferred_frees();
+        let home = shared::this_core() as u16;
+        for &(core, tid) in &self.away {
+            send(core, &AcCommand::bare(CommandKind::Flush, home, self.process.pid, tid));
+        }
+        let deadline = crate::time::deadline_after_ms(FLUSH_TIMEOUT_MS);
+        let answered = |flushed: &mut Vec<(usize, u32)>, target: &(usize, u32)| {
+            flushed.iter().position(|f| f == target).map(|i| flushed.swap_remove(i)).is_some()
+        };
+        let mut waiting = self.away.clone();
+        while !waiting.is_empty() && crate::arch::cpu::read_tsc() < deadline {
+            crate::msg::drain();
+            waiting.retain(|target| !answered(&mut FLUSHED.lock(), target) && crate::msg::is_live(target.0));
+            crate::arch::cpu::relax();
+        }
+        if !waiting.is_empty() {
+            log::warn!(
+                "application cores {waiting:?} did not answer a TLB shootdown in time; their frames are freed anyway"
+            );
+        }
+        for frame in frames {
+            if crate::mm::frames::free(frame).is_err() {
+                log::error!("a frame unmapped under a shootdown was not allocated: {frame:#x}");
+            }
+        }
+    }
+}
 
 /// `reef_move_to_ac(core, flags)`: marks the calling thread to leave for an AC; the move
 /// happens on its way back to ring 3 ([`serve`]).
@@ -314,6 +378,10 @@ pub fn thread_leaves(thread: &sched::Thread) {
 fn on_event(bytes: &[u8]) -> crate::msg::HandlerResult {
     let event = AcEvent::decode(bytes)?;
     let tid = event.tid;
+    if event.kind == EventKind::Flushed {
+        FLUSHED.lock().push((usize::from(event.core), tid));
+        return Ok(());
+    }
     if event.kind == EventKind::Ended && !END_WAITERS.lock().contains(&tid) {
         return Ok(());
     }

@@ -3,6 +3,7 @@
 use super::SyscallResult;
 use crate::arch::paging::PAGE_SIZE;
 use crate::mm::user::{AreaKind, MemoryError, Protection};
+use crate::proc::remote::MappingChange;
 use crate::sched;
 use linux_raw_sys::errno;
 
@@ -21,6 +22,7 @@ fn memory_errno(error: MemoryError) -> u32 {
 
 pub fn brk(wanted: u64) -> SyscallResult {
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    let _change = MappingChange::begin(&process);
     let mut state = process.state.lock();
     if wanted == 0 {
         return Ok(state.memory.heap_end);
@@ -35,6 +37,7 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
     let protection = Protection::from_linux(protection);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    let _change = MappingChange::begin(&process);
     // A file mapping is a private copy of the file's bytes, read through the file service.
     let file = flags & MAP_ANONYMOUS == 0;
     if file {
@@ -81,6 +84,7 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    let _change = MappingChange::begin(&process);
     // A syspage in the range is served no more before its frame goes back.
     super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
     let mut state = process.state.lock();
@@ -95,6 +99,7 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    let _change = MappingChange::begin(&process);
     super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
     let mut state = process.state.lock();
     state.memory.protect(start, end, Protection::from_linux(protection)).map_err(memory_errno)?;

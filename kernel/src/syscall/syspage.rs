@@ -505,10 +505,17 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
     let arguments = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
     let Ok(index) = own.submitter.add(page, number as u32, arguments) else { return false };
     ring_doorbell(kernel_core);
+    let mut polls = 0u32;
     while !Submitter::is_done(page, index) {
         if !crate::msg::is_live(kernel_core) {
             log::warn!("kernel core {kernel_core} stopped with a call of this AC's thread in its syspage");
             return false;
+        }
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(MESSAGE_LOOK_EVERY) {
+            // A shootdown or a recall from the home must not wait for the call (which may
+            // wait for the home).
+            crate::msg::drain();
         }
         cpu::relax();
     }
