@@ -221,18 +221,22 @@ pub fn run_stress(total: u64) -> Result<String, String> {
     }
     // Quiescence: every published line received or dropped.
     let deadline = cpu::read_tsc() + facts.tsc_hz * 10;
+    // One snapshot: what was handled first, then what was sent (every handled line was sent
+    // before), so equal counts mean nothing was in flight at that moment, even with other
+    // traffic going on (a shell, a role change, a program on an AC).
     let balance = || {
-        let sent = sum(|c| &c.sent) - start_sent;
         let done = sum(|c| &c.received) - start_received + sum(|c| &c.dropped) - start_dropped;
+        let sent = sum(|c| &c.sent) - start_sent;
         (sent, done)
     };
-    while balance().0 != balance().1 && cpu::read_tsc() < deadline {
+    let (mut sent, mut done) = balance();
+    while sent != done && cpu::read_tsc() < deadline {
         super::drain();
+        (sent, done) = balance();
     }
     for member in &members {
         let _ = icc::call(*member, handler::GROUP_LEAVE, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000);
     }
-    let (sent, done) = balance();
     let dropped = sum(|c| &c.dropped) - start_dropped;
     let large = sum(|c| &c.large_ok) - start_large;
     let order_errors = sum(|c| &c.order_errors) - start_order;

@@ -24,6 +24,9 @@ use spin::Mutex;
 const END_ACK_TIMEOUT_MS: u64 = 200;
 /// How often a waiting home looks whether its AC still runs.
 const LIVENESS_CHECK_MS: u64 = 100;
+/// How long the home polls for its AC's next event before it blocks, when no other thread of
+/// the home is ready: the answer to a short call comes back without a halted core's wake-up.
+const EVENT_POLL_NS: u64 = 300_000;
 
 /// Where a thread's user code runs while it is away.
 #[derive(Clone, Copy, Debug)]
@@ -295,6 +298,19 @@ fn wait_event(thread: &sched::Thread, core: usize) -> Option<Result<AcEvent, Kil
         crate::syscall::syspage::run_forwarded();
         if !crate::msg::is_live(core) {
             return None;
+        }
+        if !recalled && !sched::others_ready() {
+            let poll_until = crate::arch::cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(EVENT_POLL_NS));
+            while crate::arch::cpu::read_tsc() < poll_until && !sched::others_ready() {
+                crate::msg::drain();
+                if let Some(event) = take_event(thread.tid) {
+                    return Some(Ok(event));
+                }
+                if crate::syscall::syspage::has_forwarded() {
+                    break;
+                }
+                crate::arch::cpu::relax();
+            }
         }
         let deadline = Some(crate::time::deadline_after_ms(LIVENESS_CHECK_MS));
         let wakeup = if recalled {

@@ -285,6 +285,11 @@ pub fn make_ready(thread: Arc<Thread>) {
     with_scheduler(|s| s.ready.push_back(thread));
 }
 
+/// Whether a thread other than the running one is ready to run.
+pub fn others_ready() -> bool {
+    with_scheduler(|s| !s.ready.is_empty())
+}
+
 /// Threads (ready or running, blocked) of this instance, the boot thread included, and the
 /// switches so far.
 pub fn counts() -> (usize, usize, u64) {

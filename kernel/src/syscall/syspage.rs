@@ -249,6 +249,11 @@ fn on_call(bytes: &[u8]) -> crate::msg::HandlerResult {
     Ok(())
 }
 
+/// Whether calls handed back by KCs wait to be run here.
+pub fn has_forwarded() -> bool {
+    FORWARDED_COUNT.load(Ordering::Relaxed) != 0
+}
+
 /// Runs the calls KCs handed back for the running thread (on its way to ring 3, or while it
 /// waits for its AC) and answers them.
 pub fn run_forwarded() {
