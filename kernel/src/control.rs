@@ -180,6 +180,14 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
             uptime_ms / 1000,
             uptime_ms % 1000,
         )?;
+        let thread = kcb.application_thread.load(Ordering::Acquire);
+        if thread != 0 {
+            writeln!(out, "      runs thread {} of process {}", thread as u32, thread >> 32)?;
+        }
+        let syspages = kcb.syspages.load(Ordering::Acquire);
+        if syspages != 0 {
+            writeln!(out, "      serves {syspages} syspages")?;
+        }
         if state == CoreState::Faulted {
             writeln!(
                 out,

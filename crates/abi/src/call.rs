@@ -77,12 +77,16 @@ pub const ROLE: u64 = FIRST + 7;
 /// `reef_move_to_ac(core, flags) -> core`: moves the calling thread to application core `core`
 /// (`-1`: any free AC) and returns the core it runs on; the process stays homed on its TC,
 /// which serves the thread's traps (NIX). `flags`: [`MOVE_SYSPAGE`]. Errors: `EINVAL` (no such
-/// core, or it is not an AC), `EBUSY` (the AC runs a thread, or no AC is free), `EAGAIN` (the
-/// core is not running), `EALREADY` (the thread runs on an AC already).
+/// core, it is not an AC, or an unknown flag), `EBUSY` (the AC runs a thread, or no AC is
+/// free), `EAGAIN` (the core is not running), `EALREADY` (the thread runs on an AC already),
+/// `ENXIO` (with [`MOVE_SYSPAGE`]: no kernel core runs), `ENOMEM`. The AC may still refuse when
+/// the thread arrives (another thread took it meanwhile): the call then returns `EBUSY` and
+/// the thread stays home. See `docs/roles.md`.
 pub const MOVE_TO_AC: u64 = FIRST + 8;
 
 /// `reef_return_from_ac() -> 0`: the calling thread leaves its AC and runs on its home TC
-/// again. `EALREADY` when it is not on an AC.
+/// again (its syspage, if `MOVE_SYSPAGE` made one, is unregistered). `EALREADY` when it is
+/// not on an AC.
 pub const RETURN_FROM_AC: u64 = FIRST + 9;
 
 /// Flag of [`MOVE_TO_AC`]: every trapping call of the thread becomes a syspage entry for a

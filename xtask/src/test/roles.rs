@@ -25,7 +25,8 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   execac 1 /bin/reef cores | grep -c AC; \
                   role 0 ac; role 0 kc; role 7 ac; role 1 xc; execac 0 /bin/busybox true; \
                   execac --syspage 1 /bin/busybox true; execac 1 /bin/nothing-here; \
-                  execac 1 /bin/busybox sleep 2 & sleep 1; execac 1 /bin/busybox true; role 1 tc; wait; \
+                  execac 1 /bin/busybox sleep 2 & sleep 1; /bin/cores | grep 'runs thread'; \
+                  execac 1 /bin/busybox true; role 1 tc; wait; \
                   execac -1 /bin/busybox echo any-ac-done; role 1 tc; /bin/cores; /bin/ps";
     let expected_digest = digest.clone();
     list.push(Integration {
@@ -69,6 +70,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "a role change of a busy AC was not refused",
             )?;
             printed(serial, "any-ac-done", "execac -1 found no free AC")?;
+            printed(serial, "      runs thread ", "`cores` did not show the thread the AC runs")?;
             printed_in_order(serial, &["core 1 is now a TC", "1     1     running       TC"])?;
             nothing_leaked(serial, 2)
         }),
