@@ -1,6 +1,7 @@
 //! Reef's own system calls for Rust programs with `std`, and what tells Reef from Linux.
 #![doc = include_str!("../README.md")]
 
+pub mod cli;
 pub mod raw;
 pub mod roles;
 pub mod syspage;

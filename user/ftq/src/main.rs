@@ -6,7 +6,7 @@ mod output;
 mod quanta;
 mod summary;
 
-use options::{Options, Request, USAGE};
+use options::{Options, USAGE};
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -51,16 +51,9 @@ impl Place {
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
-    let options = match options::parse(&arguments) {
-        Ok(Request::Run(options)) => options,
-        Ok(Request::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("ftq: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let options = match rt::cli::options_or_exit("ftq", USAGE, options::parse(&arguments)) {
+        Ok(options) => options,
+        Err(status) => return status,
     };
     match run(&options) {
         Ok(()) => ExitCode::SUCCESS,

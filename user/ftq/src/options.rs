@@ -55,12 +55,8 @@ usage: ftq [--out PREFIX] [--quiet] [--dump] [--interrupts] [--cpu N] [--warmup 
   --warmup N    quanta run first and not kept (default 100)
   --work N      xorshift steps in one work unit (default 8)";
 
-/// What the command line asks for.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Request {
-    Run(Options),
-    Help,
-}
+/// What the command line asks for: a run with these options, or the usage.
+pub type Request = rt::cli::Command<Options>;
 
 /// A quantum length in µs, decimal, as whole nanoseconds.
 fn quantum_ns(text: &str) -> Option<u64> {

@@ -5,7 +5,7 @@ mod bench;
 mod options;
 mod os;
 
-use options::{Benchmark, Options, Request, USAGE};
+use options::{Benchmark, Options, USAGE};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -32,16 +32,9 @@ impl Place {
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
-    let options = match options::parse(&arguments) {
-        Ok(Request::Run(options)) => options,
-        Ok(Request::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("procbench: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let options = match rt::cli::options_or_exit("procbench", USAGE, options::parse(&arguments)) {
+        Ok(options) => options,
+        Err(status) => return status,
     };
     let place = Place::find();
     let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);

@@ -98,12 +98,8 @@ usage: procbench [--iterations N] [--only NAME[,NAME...]] [--tiny PATH]
                   page-first-touch, spawn-other-core, spawn-same-core
   --tiny PATH     the program to start (default /bin/tiny)";
 
-/// What the command line asks for.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Request {
-    Run(Options),
-    Help,
-}
+/// What the command line asks for: a run with these options, or the usage.
+pub type Request = rt::cli::Command<Options>;
 
 /// Parses the arguments after the program name.
 pub fn parse(arguments: &[String]) -> Result<Request, String> {

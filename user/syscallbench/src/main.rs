@@ -6,7 +6,7 @@ mod options;
 mod uring;
 
 use bench::{Caller, Runs};
-use options::{Benchmark, Mechanism, Options, Request, USAGE};
+use options::{Benchmark, Mechanism, Options, USAGE};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,16 +15,9 @@ const CALIBRATION_WINDOW: Duration = Duration::from_millis(50);
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
-    let options = match options::parse(&arguments) {
-        Ok(Request::Run(options)) => options,
-        Ok(Request::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("syscallbench: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let options = match rt::cli::options_or_exit("syscallbench", USAGE, options::parse(&arguments)) {
+        Ok(options) => options,
+        Err(status) => return status,
     };
     let reef = rt::on_reef();
     if let (Some(cpu), false) = (options.pin, reef) {

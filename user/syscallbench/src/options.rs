@@ -114,11 +114,8 @@ impl Options {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum Request {
-    Run(Options),
-    Help,
-}
+/// What the command line asks for: a run with these options, or the usage.
+pub type Request = rt::cli::Command<Options>;
 
 pub const USAGE: &str = "\
 usage: syscallbench [--trap] [--syspage] [--uring] [--uring-sqpoll] [--kc CORE]
