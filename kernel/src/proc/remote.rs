@@ -277,7 +277,15 @@ fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process
 fn send(core: usize, command: &AcCommand) -> bool {
     let mut bytes = alloc::vec![0u8; AcCommand::SIZE];
     command.encode(&mut bytes);
-    crate::msg::send_large_draining(core, Kind::AcCommand, &bytes).is_ok()
+    let sent = crate::msg::send_large_draining(core, Kind::AcCommand, &bytes).is_ok();
+    if sent && command.kind != CommandKind::Run {
+        // A recall, an end or a shootdown must reach a thread that computes without a system
+        // call: its AC looks at messages only when it enters the kernel, and a core running
+        // user code is not armed for the usual notification. A run answers an AC that waits
+        // for it, and needs no interrupt.
+        crate::msg::notify(core, crate::msg::NotifyMode::Ipi);
+    }
+    sent
 }
 
 fn take_event(tid: u32) -> Option<AcEvent> {

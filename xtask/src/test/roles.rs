@@ -27,7 +27,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   execac --syspage 1 /bin/busybox true; execac 1 /bin/nothing-here; \
                   execac 1 /bin/busybox sleep 2 & sleep 1; /bin/cores | grep 'runs thread'; \
                   execac 1 /bin/busybox true; role 1 tc; wait; \
-                  execac -1 /bin/busybox echo any-ac-done; role 1 tc; /bin/cores; /bin/ps";
+                  execac -1 /bin/busybox echo any-ac-done; \
+                  execac 1 /bin/ftq 2000000 50 & sleep 1; kill $!; wait; \
+                  echo compute-killed $(/bin/cores | grep -c 'runs thread'); role 1 tc; /bin/cores; /bin/ps";
     let expected_digest = digest.clone();
     list.push(Integration {
         name: "roles-2-cores".into(),
@@ -70,6 +72,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "a role change of a busy AC was not refused",
             )?;
             printed(serial, "any-ac-done", "execac -1 found no free AC")?;
+            printed(serial, "compute-killed 0", "a thread computing on an AC was not ended by its kill")?;
             printed(serial, "      runs thread ", "`cores` did not show the thread the AC runs")?;
             printed_in_order(serial, &["core 1 is now a TC", "1     1     running       TC"])?;
             nothing_leaked(serial, 2)
