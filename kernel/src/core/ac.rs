@@ -132,6 +132,16 @@ pub fn flush_translations() {
     }
 }
 
+/// Whether the home ended the guest (a kill while it waits on its syspage).
+pub fn is_ended() -> bool {
+    ENDED.load(Ordering::Acquire)
+}
+
+/// [`leave`] for the syspage path.
+pub fn leave_now() -> ! {
+    leave()
+}
+
 /// Ends the guest from inside one of its traps: back to the boot thread's stack for good.
 fn leave() -> ! {
     cpu::disable_interrupts();

@@ -55,6 +55,10 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
                 return Err(errno::EEXIST);
             }
         } else {
+            if super::syspage::holds_kernel_page(process.pid, hint, hint + length) {
+                return Err(errno::EINVAL);
+            }
+            super::syspage::forget_range(process.pid, hint, hint + length);
             memory.unmap(hint, hint + length).map_err(memory_errno)?;
         }
         hint
@@ -84,6 +88,9 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    if super::syspage::holds_kernel_page(process.pid, start & !(PAGE_SIZE - 1), end) {
+        return Err(errno::EINVAL);
+    }
     let _change = MappingChange::begin(&process);
     // A syspage in the range is served no more before its frame goes back.
     super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
@@ -99,6 +106,9 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
+    if super::syspage::holds_kernel_page(process.pid, start & !(PAGE_SIZE - 1), end) {
+        return Err(errno::EINVAL);
+    }
     let _change = MappingChange::begin(&process);
     super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
     let mut state = process.state.lock();

@@ -53,6 +53,8 @@ struct Registration {
     kernel_core: usize,
     user_page: u64,
     physical: u64,
+    /// Made by the kernel for `execac --syspage`, not by the program.
+    kernel_made: bool,
 }
 
 static REGISTRATIONS: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
@@ -64,10 +66,10 @@ static FORWARDED_COUNT: AtomicUsize = AtomicUsize::new(0);
 pub fn register(page: u64, kernel_core: u64) -> SyscallResult {
     let thread = sched::current();
     let kernel_core = usize::try_from(kernel_core).map_err(|_| errno::EINVAL)?;
-    register_for(&thread, page, kernel_core).map(|()| 0)
+    register_for(&thread, page, kernel_core, false).map(|()| 0)
 }
 
-fn register_for(thread: &Thread, page: u64, kernel_core: usize) -> Result<(), Errno> {
+fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: bool) -> Result<(), Errno> {
     let process = thread.process.as_ref().ok_or(errno::EPERM)?;
     if page == 0 || !page.is_multiple_of(PAGE_SIZE) {
         return Err(errno::EINVAL);
@@ -117,6 +119,7 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize) -> Result<(), Er
         kernel_core,
         user_page: page,
         physical,
+        kernel_made,
     });
     Ok(())
 }
@@ -209,7 +212,14 @@ pub fn prepare_for_ac(thread: &Thread) -> Result<(), Errno> {
             .map_err(|_| errno::ENOMEM)?;
         start
     };
-    register_for(thread, page, kernel_core)
+    register_for(thread, page, kernel_core, true)
+}
+
+/// Whether `[start, end)` of process `pid` holds a syspage the kernel made for `execac
+/// --syspage`: `munmap`, `mprotect` and `MAP_FIXED` over it fail with `EINVAL` (the page is
+/// the kernel's; the call that would remove it may itself be travelling through it).
+pub fn holds_kernel_page(pid: u32, start: u64, end: u64) -> bool {
+    REGISTRATIONS.lock().iter().any(|r| r.pid == pid && r.kernel_made && r.user_page >= start && r.user_page < end)
 }
 
 /// The kernel core and physical frame of thread `tid`'s syspage.
@@ -498,40 +508,68 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
     if physical == 0 || !travels_by_syspage(number) || !crate::msg::is_live(kernel_core) {
         return false;
     }
-    let mut own = OWN.lock();
-    if own.as_ref().is_none_or(|page| page.physical != physical) {
-        if crate::mm::window::map_frame(window(OWN_SLOT), physical).is_err() {
-            return false;
+    match submit_and_wait(frame, kernel_core, physical) {
+        Submitted::Done(value) => {
+            counters().sent_by_syspage.fetch_add(1, Ordering::Relaxed);
+            frame.rax = value as u64;
+            if changes_mappings(number) {
+                // The home changed the tables this AC walks (they are the home's):
+                // translations this core cached of them may be stale (a page unmapped and
+                // mapped again elsewhere).
+                crate::core::ac::flush_translations();
+            }
+            true
         }
-        *own = Some(OwnPage { physical, submitter: Submitter::new() });
+        Submitted::NotTaken => false,
+        // Killed meanwhile: the home waits for this core to let go of the thread.
+        Submitted::Ended => crate::core::ac::leave_now(),
     }
-    let Some(own) = own.as_mut() else { return false };
+}
+
+/// What came of an AC's syspage entry.
+enum Submitted {
+    /// The KC completed it with this value.
+    Done(i64),
+    /// It could not be submitted (full ring, unmappable frame) or its KC stopped: the call
+    /// goes to the home instead.
+    NotTaken,
+    /// The home ended the thread while it waited.
+    Ended,
+}
+
+/// Puts the call of `frame` in the syspage at `physical` and waits for it; the page's lock is
+/// let go before the caller acts on the outcome (leaving the guest never returns).
+fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64) -> Submitted {
+    let mut guard = OWN.lock();
+    if guard.as_ref().is_none_or(|page| page.physical != physical) {
+        if crate::mm::window::map_frame(window(OWN_SLOT), physical).is_err() {
+            return Submitted::NotTaken;
+        }
+        *guard = Some(OwnPage { physical, submitter: Submitter::new() });
+    }
+    let Some(own) = guard.as_mut() else { return Submitted::NotTaken };
     let page = page_at(window(OWN_SLOT));
     let arguments = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
-    let Ok(index) = own.submitter.add(page, number as u32, arguments) else { return false };
+    let Ok(index) = own.submitter.add(page, frame.rax as u32, arguments) else { return Submitted::NotTaken };
     ring_doorbell(kernel_core);
     let mut polls = 0u32;
     while !Submitter::is_done(page, index) {
+        if crate::core::ac::is_ended() {
+            return Submitted::Ended;
+        }
         if !crate::msg::is_live(kernel_core) {
             log::warn!("kernel core {kernel_core} stopped with a call of this AC's thread in its syspage");
-            return false;
+            return Submitted::NotTaken;
         }
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(MESSAGE_LOOK_EVERY) {
-            // A shootdown or a recall from the home must not wait for the call (which may
-            // wait for the home).
+            // A shootdown, a recall or an end from the home must not wait for the call (which
+            // may wait for the home).
             crate::msg::drain();
         }
         cpu::relax();
     }
-    counters().sent_by_syspage.fetch_add(1, Ordering::Relaxed);
-    frame.rax = own.submitter.take_value(page, index).unwrap_or(-i64::from(errno::EIO)) as u64;
-    if changes_mappings(number) {
-        // The home changed the tables this AC walks (they are the home's): translations this
-        // core cached of them may be stale (a page unmapped and mapped again elsewhere).
-        crate::core::ac::flush_translations();
-    }
-    true
+    Submitted::Done(own.submitter.take_value(page, index).unwrap_or(-i64::from(errno::EIO)))
 }
 
 /// Calls after which an AC's cached translations of the process's memory may be stale.

@@ -87,6 +87,8 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   execac 1 /bin/sysfuzz --scribble 3 --seed 13 --calls 1500; \
                   on 0 /bin/sysfuzz --scribble 3 --seed 14 --calls 3000; \
                   spawn 3 /bin/busybox true; /bin/syscalls 1; /bin/syscalls 2; /bin/syscalls 3; \
+                  execac --syspage 2 /bin/busybox sleep 5 & sleep 1; kill $!; wait; \
+                  echo syspage-killed $(/bin/cores | grep -c 'runs thread'); \
                   role 1 tc; role 2 tc; role 3 tc; spawn 0 /bin/busybox echo kernels alive; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "syspages-4-cores".into(),
@@ -120,6 +122,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             if kc_line.contains(" 0 syspage entries served here") {
                 return Err(format!("the KC served nothing itself: {kc_line}"));
             }
+            printed(serial, "syspage-killed 0", "a thread waiting on its syspage was not ended by its kill")?;
             printed(serial, "kernels alive", "a kernel did not survive")?;
             if serial.contains("FAULT core") {
                 return Err("a kernel faulted".into());
