@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod cli;
+pub mod place;
 pub mod raw;
 pub mod roles;
 pub mod syspage;

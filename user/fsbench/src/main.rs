@@ -6,33 +6,8 @@ mod options;
 mod os;
 
 use options::{Options, Request, Work, USAGE};
+use rt::place::Place;
 use std::process::ExitCode;
-
-/// Where fsbench runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    /// On Reef, on `core` of `instances` kernel instances.
-    Reef { core: usize, instances: usize },
-    /// On Linux, on `cpu` when `getcpu` answered.
-    Linux { cpu: Option<usize> },
-}
-
-impl Place {
-    fn find() -> Self {
-        match (rt::current_core(), rt::instance_count()) {
-            (Some(core), Some(instances)) => Place::Reef { core, instances },
-            _ => Place::Linux { cpu: os::current_cpu().ok() },
-        }
-    }
-
-    /// The core (Reef) or CPU (Linux) in the output; `unknown` if `getcpu` failed.
-    fn core(self) -> String {
-        match self {
-            Place::Reef { core, .. } | Place::Linux { cpu: Some(core) } => core.to_string(),
-            Place::Linux { cpu: None } => "unknown".into(),
-        }
-    }
-}
 
 /// The path to start `fsbench pipe-reader` from: how we were started, if that is a path.
 fn own_path() -> String {
@@ -65,7 +40,7 @@ fn main() -> ExitCode {
     let mut place = Place::find();
     match (place, options.pin) {
         (Place::Linux { .. }, Some(cpu)) => {
-            if let Err(error) = os::pin_current_thread(cpu) {
+            if let Err(error) = rt::pin_current_thread(cpu) {
                 println!("FSBENCH-ERROR {name}: pinning to CPU {cpu}: {error}");
                 return ExitCode::FAILURE;
             }
@@ -87,7 +62,7 @@ fn main() -> ExitCode {
 /// Runs every size of the benchmark, printing each sample and summary, or the error of a size
 /// that failed (the other sizes still run); whether all succeeded.
 fn run(options: &Options, place: Place) -> bool {
-    let core = place.core();
+    let core = place.core().map_or_else(|| "unknown".to_string(), |core| core.to_string());
     let null = || bench::open_null();
     let mut succeeded = true;
     let mut report = |figure: String, result: Result<Vec<u64>, String>, extra: &dyn Fn(u64) -> String| match result {
@@ -122,7 +97,7 @@ fn run(options: &Options, place: Place) -> bool {
                 (Place::Reef { .. }, Some(core)) => Ok(bench::Reader::Spawn { core }),
                 (Place::Reef { .. }, None) => Ok(bench::Reader::Fork { pin: None }),
                 // On Linux the writer stays where it is and the reader goes where it is told.
-                (Place::Linux { cpu: Some(cpu) }, _) => os::pin_current_thread(cpu)
+                (Place::Linux { cpu: Some(cpu) }, _) => rt::pin_current_thread(cpu)
                     .map(|()| bench::Reader::Fork { pin: Some(cross.unwrap_or(cpu)) })
                     .map_err(|error| format!("pinning to CPU {cpu}: {error}")),
                 (Place::Linux { cpu: None }, _) => Err("getcpu failed: cannot pin the writer and the reader".into()),
@@ -140,8 +115,8 @@ fn run(options: &Options, place: Place) -> bool {
 
 fn config_line(name: &str, place: Place, tsc_hz: u64) -> String {
     let where_ = match place {
-        Place::Reef { core, instances } => format!("os=reef core={core} instances={instances}"),
-        Place::Linux { .. } => format!("os=linux core={}", place.core()),
+        Place::Reef { instances, .. } => format!("{} instances={instances}", place.fields()),
+        Place::Linux { .. } => place.fields(),
     };
     format!("FSBENCH-CONFIG {name} {where_} clock=monotonic tsc_hz={tsc_hz}")
 }

@@ -19,13 +19,6 @@ pub fn tsc_hz() -> u64 {
     rt::tsc::calibrate(std::time::Duration::from_millis(20))
 }
 
-/// The CPU the calling thread runs on (Linux `getcpu`).
-pub fn current_cpu() -> io::Result<usize> {
-    // SAFETY: `sched_getcpu` takes no pointer and only reads the CPU number.
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).map_err(|_| io::Error::last_os_error())
-}
-
 /// The CPU set holding `cpu` alone.
 fn cpu_set(cpu: usize) -> io::Result<libc::cpu_set_t> {
     if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
@@ -36,19 +29,6 @@ fn cpu_set(cpu: usize) -> io::Result<libc::cpu_set_t> {
     // SAFETY: `cpu` is below the number of bits of `set` (checked above).
     unsafe { libc::CPU_SET(cpu, &mut set) };
     Ok(set)
-}
-
-/// Pins the calling thread, and the children it forks from now on, to `cpu` alone (Linux
-/// `sched_setaffinity`).
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    let set = cpu_set(cpu)?;
-    // SAFETY: `set` is a live `cpu_set_t` of the size passed; the kernel only reads it, and
-    // thread id 0 means the calling thread.
-    let status = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if status != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// A program to start in a forked child: its arguments, which descriptors to move where

@@ -7,6 +7,7 @@ mod quanta;
 mod summary;
 
 use options::{Options, USAGE};
+use rt::place::Place;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,40 +15,6 @@ use std::time::Duration;
 /// How long the TSC is counted against the monotonic clock: a quantum's length in cycles is
 /// only as right as this rate.
 const CALIBRATION_WINDOW: Duration = Duration::from_millis(100);
-
-/// Where ftq runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    /// On Reef, on kernel instance `core`.
-    Reef { core: usize },
-    /// On Linux, on `cpu` when `getcpu` answered.
-    Linux { cpu: Option<usize> },
-}
-
-impl Place {
-    fn find() -> Self {
-        match rt::current_core() {
-            Some(core) => Place::Reef { core },
-            None => Place::Linux { cpu: rt::current_cpu() },
-        }
-    }
-
-    /// `os=<reef|linux> core=<n|unknown>`.
-    fn fields(self) -> String {
-        match self {
-            Place::Reef { core } => format!("os=reef core={core}"),
-            Place::Linux { cpu: Some(cpu) } => format!("os=linux core={cpu}"),
-            Place::Linux { cpu: None } => "os=linux core=unknown".to_string(),
-        }
-    }
-
-    fn core(self) -> Option<usize> {
-        match self {
-            Place::Reef { core } => Some(core),
-            Place::Linux { cpu } => cpu,
-        }
-    }
-}
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
@@ -69,8 +36,8 @@ fn main() -> ExitCode {
 /// stays on the core it was started on).
 fn go_to(cpu: usize) -> Result<(), String> {
     match Place::find() {
-        Place::Reef { core } if core == cpu => Ok(()),
-        Place::Reef { core } => {
+        Place::Reef { core, .. } if core == cpu => Ok(()),
+        Place::Reef { core, .. } => {
             Err(format!("ftq runs on core {core}, not {cpu}: start it with `on {cpu}` or `execac {cpu}`"))
         }
         Place::Linux { .. } => rt::pin_current_thread(cpu).map_err(|error| format!("pinning to CPU {cpu}: {error}")),
@@ -137,14 +104,6 @@ fn run(options: &Options) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn place_fields() {
-        assert_eq!(Place::Reef { core: 1 }.fields(), "os=reef core=1");
-        assert_eq!(Place::Linux { cpu: Some(0) }.fields(), "os=linux core=0");
-        assert_eq!(Place::Linux { cpu: None }.fields(), "os=linux core=unknown");
-        assert!(matches!(Place::find(), Place::Linux { .. }), "the host is not Reef");
-    }
 
     #[test]
     fn a_short_run_end_to_end() {

@@ -6,29 +6,12 @@ mod options;
 mod os;
 
 use options::{Benchmark, Options, USAGE};
+use rt::place::Place;
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// How long the TSC is counted against the monotonic clock.
 const CALIBRATION_WINDOW: Duration = Duration::from_millis(50);
-
-/// Where the benchmarks run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    /// On Reef, on `core` of `instances` kernel instances.
-    Reef { core: usize, instances: usize },
-    /// On Linux, on `cpu` when `getcpu` answered.
-    Linux { cpu: Option<usize> },
-}
-
-impl Place {
-    fn find() -> Self {
-        match (rt::current_core(), rt::instance_count()) {
-            (Some(core), Some(instances)) => Place::Reef { core, instances },
-            _ => Place::Linux { cpu: os::current_cpu().ok() },
-        }
-    }
-}
 
 fn main() -> ExitCode {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
@@ -103,13 +86,7 @@ fn run(benchmark: Benchmark, options: &Options, place: Place) -> Outcome {
 }
 
 fn config_line(tsc_hz: u64, place: Place) -> String {
-    match place {
-        Place::Reef { core, .. } => format!("BENCH-PROC-CONFIG tsc_hz={tsc_hz} os=reef core={core}"),
-        Place::Linux { cpu } => {
-            let cpu = cpu.map_or_else(|| "unknown".to_string(), |cpu| cpu.to_string());
-            format!("BENCH-PROC-CONFIG tsc_hz={tsc_hz} os=linux core={cpu}")
-        }
-    }
+    format!("BENCH-PROC-CONFIG tsc_hz={tsc_hz} {}", place.fields())
 }
 
 /// Cycles as nanoseconds at `tsc_hz`.

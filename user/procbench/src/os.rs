@@ -42,13 +42,6 @@ impl Program {
     }
 }
 
-/// The CPU the calling thread runs on (Linux `getcpu`).
-pub fn current_cpu() -> io::Result<usize> {
-    // SAFETY: `sched_getcpu` takes no pointer and only reads the CPU number.
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).map_err(|_| io::Error::last_os_error())
-}
-
 /// Sleeps while `word` holds `expected`, until woken (`FUTEX_WAIT`); returns at once if it no
 /// longer does. Callers re-check the word: a wake-up says nothing about its value.
 pub fn futex_wait(word: &AtomicU32, expected: u32) -> io::Result<()> {
