@@ -684,6 +684,19 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
     }
 }
 
+/// The number an option such as `--runs` takes, within `range`; else `<option> takes A to B`.
+pub fn number_option(
+    option: &str,
+    value: Option<&String>,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, String> {
+    value.and_then(|n| n.parse().ok()).filter(|n| range.contains(n)).ok_or(format!(
+        "{option} takes {} to {}",
+        range.start(),
+        range.end()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

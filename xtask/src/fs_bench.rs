@@ -48,13 +48,7 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options { runs: 3, repeat: 3, accel: Accel::detect(), vs_linux: false };
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
-        let mut number = |range: std::ops::RangeInclusive<usize>| {
-            words.next().and_then(|n| n.parse().ok()).filter(|n| range.contains(n)).ok_or(format!(
-                "{word} takes {} to {}",
-                range.start(),
-                range.end()
-            ))
-        };
+        let mut number = |range| crate::bench::number_option(word, words.next(), range);
         match word.as_str() {
             "--runs" => options.runs = number(1..=20)?,
             "--repeat" => options.repeat = number(1..=100)?,

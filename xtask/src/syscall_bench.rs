@@ -42,13 +42,7 @@ fn parse_options(arguments: &[String], usage: &str) -> Result<Options, String> {
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
-            "--runs" => {
-                options.runs = words
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| (1..=20).contains(n))
-                    .ok_or("--runs takes 1 to 20")?
-            }
+            "--runs" => options.runs = crate::bench::number_option(word, words.next(), 1..=20)?,
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--no-linux" => options.linux = false,
             "--quick" => options.quick = true,
