@@ -137,13 +137,8 @@ pub fn is_ended() -> bool {
     ENDED.load(Ordering::Acquire)
 }
 
-/// [`leave`] for the syspage path.
-pub fn leave_now() -> ! {
-    leave()
-}
-
 /// Ends the guest from inside one of its traps: back to the boot thread's stack for good.
-fn leave() -> ! {
+pub fn leave() -> ! {
     cpu::disable_interrupts();
     let mut abandoned = 0u64;
     // SAFETY: interrupts are masked; the boot thread's stack pointer was saved by the switch

@@ -63,7 +63,12 @@ pub struct MappingChange<'a> {
 impl<'a> MappingChange<'a> {
     /// Starts a change of `process`'s mappings by the running thread.
     pub fn begin(process: &'a super::Process) -> Self {
-        let me = sched::with_current_thread_pub(|t| t.tid).unwrap_or(0);
+        // A single-threaded process has no other thread to be away: no scheduler walk (this
+        // runs on every mmap, munmap, mprotect and brk).
+        if process.state.lock().threads.len() < 2 {
+            return Self { process, away: Vec::new() };
+        }
+        let me = sched::with_current_thread(|t| t.tid).unwrap_or(0);
         let away: Vec<(usize, u32)> = sched::threads_of(process.pid)
             .iter()
             .filter(|t| t.tid != me)
@@ -172,7 +177,7 @@ pub fn current_core() -> usize {
 
 /// Whether the running thread is away (a cheap test on every system call's way out).
 fn current_away() -> Option<Away> {
-    sched::with_current_thread_pub(|thread| *thread.away.lock()).flatten()
+    sched::with_current_thread(|thread| *thread.away.lock()).flatten()
 }
 
 /// What came of one trip of a thread to its AC.

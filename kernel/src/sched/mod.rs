@@ -204,17 +204,11 @@ static CURRENT_THREAD: core::sync::atomic::AtomicPtr<Thread> =
 
 /// Runs `work` with the running thread, without the scheduler's lock; `None` before the
 /// first switch (the boot thread never returns to ring 3).
-fn with_current_thread<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
+pub fn with_current_thread<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
     let pointer = CURRENT_THREAD.load(Ordering::Relaxed);
     // SAFETY: as for `with_current_process`: the switch stores the running thread's `Arc`
     // pointer here, and the scheduler's lists hold that `Arc` while the thread runs `work`.
     unsafe { pointer.as_ref() }.map(work)
-}
-
-/// [`with_current_thread`] for other modules (the application-core path's check on every
-/// system call's way out).
-pub fn with_current_thread_pub<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
-    with_current_thread(work)
 }
 
 /// Set by the timer: the running thread's slice is over.

@@ -4,6 +4,7 @@ use super::SyscallResult;
 use crate::arch::paging::PAGE_SIZE;
 use crate::mm::user::{AreaKind, MemoryError, Protection};
 use crate::proc::remote::MappingChange;
+use crate::proc::{Errno, Process};
 use crate::sched;
 use linux_raw_sys::errno;
 
@@ -18,6 +19,18 @@ fn memory_errno(error: MemoryError) -> u32 {
         MemoryError::OutOfMemory | MemoryError::NoSpace => errno::ENOMEM,
         MemoryError::BadRange => errno::EINVAL,
     }
+}
+
+/// Prepares a change of `[start, end)` of `process`'s mappings, before its state is locked:
+/// refused over the syspage `execac --syspage` made (the call removing it may be travelling
+/// through it); syspages in the range are unregistered first (their KC lets go of the frames);
+/// threads of the process away on application cores are shot down when the guard drops.
+fn change_mappings(process: &Process, start: u64, end: u64) -> Result<MappingChange<'_>, Errno> {
+    if super::syspage::holds_kernel_page(process.pid, start, end) {
+        return Err(errno::EINVAL);
+    }
+    super::syspage::forget_range(process.pid, start, end);
+    Ok(MappingChange::begin(process))
 }
 
 pub fn brk(wanted: u64) -> SyscallResult {
@@ -37,7 +50,13 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
     let protection = Protection::from_linux(protection);
     let process = sched::current_process().ok_or(errno::EPERM)?;
-    let _change = MappingChange::begin(&process);
+    let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
+    let replacing = fixed
+        && flags & MAP_FIXED_NOREPLACE == 0
+        && hint.is_multiple_of(PAGE_SIZE)
+        && crate::mm::user::is_user(hint, length);
+    let _change =
+        if replacing { change_mappings(&process, hint, hint + length)? } else { MappingChange::begin(&process) };
     // A file mapping is a private copy of the file's bytes, read through the file service.
     let file = flags & MAP_ANONYMOUS == 0;
     if file {
@@ -45,7 +64,6 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     }
     let mut state = process.state.lock();
     let memory = &mut state.memory;
-    let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
     let start = if fixed {
         if !hint.is_multiple_of(PAGE_SIZE) || !crate::mm::user::is_user(hint, length) {
             return Err(errno::EINVAL);
@@ -55,10 +73,6 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
                 return Err(errno::EEXIST);
             }
         } else {
-            if super::syspage::holds_kernel_page(process.pid, hint, hint + length) {
-                return Err(errno::EINVAL);
-            }
-            super::syspage::forget_range(process.pid, hint, hint + length);
             memory.unmap(hint, hint + length).map_err(memory_errno)?;
         }
         hint
@@ -88,12 +102,7 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
-    if super::syspage::holds_kernel_page(process.pid, start & !(PAGE_SIZE - 1), end) {
-        return Err(errno::EINVAL);
-    }
-    let _change = MappingChange::begin(&process);
-    // A syspage in the range is served no more before its frame goes back.
-    super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
+    let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
     let mut state = process.state.lock();
     state.memory.unmap(start, end).map_err(memory_errno)?;
     Ok(0)
@@ -106,11 +115,7 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
-    if super::syspage::holds_kernel_page(process.pid, start & !(PAGE_SIZE - 1), end) {
-        return Err(errno::EINVAL);
-    }
-    let _change = MappingChange::begin(&process);
-    super::syspage::forget_range(process.pid, start & !(PAGE_SIZE - 1), end);
+    let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
     let mut state = process.state.lock();
     state.memory.protect(start, end, Protection::from_linux(protection)).map_err(memory_errno)?;
     Ok(0)

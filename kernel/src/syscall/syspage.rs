@@ -270,7 +270,7 @@ pub fn run_forwarded() {
     if FORWARDED_COUNT.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let Some(tid) = sched::with_current_thread_pub(|t| t.tid) else { return };
+    let Some(tid) = sched::with_current_thread(|t| t.tid) else { return };
     loop {
         let call = {
             let mut forwarded = FORWARDED.lock();
@@ -522,7 +522,7 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
         }
         Submitted::NotTaken => false,
         // Killed meanwhile: the home waits for this core to let go of the thread.
-        Submitted::Ended => crate::core::ac::leave_now(),
+        Submitted::Ended => crate::core::ac::leave(),
     }
 }
 

@@ -50,8 +50,8 @@ const COMMANDS: [Command; 12] = [
     },
     Command {
         name: "msg",
-        usage: "msg stats|ping|mode|bench",
-        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]",
+        usage: "msg stats|ping|mode|bench|stress",
+        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]; stress [lines]",
         run: control,
     },
     Command {
