@@ -103,8 +103,51 @@ pub mod role {
     pub const KERNEL: u64 = 2;
 }
 
+/// `reef_core(operation, core, image, image_length, times) -> 0`: the boot driver's operations
+/// on a core (Barrelfish/DC §4.1), run by the calling thread's kernel instance with only it and
+/// the target taking part. `operation` is one of [`core_operation`]; `image`/`image_length`
+/// name a kernel image file (`/boot/full`, `/boot/rt`, ...; length 0: the image the system
+/// booted) for `START` and `RESTART`; `times`, when not null, receives a [`CoreTimes`].
+/// Errors: `EINVAL` (no such core or operation, a bad path, an unknown flag), `EPERM` (core 0
+/// owns the devices and cannot stop), `EBUSY` (stopping it would leave no timesharing core, or
+/// processes are homed there), `EALREADY` (it is already stopped, or already running),
+/// `ENOENT` (no such image), `ENOEXEC` (the file is no kernel image, or is corrupt),
+/// `EPROTO` (the image was built for another KCB version), `ETIMEDOUT` (the core did not
+/// answer), `EFAULT` (a bad pointer). A refused request changes nothing.
+pub const CORE_OPERATION: u64 = FIRST + 10;
+
+/// The operations of [`CORE_OPERATION`], in its low byte; the flags above it.
+pub mod core_operation {
+    /// Save the core's KCB and halt it.
+    pub const STOP: u64 = 0;
+    /// Boot a stopped (or never started) core on its KCB, with the given image.
+    pub const START: u64 = 1;
+    /// Stop, then start the same KCB on the same core with the given image.
+    pub const RESTART: u64 = 2;
+    /// Flag: load the image from the initramfs afresh instead of from the boot driver's cache.
+    pub const UNCACHED: u64 = 1 << 8;
+    /// Every flag.
+    pub const FLAGS: u64 = UNCACHED;
+}
+
+/// What a [`CORE_OPERATION`] took, in nanoseconds of the TSC; a part that did not happen is 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreTimes {
+    /// The whole operation, as the calling kernel saw it.
+    pub total_ns: u64,
+    /// Asking the core to stop until it reported itself stopped.
+    pub stop_ns: u64,
+    /// The boot driver's part of a start: image lookup and loading, page tables, INIT-SIPI.
+    pub driver_ns: u64,
+    /// The target's part: from the STARTUP IPI until its kernel reported itself running.
+    pub target_ns: u64,
+    /// 1 when the image came from the boot driver's cache, 0 when it was read afresh.
+    pub image_cached: u64,
+}
+
 /// One past the last Reef call this ABI defines.
-pub const END: u64 = FIRST + 10;
+pub const END: u64 = FIRST + 11;
 
 /// Whether `number` is one of Reef's own calls.
 pub const fn is_reef_call(number: u64) -> bool {

@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod cli;
+pub mod cores;
 pub mod place;
 pub mod raw;
 pub mod roles;
@@ -44,10 +45,21 @@ impl std::fmt::Display for Pid {
 /// Every argument the call treats as a pointer must point to memory that is valid, for the
 /// whole call, for what the call reads or writes there (`abi::call` says which).
 pub(crate) unsafe fn reef_call(number: u64, arguments: [u64; 4]) -> io::Result<u64> {
+    let [a, b, c, d] = arguments;
+    // SAFETY: the caller's contract, passed on; the fifth argument is an unused zero.
+    unsafe { reef_call5(number, [a, b, c, d, 0]) }
+}
+
+/// [`reef_call`] with five arguments.
+///
+/// # Safety
+///
+/// As for [`reef_call`].
+pub(crate) unsafe fn reef_call5(number: u64, arguments: [u64; 5]) -> io::Result<u64> {
     let number = libc::c_long::try_from(number).expect("Reef call numbers fit a C long");
     // SAFETY: the caller vouches for the pointer arguments (this function's contract);
-    // `syscall` itself only moves the six values into registers and returns the result.
-    let result = unsafe { libc::syscall(number, arguments[0], arguments[1], arguments[2], arguments[3]) };
+    // `syscall` itself only moves the values into registers and returns the result.
+    let result = unsafe { libc::syscall(number, arguments[0], arguments[1], arguments[2], arguments[3], arguments[4]) };
     if result < 0 {
         Err(io::Error::last_os_error())
     } else {
