@@ -212,6 +212,8 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         kcb.partition_end.store(partitions[core].end, Ordering::Relaxed);
         kcb.shared_region.store(region as *const SharedRegion as u64, Ordering::Relaxed);
         kcb.role.store(Role::Timesharing as u32, Ordering::Relaxed);
+        kcb.version.store(kcb::VERSION, Ordering::Relaxed);
+        region.header.osnodes[core].store(apic_ids[core], Ordering::Relaxed);
         kcb.set_state(CoreState::Offline);
     }
     boot_driver::enter_first_instance(region)
@@ -222,6 +224,12 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     // SAFETY: the boot driver passes the address of this core's KCB in the shared region,
     // which this instance's page tables map.
     let kcb = unsafe { &*(kcb_address as *const Kcb) };
+    if kcb.version.load(Ordering::Acquire) != kcb::VERSION {
+        // Nothing else of a KCB of another layout can be trusted, not even where the shared
+        // region is: say so through the state word every version keeps in place, and halt.
+        kcb.set_state(CoreState::Faulted);
+        cpu::halt_forever();
+    }
     // SAFETY: the KCB names the shared region, mapped at the same address in every instance.
     let region = unsafe { &*(kcb.shared_region.load(Ordering::Relaxed) as *const SharedRegion) };
     let core = kcb.core_id.load(Ordering::Relaxed);
@@ -244,11 +252,17 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     }
 
     let local = apic::init(facts.local_apic_physical);
-    // A kernel starts as a TC: what an earlier kernel of this core ran or served died with it.
-    kcb.role.store(crate::core::kcb::Role::Timesharing as u32, Ordering::Release);
+    // A kernel starts as a TC (the rt image as an AC, without a timer): what an earlier kernel
+    // of this core ran or served died with it.
     kcb.application_thread.store(0, Ordering::Release);
     kcb.syspages.store(0, Ordering::Release);
-    crate::core::role::start_timer();
+    kcb.stop_requested.store(0, Ordering::Release);
+    if cfg!(feature = "rt") {
+        kcb.role.store(Role::Application as u32, Ordering::Release);
+    } else {
+        kcb.role.store(Role::Timesharing as u32, Ordering::Release);
+        crate::core::role::start_timer();
+    }
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
     kcb.set_image_name(image::IMAGE_NAME);
     let build_id = image::build_id();
@@ -277,6 +291,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     crate::sched::init();
     crate::proc::init();
     crate::core::role::init();
+    crate::core::lifecycle::init();
     crate::proc::record_baseline();
     crate::fs::console::init();
     crate::power::init();
@@ -297,6 +312,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
             if features.rdrand { "yes" } else { "no (seeded generator)" }
         );
     }
+    kcb.running_tsc.store(cpu::read_tsc(), Ordering::Release);
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 

@@ -8,6 +8,7 @@ mod debian;
 mod fs_bench;
 mod ftq;
 mod interrupts;
+mod kernel_images;
 mod peer;
 mod plot;
 mod proc_bench;

@@ -148,8 +148,14 @@ pub fn ensure_qemu() -> Result<(), String> {
     ensure_program("qemu-system-x86_64", "qemu-system-x86")
 }
 
-/// Builds the kernel (release, with symbols) and returns the ELF path.
+/// Builds the kernel (release, with symbols), writes its image checksum, and returns the ELF
+/// path.
 pub fn build_kernel() -> Result<PathBuf, String> {
+    crate::kernel_images::build_full()
+}
+
+/// Builds the kernel without writing its checksum ([`build_kernel`] does).
+pub fn build_kernel_unsealed() -> Result<PathBuf, String> {
     run_checked(
         cargo().args(["build", "--quiet", "--release", "-p", "kernel", "--target", "x86_64-unknown-none"]),
         "building the kernel",
@@ -175,8 +181,8 @@ pub const USER_PROGRAMS: [&str; 12] = [
 ];
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
-pub const REEF_LINKS: [&str; 12] =
-    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac"];
+pub const REEF_LINKS: [&str; 13] =
+    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac", "core"];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -264,7 +270,9 @@ pub fn build_initramfs() -> Result<PathBuf, String> {
     let applets = busybox_applets(&String::from_utf8_lossy(&listing.stdout));
     let busybox_binary =
         std::fs::read(&busybox.file).map_err(|e| format!("reading {}: {e}", busybox.file.display()))?;
-    let image = initramfs_image(&programs, &busybox_binary, &applets);
+    let kernel = build_kernel()?;
+    let boot = crate::kernel_images::boot_files(&kernel)?;
+    let image = initramfs_image(&programs, &busybox_binary, &applets, &boot);
     // Read back with the kernel's reader, so an image it would refuse never boots.
     initramfs::Archive::parse(&image).map_err(|e| format!("the initramfs just built does not parse: {e}"))?;
     let path = root().join(INITRAMFS_FILE);
@@ -285,7 +293,12 @@ fn busybox_applets(listing: &str) -> Vec<String> {
 /// of ours takes, `/etc/hello.txt`, `/etc/motd`, and `/bin/bad-elf` (no program). Entries come
 /// in a fixed order and the writer adds nothing from the host, so the same inputs give the
 /// same bytes.
-pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: &[String]) -> Vec<u8> {
+pub fn initramfs_image(
+    programs: &[(String, Vec<u8>)],
+    busybox: &[u8],
+    applets: &[String],
+    boot: &[(String, Vec<u8>)],
+) -> Vec<u8> {
     let mut image = initramfs::Writer::new();
     for (directory, permissions) in INITRAMFS_DIRECTORIES {
         image.directory(directory, permissions);
@@ -308,6 +321,9 @@ pub fn initramfs_image(programs: &[(String, Vec<u8>)], busybox: &[u8], applets: 
     image.file("bin/busybox", 0o755, busybox);
     for applet in applets.iter().filter(|applet| !in_bin.contains(applet.as_str())) {
         image.symlink(&format!("bin/{applet}"), "busybox");
+    }
+    for (name, elf) in boot {
+        image.file(&format!("boot/{name}"), 0o644, elf);
     }
     image.file("etc/hello.txt", 0o644, HELLO_TEXT.as_bytes());
     image.file("etc/motd", 0o644, MOTD.as_bytes());
@@ -397,7 +413,7 @@ mod tests {
     fn reef_takes_its_commands_from_busybox() {
         let programs = vec![("reef".to_string(), b"REEF".to_vec())];
         let applets = busybox_applets("kill\nps\npoweroff\nsh\n");
-        let image = initramfs_image(&programs, b"BUSYBOX", &applets);
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[]);
         let archive = initramfs::Archive::parse(&image).unwrap();
         for command in REEF_LINKS {
             let path = format!("/bin/{command}");
@@ -416,8 +432,8 @@ mod tests {
         let programs = vec![("init".to_string(), b"INIT".to_vec()), ("tiny".to_string(), b"TINY".to_vec())];
         let applets = busybox_applets("[\n[[\nash\nbusybox\nls\n\nsh\ntiny\nls\n");
         assert_eq!(applets, ["[", "[[", "ash", "ls", "sh", "tiny"]);
-        let image = initramfs_image(&programs, b"BUSYBOX", &applets);
-        assert_eq!(image, initramfs_image(&programs, b"BUSYBOX", &applets), "the same inputs, the same bytes");
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[]);
+        assert_eq!(image, initramfs_image(&programs, b"BUSYBOX", &applets, &[]), "the same inputs, the same bytes");
         let archive = initramfs::Archive::parse(&image).unwrap();
         for (directory, _) in INITRAMFS_DIRECTORIES {
             assert!(archive.find(directory).unwrap().inode != 0, "/{directory} has its own entry");

@@ -396,8 +396,11 @@ pub mod handler {
     /// A kernel core stops serving thread `arguments[0]` (`pid << 32 | tid`) of home
     /// `arguments[1]`: its untaken entries are dropped, results in flight are discarded.
     pub const SYSPAGE_DETACH: u16 = 18;
+    /// Asks the callee to stop (a boot driver's `core stop`): returns 0, after which it stops
+    /// at its next idle point, or the refusal `SET_ROLE` gives when something runs there.
+    pub const STOP_CORE: u16 = 19;
     /// Highest id in use.
-    pub const MAX: u16 = 18;
+    pub const MAX: u16 = 19;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

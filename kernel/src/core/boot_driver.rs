@@ -9,6 +9,7 @@
 //! region; the lock is held until T has left the trampoline.
 
 use super::kcb::{CoreState, Kcb};
+use super::kernel_image::KernelImage;
 use super::shared::{self, SharedRegion};
 use crate::arch::apic;
 use crate::arch::cpu::{read_tsc, relax};
@@ -35,6 +36,10 @@ pub enum BootError {
     NoResponse,
     /// The boot window could not be mapped (this instance ran out of frames).
     WindowUnavailable,
+    /// The new kernel found a KCB of another layout version and halted.
+    RefusedKcb,
+    /// The shared image store has no room for another image's text.
+    ImageStoreFull,
 }
 
 impl core::fmt::Display for BootError {
@@ -42,13 +47,23 @@ impl core::fmt::Display for BootError {
         match self {
             Self::NoSuchCore(id) => write!(f, "no core {id}: see `cores` for the cores this machine has"),
             Self::NotOffline(state) => {
-                write!(f, "core is {}: only an offline, unresponsive or faulted core can be started", state.name())
+                write!(
+                    f,
+                    "core is {}: only a stopped, offline, unresponsive or faulted core can be started",
+                    state.name()
+                )
             }
             Self::PartitionFull => write!(f, "partition too small for the kernel instance: give QEMU more memory (-m)"),
             Self::RootAbove4GiB => write!(f, "partition above 4 GiB: the trampoline cannot load its page tables"),
             Self::NoResponse => write!(f, "core did not answer INIT-SIPI-SIPI; it is marked unresponsive"),
             Self::WindowUnavailable => {
                 write!(f, "no frames left on this core to map the boot window")
+            }
+            Self::RefusedKcb => {
+                write!(f, "the new kernel stopped before it ran (it refused the KCB, or faulted: see its report)")
+            }
+            Self::ImageStoreFull => {
+                write!(f, "the shared image store is full: restart cores with images already loaded")
             }
         }
     }
@@ -62,10 +77,14 @@ impl From<BuildError> for BootError {
 
 /// Writes the new instance's address space, data copy and stack into its partition through
 /// `view`; returns (page-table root, stack top) and records the reserved prefix in its KCB.
-fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -> Result<(u64, u64), BootError> {
+fn prepare_instance(
+    view: &dyn PhysicalView,
+    shared: &SharedRegion,
+    kcb: &Kcb,
+    image: Option<&KernelImage>,
+) -> Result<(u64, u64), BootError> {
     let facts = &shared.header.facts;
     let partition = kcb.partition();
-    let layout = ImageLayout::get();
     let mut builder = Builder::new(view, partition)?;
     if builder.root >= 1 << 32 {
         return Err(BootError::RootAbove4GiB);
@@ -97,7 +116,32 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
         builder.map_page(physical_to_virtual(page), page, device)?;
     }
 
-    // Text and rodata: the one shared physical copy, read-only.
+    match image {
+        None => map_booted_image(view, &mut builder)?,
+        Some(image) => {
+            let text_physical = text_copy(shared, image)?;
+            load_image(view, &mut builder, image, text_physical)?
+        }
+    }
+    // Kernel stacks at their fixed addresses; the unmapped pages below each are its guard.
+    for stack in KernelStack::ALL {
+        let frames = builder.allocate(stack.size())?;
+        for offset in (0..stack.size()).step_by(PAGE_SIZE as usize) {
+            builder.map_page(stack.bottom() + offset, frames + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
+        }
+    }
+    let stack_top = KernelStack::Main.top();
+
+    kcb.page_table_root.store(builder.root, Ordering::Relaxed);
+    kcb.reserved_end.store(builder.next_free(), Ordering::Relaxed);
+    kcb.image_from_file.store(u32::from(image.is_some()), Ordering::Relaxed);
+    Ok((builder.root, stack_top))
+}
+
+/// The image QEMU booted, which this instance runs too: its one physical copy of text and
+/// rodata, shared read-only, and a private copy of `.data`/`.bss` from the pristine template.
+fn map_booted_image(view: &dyn PhysicalView, builder: &mut Builder<'_>) -> Result<(), BootError> {
+    let layout = ImageLayout::get();
     for (start, end, extra) in
         [(layout.text.0, layout.text.1, 0), (layout.rodata.0, layout.rodata.1, flags::NO_EXECUTE)]
     {
@@ -118,18 +162,96 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
     for offset in (0..layout.private_size()).step_by(PAGE_SIZE as usize) {
         builder.map_page(layout.data.0 + offset, private + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
     }
-    // Kernel stacks at their fixed addresses; the unmapped pages below each are its guard.
-    for stack in KernelStack::ALL {
-        let frames = builder.allocate(stack.size())?;
-        for offset in (0..stack.size()).step_by(PAGE_SIZE as usize) {
-            builder.map_page(stack.bottom() + offset, frames + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
+    Ok(())
+}
+
+/// An image from a file: text and rodata from the one read-only copy every core running the
+/// image maps (`text_physical`: where its first byte is), `.data`/`.bss` and the pristine
+/// template private in the target's partition.
+fn load_image(
+    view: &dyn PhysicalView,
+    builder: &mut Builder<'_>,
+    image: &KernelImage,
+    text_physical: u64,
+) -> Result<(), BootError> {
+    let note = &image.note;
+    let shared_parts = [(note.image_start, note.text_end, 0), (note.text_end, note.shared_end, flags::NO_EXECUTE)];
+    for (start, end, rights) in shared_parts {
+        for page in (start..end).step_by(PAGE_SIZE as usize) {
+            builder.map_page(page, text_physical + (page - note.image_start), rights | flags::GLOBAL)?;
         }
     }
-    let stack_top = KernelStack::Main.top();
+    // `.data`/`.bss` then the pristine template: a fresh zeroed run (so `.bss` is zero), the
+    // file's `.data` bytes copied into both.
+    let private = builder.allocate(note.image_end - note.data_start)?;
+    let at = |address: u64| private + (address - note.data_start);
+    for segment in image.segments.iter().filter(|segment| segment.address >= note.data_start && segment.file_size > 0) {
+        let bytes = image.segment_bytes(segment);
+        let end = segment.address + bytes.len() as u64;
+        if end > note.bss_start {
+            return Err(BootError::PartitionFull);
+        }
+        for target in [segment.address, note.pristine_start + (segment.address - note.data_start)] {
+            // SAFETY: the image check keeps every segment inside the span, the line above
+            // keeps this one inside `.data`, and the note check keeps the template no longer
+            // than the pristine part; `private` is fresh memory of the whole range.
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), view.pointer(at(target)), bytes.len()) };
+        }
+    }
+    let private_parts = [
+        (note.data_start, note.data_end, flags::WRITABLE | flags::NO_EXECUTE),
+        (note.pristine_start, note.image_end, flags::NO_EXECUTE),
+    ];
+    for (start, end, rights) in private_parts {
+        for page in (start..end).step_by(PAGE_SIZE as usize) {
+            builder.map_page(page, at(page), rights)?;
+        }
+    }
+    Ok(())
+}
 
-    kcb.page_table_root.store(builder.root, Ordering::Relaxed);
-    kcb.reserved_end.store(builder.next_free(), Ordering::Relaxed);
-    Ok((builder.root, stack_top))
+/// Where the text of `image` is: the booted image's own copy when the file is that image
+/// (same checksum), else its slot in the shared image store, filled now if it is not there.
+/// Under the boot-driver lock, so two drivers never fill one slot.
+fn text_copy(shared: &SharedRegion, image: &KernelImage) -> Result<u64, BootError> {
+    let note = &image.note;
+    if note.checksum == super::kernel_image::booted_checksum() {
+        return Ok(note.image_start - KERNEL_BASE);
+    }
+    let slots = &shared.header.image_slots;
+    if let Some(slot) = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == note.checksum) {
+        return Ok(slot.physical.load(Ordering::Relaxed));
+    }
+    let span = (note.shared_end - note.image_start).next_multiple_of(PAGE_SIZE);
+    let store = shared.header.facts.shared.start + super::shared::IMAGE_STORE_OFFSET;
+    let used = slots.iter().map(|slot| slot.span.load(Ordering::Relaxed)).sum::<u64>();
+    let free_slot = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == 0);
+    let (Some(slot), true) = (free_slot, store + used + span <= shared.header.facts.shared.end) else {
+        return Err(BootError::ImageStoreFull);
+    };
+    let physical = store + used;
+    let base = physical_to_virtual(physical) as *mut u8;
+    for segment in image.segments.iter().filter(|segment| segment.address < note.shared_end) {
+        let bytes = image.segment_bytes(segment);
+        if segment.address + bytes.len() as u64 > note.shared_end {
+            return Err(BootError::ImageStoreFull);
+        }
+        // SAFETY: the store is in the shared region every instance maps writable; this run
+        // of it is unused (past every filled slot) and the boot-driver lock makes us its only
+        // writer; the segment ends inside the span checked above.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                base.add((segment.address - note.image_start) as usize),
+                bytes.len(),
+            )
+        };
+    }
+    slot.physical.store(physical, Ordering::Relaxed);
+    slot.span.store(span, Ordering::Relaxed);
+    // Release: a driver that finds the checksum finds the text copied.
+    slot.checksum.store(note.checksum, Ordering::Release);
+    Ok(physical)
 }
 
 /// The bootstrap core becomes kernel instance 0: prepare partition 0 through the boot page
@@ -137,8 +259,8 @@ fn prepare_instance(view: &dyn PhysicalView, shared: &SharedRegion, kcb: &Kcb) -
 pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
     let kcb = shared.kcb(0);
     let claimed = kcb.claim_for_boot();
-    assert!(claimed, "core 0 must be offline at boot");
-    let (root, stack_top) = match prepare_instance(&DirectView, shared, kcb) {
+    assert!(claimed.is_some(), "core 0 must be offline at boot");
+    let (root, stack_top) = match prepare_instance(&DirectView, shared, kcb, None) {
         Ok(prepared) => prepared,
         Err(error) => panic!("cannot prepare kernel instance 0: {error}"),
     };
@@ -159,35 +281,59 @@ impl PhysicalView for WindowView {
     }
 }
 
-/// Starts logical core `target` from this running instance.
+/// Starts logical core `target` from this running instance with the image QEMU booted.
 pub fn start_core(target: usize) -> Result<(), BootError> {
+    start_core_with(target, None).map(drop)
+}
+
+/// What a start took, in TSC cycles: the boot driver's part (claim to the last STARTUP IPI:
+/// partition, image copy, page tables, INIT-SIPI) and the target's (STARTUP IPI to running).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StartCycles {
+    pub driver: u64,
+    pub target: u64,
+}
+
+/// Starts logical core `target` from this running instance with `image` (`None`: the image
+/// this instance runs, when it is the booted one).
+pub fn start_core_with(target: usize, image: Option<&KernelImage>) -> Result<StartCycles, BootError> {
+    let begun = read_tsc();
     let shared = shared::get();
     let facts = &shared.header.facts;
     if target >= facts.core_count as usize {
         return Err(BootError::NoSuchCore(target));
     }
     let kcb = shared.kcb(target);
-    if !kcb.claim_for_boot() {
+    let Some(before) = kcb.claim_for_boot() else {
         return Err(BootError::NotOffline(kcb.state()));
-    }
+    };
     let me = shared::this_core();
     shared.header.boot_driver_lock.lock(me);
-    let result = boot_claimed_core(shared, kcb);
+    let result = boot_claimed_core(shared, kcb, image);
     shared.header.boot_driver_lock.unlock();
     match result {
         Ok(()) => log::debug!("boot driver: core {target} started"),
         Err(error) => {
-            let state = if error == BootError::NoResponse { CoreState::Unresponsive } else { CoreState::Offline };
+            // A core that never ran the new kernel is as it was; one that took INIT and did
+            // not answer is unresponsive.
+            let state = if error == BootError::NoResponse { CoreState::Unresponsive } else { before };
             kcb.set_state(state);
+            return Err(error);
         }
     }
-    result
+    if kcb.state() == CoreState::Faulted {
+        // The new kernel refused its KCB (another layout version) before it could run.
+        return Err(BootError::RefusedKcb);
+    }
+    let startup = kcb.startup_tsc.load(Ordering::Relaxed);
+    let running = kcb.running_tsc.load(Ordering::Acquire);
+    Ok(StartCycles { driver: startup.saturating_sub(begun), target: running.saturating_sub(startup) })
 }
 
-fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb) -> Result<(), BootError> {
+fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb, image: Option<&KernelImage>) -> Result<(), BootError> {
     let partition = kcb.partition();
     crate::mm::window::map(partition).map_err(|_| BootError::WindowUnavailable)?;
-    let prepared = prepare_instance(&WindowView { partition }, shared, kcb);
+    let prepared = prepare_instance(&WindowView { partition }, shared, kcb, image);
     crate::mm::window::unmap(partition);
     let (root, stack_top) = prepared?;
 
@@ -195,12 +341,8 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb) -> Result<(), BootError> 
     // makes this core its only writer.
     let code = trampoline::code();
     let base = physical_to_virtual(TRAMPOLINE_BASE) as *mut u8;
-    let parameters = TrampolineParameters {
-        page_table_root: root,
-        stack_top,
-        entry: crate::instance_entry as *const () as u64,
-        kcb: kcb as *const Kcb as u64,
-    };
+    let entry = image.map_or(crate::instance_entry as *const () as u64, |image| image.note.instance_entry);
+    let parameters = TrampolineParameters { page_table_root: root, stack_top, entry, kcb: kcb as *const Kcb as u64 };
     // SAFETY: the trampoline page is mapped writable and held under the boot-driver lock; the
     // code fits in one page; the parameters slot is inside the copied code, 8-byte aligned.
     unsafe {
@@ -222,15 +364,20 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb) -> Result<(), BootError> 
     };
     let apic_id = kcb.apic_id.load(Ordering::Relaxed);
     let local = apic::local();
-    // [SDM vol3 §8.4.4.1]: INIT, 10 ms, STARTUP, 200 µs, STARTUP. QEMU needs no INIT delay
-    // but real parts do; the second SIPI is only sent if the first found no taker.
+    // [SDM vol3 §8.4.4.1]: INIT, 10 ms, STARTUP, 200 µs, STARTUP. Modern processors need no
+    // INIT delay (`cpu::needs_init_delay`); the second SIPI is only sent if the first found no
+    // taker.
     local.send_init(apic_id);
-    spin_for(microseconds(10_000));
+    if crate::arch::cpu::needs_init_delay() {
+        spin_for(microseconds(10_000));
+    }
     let page = (TRAMPOLINE_BASE >> 12) as u8;
+    kcb.startup_tsc.store(read_tsc(), Ordering::Relaxed);
     local.send_startup(apic_id, page);
     if wait_left_trampoline(microseconds(200)) {
         return Ok(());
     }
+    kcb.startup_tsc.store(read_tsc(), Ordering::Relaxed);
     local.send_startup(apic_id, page);
     if wait_left_trampoline(microseconds(500_000)) {
         Ok(())

@@ -23,6 +23,8 @@ pub enum CoreState {
     Faulted = 3,
     /// It was started but did not come up in time.
     Unresponsive = 4,
+    /// A boot driver stopped it (`reef_core`): its KCB is kept for a later start.
+    Stopped = 5,
 }
 
 impl CoreState {
@@ -32,6 +34,7 @@ impl CoreState {
             2 => Self::Running,
             3 => Self::Faulted,
             4 => Self::Unresponsive,
+            5 => Self::Stopped,
             _ => Self::Offline,
         }
     }
@@ -51,6 +54,7 @@ impl CoreState {
             Self::Running => "running",
             Self::Faulted => "faulted",
             Self::Unresponsive => "unresponsive",
+            Self::Stopped => "stopped",
         }
     }
 }
@@ -99,9 +103,12 @@ pub struct FaultRecord {
     pub fault_address: AtomicU64,
 }
 
-/// One core's KCB.
+/// One core's KCB. Its first four words keep their place in every layout version, so a
+/// kernel can read the version and, on a mismatch, still say so through `state`.
 #[repr(C, align(4096))]
 pub struct Kcb {
+    /// `kcb::VERSION` of the kernel that laid the KCB out; an instance refuses another.
+    pub version: AtomicU32,
     /// Logical core id (index in the MADT order).
     pub core_id: AtomicU32,
     /// Local APIC id.
@@ -142,6 +149,18 @@ pub struct Kcb {
     pub application_thread: AtomicU64,
     /// On a kernel core: the syspages registered with it.
     pub syspages: AtomicU32,
+    /// Set by a boot driver's stop request; the core stops at its next idle point.
+    pub stop_requested: AtomicU32,
+    /// Times of the last stop and start (TSC): stop asked, stopped; STARTUP IPI sent, running.
+    pub stop_asked_tsc: AtomicU64,
+    pub stopped_tsc: AtomicU64,
+    pub startup_tsc: AtomicU64,
+    pub running_tsc: AtomicU64,
+    /// Stops and starts through `reef_core` (not counting the boot).
+    pub stops: AtomicU64,
+    /// Whether the instance's image was loaded from a file (its text is in its partition) or
+    /// is the one QEMU booted (text shared by every instance that runs it).
+    pub image_from_file: AtomicU32,
 }
 
 /// System-call counters of one instance, written by that instance only.
@@ -202,16 +221,18 @@ impl Kcb {
         self.state.store(state as u32, Ordering::Release);
     }
 
-    /// Claims an offline, unresponsive or faulted core for booting (a faulted core is restarted:
-    /// its halted CPU takes INIT like any other); false if it runs or boots, or another boot
-    /// driver claimed it first (a compare-exchange, so only one wins).
-    pub fn claim_for_boot(&self) -> bool {
-        let claimed = [CoreState::Offline, CoreState::Unresponsive, CoreState::Faulted].iter().any(|from| {
+    /// Claims an offline, stopped, unresponsive or faulted core for booting (a faulted or
+    /// stopped core is restarted: its halted CPU takes INIT like any other); false if it runs
+    /// or boots, or another boot driver claimed it first (a compare-exchange, so only one wins).
+    /// Returns the state it was claimed from.
+    pub fn claim_for_boot(&self) -> Option<CoreState> {
+        let startable = [CoreState::Offline, CoreState::Stopped, CoreState::Unresponsive, CoreState::Faulted];
+        let claimed = startable.into_iter().find(|from| {
             self.state
                 .compare_exchange(*from as u32, CoreState::Booting as u32, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         });
-        if claimed {
+        if claimed.is_some() {
             self.incarnation.fetch_add(1, Ordering::Relaxed);
         }
         claimed

@@ -1,7 +1,10 @@
-//! Per-core OS structure: the shared region, KCBs, the boot driver that starts cores, and roles.
+//! Per-core OS structure: the shared region, KCBs, the boot driver that starts, stops and
+//! restarts cores with a kernel image, and roles.
 
 pub mod ac;
 pub mod boot_driver;
 pub mod kcb;
+pub mod kernel_image;
+pub mod lifecycle;
 pub mod role;
 pub mod shared;

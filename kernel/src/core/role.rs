@@ -35,6 +35,8 @@ pub enum RoleError {
     ServesSyspages(usize, u32),
     /// The core did not answer.
     NoAnswer(usize),
+    /// The core runs the `rt` image, which has no scheduler and no timer: it is an AC only.
+    ImageRunsOnlyApplications(usize),
 }
 
 impl RoleError {
@@ -47,6 +49,7 @@ impl RoleError {
             Self::LastTimesharingCore(_) | Self::HasProcesses(..) | Self::RunsThread(_) | Self::ServesSyspages(..) => {
                 errno::EBUSY
             }
+            Self::ImageRunsOnlyApplications(_) => errno::EPERM,
         }
     }
 }
@@ -62,6 +65,9 @@ impl core::fmt::Display for RoleError {
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
             Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
             Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
+            Self::ImageRunsOnlyApplications(core) => {
+                write!(f, "core {core} runs the rt image, which is an AC only: restart it with /boot/full")
+            }
         }
     }
 }
@@ -118,13 +124,15 @@ fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError>
 const REFUSED_PROCESSES: u64 = 1 << 32;
 const REFUSED_THREAD: u64 = 2 << 32;
 const REFUSED_SYSPAGES: u64 = 3 << 32;
+const REFUSED_BY_IMAGE: u64 = 4 << 32;
 
-fn decode_refusal(core: usize, value: u64) -> RoleError {
+pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
     let count = value as u32;
     match value & !0xFFFF_FFFF {
         REFUSED_PROCESSES => RoleError::HasProcesses(core, count),
         REFUSED_THREAD => RoleError::RunsThread(core),
         REFUSED_SYSPAGES => RoleError::ServesSyspages(core, count),
+        REFUSED_BY_IMAGE => RoleError::ImageRunsOnlyApplications(core),
         _ => RoleError::NoAnswer(core),
     }
 }
@@ -137,16 +145,15 @@ fn apply(role: Role) -> Result<(), u64> {
     if current == role {
         return Ok(());
     }
+    if cfg!(feature = "rt") {
+        return Err(REFUSED_BY_IMAGE);
+    }
     let processes = kcb.processes.live.load(Ordering::Relaxed);
     if role != Role::Timesharing && processes != 0 {
         return Err(REFUSED_PROCESSES | u64::from(processes));
     }
-    if current == Role::Application && kcb.application_thread.load(Ordering::Acquire) != 0 {
-        return Err(REFUSED_THREAD);
-    }
-    let syspages = kcb.syspages.load(Ordering::Acquire);
-    if current == Role::Kernel && syspages != 0 {
-        return Err(REFUSED_SYSPAGES | u64::from(syspages));
+    if let Some(refusal) = what_keeps_this_core().filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES) {
+        return Err(refusal);
     }
     kcb.role.store(role as u32, Ordering::Release);
     if role == Role::Timesharing {
@@ -156,6 +163,24 @@ fn apply(role: Role) -> Result<(), u64> {
         apic::local().stop_timer();
     }
     Ok(())
+}
+
+/// What runs on this core that a role change or a stop would leave behind: processes homed
+/// here, an application thread, syspages served; encoded as in [`decode_refusal`].
+pub(super) fn what_keeps_this_core() -> Option<u64> {
+    let kcb = shared::this_kcb();
+    let processes = kcb.processes.live.load(Ordering::Relaxed);
+    if processes != 0 {
+        return Some(REFUSED_PROCESSES | u64::from(processes));
+    }
+    if kcb.application_thread.load(Ordering::Acquire) != 0 {
+        return Some(REFUSED_THREAD);
+    }
+    let syspages = kcb.syspages.load(Ordering::Acquire);
+    if syspages != 0 {
+        return Some(REFUSED_SYSPAGES | u64::from(syspages));
+    }
+    None
 }
 
 /// Starts this core's periodic LAPIC timer at the command line's `timer_hz`.

@@ -7,7 +7,7 @@
 
 use super::kcb::Kcb;
 use crate::arch::paging::physical_to_virtual;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use platform::cmdline::Options;
 use platform::memmap::Range;
 use platform::partition::MAX_CORES;
@@ -52,6 +52,19 @@ pub struct BootFacts {
     /// Whether spin loops execute PAUSE (not under QEMU's TCG, where PAUSE leaves the
     /// translated code for the emulator's main loop and costs microseconds).
     pub pause_in_spins: bool,
+}
+
+/// How many file images the store holds.
+pub const IMAGE_SLOTS: usize = 8;
+/// The image store: the second half of the shared region.
+pub const IMAGE_STORE_OFFSET: u64 = SHARED_REGION_SIZE / 2;
+
+/// One image in the store: its checksum (0: free) and where its text starts.
+#[repr(C)]
+pub struct ImageSlot {
+    pub checksum: AtomicU64,
+    pub physical: AtomicU64,
+    pub span: AtomicU64,
 }
 
 /// A value alone on its cache line, so cores spinning on it disturb nothing else.
@@ -133,15 +146,22 @@ pub struct SharedHeader {
     pub boot_complete: CacheLine<AtomicBool>,
     /// Locks taken over from a holder that died without releasing them.
     pub locks_recovered: CacheLine<AtomicU32>,
+    /// Kernel images loaded from files: one read-only copy of each image's text and rodata in
+    /// the image store, shared by every core that runs it (written under the boot-driver lock).
+    pub image_slots: [ImageSlot; IMAGE_SLOTS],
+    /// The OSnode indirection table: OSnode id (the KCB's index) -> APIC id of the core that
+    /// runs it now. Every IPI and ICC goes through it, so messages follow an OSnode that
+    /// moves to another core (Barrelfish/DC §4.2).
+    pub osnodes: [AtomicU32; MAX_CORES],
 }
 
-/// Whether `core`'s KCB says it is faulted, offline or unresponsive: it will not release
+/// Whether `core`'s KCB says it is faulted, offline, stopped or unresponsive: it will not release
 /// anything it holds. (A booting core may hold locks: it logs before it runs.)
 fn holder_is_dead(core: u32) -> bool {
     use super::kcb::CoreState;
     let Some(region) = region() else { return false };
     let Some(kcb) = region.kcbs.get(core as usize) else { return true };
-    matches!(kcb.state(), CoreState::Faulted | CoreState::Offline | CoreState::Unresponsive)
+    matches!(kcb.state(), CoreState::Faulted | CoreState::Offline | CoreState::Unresponsive | CoreState::Stopped)
 }
 
 /// The shared region as a typed structure.
@@ -154,6 +174,8 @@ pub struct SharedRegion {
 }
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);
+const _: () =
+    assert!(core::mem::size_of::<Kcb>() == 4096 * 2, "a KCB is two pages; say so in kcb::VERSION when it grows");
 const _: () = assert!((core::mem::size_of::<SharedRegion>() as u64) < SHARED_REGION_SIZE / 2);
 
 impl SharedRegion {
@@ -215,6 +237,11 @@ pub fn facts() -> &'static BootFacts {
 /// This instance's logical core id (0 during early boot).
 pub fn this_core() -> u32 {
     THIS_CORE.get().copied().unwrap_or(0)
+}
+
+/// The APIC id of the core running OSnode `osnode` now.
+pub fn apic_of(osnode: usize) -> u32 {
+    get().header.osnodes[osnode].load(Ordering::Acquire)
 }
 
 /// This instance's KCB.

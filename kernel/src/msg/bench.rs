@@ -636,7 +636,7 @@ fn cacheline_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec
 /// polls (as the notified message's reply is seen by polling its slot). `n` round trips.
 fn ipi_poll_back_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
     let bench = &area().bench;
-    let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+    let target_apic = shared::apic_of(target);
     bench.pong.0[7].store(0, Ordering::Release);
     let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_IPI_POLL_BACK, n, 0, 0, 0]);
     if wait_ready() {
@@ -659,7 +659,7 @@ fn ipi_poll_back_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut
 /// and echoing from its interrupt handler, so a round trip takes two interrupt deliveries
 /// (a notified message takes one: its reply is polled).
 fn ipi_pingpong_block(out: &mut dyn Write, target: usize, n: u64, samples: &mut Vec<u64>) -> bool {
-    let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+    let target_apic = shared::apic_of(target);
     let my_apic = apic::local().id();
     let call = icc::call_async(target, handler::BENCH_RESPONDER, [RESPONDER_IPI_ECHO, n, u64::from(my_apic), 0, 0]);
     if wait_ready() {
@@ -966,7 +966,7 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
     let me = shared::this_core() as usize;
     let facts = shared::facts();
     let [mut a, mut b, mut c, mut d, mut e] = sample_buffers(iterations)?;
-    let target_apic = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+    let target_apic = shared::apic_of(target);
     let pair = (me, target);
     let bench = &area().bench;
     say!(

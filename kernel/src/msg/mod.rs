@@ -498,7 +498,7 @@ fn queue_for(target: usize, kind: u16) -> &'static ReceiveQueue {
 pub fn notify(target: usize, mode: NotifyMode) {
     let line = &area().cores[target].notify;
     let interrupt = |counters: &MessageCounters| {
-        let apic_id = shared::get().kcb(target).apic_id.load(Ordering::Relaxed);
+        let apic_id = shared::apic_of(target);
         apic::local().send_ipi(apic_id, idt::VECTOR_MESSAGE);
         bump(&counters.ipis_sent);
     };

@@ -295,6 +295,7 @@ pub fn counts() -> (usize, usize, u64) {
 /// interrupt. (Processes run on every core, between keystrokes too.)
 pub fn idle_once() {
     crate::msg::drain();
+    crate::core::lifecycle::stop_if_asked();
     crate::fs::at_safe_point();
     match crate::core::role::current() {
         crate::core::kcb::Role::Application => crate::core::ac::run_pending(),

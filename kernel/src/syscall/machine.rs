@@ -2,7 +2,7 @@
 //! kernel's control commands (`control.rs`) for a process and hands it their text.
 
 use super::{read_string, read_string_array, write_user, SyscallResult};
-use crate::arch::user::copy_to_user;
+use crate::arch::user::{copy_from_user, copy_to_user};
 use crate::control::{self, CommandError};
 use crate::proc::Errno;
 use abi::call::control::{self as control_abi, BUFFER_SIZE, MAX_OUTPUT};
@@ -140,6 +140,85 @@ pub fn control(argv: u64, buffer: u64, capacity: u64, status: u64) -> SyscallRes
 /// The `error: …` line that ends a failed command's text, newline included.
 fn error_line(error: &CommandError) -> String {
     alloc::format!("{error}\n")
+}
+
+/// A decoded `reef_core` request.
+struct CoreRequest {
+    operation: u64,
+    core: usize,
+    image: Option<String>,
+    uncached: bool,
+    times: u64,
+}
+
+/// The longest image path `reef_core` takes.
+const MAX_IMAGE_PATH: usize = 256;
+
+fn decode_core_request(
+    operation: u64,
+    core: u64,
+    image: u64,
+    image_length: u64,
+    times: u64,
+) -> Result<CoreRequest, Errno> {
+    use abi::call::core_operation as op;
+    let flags = operation & !0xFF;
+    let kind = operation & 0xFF;
+    if flags & !op::FLAGS != 0 || ![op::STOP, op::START, op::RESTART].contains(&kind) {
+        return Err(errno::EINVAL);
+    }
+    let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
+    let image = match image_length {
+        0 => None,
+        length if length as usize > MAX_IMAGE_PATH => return Err(errno::ENAMETOOLONG),
+        length => {
+            let mut bytes = alloc::vec![0u8; length as usize];
+            copy_from_user(&mut bytes, image).map_err(|_| errno::EFAULT)?;
+            let path = String::from_utf8(bytes).map_err(|_| errno::EINVAL)?;
+            if !path.starts_with('/') || path.contains('\0') {
+                return Err(errno::EINVAL);
+            }
+            Some(path)
+        }
+    };
+    if image.is_some() && kind == op::STOP {
+        return Err(errno::EINVAL);
+    }
+    if times != 0 {
+        // Checked before anything happens, so a bad pointer changes nothing.
+        write_user(times, &abi::call::CoreTimes::default())?;
+    }
+    Ok(CoreRequest { operation: kind, core, image, uncached: flags & op::UNCACHED != 0, times })
+}
+
+/// `reef_core(operation, core, image, image_length, times)`: stops, starts or restarts a
+/// core (see `core::lifecycle`).
+pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, times: u64) -> SyscallResult {
+    use crate::core::lifecycle;
+    use abi::call::core_operation as op;
+    let request = decode_core_request(operation, core, image, image_length, times)?;
+    let image = request.image.as_deref();
+    let result = match request.operation {
+        op::STOP => lifecycle::stop(request.core).map(|cycles| {
+            let ns =
+                (u128::from(cycles) * 1_000_000_000 / u128::from(crate::core::shared::facts().tsc_hz.max(1))) as u64;
+            abi::call::CoreTimes { total_ns: ns, stop_ns: ns, ..Default::default() }
+        }),
+        op::START => lifecycle::start(request.core, image, request.uncached),
+        _ => lifecycle::restart(request.core, image, request.uncached),
+    };
+    match result {
+        Ok(times) => {
+            if request.times != 0 {
+                write_user(request.times, &times)?;
+            }
+            Ok(0)
+        }
+        Err(error) => {
+            log::info!("core operation on core {} refused: {error}", request.core);
+            Err(error.errno())
+        }
+    }
 }
 
 /// `reef_role(core, role)`: changes a core's role while the system runs (see `core::role`).

@@ -238,6 +238,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::CONTROL => machine::control(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::ROLE => machine::role(a.0[0], a.0[1]),
+        _ if number == abi::call::CORE_OPERATION => machine::core_operation(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         _ if number == abi::call::MOVE_TO_AC => crate::proc::remote::move_to_ac(a.0[0], a.0[1]),
         _ if number == abi::call::RETURN_FROM_AC => crate::proc::remote::return_from_ac(),
         _ if number == abi::call::SYSPAGE_REGISTER => syspage::register(a.0[0], a.0[1]),

@@ -3,6 +3,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod cores;
 mod launch;
 mod roles;
 
@@ -28,7 +29,7 @@ struct Command {
 }
 
 /// Every command, in the order `help` lists them.
-const COMMANDS: [Command; 12] = [
+const COMMANDS: [Command; 13] = [
     Command { name: "help", usage: "help", what: "list the commands", run: |_, _| help() },
     Command {
         name: "cores",
@@ -90,6 +91,12 @@ const COMMANDS: [Command; 12] = [
         usage: "execac [--syspage] <core|-1> <program> [args]",
         what: "run a program's thread on an application core (-1: any free AC), homed here",
         run: |_, arguments| roles::execac(arguments),
+    },
+    Command {
+        name: "core",
+        usage: "core stop|start|restart <core> [image]",
+        what: "stop a core, start it, or restart it with a kernel image (/boot/full, /boot/rt, ...)",
+        run: |_, arguments| cores::core(arguments),
     },
 ];
 

@@ -19,7 +19,7 @@ fn help_lists_every_command_once_a_line() {
     let names: Vec<&str> = commands.iter().filter_map(|line| line.split_whitespace().next()).collect();
     assert_eq!(
         names,
-        ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac"]
+        ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac", "core"]
     );
     assert!(notes.iter().any(|note| note.contains("/bin/ps")), "where Reef's ps is, in sh: {notes:?}");
     assert_eq!(text(&reef(&["--help"]).stdout), listing);

@@ -138,6 +138,27 @@ pub fn without_interrupts<T>(work: impl FnOnce() -> T) -> T {
     result
 }
 
+/// Whether INIT must be followed by the 10 ms wait of the MultiProcessor Specification before
+/// the STARTUP IPI. Processors since Intel's family 6 and AMD's family 15 need none, and
+/// Linux skips it for them too (`smp_quirk_init_udelay`); the wait would be most of a core
+/// start.
+pub fn needs_init_delay() -> bool {
+    let vendor = cpuid(0, 0);
+    let family = {
+        let signature = cpuid(1, 0).eax;
+        let base = (signature >> 8) & 0xF;
+        if base == 0xF {
+            base + ((signature >> 20) & 0xFF)
+        } else {
+            base
+        }
+    };
+    let intel = (vendor.ebx, vendor.edx, vendor.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e);
+    let amd = (vendor.ebx, vendor.edx, vendor.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
+    let hygon = (vendor.ebx, vendor.edx, vendor.ecx) == (0x6f67_7948, 0x6e65_476e, 0x656e_6975);
+    !((intel && family == 6) || (amd && family >= 0xF) || (hygon && family >= 0x18))
+}
+
 /// Stops this core for good: interrupts off, halt forever.
 pub fn halt_forever() -> ! {
     loop {

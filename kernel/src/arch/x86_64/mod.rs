@@ -5,6 +5,7 @@ pub mod boot;
 pub mod cpu;
 pub mod gdt;
 pub mod idt;
+pub mod image_note;
 pub mod ioapic;
 pub mod legacy;
 pub mod paging;

@@ -1,0 +1,36 @@
+//! The `.note.reef` of this kernel image: how a boot driver finds its parts and entry.
+//!
+//! The layout is `kcb::ImageNote`'s; the addresses are link-time constants, the checksum a
+//! zero that `cargo xtask` overwrites after linking (`kcb::image_checksum`).
+
+use core::arch::global_asm;
+
+global_asm!(
+    r#"
+    .section .note.reef, "a"
+    .p2align 2
+    .long 5
+    .long {size}
+    .long {kind}
+    .asciz "Reef"
+    .p2align 2
+    .long {version}
+    .long {layout}
+    .quad 0
+    .quad {entry}
+    .quad __image_start
+    .quad __text_end
+    .quad __shared_image_end
+    .quad __data_start
+    .quad __bss_start
+    .quad __data_end
+    .quad __pristine_start
+    .quad __image_end
+    .quad 0
+    "#,
+    size = const kcb::NOTE_SIZE,
+    kind = const kcb::NOTE_TYPE,
+    version = const kcb::VERSION,
+    layout = const kcb::NOTE_LAYOUT,
+    entry = sym crate::instance_entry,
+);

@@ -1,0 +1,243 @@
+//! Stopping, starting and restarting cores while the others run (Barrelfish/DC §4.1).
+//!
+//! Only the asking core and the target take part: no global lock, no other core pauses.
+//! - **Stop.** The asking core checks the system-wide rule (core 0 stays: it owns the devices,
+//!   the file service and init), then asks the target by ICC. The target checks what only it
+//!   knows (no processes homed here, no application thread, no syspages), answers, and at its
+//!   next idle point masks its timer, drops the shared locks, marks its KCB `stopped` and
+//!   halts. Its channels stay where they stood in the shared region: messages sent meanwhile
+//!   are refused with a named error, and those already queued wait for the next kernel.
+//! - **Start.** A boot driver claims the KCB (`stopped -> booting`), loads the image (checked
+//!   whole before anything is written, `kernel_image`), prepares the partition and sends
+//!   INIT-SIPI; the new kernel takes its channels over where they stood (`docs/failures.md`).
+//! - **Restart** is a stop, then a start of the same KCB on the same core with another image.
+//!   The image is checked before the stop, so a bad image changes nothing.
+
+use super::boot_driver::{self, BootError, StartCycles};
+use super::kcb::{CoreState, Role};
+use super::kernel_image::{self, ImageError, KernelImage};
+use super::shared;
+use crate::arch::{apic, cpu};
+use crate::msg::icc;
+use abi::call::CoreTimes;
+use abi::message::{handler, ICC_ARGUMENTS};
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering;
+use linux_raw_sys::errno;
+
+/// How long the asking core waits for the target to answer and to stop.
+const STOP_TIMEOUT_MS: u64 = 1000;
+
+/// Why a core operation was refused; each maps to an errno of `abi::call::CORE_OPERATION`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoreError {
+    /// No such core.
+    NoSuchCore(usize),
+    /// Core 0 owns the devices, the file service and init: it never stops.
+    CoreZero { last_timesharing: bool },
+    /// The core is stopped (or was never started) already.
+    AlreadyStopped(usize, CoreState),
+    /// The core runs (or is booting) already.
+    AlreadyRunning(usize, CoreState),
+    /// The core is neither running nor startable (it is booting).
+    NotRunning(usize, CoreState),
+    /// What runs on the core cannot be left behind; the reason as `role::RoleError` says it.
+    Busy(super::role::RoleError),
+    /// The core did not answer or did not stop in time.
+    NoAnswer(usize),
+    /// The image cannot be loaded.
+    Image(ImageError),
+    /// The boot driver could not start the core.
+    Boot(usize, BootError),
+}
+
+impl CoreError {
+    /// The Linux errno `reef_core` returns.
+    pub fn errno(&self) -> u32 {
+        match self {
+            Self::NoSuchCore(_) => errno::EINVAL,
+            Self::CoreZero { .. } => errno::EPERM,
+            Self::AlreadyStopped(..) | Self::AlreadyRunning(..) => errno::EALREADY,
+            Self::NotRunning(..) => errno::EAGAIN,
+            Self::Busy(_) => errno::EBUSY,
+            Self::NoAnswer(_) => errno::ETIMEDOUT,
+            Self::Image(error) => error.errno(),
+            Self::Boot(_, BootError::NoResponse) => errno::ETIMEDOUT,
+            Self::Boot(_, BootError::RefusedKcb) => errno::EPROTO,
+            Self::Boot(_, BootError::NoSuchCore(_)) => errno::EINVAL,
+            Self::Boot(_, BootError::NotOffline(_)) => errno::EALREADY,
+            Self::Boot(..) => errno::ENOMEM,
+        }
+    }
+}
+
+impl core::fmt::Display for CoreError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoSuchCore(core) => write!(f, "there is no core {core} (see `cores`)"),
+            Self::CoreZero { last_timesharing } => write!(
+                f,
+                "core 0 owns the devices, the file service and init, and never stops{}",
+                if *last_timesharing { "; it is also the last timesharing core" } else { "" }
+            ),
+            Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
+            Self::AlreadyRunning(core, state) => write!(f, "core {core} is {} already", state.name()),
+            Self::NotRunning(core, state) => write!(f, "core {core} is {}: wait until it runs", state.name()),
+            Self::Busy(reason) => write!(f, "{reason}: end or move that first"),
+            Self::NoAnswer(core) => write!(f, "core {core} did not stop in {STOP_TIMEOUT_MS} ms"),
+            Self::Image(error) => write!(f, "{error}"),
+            Self::Boot(core, error) => write!(f, "core {core} not started: {error}"),
+        }
+    }
+}
+
+/// Stops `core`; returns the cycles from the request until the core reported itself stopped.
+pub fn stop(core: usize) -> Result<u64, CoreError> {
+    let region = shared::get();
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    if core >= count {
+        return Err(CoreError::NoSuchCore(core));
+    }
+    let kcb = region.kcb(core);
+    match kcb.state() {
+        CoreState::Running => {}
+        state @ (CoreState::Stopped | CoreState::Offline) => return Err(CoreError::AlreadyStopped(core, state)),
+        state => return Err(CoreError::NotRunning(core, state)),
+    }
+    if core == 0 {
+        let other_timesharing =
+            (1..count).any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing);
+        return Err(CoreError::CoreZero { last_timesharing: !other_timesharing });
+    }
+    let begun = cpu::read_tsc();
+    kcb.stop_asked_tsc.store(begun, Ordering::Relaxed);
+    match icc::call(core, handler::STOP_CORE, [0; ICC_ARGUMENTS], STOP_TIMEOUT_MS) {
+        Ok(0) => {}
+        Ok(refusal) => return Err(CoreError::Busy(super::role::decode_refusal(core, refusal))),
+        Err(_) => return Err(CoreError::NoAnswer(core)),
+    }
+    let deadline = begun + shared::facts().tsc_hz / 1000 * STOP_TIMEOUT_MS;
+    while kcb.state() != CoreState::Stopped {
+        if cpu::read_tsc() > deadline {
+            return Err(CoreError::NoAnswer(core));
+        }
+        cpu::relax();
+    }
+    let cycles = kcb.stopped_tsc.load(Ordering::Relaxed).saturating_sub(begun);
+    log::info!("core {core} stopped in {} us", cycles * 1_000_000 / shared::facts().tsc_hz.max(1));
+    Ok(cycles)
+}
+
+/// The image at `path` (`None`: the one the system booted), checked; and whether it came
+/// from the cache.
+fn image(path: Option<&str>, uncached: bool) -> Result<(Option<Arc<KernelImage>>, bool), CoreError> {
+    let from_file = shared::this_kcb().image_from_file.load(Ordering::Relaxed) != 0;
+    let path = match path {
+        Some(path) => path,
+        // This instance's own text is in its partition: the booted image is not at hand.
+        None if from_file => kernel_image::DEFAULT_IMAGE_PATH,
+        None => return Ok((None, true)),
+    };
+    let (image, cached) = kernel_image::load(path, uncached).map_err(CoreError::Image)?;
+    Ok((Some(image), cached))
+}
+
+/// Starts a stopped (or never started) `core` with the image at `path`.
+pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
+    let begun = cpu::read_tsc();
+    let (image, cached) = image(path, uncached)?;
+    check_startable(core)?;
+    let (cycles, ended) = boot(core, image.as_deref())?;
+    Ok(times(begun, ended, 0, cycles, cached))
+}
+
+/// Stops `core`, then starts its KCB there again with the image at `path`; the image is
+/// checked first, so a bad one leaves the core running as it was.
+pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
+    let begun = cpu::read_tsc();
+    let (image, cached) = image(path, uncached)?;
+    let stop_cycles = stop(core)?;
+    let (cycles, ended) = boot(core, image.as_deref())?;
+    Ok(times(begun, ended, stop_cycles, cycles, cached))
+}
+
+/// Linux's `cpuN/online` switch: `false` stops the core, `true` starts it with the booted
+/// image; asking for the state it is in already changes nothing and succeeds, as on Linux.
+pub fn set_online(core: usize, online: bool) -> Result<(), u32> {
+    let state = shared::get().listed_kcbs().get(core).map(|kcb| kcb.state());
+    let result = match (online, state) {
+        (_, None) => Err(CoreError::NoSuchCore(core)),
+        (true, Some(CoreState::Running)) | (false, Some(CoreState::Stopped | CoreState::Offline)) => Ok(()),
+        (true, Some(_)) => start(core, None, false).map(drop),
+        (false, Some(_)) => stop(core).map(drop),
+    };
+    result.map_err(|error| {
+        log::info!("cpu{core}/online := {}: {error}", u8::from(online));
+        error.errno()
+    })
+}
+
+fn check_startable(core: usize) -> Result<(), CoreError> {
+    let Some(kcb) = shared::get().listed_kcbs().get(core) else { return Err(CoreError::NoSuchCore(core)) };
+    match kcb.state() {
+        state @ (CoreState::Running | CoreState::Booting) => Err(CoreError::AlreadyRunning(core, state)),
+        _ => Ok(()),
+    }
+}
+
+/// Boots `core`; returns the boot's parts and the TSC when it ended (before the log line).
+fn boot(core: usize, image: Option<&KernelImage>) -> Result<(StartCycles, u64), CoreError> {
+    let cycles = boot_driver::start_core_with(core, image).map_err(|error| CoreError::Boot(core, error))?;
+    let ended = cpu::read_tsc();
+    let hz = shared::facts().tsc_hz.max(1);
+    log::info!(
+        "core {core} started with {}: boot driver {} us, target {} us",
+        image.map_or("the booted image", |image| image.path.as_str()),
+        cycles.driver * 1_000_000 / hz,
+        cycles.target * 1_000_000 / hz
+    );
+    Ok((cycles, ended))
+}
+
+fn times(begun: u64, ended: u64, stop: u64, start: StartCycles, cached: bool) -> CoreTimes {
+    let hz = u128::from(shared::facts().tsc_hz.max(1));
+    let ns = |cycles: u64| (u128::from(cycles) * 1_000_000_000 / hz) as u64;
+    CoreTimes {
+        total_ns: ns(ended - begun),
+        stop_ns: ns(stop),
+        driver_ns: ns(start.driver),
+        target_ns: ns(start.target),
+        image_cached: u64::from(cached),
+    }
+}
+
+/// On the target, at an idle point: stops the core if a boot driver asked (never returns
+/// then). Nothing runs here by the time it is asked: the ICC handler refused otherwise.
+pub fn stop_if_asked() {
+    let kcb = shared::this_kcb();
+    if kcb.stop_requested.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    cpu::disable_interrupts();
+    apic::local().stop_timer();
+    kcb.stop_requested.store(0, Ordering::Relaxed);
+    kcb.stops.fetch_add(1, Ordering::Relaxed);
+    // No log line: the console would be most of the stop's time.
+    crate::interrupt::release_shared_locks();
+    kcb.stopped_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
+    // Release: a boot driver that sees `stopped` also sees every write before it, and the
+    // receivers of this core's channels may treat what it half-sent as abandoned.
+    kcb.set_state(CoreState::Stopped);
+    cpu::halt_forever()
+}
+
+/// Registers the stop handler of this instance.
+pub fn init() {
+    icc::register(handler::STOP_CORE, |_arguments: &[u64; ICC_ARGUMENTS]| {
+        if let Some(refusal) = super::role::what_keeps_this_core() {
+            return Ok(refusal);
+        }
+        shared::this_kcb().stop_requested.store(1, Ordering::Release);
+        Ok(0)
+    });
+}

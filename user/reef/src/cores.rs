@@ -1,0 +1,106 @@
+//! `core`: stop, start and restart a core with a kernel image (Barrelfish/DC's boot driver).
+
+use crate::{FAILED_STATUS, USAGE_STATUS};
+use rt::cores::{self, CoreTimes};
+
+const USAGE: &str =
+    "core stop <core> | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached]";
+
+/// What to say when `reef_core` refused with `errno`, and what to do about it.
+pub fn core_error_text(errno: Option<i32>) -> &'static str {
+    match errno {
+        Some(libc::EINVAL) => "no such core, or a bad image path: see `cores` and `ls /boot`",
+        Some(libc::EPERM) => "core 0 owns the devices, the file service and init, and never stops",
+        Some(libc::EBUSY) => {
+            "something runs there: processes homed on it, an application thread, or syspages (the kernel log says which): end them first"
+        }
+        Some(libc::EALREADY) => "the core is in that state already: see `cores`",
+        Some(libc::EAGAIN) => "the core is booting: try again in a moment",
+        Some(libc::ENOENT) => "no such kernel image: `ls /boot` lists them",
+        Some(libc::ENOEXEC) => "that file is no Reef kernel image, or it is corrupt: rebuild it with `cargo xtask build`",
+        Some(libc::EPROTO) => "that image was built for another KCB layout version: rebuild it from this tree",
+        Some(libc::ETIMEDOUT) => "the core did not answer in time: see `cores`",
+        Some(libc::ENOMEM) => "the boot driver ran out of memory for the new kernel: see `mem`",
+        Some(libc::ENOSYS) => "not on Reef: core operations need Reef's reef_core call",
+        _ => "failed",
+    }
+}
+
+fn micros(ns: u64) -> String {
+    format!("{}.{:03} ms", ns / 1_000_000, ns / 1000 % 1000)
+}
+
+fn report(core: usize, what: &str, times: &CoreTimes) {
+    let mut parts = vec![format!("core {core} {what} in {}", micros(times.total_ns))];
+    if times.stop_ns != 0 && times.stop_ns != times.total_ns {
+        parts.push(format!("stop {}", micros(times.stop_ns)));
+    }
+    if times.driver_ns != 0 || times.target_ns != 0 {
+        parts.push(format!("boot driver {}", micros(times.driver_ns)));
+        parts.push(format!("target {}", micros(times.target_ns)));
+        parts.push(format!("image {}", if times.image_cached != 0 { "cached" } else { "loaded" }));
+    }
+    println!("{}", parts.join(", "));
+}
+
+/// `core stop|start|restart ...`.
+pub fn core(words: &[&str]) -> u8 {
+    let uncached = words.contains(&"--uncached");
+    let words: Vec<&str> = words.iter().copied().filter(|word| *word != "--uncached").collect();
+    let (operation, core, image) = match words.as_slice() {
+        [operation @ "stop", core] => (*operation, *core, None),
+        [operation @ "start", core] => (*operation, *core, None),
+        [operation @ ("start" | "restart"), core, image] => (*operation, *core, Some(*image)),
+        _ => {
+            eprintln!("core: usage: {USAGE}");
+            return USAGE_STATUS;
+        }
+    };
+    let Ok(core) = core.parse::<usize>() else {
+        eprintln!("core: `{core}` is not a core number: see `cores`");
+        return USAGE_STATUS;
+    };
+    let (result, done) = match operation {
+        "stop" => (cores::stop(core), "stopped"),
+        "start" => (cores::start(core, image, uncached), "started"),
+        _ => (cores::restart(core, image, uncached), "restarted"),
+    };
+    match result {
+        Ok(times) => {
+            let what = match image {
+                Some(image) => format!("{done} with {image}"),
+                None => done.to_string(),
+            };
+            report(core, &what, &times);
+            0
+        }
+        Err(error) => {
+            eprintln!("core: {operation} core {core}: {}", core_error_text(error.raw_os_error()));
+            FAILED_STATUS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_usage_is_refused_before_any_call() {
+        assert_eq!(core(&[]), USAGE_STATUS);
+        assert_eq!(core(&["stop"]), USAGE_STATUS);
+        assert_eq!(core(&["stop", "x"]), USAGE_STATUS);
+        assert_eq!(core(&["stop", "1", "/boot/rt"]), USAGE_STATUS);
+        assert_eq!(core(&["restart", "1"]), USAGE_STATUS);
+        assert_eq!(core(&["park", "1", "2"]), USAGE_STATUS);
+    }
+
+    #[test]
+    fn off_reef_the_call_fails_with_a_sentence() {
+        if rt::on_reef() {
+            return;
+        }
+        assert_eq!(core(&["stop", "1"]), FAILED_STATUS);
+        assert!(core_error_text(Some(libc::ENOSYS)).contains("not on Reef"));
+    }
+}

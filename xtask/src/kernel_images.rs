@@ -1,0 +1,155 @@
+//! The kernel images of `/boot`: `full` (the one QEMU boots), `rt`, and `full-v2` (the same
+//! source under another name, so another build id: a live kernel update), each with the
+//! checksum of its `.note.reef` written after linking; and two broken ones the suite restarts
+//! cores with to see them refused: `corrupt` (a flipped byte in the text) and `kcb-v0` (built,
+//! as far as its note says, for another KCB layout).
+
+use crate::tools::{self, cargo, root, run_checked};
+use std::path::PathBuf;
+
+/// The images built from this tree: (file name under `/boot`, `REEF_IMAGE`, cargo features).
+const IMAGES: [(&str, &str, &str); 2] = [("rt", "rt", "rt"), ("full-v2", "full-v2", "")];
+
+/// Builds the kernel image `name` with `features` into its own target directory (so the
+/// images do not rebuild each other) and returns the ELF path.
+fn build(name: &str, features: &str) -> Result<PathBuf, String> {
+    let directory = root().join("target/images").join(name);
+    let mut command = cargo();
+    command
+        .args(["build", "--quiet", "--release", "-p", "kernel", "--target", "x86_64-unknown-none"])
+        .arg("--target-dir")
+        .arg(&directory)
+        .env("REEF_IMAGE", name);
+    if !features.is_empty() {
+        command.args(["--features", features]);
+    }
+    run_checked(&mut command, &format!("building the {name} kernel image"))?;
+    Ok(directory.join("x86_64-unknown-none/release/kernel"))
+}
+
+/// Where an image's note description is (file offset), the note, and the file ranges of its
+/// high-half loadable segments, as the kernel's loader selects them.
+type Layout = (usize, kcb::ImageNote, Vec<(usize, usize)>);
+
+/// The [`Layout`] of `image`.
+fn layout(image: &[u8]) -> Result<Layout, String> {
+    use goblin::elf::{program_header::PT_LOAD, Elf};
+    let elf = Elf::parse(image).map_err(|e| format!("not an ELF file: {e}"))?;
+    let mut found = None;
+    for note in elf.iter_note_headers(image).into_iter().flatten() {
+        let note = note.map_err(|e| format!("bad note: {e}"))?;
+        if note.n_type == kcb::NOTE_TYPE && note.name == "Reef" {
+            let offset = note.desc.as_ptr() as usize - image.as_ptr() as usize;
+            let decoded = kcb::ImageNote::decode(note.desc).map_err(|e| format!("bad .note.reef: {e:?}"))?;
+            found = Some((offset, decoded));
+        }
+    }
+    let (offset, note) = found.ok_or("no .note.reef: not a Reef kernel image")?;
+    let parts = elf
+        .program_headers
+        .iter()
+        .filter(|header| header.p_type == PT_LOAD && header.p_vaddr >= note.image_start)
+        .map(|header| (header.p_offset as usize, header.p_filesz as usize))
+        .collect();
+    Ok((offset, note, parts))
+}
+
+/// Writes the checksum of `image`'s loadable bytes into its note.
+pub fn seal(image: &mut [u8]) -> Result<(), String> {
+    let (offset, _, parts) = layout(image)?;
+    let slot = offset + kcb::CHECKSUM_OFFSET;
+    let sum = kcb::image_checksum(image, &parts, slot..slot + 8).ok_or("a segment lies beyond the file")?;
+    image[slot..slot + 8].copy_from_slice(&sum.to_le_bytes());
+    Ok(())
+}
+
+/// Seals the ELF at `path` in place.
+pub fn seal_file(path: &std::path::Path) -> Result<(), String> {
+    let mut image = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    seal(&mut image).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(path, &image).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// `image` without its sections (symbols, debug information): the header, then the file up
+/// to the end of the last segment. A boot driver reads only program headers and notes, and
+/// the checksum covers only segments, so the loadable image is the same, in a tenth of the
+/// bytes every instance keeps mapped.
+pub fn loadable_only(image: &[u8]) -> Result<Vec<u8>, String> {
+    let elf = goblin::elf::Elf::parse(image).map_err(|e| format!("not an ELF file: {e}"))?;
+    let end = elf
+        .program_headers
+        .iter()
+        .map(|header| header.p_offset + header.p_filesz)
+        .chain([elf.header.e_phoff + u64::from(elf.header.e_phnum) * u64::from(elf.header.e_phentsize)])
+        .max()
+        .unwrap_or(0) as usize;
+    let mut stripped = image.get(..end).ok_or("a segment lies beyond the file")?.to_vec();
+    // e_shoff (8 bytes at 0x28), e_shnum (0x3c) and e_shstrndx (0x3e): no section table.
+    stripped[0x28..0x30].fill(0);
+    stripped[0x3c..0x40].fill(0);
+    Ok(stripped)
+}
+
+/// The two broken images made from `full`: a flipped text byte; another KCB version (with a
+/// checksum that matches, so the version is what refuses it).
+pub fn broken(full: &[u8]) -> Result<[(String, Vec<u8>); 2], String> {
+    let (offset, note, parts) = layout(full)?;
+    let mut corrupt = full.to_vec();
+    let (text, length) = parts.first().copied().ok_or("no loadable segment")?;
+    corrupt[text + length / 2] ^= 0x40;
+    let mut old = full.to_vec();
+    old[offset..offset + 4].copy_from_slice(&note.kcb_version.wrapping_sub(1).to_le_bytes());
+    seal(&mut old)?;
+    Ok([("corrupt".into(), corrupt), ("kcb-v0".into(), old)])
+}
+
+/// Every `/boot` file: `full` (the ELF at `full`, already sealed), the other images of
+/// [`IMAGES`] built and sealed, and the broken ones.
+pub fn boot_files(full: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let full = loadable_only(&std::fs::read(full).map_err(|e| format!("reading {}: {e}", full.display()))?)?;
+    let mut files = vec![("full".to_string(), full.clone())];
+    for (name, image_name, features) in IMAGES {
+        debug_assert_eq!(name, image_name);
+        let path = build(image_name, features)?;
+        seal_file(&path)?;
+        let image = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        files.push((name.to_string(), loadable_only(&image)?));
+    }
+    files.extend(broken(&full)?);
+    Ok(files)
+}
+
+/// Builds the kernel QEMU boots and seals it.
+pub fn build_full() -> Result<PathBuf, String> {
+    let path = tools::build_kernel_unsealed()?;
+    seal_file(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel() -> Option<Vec<u8>> {
+        std::fs::read(root().join("target/x86_64-unknown-none/release/kernel")).ok()
+    }
+
+    #[test]
+    fn sealing_is_idempotent_and_breaking_is_detected() {
+        let Some(image) = kernel() else { return };
+        let mut image = loadable_only(&image).unwrap();
+        assert!(layout(&image).is_ok(), "stripped, the image still has its note and segments");
+        seal(&mut image).unwrap();
+        let once = image.clone();
+        seal(&mut image).unwrap();
+        assert_eq!(image, once);
+        let (offset, note, parts) = layout(&image).unwrap();
+        assert_eq!(note.kcb_version, kcb::VERSION);
+        let slot = offset + kcb::CHECKSUM_OFFSET;
+        let [(_, corrupt), (_, old)] = broken(&image).unwrap();
+        assert_ne!(kcb::image_checksum(&corrupt, &parts, slot..slot + 8), Some(note.checksum));
+        let (_, old_note, old_parts) = layout(&old).unwrap();
+        assert_eq!(old_note.kcb_version, kcb::VERSION - 1);
+        assert_eq!(kcb::image_checksum(&old, &old_parts, slot..slot + 8), Some(old_note.checksum));
+    }
+}
