@@ -1,4 +1,4 @@
-//! The file tree Reef's file service serves: initramfs, tmpfs, /dev and /proc, by path.
+//! The file tree Reef's file service serves: initramfs, tmpfs, /dev, /proc and /sys, by path.
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![forbid(unsafe_code)]
@@ -15,6 +15,7 @@ mod pages;
 mod path;
 mod pipe;
 mod procfs;
+mod sysfs;
 mod tmpfs;
 mod vfs;
 
@@ -22,6 +23,7 @@ pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind};
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};
 pub use procfs::{ProcFile, ProcSource, ReefView};
+pub use sysfs::{SysFile, SysRequest, SysSource};
 pub use vfs::{Context, Vfs};
 
 /// A Linux error number (`ENOENT` is 2), as `linux_raw_sys::errno` spells them; system calls

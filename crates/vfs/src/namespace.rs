@@ -2,9 +2,9 @@
 //!
 //! Each takes a directory and a name as [`Vfs::resolve_parent`] gives them: the name may be
 //! `.` or `..`, or end in one `/` meaning "must be a directory". Only tmpfs changes: the
-//! initramfs answers `EROFS`, `/dev` and `/proc` `EPERM` (see [`Vfs::refusal`]). A name
-//! that exists is reported (`EEXIST`) before a read-only file system is, as in Linux, where
-//! the lookup comes first.
+//! initramfs answers `EROFS`, `/dev`, `/proc` and `/sys` `EPERM` (see [`Vfs::refusal`]). A
+//! name that exists is reported (`EEXIST`) before a read-only file system is, as in Linux,
+//! where the lookup comes first.
 
 use crate::node::{Filesystem, NodeId, NodeKind};
 use crate::tmpfs::NewContent;
@@ -12,7 +12,7 @@ use crate::vfs::{Context, Vfs};
 use crate::{Errno, MAX_SYMLINK_HOPS, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use initramfs::mode;
 use linux_raw_sys::errno::{
-    EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EPERM, EXDEV,
+    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EPERM, EXDEV,
 };
 
 /// The last component of a path, as a namespace call reads it.
@@ -77,7 +77,7 @@ impl Vfs {
     /// file is returned as it is, unless `exclusive` (`O_EXCL`), which makes any existing
     /// name `EEXIST`. A symbolic link there is followed, and a dangling one makes its target,
     /// as Linux does; `EISDIR` for a directory or a name ending in `/`; `ENOENT` in a removed
-    /// directory.
+    /// directory; a new name in `/sys` is `EACCES`, as on Linux.
     pub fn create(
         &mut self,
         context: &Context,
@@ -97,6 +97,10 @@ impl Vfs {
                 return Err(EISDIR);
             }
             let Some(existing) = self.find(context.pid, directory, plain)? else {
+                if filesystem == Filesystem::Sysfs {
+                    // Linux's sysfs directories have no `create`: `lookup_open` says EACCES.
+                    return Err(EACCES);
+                }
                 Self::writable(filesystem)?;
                 let now = self.now();
                 let mode = mode::REGULAR | permissions & 0o7777;

@@ -1,6 +1,7 @@
 //! What callers hold and get back: node ids, kinds, metadata, listing entries, counts.
 
 use crate::procfs::ProcFile;
+use crate::sysfs::SysFile;
 use alloc::vec::Vec;
 use linux_raw_sys::general::{DT_CHR, DT_DIR, DT_LNK, DT_REG, DT_UNKNOWN};
 
@@ -42,10 +43,12 @@ pub(crate) enum Filesystem {
     Devfs = 2,
     /// `/proc`: text generated at open.
     Procfs = 3,
+    /// `/sys`: the cores, text generated at open, writes that switch a core.
+    Sysfs = 4,
 }
 
 impl Filesystem {
-    pub(crate) const ALL: [Filesystem; 4] = [Self::Archive, Self::Tmpfs, Self::Devfs, Self::Procfs];
+    pub(crate) const ALL: [Filesystem; 5] = [Self::Archive, Self::Tmpfs, Self::Devfs, Self::Procfs, Self::Sysfs];
 }
 
 /// What a node is, which says what the file service does with it.
@@ -62,6 +65,10 @@ pub enum NodeKind {
     Device(Device),
     /// A text file of `/proc`, read from [`Vfs::proc_contents`](crate::Vfs::proc_contents).
     ProcFile(ProcFile),
+    /// A text file of `/sys`, read from [`Vfs::sys_contents`](crate::Vfs::sys_contents) and,
+    /// when [`SysFile::is_writable`], written through
+    /// [`Vfs::decode_sys_write`](crate::Vfs::decode_sys_write).
+    SysFile(SysFile),
     /// A FIFO, socket, block device or character device with no Reef driver that the initramfs
     /// holds outside `/dev`: it can be listed and stat'ed, not opened.
     Special,
@@ -102,7 +109,8 @@ pub struct Metadata {
     /// For a device node, the device it stands for (`st_rdev`, as `makedev` encodes it).
     pub rdev: u64,
     /// Bytes of a regular file, of a symbolic link's target; 0 for directories, devices and
-    /// `/proc` files (whose text only exists once opened, as in Linux).
+    /// `/proc` files (whose text only exists once opened, as in Linux); a page for `/sys`
+    /// files, the most their text may hold, as Linux's sysfs says.
     pub size: u64,
     /// The preferred I/O size (`st_blksize`): one page.
     pub block_size: u32,

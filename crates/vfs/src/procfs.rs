@@ -192,7 +192,7 @@ pub(crate) fn lookup(
             if let Some((_, file, _)) = TOP_FILES.iter().find(|(candidate, _, _)| *candidate == name) {
                 return Some(ProcNode::File(*file));
             }
-            let pid = parse_pid(name)?;
+            let pid = parse_decimal(name)?;
             pids().contains(&pid).then_some(ProcNode::ProcessDirectory(pid))
         }
         ProcNode::ReefDirectory => REEF_FILES
@@ -207,8 +207,9 @@ pub(crate) fn lookup(
     }
 }
 
-/// A pid as `/proc` names it: decimal, no sign, no leading zero (Linux's `name_to_int`).
-fn parse_pid(name: &[u8]) -> Option<u32> {
+/// A number as `/proc` names a pid and `/sys` a core: decimal, no sign, no leading zero
+/// (Linux's `name_to_int`).
+pub(crate) fn parse_decimal(name: &[u8]) -> Option<u32> {
     if name.is_empty() || (name.len() > 1 && name[0] == b'0') {
         return None;
     }
@@ -246,13 +247,13 @@ pub(crate) fn fixed_entry(directory: ProcNode, position: u64) -> Option<(&'stati
 pub(crate) fn name_of_directory(directory: ProcNode) -> Option<Vec<u8>> {
     match directory {
         ProcNode::ReefDirectory => Some(b"reef".to_vec()),
-        ProcNode::ProcessDirectory(pid) => Some(decimal(pid)),
+        ProcNode::ProcessDirectory(pid) => Some(decimal(u64::from(pid))),
         _ => None,
     }
 }
 
 /// `value` in decimal ASCII.
-pub(crate) fn decimal(value: u32) -> Vec<u8> {
+pub(crate) fn decimal(value: u64) -> Vec<u8> {
     let mut digits = Vec::new();
     let mut rest = value;
     loop {
@@ -300,11 +301,11 @@ mod tests {
 
     #[test]
     fn pids_are_plain_decimal() {
-        assert_eq!(parse_pid(b"42"), Some(42));
-        assert_eq!(parse_pid(b"0"), Some(0));
-        assert_eq!(parse_pid(b"042"), None);
-        assert_eq!(parse_pid(b"+4"), None);
-        assert_eq!(parse_pid(b"4294967296"), None);
+        assert_eq!(parse_decimal(b"42"), Some(42));
+        assert_eq!(parse_decimal(b"0"), Some(0));
+        assert_eq!(parse_decimal(b"042"), None);
+        assert_eq!(parse_decimal(b"+4"), None);
+        assert_eq!(parse_decimal(b"4294967296"), None);
         assert_eq!(decimal(0), b"0");
         assert_eq!(decimal(4_294_967_295), b"4294967295");
     }

@@ -8,10 +8,12 @@ use crate::node::{
 };
 use crate::pages::{CountedPages, PageStore, PAGE_SIZE};
 use crate::procfs::{self, ProcFile, ProcNode, ProcSource};
+use crate::sysfs::{self, SysNode, SysRequest, SysSource};
 use crate::tmpfs::{self, Content, TmpNode, Tmpfs};
 use crate::Errno;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use initramfs::{mode, Archive};
 use linux_raw_sys::errno::{EACCES, EBADF, EINVAL, EISDIR, ENOENT, ENOTDIR, EPERM, EROFS};
@@ -39,7 +41,7 @@ pub(crate) struct Mount {
 }
 
 /// The mount table: `/` first, in [`Filesystem`] order.
-pub(crate) const MOUNTS: [Mount; 4] = [
+pub(crate) const MOUNTS: [Mount; 5] = [
     Mount { filesystem: Filesystem::Archive, path: "/", source: "rootfs", type_name: "rootfs", options: "ro" },
     // Reads do not update access times anywhere (`read` takes `&self`): `noatime` says so.
     Mount { filesystem: Filesystem::Tmpfs, path: "/tmp", source: "tmpfs", type_name: "tmpfs", options: "rw,noatime" },
@@ -51,6 +53,7 @@ pub(crate) const MOUNTS: [Mount; 4] = [
         options: "rw,noatime",
     },
     Mount { filesystem: Filesystem::Procfs, path: "/proc", source: "proc", type_name: "proc", options: "rw,noatime" },
+    Mount { filesystem: Filesystem::Sysfs, path: "/sys", source: "sysfs", type_name: "sysfs", options: "rw,noatime" },
 ];
 
 impl Mount {
@@ -84,19 +87,23 @@ pub(crate) enum Found<'a> {
     /// The root of `/dev` (`None`) or a device.
     Devfs(Option<&'static DeviceNode>),
     Procfs(ProcNode),
+    Sysfs(SysNode),
 }
 
 /// The file tree Reef's file service serves: the initramfs at `/` (read-only), a tmpfs at
-/// `/tmp`, the devices at `/dev`, the processes at `/proc`. It knows nothing of descriptors,
-/// processes or devices' I/O: the service keeps those and calls it with [`NodeId`]s.
+/// `/tmp`, the devices at `/dev`, the processes at `/proc`, the cores at `/sys`. It knows
+/// nothing of descriptors, processes or devices' I/O: the service keeps those and calls it
+/// with [`NodeId`]s.
 pub struct Vfs {
     archive: ArchiveIndex,
     pub(crate) tmpfs: Tmpfs,
     pub(crate) pages: CountedPages,
     devfs: Devfs,
     proc: Box<dyn ProcSource>,
+    /// Shared with whoever carries out a [`SysRequest`] once the lock on the VFS is let go.
+    sys: Arc<dyn SysSource>,
     clock: fn() -> u64,
-    /// When the VFS was made: the times of `/proc`, which has no others to give.
+    /// When the VFS was made: the times of `/proc` and `/sys`, which have no others to give.
     made_at: u64,
     /// Nodes held open, with how many times each.
     open: BTreeMap<NodeId, usize>,
@@ -105,13 +112,15 @@ pub struct Vfs {
 impl Vfs {
     /// A VFS over `archive` (the initramfs, indexed now; `None` gives an empty `/`), whose
     /// tmpfs takes at most `tmpfs_page_limit` pages from `pages`, whose clock gives the real
-    /// time in nanoseconds since 1970, and whose `/proc` shows what `proc` says.
+    /// time in nanoseconds since 1970, whose `/proc` shows what `proc` says and whose `/sys`
+    /// the cores `sys` lists.
     pub fn new(
         archive: Option<Archive<'static>>,
         pages: Box<dyn PageStore>,
         tmpfs_page_limit: usize,
         clock: fn() -> u64,
         proc: Box<dyn ProcSource>,
+        sys: Arc<dyn SysSource>,
     ) -> Self {
         let now = clock();
         Self {
@@ -120,6 +129,7 @@ impl Vfs {
             pages: CountedPages { store: pages, used: 0, limit: tmpfs_page_limit },
             devfs: Devfs::new(now),
             proc,
+            sys,
             clock,
             made_at: now,
             open: BTreeMap::new(),
@@ -176,6 +186,13 @@ impl Vfs {
                 }
                 Ok(Found::Procfs(proc_node))
             }
+            Filesystem::Sysfs => {
+                let sys_node = SysNode::from_inode(inode).ok_or(ENOENT)?;
+                if sys_node.core().is_some_and(|core| core >= self.sys.core_count()) {
+                    return Err(ENOENT);
+                }
+                Ok(Found::Sysfs(sys_node))
+            }
         }
     }
 
@@ -200,6 +217,8 @@ impl Vfs {
                 ProcNode::File(file) => NodeKind::ProcFile(file),
                 _ => NodeKind::Directory,
             },
+            Found::Sysfs(SysNode::File(file)) => NodeKind::SysFile(file),
+            Found::Sysfs(_) => NodeKind::Directory,
         })
     }
 
@@ -289,6 +308,16 @@ impl Vfs {
                     metadata.links = 2;
                 }
             }
+            Found::Sysfs(SysNode::File(file)) => {
+                metadata.mode = mode::REGULAR | if file.is_writable() { 0o644 } else { 0o444 };
+                metadata.size = PAGE_SIZE as u64;
+            }
+            Found::Sysfs(directory) => {
+                // Linux's sysfs root is `dr-xr-xr-x`, its directories `drwxr-xr-x`.
+                let permissions = if directory == SysNode::Root { 0o555 } else { 0o755 };
+                metadata.mode = mode::DIRECTORY | permissions;
+                metadata.links = 2 + directory.subdirectories(self.sys.core_count());
+            }
         }
         Ok(metadata)
     }
@@ -304,7 +333,7 @@ impl Vfs {
 
     /// Sets the access and modification times of `node` (nanoseconds since 1970; `None`
     /// leaves one as it is), and its change time to now: `utimensat`. `EROFS` in the
-    /// initramfs, `EPERM` in `/proc`.
+    /// initramfs, `EPERM` in `/proc` and `/sys`.
     pub fn set_times(&mut self, node: NodeId, accessed: Option<u64>, modified: Option<u64>) -> Result<(), Errno> {
         let now = self.now();
         let (old_accessed, old_modified, changed) = self.times_mut(node)?;
@@ -319,7 +348,7 @@ impl Vfs {
     }
 
     /// Sets the permission bits of `node` (`permissions & 0o7777`; the type stays): `chmod`.
-    /// `EROFS` in the initramfs, `EPERM` in `/proc`.
+    /// `EROFS` in the initramfs, `EPERM` in `/proc` and `/sys`.
     pub fn set_mode(&mut self, node: NodeId, permissions: u32) -> Result<(), Errno> {
         let now = self.now();
         match node.filesystem().ok_or(ENOENT)? {
@@ -333,7 +362,7 @@ impl Vfs {
                 state.permissions = permissions & 0o7777;
                 state.changed = now;
             }
-            Filesystem::Archive | Filesystem::Procfs => {
+            Filesystem::Archive | Filesystem::Procfs | Filesystem::Sysfs => {
                 self.found(node)?;
                 return Err(Self::refusal(node.filesystem().ok_or(ENOENT)?));
             }
@@ -352,16 +381,17 @@ impl Vfs {
                 let state = self.devfs.state_mut(node.inode()).ok_or(ENOENT)?;
                 Ok((&mut state.accessed, &mut state.modified, &mut state.changed))
             }
-            filesystem @ (Filesystem::Archive | Filesystem::Procfs) => {
+            filesystem @ (Filesystem::Archive | Filesystem::Procfs | Filesystem::Sysfs) => {
                 self.found(node)?;
                 Err(Self::refusal(filesystem))
             }
         }
     }
 
-    /// Why a file system refuses a change: the initramfs is read-only (`EROFS`); `/dev` and
-    /// `/proc` have a fixed set of nodes and answer `EPERM`, as Linux's procfs does to
-    /// `chmod` and `mknod`.
+    /// Why a file system refuses a change: the initramfs is read-only (`EROFS`); `/dev`,
+    /// `/proc` and `/sys` have a fixed set of nodes and answer `EPERM`, as Linux's procfs
+    /// does to `chmod` and `mknod` and its sysfs to `mkdir` and `unlink` (but see
+    /// [`Vfs::create`] for `/sys`).
     pub(crate) fn refusal(filesystem: Filesystem) -> Errno {
         match filesystem {
             Filesystem::Archive => EROFS,
@@ -371,8 +401,8 @@ impl Vfs {
 
     /// Copies the bytes of the regular file `node` from `offset` into `buffer`: how many, 0
     /// at or past the end. Files of the initramfs and tmpfs only: `EISDIR` for a directory,
-    /// `EINVAL` for a device (the service drives it), a `/proc` file (read
-    /// [`Vfs::proc_contents`] once at open) or a link.
+    /// `EINVAL` for a device (the service drives it), a `/proc` or `/sys` file (read
+    /// [`Vfs::proc_contents`] or [`Vfs::sys_contents`] once at open) or a link.
     pub fn read(&self, node: NodeId, offset: u64, buffer: &mut [u8]) -> Result<usize, Errno> {
         match self.found(node)? {
             Found::Archive(_, indexed) if indexed.is_directory() => Err(EISDIR),
@@ -395,6 +425,7 @@ impl Vfs {
             Found::Tmpfs(_, tmp) => matches!(tmp.content, Content::Directory(_)),
             Found::Devfs(device) => device.is_none(),
             Found::Procfs(proc_node) => proc_node.is_directory(),
+            Found::Sysfs(sys_node) => sys_node.is_directory(),
         }
     }
 
@@ -403,7 +434,8 @@ impl Vfs {
     /// limit or the memory is reached, what fits is written and counted; `ENOSPC` only when
     /// nothing fits. Past [`MAX_FILE_SIZE`](crate::MAX_FILE_SIZE), `EFBIG`. `EROFS` in the
     /// initramfs, `EISDIR` for a directory, `EACCES` for a `/proc` file (none is writable),
-    /// `EINVAL` for a device (the service drives it) or a link.
+    /// `EINVAL` for a device (the service drives it), a `/sys` file
+    /// ([`Vfs::decode_sys_write`]) or a link.
     pub fn write(&mut self, node: NodeId, offset: u64, data: &[u8]) -> Result<usize, Errno> {
         let now = self.now();
         if node.filesystem() == Some(Filesystem::Tmpfs) {
@@ -452,8 +484,8 @@ impl Vfs {
     }
 
     /// Whether the contents of `node` may be written (an open for writing, `access(W_OK)`):
-    /// `EROFS` for a file of the initramfs; tmpfs files, devices and anything that is not a
-    /// file's contents are the caller's to judge.
+    /// `EROFS` for a file of the initramfs; tmpfs files, devices, `/proc` and `/sys` files
+    /// and anything that is not a file's contents are the caller's to judge.
     pub fn check_writable(&self, node: NodeId) -> Result<(), Errno> {
         match self.found(node)? {
             Found::Archive(_, indexed) if indexed.entry.is_some_and(|entry| entry.is_file()) => Err(EROFS),
@@ -469,7 +501,7 @@ impl Vfs {
             Found::Tmpfs(_, TmpNode { content: Content::Symlink(target), .. }) => Ok(target.clone()),
             // Not looked up by a process: no pid to link to.
             Found::Procfs(ProcNode::SelfLink) => Err(ENOENT),
-            Found::Procfs(ProcNode::SelfLinkOf(pid)) => Ok(procfs::decimal(pid)),
+            Found::Procfs(ProcNode::SelfLinkOf(pid)) => Ok(procfs::decimal(u64::from(pid))),
             _ => Err(EINVAL),
         }
     }
@@ -484,6 +516,35 @@ impl Vfs {
             Found::Procfs(ProcNode::File(file)) => self.proc.generate(file),
             found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
         }
+    }
+
+    /// The text of the `/sys` file `node`, whole, made now from what the [`SysSource`] says:
+    /// the service takes it once at open, as for [`Vfs::proc_contents`] (and as Linux's
+    /// sysfs, which fills a page at the first read). `EISDIR` for a directory, `EINVAL` for
+    /// a node outside `/sys`.
+    pub fn sys_contents(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
+        match self.found(node)? {
+            Found::Sysfs(SysNode::File(file)) => Ok(sysfs::contents(file, &*self.sys)),
+            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+        }
+    }
+
+    /// Decodes one `write` of `data` to the `/sys` file `node`: the request it makes, which
+    /// the caller carries out with [`SysRequest::invoke`] on [`Vfs::sys_source`] after it
+    /// let go of any lock (switching a core waits for it). `Ok(None)` for an empty write,
+    /// which asks nothing. `EACCES` for a read-only file, `EINVAL` for text the file does
+    /// not take (`cpu<K>/online` takes `0` or `1`, a newline after it allowed), `EISDIR`
+    /// for a directory, `EINVAL` for a node outside `/sys`.
+    pub fn decode_sys_write(&self, node: NodeId, data: &[u8]) -> Result<Option<SysRequest>, Errno> {
+        match self.found(node)? {
+            Found::Sysfs(SysNode::File(file)) => sysfs::decode_write(file, data),
+            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+        }
+    }
+
+    /// The source `/sys` reads, to invoke a [`SysRequest`] with outside the VFS's lock.
+    pub fn sys_source(&self) -> Arc<dyn SysSource> {
+        Arc::clone(&self.sys)
     }
 
     /// `/proc/mounts`, Linux's format: source, mount point, type, options, then two zeros
@@ -610,12 +671,16 @@ impl Vfs {
                     pid.map(|pid| {
                         let child = ProcNode::ProcessDirectory(pid);
                         let next = FIRST_ENTRY + procfs::FIXED_ENTRIES + u64::from(pid) + 1;
-                        (entry(&procfs::decimal(pid), child.inode(), DIRECTORY_CODE), next)
+                        (entry(&procfs::decimal(u64::from(pid)), child.inode(), DIRECTORY_CODE), next)
                     })
                 } else {
                     None
                 }
             }
+            Found::Sysfs(directory) => sysfs::entry(directory, position, self.sys.core_count()).map(|(name, child)| {
+                let kind_code = if child.is_directory() { DIRECTORY_CODE } else { REGULAR_CODE };
+                (entry(&name, child.inode(), kind_code), cursor + 1)
+            }),
         };
         Ok(listed)
     }
@@ -651,6 +716,12 @@ impl Vfs {
             }
             Found::Devfs(_) => {}
             Found::Procfs(directory) => names.extend(procfs::name_of_directory(directory)),
+            Found::Sysfs(mut directory) => {
+                while directory != SysNode::Root {
+                    names.push(directory.name());
+                    directory = directory.parent();
+                }
+            }
         }
         let mut path = mount.path.as_bytes().to_vec();
         for name in names.iter().rev() {
@@ -683,6 +754,8 @@ impl Vfs {
             Found::Devfs(_) => devfs::lookup(name).map(|inode| NodeId::new(Filesystem::Devfs, inode)),
             Found::Procfs(proc_node) => procfs::lookup(proc_node, name, caller, || self.proc.pids())
                 .map(|child| NodeId::new(Filesystem::Procfs, child.inode())),
+            Found::Sysfs(sys_node) => sysfs::lookup(sys_node, name, self.sys.core_count())
+                .map(|child| NodeId::new(Filesystem::Sysfs, child.inode())),
         })
     }
 
@@ -699,6 +772,7 @@ impl Vfs {
                 NodeId::new(Filesystem::Tmpfs, directory.parent)
             }
             Found::Procfs(_) => NodeId::new(Filesystem::Procfs, procfs::ROOT_INODE),
+            Found::Sysfs(sys_node) => NodeId::new(Filesystem::Sysfs, sys_node.parent().inode()),
             _ => return Err(ENOTDIR),
         })
     }

@@ -2,10 +2,11 @@
 
 mod common;
 
-use common::{archive_bytes, clock, fixture, Processes};
+use common::{archive_bytes, clock, fixture, Cores, Processes};
 use initramfs::mode;
 use linux_raw_sys::errno::*;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Instant;
 use vfs::{
     Context, Device, HeapPageStore, NodeKind, ProcFile, ReefView, Vfs, MAX_FILE_SIZE, MAX_SYMLINK_HOPS, NAME_MAX,
@@ -196,7 +197,7 @@ fn dev_and_proc_refuse_changes_with_eperm() {
 #[test]
 fn mount_points_are_busy_and_mounts_are_separate_devices() {
     let mut fixture = fixture(16);
-    for mount in ["/tmp", "/dev", "/proc"] {
+    for mount in ["/tmp", "/dev", "/proc", "/sys"] {
         assert_eq!(fixture.remove_directory(mount), Err(EBUSY), "{mount}");
         assert_eq!(fixture.rename(mount, "/elsewhere", 0), Err(EBUSY), "{mount}");
         assert_eq!(fixture.unlink(mount), Err(EISDIR), "{mount}");
@@ -209,14 +210,14 @@ fn mount_points_are_busy_and_mounts_are_separate_devices() {
     assert_eq!(fixture.unlink("/tmp/.."), Err(EISDIR));
     assert_eq!(fixture.make_directory("/tmp/."), Err(EEXIST));
     assert_eq!(fixture.rename("/tmp/.", "/tmp/x", 0), Err(EBUSY));
-    let devices: BTreeSet<u64> = ["/", "/tmp", "/dev", "/proc"]
+    let devices: BTreeSet<u64> = ["/", "/tmp", "/dev", "/proc", "/sys"]
         .iter()
         .map(|path| fixture.vfs.stat(fixture.resolve(path).unwrap()).unwrap().device)
         .collect();
-    assert_eq!(devices.len(), 4);
+    assert_eq!(devices.len(), 5);
     // The mount points appear once in the root's listing, whether the archive has them or not.
     let listing = fixture.listing(fixture.vfs.root()).unwrap();
-    assert_eq!(listing, [".", "..", "tmp", "dev", "proc", "bin", "etc", "sbin", "usr"]);
+    assert_eq!(listing, [".", "..", "tmp", "dev", "proc", "sys", "bin", "etc", "sbin", "usr"]);
     // The archive's /dev/console is hidden by devfs's.
     let console = fixture.resolve("/dev/console").unwrap();
     assert_eq!(fixture.vfs.kind(console), Ok(NodeKind::Device(Device::Console)));
@@ -387,7 +388,7 @@ fn a_store_out_of_memory_is_enospc_too() {
     let bytes: &'static [u8] = Box::leak(archive_bytes().into_boxed_slice());
     let archive = initramfs::Archive::parse(bytes).unwrap();
     let store = Box::new(HeapPageStore::with_limit(1));
-    let mut vfs = Vfs::new(Some(archive), store, 1000, clock, Box::new(Processes::default()));
+    let mut vfs = Vfs::new(Some(archive), store, 1000, clock, Box::new(Processes::default()), Arc::new(Cores::new(1)));
     let context = Context { pid: 1, cwd: vfs.root() };
     let (tmp, _) = vfs.resolve_parent(&context, None, b"/tmp/f").unwrap();
     let (file, _) = vfs.create(&context, tmp, b"f", 0o644, false).unwrap();
@@ -601,9 +602,9 @@ fn metadata_is_what_stat_needs() {
         (mode::REGULAR | 0o644, 6, 1, 1, 4096)
     );
     // Directory link counts are counted: 2 + subdirectories (the root also counts the mounts,
-    // the archive's own tmp, dev and proc hidden under them).
+    // the archive's own tmp, dev, proc and sys hidden under them).
     let root = fixture.vfs.stat(fixture.vfs.root()).unwrap();
-    assert_eq!(root.links, 2 + 4 + 3);
+    assert_eq!(root.links, 2 + 4 + 4);
     assert_eq!(fixture.vfs.stat(fixture.resolve("/usr").unwrap()).unwrap().links, 3);
     let proc = fixture.vfs.stat(fixture.resolve("/proc").unwrap()).unwrap();
     assert_eq!((proc.mode, proc.links), (mode::DIRECTORY | 0o555, 2 + 1 + 2));
@@ -638,7 +639,8 @@ fn proc_lists_processes_and_generates_text() {
         "rootfs / rootfs ro 0 0\n\
          tmpfs /tmp tmpfs rw,noatime 0 0\n\
          devtmpfs /dev devtmpfs rw,noatime 0 0\n\
-         proc /proc proc rw,noatime 0 0\n"
+         proc /proc proc rw,noatime 0 0\n\
+         sysfs /sys sysfs rw,noatime 0 0\n"
     );
     let cores = fixture.resolve("/proc/reef/cores").unwrap();
     assert_eq!(fixture.vfs.kind(cores), Ok(NodeKind::ProcFile(ProcFile::Reef(ReefView::Cores))));
@@ -687,7 +689,8 @@ fn getcwd_paths() {
 
 #[test]
 fn no_archive_gives_an_empty_root_with_the_mounts() {
-    let vfs = Vfs::new(None, Box::new(HeapPageStore::new()), 8, clock, Box::new(Processes::default()));
+    let processes = Box::new(Processes::default());
+    let vfs = Vfs::new(None, Box::new(HeapPageStore::new()), 8, clock, processes, Arc::new(Cores::new(1)));
     let context = Context { pid: 1, cwd: vfs.root() };
     let mut names = Vec::new();
     let mut cursor = 0;
@@ -695,8 +698,8 @@ fn no_archive_gives_an_empty_root_with_the_mounts() {
         names.push(entry.name);
         cursor = next;
     }
-    assert_eq!(names, [&b"."[..], b"..", b"tmp", b"dev", b"proc"]);
+    assert_eq!(names, [&b"."[..], b"..", b"tmp", b"dev", b"proc", b"sys"]);
     assert!(vfs.resolve(&context, None, b"/dev/null", true).is_ok());
     assert_eq!(vfs.resolve(&context, None, b"/bin/sh", true), Err(ENOENT));
-    assert_eq!(vfs.stat(vfs.root()).unwrap().links, 2 + 3);
+    assert_eq!(vfs.stat(vfs.root()).unwrap().links, 2 + 4);
 }

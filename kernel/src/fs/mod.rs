@@ -1,11 +1,13 @@
 //! Files a process sees: descriptors that name open files of the one file service (on
-//! instance 0: the initramfs at `/`, tmpfs at `/tmp`, `/dev`, `/proc`, pipes, the console).
+//! instance 0: the initramfs at `/`, tmpfs at `/tmp`, `/dev`, `/proc`, `/sys`, pipes, the
+//! console).
 //! Every instance also maps the initramfs read-only, to load programs without a round trip.
 
 pub mod client;
 pub mod console;
 pub mod proc;
 pub mod service;
+pub mod sys;
 pub mod terminal;
 
 pub use client::Handle;

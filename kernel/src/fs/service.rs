@@ -4,7 +4,9 @@
 //! A request either completes at once or, when it must wait (an empty pipe, a full pipe, no
 //! console input, a `poll` with nothing ready), is parked with its bytes and completed when
 //! what it waits for changes. The service never blocks and never sends a message while it
-//! holds its lock: replies are collected and delivered after.
+//! holds its lock: replies are collected and delivered after, and a write to `/sys` that
+//! stops or starts a core (an inter-core call that waits for the core) is decoded under the
+//! lock and carried out after it.
 
 use super::terminal::Terminal;
 use crate::core::shared;
@@ -16,7 +18,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 use linux_raw_sys::errno;
 use spin::Mutex;
-use vfs::{Context, Device, NodeId, NodeKind, PipeBuffer, Vfs};
+use vfs::{Context, Device, NodeId, NodeKind, PipeBuffer, SysRequest, SysSource, Vfs};
 
 /// The instance that runs the service (it owns the console).
 pub const SERVICE_CORE: usize = 0;
@@ -59,6 +61,12 @@ enum Object {
         node: NodeId,
         text: Vec<u8>,
     },
+    /// A `/sys` file: its text, taken when it was opened; a write is a request to the
+    /// [`SysSource`] (`cpu<K>/online` stops or starts core K).
+    Sys {
+        node: NodeId,
+        text: Vec<u8>,
+    },
     Device {
         node: Option<NodeId>,
         device: Device,
@@ -82,7 +90,8 @@ impl OpenFile {
         match self.object {
             Object::Regular(_) => HandleKind::Regular,
             Object::Directory { .. } => HandleKind::Directory,
-            Object::Proc { .. } => HandleKind::Proc,
+            // Text made at open, read as a `/proc` file is: a read gives what is there.
+            Object::Proc { .. } | Object::Sys { .. } => HandleKind::Proc,
             Object::Device { device: Device::Console | Device::Tty, .. } => HandleKind::Console,
             Object::Device { device: Device::Null, .. } => HandleKind::Null,
             Object::Device { device: Device::Zero, .. } => HandleKind::Zero,
@@ -142,6 +151,12 @@ enum Outcome {
     Park(u64),
     /// No answer (a release, a cancel).
     Silent,
+    /// A decoded `/sys` write, carried out once the service has let go of its lock (it may
+    /// wait a second for a core); the reply is then `length` bytes written, or the refusal.
+    Sys {
+        request: SysRequest,
+        length: u64,
+    },
 }
 
 /// The service's counts, for `/proc/reef/files` and the leak checks.
@@ -207,7 +222,8 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
     let free = crate::mm::frames::counts().0 as usize;
     // tmpfs may take half of the service instance's free memory, as Linux's default.
     let limit = free / 2;
-    let vfs = Vfs::new(archive, alloc::boxed::Box::new(FramePages), limit, realtime_ns, super::proc::source());
+    let pages = alloc::boxed::Box::new(FramePages);
+    let vfs = Vfs::new(archive, pages, limit, realtime_ns, super::proc::source(), super::sys::source());
     let mut service = Service {
         vfs,
         open: BTreeMap::new(),
@@ -235,7 +251,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         Kind::FileRequest,
         crate::msg::Handler { high_priority: false, on_line: None, on_large: Some(on_remote_request) },
     );
-    log::info!("file service: / initramfs (read-only), /tmp tmpfs ({} MiB at most), /dev, /proc", limit >> 8);
+    log::info!("file service: / initramfs (read-only), /tmp tmpfs ({} MiB at most), /dev, /proc, /sys", limit >> 8);
 }
 
 fn realtime_ns() -> u64 {
@@ -246,6 +262,7 @@ fn realtime_ns() -> u64 {
 /// comes later through `client::complete`) or needs no answer.
 pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
     let mut later = Vec::new();
+    let mut sys_request: Option<(SysRequest, u64, alloc::sync::Arc<dyn SysSource>)> = None;
     let now = {
         let mut guard = SERVICE.lock();
         let Some(service) = guard.as_mut() else {
@@ -262,6 +279,10 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
                 Some(reply)
             }
             Outcome::Silent => None,
+            Outcome::Sys { request, length } => {
+                sys_request = Some((request, length, service.vfs.sys_source()));
+                None
+            }
             Outcome::Park(done) => {
                 service.parked.push(Parked {
                     client,
@@ -282,7 +303,27 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
         now
     };
     deliver(later);
+    let now = match sys_request {
+        Some((sys_request, length, source)) => Some(carry_out(request.request_id, sys_request, length, &*source)),
+        None => now,
+    };
     now.filter(|reply| super::client::wants_reply(reply.request_id))
+}
+
+/// Carries out a decoded `/sys` write, with the service's lock let go: stopping or starting a
+/// core sends it an inter-core call and waits for it, during which this instance must go on
+/// taking messages, and the other cores' file requests must not find the service locked.
+fn carry_out(request_id: u64, request: SysRequest, length: u64, source: &dyn SysSource) -> Reply {
+    match request.invoke(source) {
+        Ok(()) => Reply::value(request_id, length),
+        Err(error) => {
+            if let Some(service) = SERVICE.lock().as_mut() {
+                service.refused += 1;
+            }
+            log::debug!("file service: {request:?} refused: errno {error}");
+            Reply::error(request_id, error)
+        }
+    }
 }
 
 /// Sends completed parked replies to their clients (outside the service lock).
@@ -446,7 +487,10 @@ impl Service {
     fn node_of(&self, handle: u64) -> Result<Option<NodeId>, Errno> {
         let file = self.open.get(&handle).ok_or(errno::EBADF)?;
         Ok(match &file.object {
-            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => Some(*node),
+            Object::Regular(node)
+            | Object::Directory { node, .. }
+            | Object::Proc { node, .. }
+            | Object::Sys { node, .. } => Some(*node),
             Object::Device { node, .. } => *node,
             _ => None,
         })
@@ -665,6 +709,15 @@ impl Service {
                 *COUNTS.lock() = Some(self.counts());
                 Object::Proc { node, text: self.vfs.proc_contents(node)? }
             }
+            NodeKind::SysFile(file) => {
+                // Linux refuses to open a read-only attribute for writing, root included
+                // (`kernfs_fop_open`). `O_TRUNC`, which `echo 0 >` opens with, changes
+                // nothing: each write is read whole.
+                if wants_write && !file.is_writable() {
+                    return Err(errno::EACCES);
+                }
+                Object::Sys { node, text: self.vfs.sys_contents(node)? }
+            }
         };
         if !matches!(object, Object::Device { .. }) {
             self.vfs.open_node(node)?;
@@ -686,7 +739,10 @@ impl Service {
         }
         let Some(file) = self.open.remove(&handle) else { return };
         match file.object {
-            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => {
+            Object::Regular(node)
+            | Object::Directory { node, .. }
+            | Object::Proc { node, .. }
+            | Object::Sys { node, .. } => {
                 let _ = self.vfs.close_node(node);
             }
             Object::Device { .. } => {}
@@ -726,7 +782,7 @@ impl Service {
                 data
             }
             Object::Directory { .. } => return Err(errno::EISDIR),
-            Object::Proc { text, .. } => {
+            Object::Proc { text, .. } | Object::Sys { text, .. } => {
                 let start = (position as usize).min(text.len());
                 text[start..(start + length).min(text.len())].to_vec()
             }
@@ -767,7 +823,7 @@ impl Service {
             Object::PipeWriter(_) => return Err(errno::EBADF),
         };
         let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
-        if at == NONE && matches!(file.object, Object::Regular(_) | Object::Proc { .. }) {
+        if at == NONE && matches!(file.object, Object::Regular(_) | Object::Proc { .. } | Object::Sys { .. }) {
             file.offset = position + data.len() as u64;
         }
         Ok(Outcome::Done(Reply { result: data.len() as i64, words: [0; 2], bytes: data, request_id: 0 }))
@@ -799,6 +855,12 @@ impl Service {
             }
             Object::Directory { .. } => Err(errno::EISDIR),
             Object::Proc { .. } | Object::PipeReader(_) => Err(errno::EBADF),
+            // Decoded now, carried out by `submit` once the lock is let go. An empty write
+            // asks nothing and takes nothing.
+            Object::Sys { node, .. } => match self.vfs.decode_sys_write(*node, data)? {
+                Some(request) => Ok(Outcome::Sys { request, length: data.len() as u64 }),
+                None => Ok(Outcome::Done(Reply::value(0, 0))),
+            },
             Object::Device { device, .. } => match device {
                 Device::Console | Device::Tty => {
                     super::console::write_here(data);
@@ -836,7 +898,7 @@ impl Service {
         let file = self.open.get(&handle).ok_or(errno::EBADF)?;
         let end = match &file.object {
             Object::Regular(node) => self.vfs.stat(*node)?.size as i64,
-            Object::Proc { text, .. } => text.len() as i64,
+            Object::Proc { text, .. } | Object::Sys { text, .. } => text.len() as i64,
             Object::Directory { .. } => {
                 if offset != 0 || whence != 0 {
                     return Err(errno::EINVAL);
@@ -885,7 +947,10 @@ impl Service {
     fn stat_handle(&self, handle: u64) -> Result<Metadata, Errno> {
         let file = self.open.get(&handle).ok_or(errno::EBADF)?;
         match &file.object {
-            Object::Regular(node) | Object::Directory { node, .. } | Object::Proc { node, .. } => self.metadata(*node),
+            Object::Regular(node)
+            | Object::Directory { node, .. }
+            | Object::Proc { node, .. }
+            | Object::Sys { node, .. } => self.metadata(*node),
             Object::Device { node: Some(node), .. } => self.metadata(*node),
             Object::Device { node: None, .. } => Ok(Metadata {
                 device: 6,
@@ -1017,6 +1082,9 @@ impl Service {
                         self.parked.push(request);
                     }
                     Outcome::Silent => {}
+                    // Only a first try makes one (a write to `/sys` never parks); were one to
+                    // come here, it is refused rather than carried out under the lock.
+                    Outcome::Sys { .. } => later.push((request.client, Reply::error(request.request_id, errno::EIO))),
                 }
             }
         }

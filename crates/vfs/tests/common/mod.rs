@@ -1,10 +1,11 @@
-//! What the tests share: a VFS over a small archive, a process list they can change, a clock.
+//! What the tests share: a VFS over a small archive, a process list and cores they can change,
+//! a clock.
 #![allow(dead_code)] // Each test file uses its own part.
 
 use initramfs::{Archive, Writer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use vfs::{Context, Errno, HeapPageStore, NodeId, ProcFile, ProcSource, Vfs};
+use vfs::{Context, Errno, HeapPageStore, NodeId, ProcFile, ProcSource, SysSource, Vfs};
 
 /// A clock that moves one nanosecond per reading, from a fixed date, so that every change
 /// gets a later time than the one before.
@@ -34,6 +35,52 @@ impl ProcSource for Processes {
     }
 }
 
+/// A machine's cores, which the test stops and starts behind the VFS's back, and which
+/// records every switch `/sys` asks of it.
+#[derive(Clone)]
+pub struct Cores {
+    /// Whether each core runs.
+    pub online: Arc<Mutex<Vec<bool>>>,
+    /// Every [`SysSource::set_online`] call, in order.
+    pub switches: Arc<Mutex<Vec<(usize, bool)>>>,
+    /// What the next switches answer instead of switching (the kernel's `EBUSY`, `EPERM`...).
+    pub refusal: Arc<Mutex<Option<Errno>>>,
+}
+
+impl Cores {
+    /// `count` cores, all running.
+    pub fn new(count: usize) -> Self {
+        Self { online: Arc::new(Mutex::new(vec![true; count])), switches: Arc::default(), refusal: Arc::default() }
+    }
+
+    pub fn set(&self, core: usize, online: bool) {
+        self.online.lock().unwrap()[core] = online;
+    }
+
+    pub fn switches(&self) -> Vec<(usize, bool)> {
+        self.switches.lock().unwrap().clone()
+    }
+}
+
+impl SysSource for Cores {
+    fn core_count(&self) -> usize {
+        self.online.lock().unwrap().len()
+    }
+
+    fn is_online(&self, core: usize) -> bool {
+        self.online.lock().unwrap()[core]
+    }
+
+    fn set_online(&self, core: usize, online: bool) -> Result<(), Errno> {
+        self.switches.lock().unwrap().push((core, online));
+        if let Some(refusal) = *self.refusal.lock().unwrap() {
+            return Err(refusal);
+        }
+        self.set(core, online);
+        Ok(())
+    }
+}
+
 /// Reef's image in small: busybox with applet links of every kind, a few files, and the
 /// directories the real image has where the mounts go.
 pub fn archive_bytes() -> Vec<u8> {
@@ -49,24 +96,30 @@ pub fn archive_bytes() -> Vec<u8> {
     writer.file("etc/motd", 0o644, b"hello\n");
     writer.file("etc/hello.txt", 0o644, b"one\ntwo\nthree\n");
     writer.character_device("dev/console", 0o600, 5, 1);
+    writer.directory("sys", 0o555);
     writer.finish()
 }
 
 pub struct Fixture {
     pub vfs: Vfs,
     pub processes: Processes,
+    /// Four cores, all running.
+    pub cores: Cores,
     /// Process 1 in `/`.
     pub context: Context,
 }
 
-/// A VFS over [`archive_bytes`] with processes 1 and 42, tmpfs limited to `page_limit`.
+/// A VFS over [`archive_bytes`] with processes 1 and 42 and four running cores, tmpfs limited
+/// to `page_limit`.
 pub fn fixture(page_limit: usize) -> Fixture {
     let bytes: &'static [u8] = Box::leak(archive_bytes().into_boxed_slice());
     let archive = Archive::parse(bytes).unwrap();
     let processes = Processes(Arc::new(Mutex::new(vec![1, 42])));
-    let vfs = Vfs::new(Some(archive), Box::new(HeapPageStore::new()), page_limit, clock, Box::new(processes.clone()));
+    let cores = Cores::new(4);
+    let pages = Box::new(HeapPageStore::new());
+    let vfs = Vfs::new(Some(archive), pages, page_limit, clock, Box::new(processes.clone()), Arc::new(cores.clone()));
     let context = Context { pid: 1, cwd: vfs.root() };
-    Fixture { vfs, processes, context }
+    Fixture { vfs, processes, cores, context }
 }
 
 impl Fixture {
