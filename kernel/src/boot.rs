@@ -252,15 +252,15 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     }
 
     let local = apic::init(facts.local_apic_physical);
-    // A kernel starts as a TC (the rt image as an AC, without a timer): what an earlier kernel
-    // of this core ran or served died with it.
+    // The role is the KCB's and outlives the kernel (the rt image is an AC whatever it was);
+    // the thread an AC ran and the syspages a KC served went home with the old kernel.
     kcb.application_thread.store(0, Ordering::Release);
     kcb.syspages.store(0, Ordering::Release);
     kcb.stop_requested.store(0, Ordering::Release);
     if cfg!(feature = "rt") {
         kcb.role.store(Role::Application as u32, Ordering::Release);
-    } else {
-        kcb.role.store(Role::Timesharing as u32, Ordering::Release);
+    }
+    if kcb.role() == Role::Timesharing {
         crate::core::role::start_timer();
     }
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);

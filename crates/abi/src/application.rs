@@ -51,6 +51,9 @@ pub enum EventKind {
     Ended = 5,
     /// The AC dropped its cached translations (after a [`CommandKind::Flush`]).
     Flushed = 6,
+    /// The AC is stopping (a boot driver's stop or restart): the registers are the thread's,
+    /// which the home keeps until the AC runs again (or runs the thread itself).
+    Suspended = 7,
 }
 
 /// A command from the home TC.
@@ -74,6 +77,9 @@ pub struct AcCommand {
     /// Non-empty top-level entries of the user half: (index below 256, entry).
     pub root_entries: [(u16, u64); MAX_ROOT_ENTRIES],
     pub root_entry_count: u8,
+    /// The low 32 bits of the AC's KCB incarnation the home sent a run to: a kernel of
+    /// another incarnation (the AC was restarted since) drops the run as stale.
+    pub incarnation: u32,
 }
 
 /// An event from the AC.
@@ -91,7 +97,7 @@ pub struct AcEvent {
     pub fpu: [u8; FPU_STATE_SIZE],
 }
 
-const COMMAND_HEADER: usize = 1 + 1 + 2 + 4 + 4 + 2 + 8 + 8 + 1;
+const COMMAND_HEADER: usize = 1 + 1 + 2 + 4 + 4 + 2 + 8 + 8 + 1 + 4;
 const EVENT_HEADER: usize = 1 + 2 + 4 + 4 + 4 + 8;
 const REGISTER_BYTES: usize = REGISTERS * 8;
 
@@ -115,6 +121,7 @@ impl AcCommand {
             fpu: [0; FPU_STATE_SIZE],
             root_entries: [(0, 0); MAX_ROOT_ENTRIES],
             root_entry_count: 0,
+            incarnation: 0,
         }
     }
 
@@ -135,6 +142,7 @@ impl AcCommand {
         out[14..22].copy_from_slice(&self.syspage.to_le_bytes());
         out[22..30].copy_from_slice(&self.fs_base.to_le_bytes());
         out[30] = self.root_entry_count;
+        out[31..35].copy_from_slice(&self.incarnation.to_le_bytes());
         let mut at = COMMAND_HEADER;
         at = put_registers(out, at, &self.registers);
         out[at..at + FPU_STATE_SIZE].copy_from_slice(&self.fpu);
@@ -187,6 +195,7 @@ impl AcCommand {
             fpu,
             root_entries,
             root_entry_count,
+            incarnation: u32_at(bytes, 31),
         })
     }
 }
@@ -224,6 +233,7 @@ impl AcEvent {
             4 => EventKind::Refused,
             5 => EventKind::Ended,
             6 => EventKind::Flushed,
+            7 => EventKind::Suspended,
             _ => return Err(DecodeError::BadField("event kind")),
         };
         let mut at = EVENT_HEADER;
@@ -379,6 +389,7 @@ mod tests {
         command.root_entries[0] = (0, 0x1234_5007);
         command.root_entries[1] = (255, 0x9999_0007);
         command.root_entry_count = 2;
+        command.incarnation = 0x0102_0304;
         command
     }
 
@@ -394,13 +405,15 @@ mod tests {
 
     #[test]
     fn an_event_round_trips() {
-        let mut original = AcEvent::bare(EventKind::Fault, 1, 5, 6, 0);
-        original.fault_address = 0xdead_0000;
-        original.registers[15] = 14;
-        original.fpu[511] = 9;
-        let mut bytes = vec![0; AcEvent::SIZE];
-        original.encode(&mut bytes);
-        assert_eq!(AcEvent::decode(&bytes).unwrap(), original);
+        for kind in [EventKind::Fault, EventKind::Suspended] {
+            let mut original = AcEvent::bare(kind, 1, 5, 6, 0);
+            original.fault_address = 0xdead_0000;
+            original.registers[15] = 14;
+            original.fpu[511] = 9;
+            let mut bytes = vec![0; AcEvent::SIZE];
+            original.encode(&mut bytes);
+            assert_eq!(AcEvent::decode(&bytes).unwrap(), original);
+        }
     }
 
     #[test]

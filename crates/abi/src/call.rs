@@ -103,7 +103,8 @@ pub mod role {
     pub const KERNEL: u64 = 2;
 }
 
-/// `reef_core(operation, core, image, image_length, times) -> 0`: the boot driver's operations
+/// `reef_core_operation(operation, core, image, image_length, times) -> 0`: the boot driver's
+/// operations
 /// on a core (Barrelfish/DC §4.1), run by the calling thread's kernel instance with only it and
 /// the target taking part. `operation` is one of [`core_operation`]; `image`/`image_length`
 /// name a kernel image file (`/boot/full`, `/boot/rt`, ...; length 0: the image the system

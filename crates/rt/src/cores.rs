@@ -1,4 +1,4 @@
-//! The boot driver's operations on a core (`reef_core`), and Linux's CPU hotplug switch.
+//! The boot driver's operations on a core (`reef_core_operation`), and Linux's CPU hotplug switch.
 
 use std::io;
 
@@ -28,7 +28,7 @@ fn operation(kind: u64, core: usize, image: Option<&str>, uncached: bool) -> io:
     let arguments =
         [kind | flags, core as u64, path.as_ptr() as u64, path.len() as u64, &mut times as *mut CoreTimes as u64];
     // SAFETY: `path` is readable for its length and `times` writable for a `CoreTimes` for the
-    // whole call, which is all `reef_core` touches.
+    // whole call, which is all `reef_core_operation` touches.
     unsafe { crate::reef_call5(abi::call::CORE_OPERATION, arguments) }.map(|_| times)
 }
 

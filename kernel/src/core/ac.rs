@@ -49,6 +49,8 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 static RECALLED: AtomicBool = AtomicBool::new(false);
 /// The home ended the guest here.
 static ENDED: AtomicBool = AtomicBool::new(false);
+/// The guest left because this core stops: its home keeps it, so no `Ended` is sent.
+static SUSPENDED: AtomicBool = AtomicBool::new(false);
 /// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
 /// The guest's root, while it runs.
@@ -108,7 +110,7 @@ fn enter(command: &AcCommand) {
     drop(stack);
     user::set_fs_base(0);
     INBOX.lock().clear();
-    release(true);
+    release(!SUSPENDED.swap(false, Ordering::AcqRel));
 }
 
 /// Loads what a run command carries: FPU image, TLS base, the home's top-level entries
@@ -193,14 +195,51 @@ pub fn on_exception(frame: &mut InterruptFrame, fault_address: u64) {
     exchange(frame, EventKind::Fault, fault_address);
 }
 
-/// After an interrupt that stopped the guest's user code: obeys a recall or an end.
+/// After an interrupt that stopped the guest's user code: obeys a recall, an end, or a boot
+/// driver's stop.
 pub fn after_interrupt(frame: &mut InterruptFrame) {
     if ENDED.load(Ordering::Acquire) {
         leave();
     }
+    if stopping() {
+        suspend(&frame.registers(), None);
+    }
     if RECALLED.load(Ordering::Acquire) {
         exchange(frame, EventKind::Recalled, 0);
     }
+}
+
+/// Whether this core's thread (if any) can be handed back to its home for a stop: it holds
+/// one, and its calls do not go through a syspage.
+pub fn can_suspend() -> bool {
+    GUEST.lock().is_some_and(|guest| guest.flags & abi::call::MOVE_SYSPAGE as u8 == 0)
+}
+
+/// Whether a boot driver asked this core to stop.
+fn stopping() -> bool {
+    shared::this_kcb().stop_requested.load(Ordering::Acquire) != 0
+}
+
+/// This core stops: the guest's registers (and FPU image: `fpu`, or this core's) go home in
+/// a `Suspended` event, and the guest leaves without an `Ended`; its home keeps the thread
+/// and runs it again on this core's next kernel, or itself.
+fn suspend(registers: &[u64; abi::application::REGISTERS], fpu: Option<&[u8; abi::application::FPU_STATE_SIZE]>) -> ! {
+    if let Some(guest) = *GUEST.lock() {
+        let mut event =
+            Box::new(AcEvent::bare(EventKind::Suspended, shared::this_core() as u16, guest.pid, guest.tid, 0));
+        event.registers = *registers;
+        match fpu {
+            Some(fpu) => event.fpu = *fpu,
+            None => {
+                let mut state = Box::new(FpuState::initial());
+                state.save();
+                event.fpu = state.0;
+            }
+        }
+        let _ = send(guest.home, &event);
+    }
+    SUSPENDED.store(true, Ordering::Release);
+    leave()
 }
 
 /// Sends the guest's registers to its home as `kind` and waits for the next run command
@@ -227,6 +266,17 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             leave();
         }
         let command = INBOX.lock().pop_front();
+        if stopping() {
+            match command {
+                // The home's answer came: those registers go back with the suspension.
+                Some(command) if command.kind == CommandKind::Run => suspend(&command.registers, Some(&command.fpu)),
+                // The thread is at home: its home ships it again once this core runs again.
+                _ => {
+                    SUSPENDED.store(true, Ordering::Release);
+                    leave()
+                }
+            }
+        }
         if let Some(command) = command {
             if command.kind == CommandKind::Run {
                 *frame = InterruptFrame::from_registers(&command.registers);
@@ -257,6 +307,13 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
     let command = Box::new(AcCommand::decode(bytes)?);
     let me = shared::this_core() as u16;
     let home = usize::from(command.home);
+    if command.kind == CommandKind::Run
+        && command.incarnation != shared::this_kcb().incarnation.load(Ordering::Acquire) as u32
+    {
+        // Sent to this core's previous kernel, which stopped before taking it: the home
+        // learns of the restart and sends the thread again.
+        return Ok(());
+    }
     let mut guest = GUEST.lock();
     let ours = guest.is_some_and(|g| g.tid == command.tid && g.home == home && g.pid == command.pid);
     match command.kind {

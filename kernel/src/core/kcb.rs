@@ -23,7 +23,7 @@ pub enum CoreState {
     Faulted = 3,
     /// It was started but did not come up in time.
     Unresponsive = 4,
-    /// A boot driver stopped it (`reef_core`): its KCB is kept for a later start.
+    /// A boot driver stopped it (`reef_core_operation`): its KCB is kept for a later start.
     Stopped = 5,
 }
 
@@ -151,12 +151,15 @@ pub struct Kcb {
     pub syspages: AtomicU32,
     /// Set by a boot driver's stop request; the core stops at its next idle point.
     pub stop_requested: AtomicU32,
+    /// Set by a boot driver for the whole of a restart: the homes of an application core's
+    /// thread wait for the new kernel instead of taking the thread back for good.
+    pub restart_pending: AtomicU32,
     /// Times of the last stop and start (TSC): stop asked, stopped; STARTUP IPI sent, running.
     pub stop_asked_tsc: AtomicU64,
     pub stopped_tsc: AtomicU64,
     pub startup_tsc: AtomicU64,
     pub running_tsc: AtomicU64,
-    /// Stops and starts through `reef_core` (not counting the boot).
+    /// Stops and starts through `reef_core_operation` (not counting the boot).
     pub stops: AtomicU64,
     /// Whether the instance's image was loaded from a file (its text is in its partition) or
     /// is the one QEMU booted (text shared by every instance that runs it).

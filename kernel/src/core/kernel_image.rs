@@ -64,7 +64,7 @@ pub enum ImageError {
 }
 
 impl ImageError {
-    /// The errno `reef_core` returns.
+    /// The errno `reef_core_operation` returns.
     pub fn errno(&self) -> u32 {
         match self {
             Self::NoInitramfs | Self::NotFound(_) => errno::ENOENT,

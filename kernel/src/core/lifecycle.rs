@@ -52,7 +52,7 @@ pub enum CoreError {
 }
 
 impl CoreError {
-    /// The Linux errno `reef_core` returns.
+    /// The Linux errno `reef_core_operation` returns.
     pub fn errno(&self) -> u32 {
         match self {
             Self::NoSuchCore(_) => errno::EINVAL,
@@ -111,21 +111,36 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
     }
     let begun = cpu::read_tsc();
     kcb.stop_asked_tsc.store(begun, Ordering::Relaxed);
-    match icc::call(core, handler::STOP_CORE, [0; ICC_ARGUMENTS], STOP_TIMEOUT_MS) {
+    // An IPI after the call: an application core running user code looks at its messages
+    // only when something interrupts it.
+    let answer = icc::call_async(core, handler::STOP_CORE, [0; ICC_ARGUMENTS]).and_then(|call| {
+        crate::msg::notify(core, crate::msg::NotifyMode::Ipi);
+        icc::wait(call, STOP_TIMEOUT_MS)
+    });
+    match answer {
         Ok(0) => {}
         Ok(refusal) => return Err(CoreError::Busy(super::role::decode_refusal(core, refusal))),
-        Err(_) => return Err(CoreError::NoAnswer(core)),
+        Err(_) => return Err(give_up_stop(core)),
     }
     let deadline = begun + shared::facts().tsc_hz / 1000 * STOP_TIMEOUT_MS;
     while kcb.state() != CoreState::Stopped {
         if cpu::read_tsc() > deadline {
-            return Err(CoreError::NoAnswer(core));
+            if kcb.state() == CoreState::Stopped {
+                break;
+            }
+            return Err(give_up_stop(core));
         }
         cpu::relax();
     }
     let cycles = kcb.stopped_tsc.load(Ordering::Relaxed).saturating_sub(begun);
     log::info!("core {core} stopped in {} us", cycles * 1_000_000 / shared::facts().tsc_hz.max(1));
     Ok(cycles)
+}
+
+/// A stop that did not happen in time is withdrawn, so the core goes on as it was.
+fn give_up_stop(core: usize) -> CoreError {
+    shared::get().kcb(core).stop_requested.store(0, Ordering::Release);
+    CoreError::NoAnswer(core)
 }
 
 /// The image at `path` (`None`: the one the system booted), checked; and whether it came
@@ -156,8 +171,11 @@ pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTime
 pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
     let begun = cpu::read_tsc();
     let (image, cached) = image(path, uncached)?;
-    let stop_cycles = stop(core)?;
-    let (cycles, ended) = boot(core, image.as_deref())?;
+    let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
+    kcb.restart_pending.store(1, Ordering::Release);
+    let result = stop(core).and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
+    kcb.restart_pending.store(0, Ordering::Release);
+    let (stop_cycles, (cycles, ended)) = result?;
     Ok(times(begun, ended, stop_cycles, cycles, cached))
 }
 
@@ -234,7 +252,10 @@ pub fn stop_if_asked() {
 /// Registers the stop handler of this instance.
 pub fn init() {
     icc::register(handler::STOP_CORE, |_arguments: &[u64; ICC_ARGUMENTS]| {
-        if let Some(refusal) = super::role::what_keeps_this_core() {
+        // An application thread is handed back to its home (`ac::suspend`), unless it waits
+        // on a syspage: its call is in a kernel core's hands.
+        let hands_back = super::ac::can_suspend();
+        if let Some(refusal) = super::role::what_keeps_this_core().filter(|_| !hands_back) {
             return Ok(refusal);
         }
         shared::this_kcb().stop_requested.store(1, Ordering::Release);

@@ -212,15 +212,17 @@ pub fn serve(frame: &mut InterruptFrame) {
 }
 
 fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Trip {
-    if !ship(frame, thread, process, away) {
-        log::warn!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
+    let Some(incarnation) = ship(frame, thread, process, away) else {
+        log::info!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
         leave(thread);
         return Trip::Home;
-    }
-    let event = match wait_event(thread, away.core) {
-        Some(Ok(event)) => event,
-        Some(Err(Killed)) => return Trip::Killed,
-        None => {
+    };
+    let event = match wait_event(thread, away.core, incarnation) {
+        Waited::Event(event) => event,
+        Waited::Killed => return Trip::Killed,
+        // The AC was restarted before it took the run: ship it again, to the new kernel.
+        Waited::Lost => return Trip::Event(EventKind::Suspended, 0),
+        Waited::Gone => {
             log::warn!("application core {} stopped answering: thread {} runs at home", away.core, thread.tid);
             leave(thread);
             return Trip::Home;
@@ -251,13 +253,53 @@ fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::P
     Trip::Event(event.kind, event.fault_address)
 }
 
-/// The process of a waiting thread is being killed.
-struct Killed;
+/// What waiting for an AC's event came to.
+enum Waited {
+    Event(AcEvent),
+    /// The thread's process is being killed.
+    Killed,
+    /// The AC stopped and is not coming back (or stopped answering).
+    Gone,
+    /// The AC was restarted and its new kernel never saw the run.
+    Lost,
+}
 
-/// Sends the thread's registers, FPU image, TLS base and page-table roots to its AC.
-fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> bool {
+/// How long a home waits for an AC that a boot driver is restarting.
+const RESTART_WAIT_MS: u64 = 2000;
+
+/// Waits while a boot driver stops or restarts application core `core` (asked to stop,
+/// stopped with a restart to follow, or booting), up to [`RESTART_WAIT_MS`]; whether it runs
+/// now, and is not about to stop.
+fn wait_for_restart(core: usize) -> bool {
+    let kcb = shared::get().kcb(core);
+    let live = || kcb.state().is_live() && kcb.stop_requested.load(Ordering::Acquire) == 0;
+    let changing = || {
+        kcb.stop_requested.load(Ordering::Acquire) != 0
+            || kcb.restart_pending.load(Ordering::Acquire) != 0
+            || kcb.state() == crate::core::kcb::CoreState::Booting
+    };
+    let deadline = crate::time::deadline_after_ms(RESTART_WAIT_MS);
+    while !live() && changing() && crate::arch::cpu::read_tsc() < deadline {
+        // The home's other threads run meanwhile.
+        if sched::others_ready() {
+            sched::yield_now();
+        } else {
+            crate::msg::drain();
+            crate::arch::cpu::relax();
+        }
+    }
+    live()
+}
+
+/// Sends the thread's registers, FPU image, TLS base and page-table roots to its AC; the
+/// AC's incarnation it went to, `None` if the AC does not run (and is not being restarted).
+fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Option<u32> {
+    if !wait_for_restart(away.core) {
+        return None;
+    }
     let mut command = Box::new(AcCommand::bare(CommandKind::Run, shared::this_core() as u16, process.pid, thread.tid));
     command.flags = away.flags as u8;
+    command.incarnation = shared::get().kcb(away.core).incarnation.load(Ordering::Acquire) as u32;
     command.registers = frame.registers();
     let mut fpu = Box::new(FpuState::initial());
     fpu.save();
@@ -276,7 +318,7 @@ fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process
     let count = process.state.lock().memory.top_level_entries(&mut entries);
     command.root_entries = entries;
     command.root_entry_count = count as u8;
-    send(away.core, &command)
+    send(away.core, &command).then_some(command.incarnation)
 }
 
 fn send(core: usize, command: &AcCommand) -> bool {
@@ -300,24 +342,32 @@ fn take_event(tid: u32) -> Option<AcEvent> {
 }
 
 /// Waits for the AC's next event. A signal for the thread recalls it (the AC answers with
-/// its registers); a kill ends it there at once. `None` when the AC stopped running.
-fn wait_event(thread: &sched::Thread, core: usize) -> Option<Result<AcEvent, Killed>> {
+/// its registers); a kill ends it there at once. A restart of the AC (a boot driver's) is
+/// waited out: the old kernel handed the registers back (a `Suspended` event), or never took
+/// the run, which then goes again ([`Waited::Lost`]).
+fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
     let mut recalled = false;
+    let kcb = shared::get().kcb(core);
     loop {
         if let Some(event) = take_event(thread.tid) {
-            return Some(Ok(event));
+            return Waited::Event(event);
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();
-        if !crate::msg::is_live(core) {
-            return None;
+        if !crate::msg::is_live(core) && !wait_for_restart(core) && !crate::msg::is_live(core) {
+            return Waited::Gone;
+        }
+        if kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation {
+            // Whatever the old kernel sent before it stopped is in our queue by now.
+            crate::msg::drain();
+            return take_event(thread.tid).map_or(Waited::Lost, Waited::Event);
         }
         if !recalled && !sched::others_ready() {
             let poll_until = crate::arch::cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(EVENT_POLL_NS));
             while crate::arch::cpu::read_tsc() < poll_until && !sched::others_ready() {
                 crate::msg::drain();
                 if let Some(event) = take_event(thread.tid) {
-                    return Some(Ok(event));
+                    return Waited::Event(event);
                 }
                 if crate::syscall::syspage::has_forwarded() {
                     break;
@@ -338,7 +388,7 @@ fn wait_event(thread: &sched::Thread, core: usize) -> Option<Result<AcEvent, Kil
                 if let Some(away) = away {
                     end_on(thread, away.core, true);
                 }
-                return Some(Err(Killed));
+                return Waited::Killed;
             }
             Wakeup::Interrupted => {
                 if !recalled {

@@ -298,7 +298,11 @@ pub fn idle_once() {
     crate::core::lifecycle::stop_if_asked();
     crate::fs::at_safe_point();
     match crate::core::role::current() {
-        crate::core::kcb::Role::Application => crate::core::ac::run_pending(),
+        crate::core::kcb::Role::Application => {
+            crate::core::ac::run_pending();
+            // The guest may have left because this core stops.
+            crate::core::lifecycle::stop_if_asked();
+        }
         crate::core::kcb::Role::Kernel => {
             crate::syscall::syspage::serve_as_kernel_core();
             return;

@@ -142,7 +142,7 @@ fn error_line(error: &CommandError) -> String {
     alloc::format!("{error}\n")
 }
 
-/// A decoded `reef_core` request.
+/// A decoded `reef_core_operation` request.
 struct CoreRequest {
     operation: u64,
     core: usize,
@@ -151,7 +151,7 @@ struct CoreRequest {
     times: u64,
 }
 
-/// The longest image path `reef_core` takes.
+/// The longest image path `reef_core_operation` takes.
 const MAX_IMAGE_PATH: usize = 256;
 
 fn decode_core_request(
@@ -191,7 +191,7 @@ fn decode_core_request(
     Ok(CoreRequest { operation: kind, core, image, uncached: flags & op::UNCACHED != 0, times })
 }
 
-/// `reef_core(operation, core, image, image_length, times)`: stops, starts or restarts a
+/// `reef_core_operation(operation, core, image, image_length, times)`: stops, starts or restarts a
 /// core (see `core::lifecycle`).
 pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, times: u64) -> SyscallResult {
     use crate::core::lifecycle;

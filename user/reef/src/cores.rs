@@ -6,7 +6,7 @@ use rt::cores::{self, CoreTimes};
 const USAGE: &str =
     "core stop <core> | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached]";
 
-/// What to say when `reef_core` refused with `errno`, and what to do about it.
+/// What to say when `reef_core_operation` refused with `errno`, and what to do about it.
 pub fn core_error_text(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::EINVAL) => "no such core, or a bad image path: see `cores` and `ls /boot`",
@@ -21,7 +21,7 @@ pub fn core_error_text(errno: Option<i32>) -> &'static str {
         Some(libc::EPROTO) => "that image was built for another KCB layout version: rebuild it from this tree",
         Some(libc::ETIMEDOUT) => "the core did not answer in time: see `cores`",
         Some(libc::ENOMEM) => "the boot driver ran out of memory for the new kernel: see `mem`",
-        Some(libc::ENOSYS) => "not on Reef: core operations need Reef's reef_core call",
+        Some(libc::ENOSYS) => "not on Reef: core operations need Reef's reef_core_operation call",
         _ => "failed",
     }
 }
