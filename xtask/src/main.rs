@@ -5,6 +5,7 @@
 mod bench;
 mod check;
 mod debian;
+mod figure_lines;
 mod fs_bench;
 mod ftq;
 mod interrupts;

@@ -243,6 +243,22 @@ pub fn build_user_programs() -> Result<Vec<(String, PathBuf)>, String> {
         .collect()
 }
 
+/// Builds the user programs and returns the binary of `name`, for a Linux guest's initramfs
+/// (`peer`) or the host itself.
+pub fn user_program(name: &str) -> Result<PathBuf, String> {
+    build_user_programs()?
+        .into_iter()
+        .find(|(built, _)| built == name)
+        .map(|(_, binary)| binary)
+        .ok_or_else(|| format!("user/{name} is not in this tree"))
+}
+
+/// The bytes of [`user_program`]'s binary.
+pub fn user_program_bytes(name: &str) -> Result<Vec<u8>, String> {
+    let binary = user_program(name)?;
+    std::fs::read(&binary).map_err(|e| format!("reading {}: {e}", binary.display()))
+}
+
 /// Builds Reef's initramfs into [`INITRAMFS_FILE`] and returns its path: the user programs,
 /// Debian's static busybox with a link for each of its applets, and a few files in `/etc`
 /// (`docs/initramfs.md`). The same inputs give the same bytes.
