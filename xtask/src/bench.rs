@@ -17,7 +17,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("fs") => crate::fs_bench::run(&arguments[1..]),
         Some("syscall") => crate::syscall_bench::run(&arguments[1..]),
         Some("ftq") => crate::ftq::bench(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq")),
+        Some("cores") => crate::core_bench::bench(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores")),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

@@ -159,7 +159,7 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 12] = [
+pub const USER_PROGRAMS: [&str; 13] = [
     "init",
     "proctest",
     "fstest",
@@ -169,6 +169,7 @@ pub const USER_PROGRAMS: [&str; 12] = [
     "fsbench",
     "syscallbench",
     "ftq",
+    "corebench",
     "tiny",
     "isolation",
     "reef",
