@@ -17,7 +17,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("fs") => crate::fs_bench::run(&arguments[1..]),
         Some("syscall") => crate::syscall_bench::run(&arguments[1..]),
         Some("ftq") => crate::ftq::bench(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq")),
+        Some("cores") => crate::core_bench::bench(&arguments[1..]),
+        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores")),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }
@@ -684,6 +685,27 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
     }
 }
 
+/// A time in ns as a table shows it: ms from 1 ms up, else µs; `-` when not measured.
+pub fn time_text(ns: Option<f64>) -> String {
+    match ns {
+        Some(ns) if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        Some(ns) => format!("{:.1} µs", ns / 1e3),
+        None => "-".into(),
+    }
+}
+
+/// Writes `results` as `results/<name>` and says so; returns the `results` directory, where
+/// the plots go.
+pub fn write_results(results: &Value, name: &str) -> Result<std::path::PathBuf, String> {
+    let directory = tools::root().join("results");
+    std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;
+    let path = directory.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(results).map_err(|e| e.to_string())? + "\n")
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(directory)
+}
+
 /// The number an option such as `--runs` takes, within `range`; else `<option> takes A to B`.
 pub fn number_option(
     option: &str,
@@ -726,6 +748,14 @@ BENCH name=broken param=- unit=cycles n=1 median=1
         assert_eq!(figures[3].cycles.keys().collect::<Vec<_>>(), ["median"]);
         assert_eq!(median(&figures, "large_roundtrip", "1"), None);
         assert_eq!(median(&figures, "message_roundtrip", "ipi"), Some(30000.0));
+    }
+
+    #[test]
+    fn times_in_tables() {
+        assert_eq!(time_text(Some(40_123_456.0)), "40.12 ms");
+        assert_eq!(time_text(Some(1_000_000.0)), "1.00 ms");
+        assert_eq!(time_text(Some(12_345.0)), "12.3 µs");
+        assert_eq!(time_text(None), "-");
     }
 
     #[test]

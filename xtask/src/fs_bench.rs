@@ -406,12 +406,7 @@ fn reef_boot(options: &Options, kernel: &std::path::Path, initrd: &std::path::Pa
 }
 
 fn linux_run(options: &Options) -> Result<LinuxRun, String> {
-    let fsbench = tools::build_user_programs()?
-        .into_iter()
-        .find(|(name, _)| name == "fsbench")
-        .ok_or("user/fsbench is not in this tree")?
-        .1;
-    let bytes = std::fs::read(&fsbench).map_err(|e| format!("{}: {e}", fsbench.display()))?;
+    let bytes = tools::user_program_bytes("fsbench")?;
     let mut machine = Machine::new(CORES);
     machine.accel = options.accel;
     machine.memory_mib = MEMORY_MIB;

@@ -410,12 +410,7 @@ fn reef_run(setup: Setup, options: &Options, kernel: &Path, initrd: &Path) -> Ru
 }
 
 fn linux_run(setup: Setup, options: &Options) -> RunResult {
-    let ftq = tools::build_user_programs()?
-        .into_iter()
-        .find(|(name, _)| name == "ftq")
-        .ok_or("user/ftq is not in this tree")?
-        .1;
-    let bytes = std::fs::read(&ftq).map_err(|e| format!("{}: {e}", ftq.display()))?;
+    let bytes = tools::user_program_bytes("ftq")?;
     let mut machine = Machine::new(CORES);
     machine.accel = options.accel;
     machine.timeout = Duration::from_secs(900);
@@ -432,11 +427,7 @@ fn linux_run(setup: Setup, options: &Options) -> RunResult {
 
 /// ftq on the host itself, pinned to its CPU 1.
 fn host_run(options: &Options) -> RunResult {
-    let ftq = tools::build_user_programs()?
-        .into_iter()
-        .find(|(name, _)| name == "ftq")
-        .ok_or("user/ftq is not in this tree")?
-        .1;
+    let ftq = tools::user_program("ftq")?;
     let arguments = ftq_arguments(options);
     let output = std::process::Command::new(&ftq)
         .args(arguments.split_whitespace())

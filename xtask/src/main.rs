@@ -4,7 +4,9 @@
 
 mod bench;
 mod check;
+mod core_bench;
 mod debian;
+mod figure_lines;
 mod fs_bench;
 mod ftq;
 mod interrupts;
@@ -69,6 +71,16 @@ cargo xtask <command>
         and with nohz_full=1 isolcpus=1, and on the host itself (the floor under the guests):
         loss fractions, the interrupts core 1 took (/proc/interrupts), a Welch spectrum and
         whether it peaks at the timer's rate; writes results/ftq.json and results/ftq-*.png
+  bench cores [--runs N] [--core N] [--image PATH]... [--accel kvm|tcg]
+        stopping and starting a core (user/corebench, Barrelfish/DC table 2) on Reef core 1 of 4:
+        0 and 1 written to /sys/devices/system/cpu/cpu1/online, and the boot driver's stop and
+        start (reef_core; image cached and not, with the driver's and the target's part), N runs
+        each (default 20), idle then with every other core busy; with results/linux-cores.json
+        (peer cores) also Reef / Linux for stop and start against the goals; writes
+        results/cores.json, cores.png (and cores-vs-linux.png)
+  peer cores [--runs N] [--core N] [--accel kvm|tcg]
+        corebench in the Linux guest (4 CPUs, as root): CPU 1 offline and online by its online
+        file, idle and loaded; writes results/linux-cores.json and linux-cores.png
   peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]
         the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer proc [--accel kvm|tcg]

@@ -57,7 +57,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("proc") => crate::proc_bench::peer(&arguments[1..]),
         Some("syscall") => crate::syscall_bench::peer(&arguments[1..]),
         Some("ftq") => crate::ftq::peer(&arguments[1..]),
-        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq")),
+        Some("cores") => crate::core_bench::peer(&arguments[1..]),
+        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores")),
         None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
     }
 }

@@ -7,6 +7,7 @@
 //! measured, with why. The plan of cores: with 3, core 0 is the TC, core 1 an AC, core 2 the
 //! KC; with 4, cores 1 and 2 are ACs sharing KC 3.
 
+use crate::figure_lines::{self, Record, Report};
 use crate::fs_bench::LINUX_KERNEL_ARGUMENTS;
 use crate::peer;
 use crate::plot::{self, Series};
@@ -14,7 +15,6 @@ use crate::qemu::{self, Accel, Machine};
 use crate::stats;
 use crate::tools;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How long one guest may run: the figures take minutes under TCG.
@@ -122,86 +122,14 @@ fn linux_line(quick: bool) -> String {
 // ---------------------------------------------------------------------------------------------
 // What syscallbench printed
 
-/// One `SYSCALLBENCH` line's `key=value` words.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Record {
-    fields: BTreeMap<String, String>,
+/// Whether `record` is of (label, bench, mechanism).
+fn is(record: &Record, label: &str, bench: &str, mechanism: &str) -> bool {
+    record.has(&[("label", label), ("bench", bench), ("mechanism", mechanism)])
 }
 
-impl Record {
-    fn text(&self, key: &str) -> &str {
-        self.fields.get(key).map_or("", String::as_str)
-    }
-
-    fn number(&self, key: &str) -> Option<f64> {
-        self.fields.get(key)?.parse().ok()
-    }
-
-    fn is(&self, label: &str, bench: &str, mechanism: &str) -> bool {
-        self.text("label") == label && self.text("bench") == bench && self.text("mechanism") == mechanism
-    }
-
-    fn json(&self) -> Value {
-        let fields: serde_json::Map<String, Value> = self
-            .fields
-            .iter()
-            .map(|(key, value)| (key.clone(), value.parse::<f64>().map_or_else(|_| json!(value), |n| json!(n))))
-            .collect();
-        Value::Object(fields)
-    }
-}
-
-/// Everything syscallbench printed in one guest boot.
-#[derive(Debug, Default, PartialEq)]
-struct Report {
-    records: Vec<Record>,
-    /// `SYSCALLBENCH-ERROR` lines, without the tag.
-    errors: Vec<String>,
-    /// `SYSCALLBENCH-SKIP` lines, without the tag.
-    skips: Vec<String>,
-    /// TSC rate, per label, from the config lines.
-    tsc_hz: BTreeMap<String, f64>,
-    /// Labels that printed their `SYSCALLBENCH-DONE`.
-    done: Vec<String>,
-    /// Lines of the shell and of the programs it ran that say something failed (`sh: …`,
-    /// `role: …`, `execac: …`), which explain figures that never came.
-    shell_errors: Vec<String>,
-}
-
-fn fields(text: &str) -> BTreeMap<String, String> {
-    text.split_whitespace().filter_map(|w| w.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
-/// Parses syscallbench's lines out of a serial log; text before `SYSCALLBENCH` on a line (a
-/// kernel message that got in first) is skipped.
+/// Parses syscallbench's lines out of a serial log.
 fn parse(serial: &str) -> Report {
-    let mut report = Report::default();
-    for line in serial.lines() {
-        let trimmed = line.trim_end();
-        let failure = ["sh: ", "role: ", "execac: ", "syscallbench: "].iter().any(|prefix| trimmed.starts_with(prefix))
-            || trimmed.ends_with(": not found");
-        if failure && !report.shell_errors.iter().any(|known| known == trimmed) {
-            report.shell_errors.push(trimmed.to_string());
-        }
-        let Some(position) = trimmed.find("SYSCALLBENCH") else { continue };
-        let Some((tag, rest)) = trimmed[position..].split_once(' ') else { continue };
-        match tag {
-            "SYSCALLBENCH" => report.records.push(Record { fields: fields(rest) }),
-            "SYSCALLBENCH-ERROR" => report.errors.push(rest.to_string()),
-            "SYSCALLBENCH-SKIP" => report.skips.push(rest.to_string()),
-            "SYSCALLBENCH-CONFIG" => {
-                let config = fields(rest);
-                if let (Some(label), Some(hz)) =
-                    (config.get("label"), config.get("tsc_hz").and_then(|h| h.parse().ok()))
-                {
-                    report.tsc_hz.insert(label.clone(), hz);
-                }
-            }
-            "SYSCALLBENCH-DONE" => report.done.extend(fields(rest).remove("label")),
-            _ => {}
-        }
-    }
-    report
+    figure_lines::parse(serial, "SYSCALLBENCH", "syscallbench")
 }
 
 /// One guest boot: what it printed, or why it did not run at all.
@@ -284,12 +212,7 @@ fn reef_run(
 fn linux_run(accel: Accel, quick: bool) -> (GuestRun, Option<String>) {
     let line = linux_line(quick);
     let outcome = (|| {
-        let binary = tools::build_user_programs()?
-            .into_iter()
-            .find(|(name, _)| name == "syscallbench")
-            .ok_or("user/syscallbench is not in this tree")?
-            .1;
-        let bytes = std::fs::read(&binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+        let bytes = tools::user_program_bytes("syscallbench")?;
         let mut machine = Machine::new(LINUX_CORES);
         machine.accel = accel;
         machine.timeout = RUN_TIMEOUT;
@@ -324,7 +247,7 @@ fn figure<'a>(runs: &'a [GuestRun], label: &str, bench: &str, mechanism: &str, e
                 report
                     .records
                     .iter()
-                    .filter(|r| r.is(label, bench, mechanism))
+                    .filter(|r| is(r, label, bench, mechanism))
                     .filter(|r| extra.iter().all(|(key, value)| r.number(key) == Some(*value as f64)))
                     .collect()
             })
@@ -532,7 +455,7 @@ fn curve_points(
         .iter()
         .filter_map(GuestRun::report)
         .flat_map(|report| report.records.iter())
-        .filter(|r| r.is(curve.label, bench, curve.mechanism))
+        .filter(|r| is(r, curve.label, bench, curve.mechanism))
         .filter_map(|r| r.number(x_key).map(|x| x as u64))
         .collect();
     xs.sort_unstable();
@@ -611,11 +534,7 @@ fn print_figures(runs: &[GuestRun]) {
         "{:<11} {:<9} {:<13} {:>8} {:>6} {:>16} {:>16} {:>16} {:>12} {:>5}",
         "label", "bench", "mechanism", "calls", "batch", "median", "p5", "p95", "calls/s", "core"
     );
-    let time = |ns: Option<f64>| match ns {
-        Some(ns) if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
-        Some(ns) => format!("{:.1} µs", ns / 1e3),
-        None => "-".into(),
-    };
+    let time = crate::bench::time_text;
     for run in runs {
         match &run.outcome {
             Err(error) => println!("{:<11} not run: {error}", run.name),
@@ -649,16 +568,6 @@ fn print_figures(runs: &[GuestRun]) {
             }
         }
     }
-}
-
-fn write_results(results: &Value, name: &str) -> Result<std::path::PathBuf, String> {
-    let directory = tools::root().join("results");
-    std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;
-    let path = directory.join(name);
-    std::fs::write(&path, serde_json::to_string_pretty(results).map_err(|e| e.to_string())? + "\n")
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
-    Ok(directory)
 }
 
 /// `cargo xtask bench syscall`.
@@ -727,7 +636,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         }) } else { Value::Null },
         "goals": goals.iter().map(Goal::json).collect::<Vec<_>>(),
     });
-    let directory = write_results(&results, "syscall.json")?;
+    let directory = crate::bench::write_results(&results, "syscall.json")?;
     let mut every = reef_runs;
     every.extend(linux_runs);
     charts(&every, options.accel, &directory);
@@ -774,7 +683,7 @@ SYSCALLBENCH-DONE label=ac-syspage
     fn syscallbench_lines_are_parsed() {
         let report = parse(SERIAL);
         assert_eq!(report.records.len(), 2, "noise before the tag is skipped");
-        assert!(report.records[1].is("ac-syspage", "batch", "syspage"));
+        assert!(is(&report.records[1], "ac-syspage", "batch", "syspage"));
         assert_eq!(report.records[1].number("batch"), Some(64.0));
         assert_eq!(report.errors.len(), 1);
         assert!(report.errors[0].contains("os error 16"));

@@ -165,7 +165,7 @@ pub fn build_kernel_unsealed() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 12] = [
+pub const USER_PROGRAMS: [&str; 13] = [
     "init",
     "proctest",
     "fstest",
@@ -175,6 +175,7 @@ pub const USER_PROGRAMS: [&str; 12] = [
     "fsbench",
     "syscallbench",
     "ftq",
+    "corebench",
     "tiny",
     "isolation",
     "reef",
@@ -247,6 +248,22 @@ pub fn build_user_programs() -> Result<Vec<(String, PathBuf)>, String> {
             Ok((name.to_string(), binary))
         })
         .collect()
+}
+
+/// Builds the user programs and returns the binary of `name`, for a Linux guest's initramfs
+/// (`peer`) or the host itself.
+pub fn user_program(name: &str) -> Result<PathBuf, String> {
+    build_user_programs()?
+        .into_iter()
+        .find(|(built, _)| built == name)
+        .map(|(_, binary)| binary)
+        .ok_or_else(|| format!("user/{name} is not in this tree"))
+}
+
+/// The bytes of [`user_program`]'s binary.
+pub fn user_program_bytes(name: &str) -> Result<Vec<u8>, String> {
+    let binary = user_program(name)?;
+    std::fs::read(&binary).map_err(|e| format!("reading {}: {e}", binary.display()))
 }
 
 /// Builds Reef's initramfs into [`INITRAMFS_FILE`] and returns its path: the user programs,

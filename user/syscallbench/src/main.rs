@@ -167,8 +167,8 @@ fn summary_line(what: &str, figure: &Figure, mut runs: Runs, tsc_hz: u64, core: 
     let Some(summary) = samples::summarize(&mut runs.cycles) else {
         return format!("SYSCALLBENCH-ERROR {what}: no runs");
     };
-    let ns = |cycles: f64| cycles * 1e9 / tsc_hz.max(1) as f64;
-    let median_ns = ns(summary.median);
+    let fields = samples::CycleFields { summary: &summary, tsc_hz };
+    let median_ns = fields.nanoseconds(summary.median);
     let mut line = format!("SYSCALLBENCH {what} calls={}", figure.calls);
     if let Some(size) = figure.batch {
         line += &format!(" batch={size}");
@@ -177,17 +177,8 @@ fn summary_line(what: &str, figure: &Figure, mut runs: Runs, tsc_hz: u64, core: 
         line += &format!(" threads={threads} per_thread={per_thread}");
     }
     line += &format!(
-        " runs={} core={core} unit=ns median_ns={:.1} p5_ns={:.1} p95_ns={:.1} min_ns={:.1} max_ns={:.1} \
-         median_cycles={:.0} p5_cycles={} p95_cycles={} per_call_ns={:.1} calls_per_s={:.0} first_tsc={} last_tsc={} kicks={}",
+        " runs={} core={core} {fields} per_call_ns={:.1} calls_per_s={:.0} first_tsc={} last_tsc={} kicks={}",
         summary.count,
-        median_ns,
-        ns(summary.p5 as f64),
-        ns(summary.p95 as f64),
-        ns(summary.min as f64),
-        ns(summary.max as f64),
-        summary.median,
-        summary.p5,
-        summary.p95,
         median_ns / figure.calls as f64,
         figure.calls as f64 * 1e9 / median_ns.max(1e-9),
         runs.first_tsc,
