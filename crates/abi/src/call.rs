@@ -139,7 +139,8 @@ pub struct CoreTimes {
     pub total_ns: u64,
     /// Asking the core to stop until it reported itself stopped.
     pub stop_ns: u64,
-    /// The boot driver's part of a start: image lookup and loading, page tables, INIT-SIPI.
+    /// The boot driver's part of a start: image lookup and check (uncached) or cache look-up,
+    /// partition, page tables, INIT-SIPI.
     pub driver_ns: u64,
     /// The target's part: from the STARTUP IPI until its kernel reported itself running.
     pub target_ns: u64,

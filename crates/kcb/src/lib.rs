@@ -123,10 +123,16 @@ pub fn image_checksum(image: &[u8], parts: &[(usize, usize)], hole: core::ops::R
     for &(offset, length) in parts {
         let bytes = image.get(offset..offset.checked_add(length)?)?;
         for (index, chunk) in bytes.chunks(8).enumerate() {
+            let start = offset + index * 8;
             let mut word = [0u8; 8];
-            for (i, byte) in chunk.iter().enumerate() {
-                let at = offset + index * 8 + i;
-                word[i] = if hole.contains(&at) { 0 } else { *byte };
+            word[..chunk.len()].copy_from_slice(chunk);
+            // Only the one or two words that overlap the hole need a byte-by-byte look.
+            if start < hole.end && hole.start < start + 8 {
+                for (i, byte) in word.iter_mut().enumerate() {
+                    if hole.contains(&(start + i)) {
+                        *byte = 0;
+                    }
+                }
             }
             hash = (hash ^ u64::from_le_bytes(word)).wrapping_mul(PRIME);
         }

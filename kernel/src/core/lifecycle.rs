@@ -120,6 +120,9 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
     match answer {
         Ok(0) => {}
         Ok(refusal) => return Err(CoreError::Busy(super::role::decode_refusal(core, refusal))),
+        // The target may answer and stop before this core reads the answer: the call then
+        // fails as "not running", and the stop happened.
+        Err(_) if kcb.state() == CoreState::Stopped => {}
         Err(_) => return Err(give_up_stop(core)),
     }
     let deadline = begun + shared::facts().tsc_hz / 1000 * STOP_TIMEOUT_MS;
@@ -149,8 +152,9 @@ fn image(path: Option<&str>, uncached: bool) -> Result<(Option<Arc<KernelImage>>
     let from_file = shared::this_kcb().image_from_file.load(Ordering::Relaxed) != 0;
     let path = match path {
         Some(path) => path,
-        // This instance's own text is in its partition: the booted image is not at hand.
-        None if from_file => kernel_image::DEFAULT_IMAGE_PATH,
+        // This instance runs a file image, so the booted one's template is not at hand; or
+        // the caller wants the image read afresh: the booted image's file.
+        None if from_file || uncached => kernel_image::DEFAULT_IMAGE_PATH,
         None => return Ok((None, true)),
     };
     let (image, cached) = kernel_image::load(path, uncached).map_err(CoreError::Image)?;
@@ -161,8 +165,10 @@ fn image(path: Option<&str>, uncached: bool) -> Result<(Option<Arc<KernelImage>>
 pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
     let begun = cpu::read_tsc();
     let (image, cached) = image(path, uncached)?;
+    let loaded = cpu::read_tsc() - begun;
     check_startable(core)?;
-    let (cycles, ended) = boot(core, image.as_deref())?;
+    let (mut cycles, ended) = boot(core, image.as_deref())?;
+    cycles.driver += loaded;
     Ok(times(begun, ended, 0, cycles, cached))
 }
 
@@ -171,11 +177,13 @@ pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTime
 pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
     let begun = cpu::read_tsc();
     let (image, cached) = image(path, uncached)?;
+    let loaded = cpu::read_tsc() - begun;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
     kcb.restart_pending.store(1, Ordering::Release);
     let result = stop(core).and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
     kcb.restart_pending.store(0, Ordering::Release);
-    let (stop_cycles, (cycles, ended)) = result?;
+    let (stop_cycles, (mut cycles, ended)) = result?;
+    cycles.driver += loaded;
     Ok(times(begun, ended, stop_cycles, cycles, cached))
 }
 

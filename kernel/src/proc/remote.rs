@@ -255,7 +255,7 @@ fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::P
 
 /// What waiting for an AC's event came to.
 enum Waited {
-    Event(AcEvent),
+    Event(Box<AcEvent>),
     /// The thread's process is being killed.
     Killed,
     /// The AC stopped and is not coming back (or stopped answering).
@@ -350,7 +350,7 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
     let kcb = shared::get().kcb(core);
     loop {
         if let Some(event) = take_event(thread.tid) {
-            return Waited::Event(event);
+            return Waited::Event(Box::new(event));
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();
@@ -360,14 +360,14 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         if kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation {
             // Whatever the old kernel sent before it stopped is in our queue by now.
             crate::msg::drain();
-            return take_event(thread.tid).map_or(Waited::Lost, Waited::Event);
+            return take_event(thread.tid).map_or(Waited::Lost, |event| Waited::Event(Box::new(event)));
         }
         if !recalled && !sched::others_ready() {
             let poll_until = crate::arch::cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(EVENT_POLL_NS));
             while crate::arch::cpu::read_tsc() < poll_until && !sched::others_ready() {
                 crate::msg::drain();
                 if let Some(event) = take_event(thread.tid) {
-                    return Waited::Event(event);
+                    return Waited::Event(Box::new(event));
                 }
                 if crate::syscall::syspage::has_forwarded() {
                     break;

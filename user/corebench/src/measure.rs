@@ -160,7 +160,7 @@ fn operation(figure: Figure, core: usize, image: Option<&str>) -> Result<Sample,
     Ok(Sample { cycles, times })
 }
 
-/// Reef's boot driver on `core` with `image`: one untimed stop and cached start (which fills
+/// Reef's boot driver on `core` with `image`: one untimed stop and uncached start (which fills
 /// the cache), then `runs` timed stops each followed by a timed cached start, then `runs`
 /// untimed stops each followed by a timed uncached start. Returns the samples of
 /// [`Figure::BOOT_DRIVER`], in its order.
@@ -170,7 +170,7 @@ pub fn boot_driver(core: usize, image: Option<&str>, runs: usize) -> Result<[Vec
     let mut uncached = Vec::with_capacity(runs);
     let step = |figure, run| operation(figure, core, image).map_err(|message| Failure { figure, run, message });
     step(Figure::Stop, None)?;
-    step(Figure::StartCached, None)?;
+    step(Figure::StartUncached, None)?;
     for run in 0..runs {
         stops.push(step(Figure::Stop, Some(run))?);
         cached.push(step(Figure::StartCached, Some(run))?);
