@@ -202,9 +202,23 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
     Ok(())
 }
 
+/// A comma-separated list of cores (`0,1,2`), as a bit per core.
+fn parse_core_list(word: &str) -> Result<u64, CommandError> {
+    word.split(',').try_fold(0u64, |mask, core| Ok(mask | 1 << parse_core(core)?))
+}
+
 fn mem(out: &mut dyn Write) -> fmt::Result {
     let region = shared::get();
     let facts = &region.header.facts;
+    let slots = &region.header.image_slots;
+    let loaded = slots.iter().filter(|slot| slot.checksum.load(Ordering::Acquire) != 0).count();
+    let stored: u64 = slots.iter().map(|slot| slot.span.load(Ordering::Relaxed)).sum();
+    writeln!(
+        out,
+        "images   {loaded} kernel images loaded from files, {} KiB of the {} KiB image store",
+        stored >> 10,
+        (facts.shared.end - facts.shared.start - crate::core::shared::IMAGE_STORE_OFFSET) >> 10
+    )?;
     writeln!(
         out,
         "shared   {:#011x}-{:#011x} {:>5} MiB  (KCBs, console lock, channel windows)",
@@ -317,7 +331,7 @@ fn message_stats(out: &mut dyn Write) -> fmt::Result {
 
 fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
     const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
-                         msg bench [core] [n] | msg stress [lines]";
+                         msg bench [core] [n] | msg stress [lines] [cores, e.g. 0,1,2]";
     match arguments {
         ["stats"] => Ok(message_stats(out)?),
         ["ping", target, rest @ ..] => {
@@ -386,12 +400,13 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             crate::msg::bench::run(target, iterations, out).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
         }
         ["stress", rest @ ..] => {
-            let lines = match rest {
-                [] => 100_000,
-                [n] => parse_count(n, "lines", 1000, 10_000_000)?,
+            let (lines, participants) = match rest {
+                [] => (100_000, u64::MAX),
+                [n] => (parse_count(n, "lines", 1000, 10_000_000)?, u64::MAX),
+                [n, cores] => (parse_count(n, "lines", 1000, 10_000_000)?, parse_core_list(cores)?),
                 _ => return Err(CommandError::Usage(USAGE)),
             };
-            let detail = crate::msg::stress::run_stress(lines).map_err(CommandError::Failed)?;
+            let detail = crate::msg::stress::run_stress(lines, participants).map_err(CommandError::Failed)?;
             writeln!(out, "stress: {detail}")?;
             Ok(())
         }

@@ -438,7 +438,7 @@ pub fn run(list: &str) -> u32 {
             "bootdriver" => boot_driver(),
             "icc" => icc(),
             "msg-garbage" => crate::msg::stress::run_garbage(),
-            "msg-stress" => crate::msg::stress::run_stress(1_000_000),
+            "msg-stress" => crate::msg::stress::run_stress(1_000_000, u64::MAX),
             "dead-target" => dead_target(),
             "smap" => smap(),
             "control" => control_interface(),

@@ -1,5 +1,6 @@
 //! `cargo xtask test`: check, host tests, loom models, then QEMU integration runs.
 
+mod cores;
 mod roles;
 
 use crate::qemu::{self, Accel, Machine};
@@ -555,6 +556,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     user_shell_integrations(&mut list, &machine);
     control_integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);
+    cores::integrations(&mut list, &machine);
     list
 }
 

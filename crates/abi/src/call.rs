@@ -71,7 +71,8 @@ pub const SYSPAGE_KICK: u64 = FIRST + 6;
 /// Errors: `EINVAL` (no such core or role), `EAGAIN` (the core is not running), `EBUSY` (the
 /// change would leave no timesharing core, the core runs user processes that cannot move, or
 /// an application core runs a thread), `EPERM` (core 0 owns the devices and the file service
-/// and stays a TC).
+/// and stays a TC), `EOPNOTSUPP` (the core runs the `rt` image, which is an application core
+/// only).
 pub const ROLE: u64 = FIRST + 7;
 
 /// `reef_move_to_ac(core, flags) -> core`: moves the calling thread to application core `core`

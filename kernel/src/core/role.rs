@@ -49,7 +49,7 @@ impl RoleError {
             Self::LastTimesharingCore(_) | Self::HasProcesses(..) | Self::RunsThread(_) | Self::ServesSyspages(..) => {
                 errno::EBUSY
             }
-            Self::ImageRunsOnlyApplications(_) => errno::EPERM,
+            Self::ImageRunsOnlyApplications(_) => errno::EOPNOTSUPP,
         }
     }
 }

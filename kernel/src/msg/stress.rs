@@ -39,7 +39,7 @@ pub(super) fn register_handlers() {
     super::register(Kind::Stress, Handler { high_priority: false, on_line: Some(on_stress), on_large: None });
     super::register(Kind::StressLarge, Handler { high_priority: false, on_line: None, on_large: Some(on_large) });
     icc::register(handler::STRESS_SENDER, |arguments| {
-        send_share(arguments[0], arguments[1] != 0);
+        send_share(arguments[0], arguments[1] != 0, arguments[2]);
         Ok(0)
     });
 }
@@ -122,15 +122,16 @@ fn deliver(to: usize, tag: u64, mut send: impl FnMut() -> Result<(), super::Send
     }
 }
 
-/// This core's share: `per_target` lines to every other core on its receive queue, a
-/// quarter as many on the URPC ring, and (the leader only) large and multicast messages. A
-/// target that stops running is left out from then on (the restart test kills one).
-fn send_share(per_target: u64, with_large: bool) {
+/// This core's share: `per_target` lines to every other core of `participants` (a bit per
+/// core) on its receive queue, a quarter as many on the URPC ring, and (the leader only) large
+/// and multicast messages. A target that stops running is left out from then on (the restart
+/// test kills one).
+fn send_share(per_target: u64, with_large: bool, participants: u64) {
     let me = shared::this_core() as usize;
     let cores = super::messaging_cores();
     let mut given_up = [false; MESSAGING_CORES];
     for i in 0..per_target {
-        for to in (0..cores).filter(|t| *t != me) {
+        for to in (0..cores).filter(|t| *t != me && participants & (1 << t) != 0) {
             if given_up[to] {
                 continue;
             }
@@ -160,11 +161,11 @@ fn send_share(per_target: u64, with_large: bool) {
     }
 }
 
-/// Opens the stress group and has every core but this one (the leader) join it; returns the
-/// members.
-fn join_stress_group(cores: usize) -> Result<Vec<usize>, String> {
+/// Opens the stress group and has every participant but this one (the leader) join it;
+/// returns the members.
+fn join_stress_group(participants: &[usize]) -> Result<Vec<usize>, String> {
     let me = shared::this_core() as usize;
-    let members: Vec<usize> = (0..cores).filter(|&core| core != me).collect();
+    let members: Vec<usize> = participants.iter().copied().filter(|&core| core != me).collect();
     area().groups[STRESS_GROUP].reopen();
     for member in &members {
         icc::call(*member, handler::GROUP_JOIN, [STRESS_GROUP as u64, 0, 0, 0, 0], 2000)
@@ -178,12 +179,21 @@ fn sum(field: impl Fn(&super::MessageCounters) -> &AtomicU64) -> u64 {
     (0..super::messaging_cores()).map(|c| field(&region.kcb(c).messages).load(Ordering::Relaxed)).sum()
 }
 
-/// `test=msg-stress`: at least `total` lines among all cores, in every notification mode and
-/// every kind (unicast queue, URPC, large, multicast); then the counters must balance.
-pub fn run_stress(total: u64) -> Result<String, String> {
-    let cores = super::messaging_cores();
+/// `test=msg-stress`: at least `total` lines among the cores of `participants` (a bit per
+/// core; `u64::MAX`: all), in every notification mode and every kind (unicast queue, URPC,
+/// large, multicast); then the counters must balance. The cores left out may stop, restart or
+/// do anything else meanwhile.
+pub fn run_stress(total: u64, participants: u64) -> Result<String, String> {
+    let me = shared::this_core() as usize;
+    let chosen: Vec<usize> =
+        (0..super::messaging_cores()).filter(|&core| participants & (1 << core) != 0 || core == me).collect();
+    let participants = chosen.iter().fold(0u64, |mask, core| mask | 1 << core);
+    let cores = chosen.len();
     if cores < 2 {
         return Err(String::from("needs at least 2 cores"));
+    }
+    if let Some(core) = chosen.iter().find(|&&core| !super::is_live(core)) {
+        return Err(alloc::format!("core {core} is not running: leave it out of the stress"));
     }
     let facts = shared::facts();
     let modes: Vec<NotifyMode> =
@@ -191,7 +201,7 @@ pub fn run_stress(total: u64) -> Result<String, String> {
     let per_mode = total.div_ceil(modes.len() as u64);
     // Each core sends 1.25 lines per iteration to each other core.
     let per_target = (per_mode * 4).div_ceil(5 * (cores * (cores - 1)) as u64);
-    let members = join_stress_group(cores)?;
+    let members = join_stress_group(&chosen)?;
     let start_sent = sum(|c| &c.sent);
     let start_received = sum(|c| &c.received);
     let start_dropped = sum(|c| &c.dropped);
@@ -199,24 +209,26 @@ pub fn run_stress(total: u64) -> Result<String, String> {
     let start_order = sum(|c| &c.order_errors);
     let started = cpu::read_tsc();
     for mode in &modes {
-        for core in 0..cores {
+        for &core in &chosen {
             super::set_mode(core, *mode);
         }
         // Every core but the leader (the core running this: core 0 for `test=`, any core
         // for `msg stress`) sends its share when asked; the leader sends its own.
-        let me = shared::this_core() as usize;
-        let calls: Vec<(usize, u32)> = (0..cores)
-            .filter(|&core| core != me)
-            .map(|core| icc::call_async(core, handler::STRESS_SENDER, [per_target, 0, 0, 0, 0]).map(|id| (core, id)))
+        let calls: Vec<(usize, u32)> = chosen
+            .iter()
+            .filter(|&&core| core != me)
+            .map(|&core| {
+                icc::call_async(core, handler::STRESS_SENDER, [per_target, 0, participants, 0, 0]).map(|id| (core, id))
+            })
             .collect::<Result<_, _>>()
             .map_err(|e| format!("stress senders not started: {e}"))?;
-        send_share(per_target, true);
+        send_share(per_target, true, participants);
         for (core, id) in calls {
             icc::wait(id, 120_000)
                 .map_err(|e| format!("core {core} did not finish its share in {}: {e}", mode.name()))?;
         }
     }
-    for core in 0..cores {
+    for &core in &chosen {
         super::set_mode(core, NotifyMode::Hybrid);
     }
     // Quiescence: every published line received or dropped.
@@ -288,7 +300,8 @@ pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
         return Err(format!("needs 3 or more cores and a victim from 1 to {}", cores.saturating_sub(1)));
     }
     let region = shared::get();
-    let members = join_stress_group(cores)?;
+    let everyone: Vec<usize> = (0..cores).collect();
+    let members = join_stress_group(&everyone)?;
     let order_before = sum(|c| &c.order_errors);
     let dropped_before = sum(|c| &c.dropped);
     let lost_before = sum(|c| &c.lost);
@@ -296,7 +309,7 @@ pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
     let received_before = victim_kcb.messages.received.load(Ordering::Relaxed);
     let calls: Vec<(usize, u32)> = (1..cores)
         .map(|core| {
-            icc::call_async(core, handler::STRESS_SENDER, [per_target, u64::from(core == 1), 0, 0, 0])
+            icc::call_async(core, handler::STRESS_SENDER, [per_target, u64::from(core == 1), u64::MAX, 0, 0])
                 .map(|id| (core, id))
         })
         .collect::<Result<_, _>>()

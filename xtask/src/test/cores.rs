@@ -1,0 +1,152 @@
+//! Dynamic cores (issue 12): stop, start and restart with another kernel image, from `core`
+//! and from Linux's `cpuN/online`; every refusal; a hundred stop-start cycles without a leak;
+//! a restart under an application thread and beside the message stress.
+
+use super::{exec, nothing_leaked, printed, printed_in_order, Integration};
+use crate::qemu::Machine;
+use std::time::Duration;
+
+/// The line `cores` prints for `core` running `image` with `role`.
+fn cores_row(core: usize, role: &str, image: &str) -> String {
+    format!("{core}     {core}     running       {role}    {image}")
+}
+
+/// The lines of `serial` holding `text`.
+fn lines_with<'a>(serial: &'a str, text: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    serial.lines().filter(move |line| line.contains(text))
+}
+
+/// The QEMU runs of this issue.
+pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    // Two cores: every operation and refusal, then a hundred cycles through the online file.
+    let script = "ls /boot; core stop 1; /bin/cores; core start 1; core restart 1 /boot/full-v2; /bin/cores; \
+                  core stop 0; core stop 7; core start 1; core restart 1 /boot/nothing; \
+                  core restart 1 /boot/corrupt; core restart 1 /boot/kcb-v0; core restart 1 /bin/busybox; \
+                  /bin/cores | grep full-v2; core stop 1; core stop 1; core start 1 /boot/full; \
+                  spawn 1 /bin/busybox sleep 1 & sleep 0.3; core stop 1; wait; \
+                  core restart 1 /boot/rt; role 1 tc; /bin/cores | grep rt; \
+                  execac 1 /bin/busybox echo on-the-rt-image; core restart 1 /boot/full; role 1 tc; \
+                  cat /sys/devices/system/cpu/online; echo 0 > /sys/devices/system/cpu/cpu1/online; \
+                  cat /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu1/online; \
+                  i=0; while [ $i -lt 100 ]; do echo 0 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; \
+                  echo 1 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; i=$((i+1)); done; \
+                  echo cycles $i; /bin/mem | grep images; spawn 1 /bin/busybox echo core-1-runs-programs; \
+                  /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-stop-start-restart-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let listing = ["corrupt", "full", "full-v2", "kcb-v0", "rt"];
+            if !serial.lines().any(|line| line.split_whitespace().eq(listing.iter().copied())) {
+                return Err(format!("`ls /boot` does not list {listing:?}"));
+            }
+            printed_in_order(
+                serial,
+                &[
+                    "core 1 stopped in ",
+                    "1     1     stopped       TC",
+                    "core 1 started in ",
+                    "core 1 restarted with /boot/full-v2 in ",
+                ],
+            )?;
+            printed(serial, &cores_row(1, "TC", "full-v2"), "`cores` does not show the new image on core 1")?;
+            let refusals = [
+                ("core: stop core 0: core 0 owns the devices", "stopping core 0"),
+                ("core: stop core 7: no such core", "stopping a core the machine lacks"),
+                ("core: start core 1: the core is in that state already", "starting a running core"),
+                ("core: restart core 1: no such kernel image", "a missing image"),
+                ("core: restart core 1: that file is no Reef kernel image, or it is corrupt", "a corrupt image"),
+                ("core: restart core 1: that image was built for another KCB layout version", "another KCB version"),
+                ("core: stop core 1: the core is in that state already", "stopping a stopped core"),
+                ("core: stop core 1: something runs there", "stopping a core with a process"),
+                ("role: core 1 to TC: that core runs the rt image", "a TC role on the rt image"),
+            ];
+            for (line, what) in refusals {
+                printed(serial, line, &format!("{what} was not refused"))?;
+            }
+            // Each refused restart left core 1 running full-v2, as it was.
+            if lines_with(serial, "core 1 restarted with /boot/corrupt").next().is_some()
+                || lines_with(serial, "full-v2").filter(|l| l.starts_with("1     1     running")).count() < 2
+            {
+                return Err("a refused restart changed core 1".into());
+            }
+            if lines_with(serial, "script refused").next().is_some() {
+                return Err("a bad image ran".into());
+            }
+            printed(serial, &cores_row(1, "AC", "rt"), "the rt image did not come up as an AC")?;
+            printed(serial, "on-the-rt-image", "a program did not run on the rt image")?;
+            // The online files: both cores, then core 0 alone and core 1 off.
+            let lines: Vec<&str> = serial.lines().map(str::trim_end).collect();
+            let both = lines.iter().position(|line| *line == "0-1").ok_or("cpu/online did not say 0-1")?;
+            if !lines[both..].windows(2).any(|pair| pair == ["0", "0"]) {
+                return Err("after `echo 0 > cpu1/online`, online and cpu1/online did not both say 0".into());
+            }
+            printed(serial, "cycles 100", "the stop-start loop did not finish")?;
+            if serial.contains("cycle-failed") {
+                return Err("a stop or start through cpu1/online failed".into());
+            }
+            // Restarts with the same images load nothing more into the store: full is the
+            // booted image, full-v2 and rt take a slot each.
+            printed(serial, "images   2 kernel images loaded from files", "the image store grew or shrank")?;
+            printed(serial, "core-1-runs-programs", "core 1 does not run programs after the cycles")?;
+            printed(serial, &cores_row(1, "TC", "full"), "core 1 is not a running TC with full at the end")?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+
+    // Four cores: an FTQ thread on AC 3 goes on through three restarts (rt, full-v2, full),
+    // while cores 0, 1 and 2 run the message stress; then a plain stop takes a thread home.
+    let script = "role 3 ac; execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
+                  on 1 /bin/msg stress 150000 0,1,2 > /tmp/stress.txt & sleep 0.5; \
+                  core restart 3 /boot/rt; /bin/cores | grep 'runs thread'; core restart 3 /boot/full-v2; \
+                  core restart 3 /boot/full; wait; cat /tmp/ftq.txt /tmp/stress.txt; \
+                  execac 3 /bin/ftq 100000 20 > /tmp/home.txt & sleep 0.5; core stop 3; wait; cat /tmp/home.txt; \
+                  rm /tmp/ftq.txt /tmp/stress.txt /tmp/home.txt; core start 3; role 3 tc; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-restart-under-a-thread-4-cores".into(),
+        machine: {
+            let mut m = machine(4, &exec(script));
+            m.timeout = Duration::from_secs(240);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "core 3 restarted with /boot/rt in ",
+                    "      runs thread ",
+                    "core 3 restarted with /boot/full-v2 in ",
+                    "core 3 restarted with /boot/full in ",
+                ],
+            )?;
+            // One FTQ process from start to end: one configuration line, one summary, both on
+            // core 3 (the thread went on where it was).
+            let configs: Vec<&str> = lines_with(serial, "FTQ-CONFIG quanta=150000").collect();
+            let summaries: Vec<&str> = lines_with(serial, "FTQ quanta=150000").collect();
+            if configs.len() != 1 || summaries.len() != 1 {
+                return Err(format!("FTQ did not run once through the restarts: {configs:?} {summaries:?}"));
+            }
+            if !summaries[0].contains("os=reef core=3") || summaries[0].contains("core_end=") {
+                return Err(format!("FTQ did not stay on core 3: {}", summaries[0]));
+            }
+            let stress = lines_with(serial, "stress: ").next().ok_or("the message stress did not finish")?;
+            if !stress.contains("order/checksum errors 0") || !stress.contains(" dropped 0 ") {
+                return Err(format!("the message stress beside the restarts failed: {stress}"));
+            }
+            // A plain stop sends the thread home, where it finishes.
+            let home = lines_with(serial, "FTQ quanta=100000").next().ok_or("FTQ did not survive the stop")?;
+            if !home.contains("core_end=0") {
+                return Err(format!("the thread did not finish at home after the stop: {home}"));
+            }
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
