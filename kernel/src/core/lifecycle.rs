@@ -241,7 +241,9 @@ fn times(begun: u64, ended: u64, stop: u64, start: StartCycles, cached: bool) ->
 /// then). Nothing runs here by the time it is asked: the ICC handler refused otherwise.
 pub fn stop_if_asked() {
     let kcb = shared::this_kcb();
-    if kcb.stop_requested.load(Ordering::Acquire) == 0 {
+    // Not in the middle of a large message: its sender is publishing the rest, and nothing
+    // may be lost to the stop (the stop waits for the rest, a few microseconds).
+    if kcb.stop_requested.load(Ordering::Acquire) == 0 || crate::msg::is_collecting_large() {
         return;
     }
     cpu::disable_interrupts();

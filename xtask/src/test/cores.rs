@@ -103,7 +103,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     let script = "role 3 ac; execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
                   on 1 /bin/msg stress 150000 0,1,2 > /tmp/stress.txt & sleep 0.5; \
                   core restart 3 /boot/rt; /bin/cores | grep 'runs thread'; core restart 3 /boot/full-v2; \
-                  core restart 3 /boot/full; wait; cat /tmp/ftq.txt /tmp/stress.txt; \
+                  core restart 3 /boot/full; wait; cat /tmp/ftq.txt /tmp/stress.txt; /bin/msg stats; \
                   execac 3 /bin/ftq 100000 20 > /tmp/home.txt & sleep 0.5; core stop 3; wait; cat /tmp/home.txt; \
                   rm /tmp/ftq.txt /tmp/stress.txt /tmp/home.txt; core start 3; role 3 tc; /bin/cores; /bin/ps";
     list.push(Integration {
