@@ -833,7 +833,10 @@ fn dispatch_chunk(message: &Message, source: Source) {
 /// Whether this core holds part of a large message whose last chunks have not come yet: a
 /// kernel that stopped now would leave them to its successor, which counts them lost.
 pub fn is_collecting_large() -> bool {
-    RECEIVERS.lock().as_ref().is_some_and(|r| r.high_reassembler.is_collecting() || r.normal_reassembler.is_collecting())
+    RECEIVERS
+        .lock()
+        .as_ref()
+        .is_some_and(|r| r.high_reassembler.is_collecting() || r.normal_reassembler.is_collecting())
 }
 
 /// Handles every message waiting on this core's channels; returns how many.
