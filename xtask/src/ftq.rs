@@ -49,6 +49,9 @@ enum Setup {
     ReefTc,
     /// Reef core 1 made an application core: `role 1 ac; execac 1 /bin/ftq`.
     ReefAc,
+    /// Reef core 1 restarted with the `rt` kernel image (an AC with no timer and no device
+    /// interrupt, BF/DC §4.10 and figure 5): `core restart 1 /boot/rt; execac 1 /bin/ftq`.
+    ReefRt,
     /// The Linux guest, ftq pinned to CPU 1.
     Linux,
     /// The same with `nohz_full=1 isolcpus=1`.
@@ -64,6 +67,7 @@ impl Setup {
         match self {
             Self::ReefTc => "reef-tc",
             Self::ReefAc => "reef-ac",
+            Self::ReefRt => "reef-rt",
             Self::Linux => "linux",
             Self::LinuxIsolated => "linux-nohz",
             Self::Host => "host",
@@ -74,6 +78,7 @@ impl Setup {
         match self {
             Self::ReefTc => "Reef TC (core 1)",
             Self::ReefAc => "Reef AC (core 1)",
+            Self::ReefRt => "Reef AC on the rt image (core 1)",
             Self::Linux => "Linux CPU 1",
             Self::LinuxIsolated => "Linux CPU 1, nohz_full isolcpus",
             Self::Host => "host CPU 1, no guest",
@@ -82,7 +87,7 @@ impl Setup {
 
     fn timer_hz(self) -> u32 {
         match self {
-            Self::ReefTc | Self::ReefAc => REEF_TIMER_HZ,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt => REEF_TIMER_HZ,
             Self::Linux | Self::LinuxIsolated => LINUX_TIMER_HZ,
             Self::Host => HOST_TIMER_HZ,
         }
@@ -93,6 +98,9 @@ impl Setup {
         match self {
             Self::ReefTc => format!("on {FTQ_CORE} /bin/ftq {arguments}"),
             Self::ReefAc => format!("role {FTQ_CORE} ac && execac {FTQ_CORE} /bin/ftq {arguments}"),
+            Self::ReefRt => {
+                format!("core restart {FTQ_CORE} /boot/rt > /dev/null && execac {FTQ_CORE} /bin/ftq {arguments}")
+            }
             Self::Linux | Self::LinuxIsolated => format!("/bin/ftq {arguments}"),
             Self::Host => format!("ftq {arguments}"),
         }
@@ -103,7 +111,7 @@ impl Setup {
         match self {
             Self::Linux => Some(LINUX_ARGUMENTS.to_string()),
             Self::LinuxIsolated => Some(format!("{LINUX_ARGUMENTS} {LINUX_ISOLATION}")),
-            Self::ReefTc | Self::ReefAc | Self::Host => None,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::Host => None,
         }
     }
 }
@@ -484,7 +492,7 @@ fn host_load_average() -> f64 {
 /// `results_file`.
 fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
     let started = Instant::now();
-    let reef = options.setups.iter().any(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc));
+    let reef = options.setups.iter().any(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc | Setup::ReefRt));
     let images = if reef {
         tools::ensure_qemu()?;
         Some((tools::build_kernel()?, tools::build_initramfs()?))
@@ -506,7 +514,9 @@ fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
         );
         let (load, cpu_time) = (host_load_average(), host_cpu_time());
         let result = match (setup, &images) {
-            (Setup::ReefTc | Setup::ReefAc, Some((kernel, initrd))) => reef_run(setup, options, kernel, initrd),
+            (Setup::ReefTc | Setup::ReefAc | Setup::ReefRt, Some((kernel, initrd))) => {
+                reef_run(setup, options, kernel, initrd)
+            }
             (Setup::Host, _) => host_run(options),
             _ => linux_run(setup, options),
         };
@@ -690,7 +700,7 @@ fn plot_spectra(path: &Path, spectra: &[(Setup, Spectrum)]) -> Option<String> {
 
 /// `cargo xtask bench ftq`.
 pub fn bench(arguments: &[String]) -> Result<u8, String> {
-    let all = [Setup::ReefTc, Setup::ReefAc, Setup::Linux, Setup::LinuxIsolated, Setup::Host];
+    let all = [Setup::ReefTc, Setup::ReefAc, Setup::ReefRt, Setup::Linux, Setup::LinuxIsolated, Setup::Host];
     measure(&parse_options(arguments, &all, BENCH_USAGE)?, RESULTS_FILE)
 }
 

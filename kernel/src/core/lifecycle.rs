@@ -136,7 +136,8 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
         cpu::relax();
     }
     let cycles = kcb.stopped_tsc.load(Ordering::Relaxed).saturating_sub(begun);
-    log::info!("core {core} stopped in {} us", cycles * 1_000_000 / shared::facts().tsc_hz.max(1));
+    // Debug level: a console line would cost more than the stop (the caller prints its own).
+    log::debug!("core {core} stopped in {} us", cycles * 1_000_000 / shared::facts().tsc_hz.max(1));
     Ok(cycles)
 }
 
@@ -216,7 +217,7 @@ fn boot(core: usize, image: Option<&KernelImage>) -> Result<(StartCycles, u64), 
     let cycles = boot_driver::start_core_with(core, image).map_err(|error| CoreError::Boot(core, error))?;
     let ended = cpu::read_tsc();
     let hz = shared::facts().tsc_hz.max(1);
-    log::info!(
+    log::debug!(
         "core {core} started with {}: boot driver {} us, target {} us",
         image.map_or("the booted image", |image| image.path.as_str()),
         cycles.driver * 1_000_000 / hz,
