@@ -4,6 +4,7 @@
 use crate::arch::paging::{physical_to_virtual, LARGE_PAGE_SIZE};
 use crate::arch::{apic, cpu, gdt, idt, legacy};
 use crate::core::boot_driver;
+use crate::core::kcb::PartitionRange;
 use crate::core::kcb::{CoreState, Kcb, Role};
 use crate::core::shared::{self, BootFacts, SharedRegion, SHARED_REGION_SIZE};
 use crate::mm::{frames, heap, image};

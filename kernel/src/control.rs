@@ -11,6 +11,7 @@
 
 use crate::arch::cpu;
 use crate::core::boot_driver;
+use crate::core::kcb::PartitionRange;
 use crate::core::kcb::{CoreState, Role};
 use crate::core::shared;
 use ::core::fmt::{self, Write};

@@ -4,26 +4,7 @@ use crate::arch::idt::InterruptFrame;
 use crate::arch::{apic, cpu, idt};
 use crate::core::kcb::CoreState;
 use crate::core::shared;
-use core::sync::atomic::{AtomicU64, Ordering};
-
-/// Interrupts and exceptions one core took, by vector (`/proc/interrupts`), in its KCB.
-/// Written by that core only, read by any.
-#[repr(C)]
-pub struct InterruptCounters {
-    pub by_vector: [AtomicU64; 256],
-}
-
-impl InterruptCounters {
-    /// Counts one entry on `vector`. A load and a store, not a locked add: only this core
-    /// writes, and the entry stub runs with interrupts off until `dispatch` says otherwise, so
-    /// nothing on this core can come between the two (an NMI counts its own vector, and does
-    /// not nest in itself).
-    fn count(&self, vector: u64) {
-        if let Some(counter) = self.by_vector.get(vector as usize) {
-            counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        }
-    }
-}
+use core::sync::atomic::Ordering;
 
 /// What `/proc/interrupts` calls `vector`.
 pub fn vector_name(vector: u8) -> &'static str {

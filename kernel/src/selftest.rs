@@ -4,6 +4,7 @@
 use crate::arch::cpu;
 use crate::arch::paging::physical_to_virtual;
 use crate::core::kcb::CoreState;
+use crate::core::kcb::PartitionRange;
 use crate::core::shared;
 use crate::mm::address_space::translate;
 use crate::println;

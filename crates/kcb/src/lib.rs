@@ -3,6 +3,8 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod block;
+
 /// The KCB and shared-region layout this source tree defines. Bump it with every change of
 /// either layout: a kernel refuses a KCB of another version, a boot driver an image of one.
 pub const VERSION: u32 = 1;

@@ -16,6 +16,7 @@ use crate::arch::cpu::{read_tsc, relax};
 use crate::arch::paging::{flags, physical_to_virtual, KERNEL_BASE, LARGE_PAGE_SIZE, PAGE_SIZE};
 use crate::arch::stacks::KernelStack;
 use crate::arch::trampoline::{self, TrampolineParameters, TRAMPOLINE_BASE};
+use crate::core::kcb::PartitionRange;
 use crate::mm::address_space::{BuildError, Builder, DirectView, PhysicalView};
 use crate::mm::image::ImageLayout;
 use core::sync::atomic::Ordering;

@@ -2,6 +2,7 @@
 //! births, programs and ends to the service), the cores, memory, and Reef's own views.
 
 use crate::core::kcb::CoreState;
+use crate::core::kcb::PartitionRange;
 use crate::core::shared;
 use crate::proc::Errno;
 use abi::file::ProcessRecord;

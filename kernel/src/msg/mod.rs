@@ -133,46 +133,7 @@ pub struct MessageArea {
     pub bench: bench::BenchArea,
 }
 
-/// Per-core message counters, in the KCB; only the owning core writes them.
-#[repr(C)]
-#[derive(Default)]
-pub struct MessageCounters {
-    /// Lines this core published (a large message counts its chunks; a multicast its readers).
-    pub sent: AtomicU64,
-    /// Lines this core accepted.
-    pub received: AtomicU64,
-    /// Lines this core dropped, all reasons.
-    pub dropped: AtomicU64,
-    /// Dropped: no handler for the kind.
-    pub dropped_unknown_kind: AtomicU64,
-    /// Dropped: bad header, length or payload.
-    pub dropped_malformed: AtomicU64,
-    /// Dropped: large-message chunk out of order, missing, too many.
-    pub dropped_chunk: AtomicU64,
-    /// Dropped: a large message announced beyond [`MAX_LARGE_MESSAGE`], or no heap left for it.
-    pub dropped_too_large: AtomicU64,
-    /// Notification IPIs sent.
-    pub ipis_sent: AtomicU64,
-    /// Notification IPIs taken.
-    pub ipis_taken: AtomicU64,
-    /// Polls of all channels that found nothing.
-    pub empty_polls: AtomicU64,
-    /// Stress traffic that arrived out of order or duplicated (must stay 0).
-    pub order_errors: AtomicU64,
-    /// Large stress messages whose checksum matched.
-    pub large_ok: AtomicU64,
-    /// Lines that will never arrive, counted by this receiver: slots it skipped because the
-    /// sender that held them died (or gave up) before publishing, and the message it was
-    /// handling when it faulted.
-    pub lost: AtomicU64,
-    /// Sends and calls this core refused because the target was not running.
-    pub send_refused: AtomicU64,
-    /// Sends and calls this core gave up after waiting [`SEND_TIMEOUT_MS`].
-    pub send_timeouts: AtomicU64,
-    /// Handlers running on this core right now (nested when a handler drains while it sends):
-    /// what a fault on this core loses.
-    pub handlers_running: AtomicU64,
-}
+pub use kcb::block::MessageCounters;
 
 fn counters() -> &'static MessageCounters {
     &shared::this_kcb().messages

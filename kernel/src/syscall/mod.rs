@@ -27,7 +27,7 @@ use linux_raw_sys::general as nr;
 const AT_FDCWD: i64 = nr::AT_FDCWD as i64;
 
 /// Numbers counted one by one (Linux's go up to about 460).
-pub const COUNTED_NUMBERS: usize = 512;
+pub const COUNTED_NUMBERS: usize = kcb::block::COUNTED_SYSCALLS;
 
 /// A system call's outcome: a value, or an errno.
 pub type SyscallResult = Result<u64, Errno>;

@@ -1,0 +1,371 @@
+//! The Kernel Control Block: the per-core state that lives outside the kernel image.
+//!
+//! One KCB per core, in the shared region. Ownership: while a core is offline its boot driver
+//! writes the placement fields; from `Booting` on, only the core itself writes its KCB
+//! (state, ticks, fault record). Every field is atomic so other cores may read it at any time.
+//! The layout is [`crate::VERSION`]'s: every kernel image built from this tree agrees on it.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// System-call numbers counted one by one (`syscalls`); higher ones only in the totals.
+pub const COUNTED_SYSCALLS: usize = 512;
+
+/// Bytes of a kernel image name a KCB records.
+pub const IMAGE_NAME_LENGTH: usize = 16;
+
+/// Where a core is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CoreState {
+    /// Not started (or not listed).
+    Offline = 0,
+    /// A boot driver claimed it and is starting it.
+    Booting = 1,
+    /// Its kernel instance runs.
+    Running = 2,
+    /// It took a CPU exception and stopped; the other cores go on.
+    Faulted = 3,
+    /// It was started but did not come up in time.
+    Unresponsive = 4,
+    /// A boot driver stopped it (`reef_core_operation`): its KCB is kept for a later start.
+    Stopped = 5,
+}
+
+impl CoreState {
+    fn from_u32(value: u32) -> Self {
+        match value {
+            1 => Self::Booting,
+            2 => Self::Running,
+            3 => Self::Faulted,
+            4 => Self::Unresponsive,
+            5 => Self::Stopped,
+            _ => Self::Offline,
+        }
+    }
+
+    /// Whether a kernel instance runs there and answers messages. Only a running core is sent
+    /// to, and only a running core's half-done sends are waited for: a faulted, offline or
+    /// unresponsive one will never finish what it started.
+    pub fn is_live(self) -> bool {
+        self == Self::Running
+    }
+
+    /// Lower-case name, as `cores` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Offline => "offline",
+            Self::Booting => "booting",
+            Self::Running => "running",
+            Self::Faulted => "faulted",
+            Self::Unresponsive => "unresponsive",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// What a core is for (NIX roles); every core is a TC until roles can change at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Role {
+    /// Timesharing core: scheduler, timer, traps, device interrupts.
+    Timesharing = 0,
+    /// Application core: one user thread, no timer.
+    Application = 1,
+    /// Kernel core: serves channels and syspages for others.
+    Kernel = 2,
+}
+
+impl Role {
+    /// The role with number `value` (`abi::call::role`'s numbers), if any.
+    pub fn from_u64(value: u64) -> Option<Self> {
+        match value {
+            0 => Some(Self::Timesharing),
+            1 => Some(Self::Application),
+            2 => Some(Self::Kernel),
+            _ => None,
+        }
+    }
+
+    /// Short name, as `cores` prints it.
+    pub fn name(value: u32) -> &'static str {
+        match value {
+            0 => "TC",
+            1 => "AC",
+            2 => "KC",
+            _ => "?",
+        }
+    }
+}
+
+/// The report a faulting core leaves before it stops.
+#[repr(C)]
+#[derive(Default)]
+pub struct FaultRecord {
+    pub vector: AtomicU64,
+    pub instruction_pointer: AtomicU64,
+    pub error_code: AtomicU64,
+    pub fault_address: AtomicU64,
+}
+
+/// One core's KCB. Its first four words keep their place in every layout version, so a
+/// kernel can read the version and, on a mismatch, still say so through `state`.
+#[repr(C, align(4096))]
+pub struct Kcb {
+    /// `kcb::VERSION` of the kernel that laid the KCB out; an instance refuses another.
+    pub version: AtomicU32,
+    /// Logical core id (index in the MADT order).
+    pub core_id: AtomicU32,
+    /// Local APIC id.
+    pub apic_id: AtomicU32,
+    /// [`CoreState`] as a number.
+    pub state: AtomicU32,
+    /// [`Role`] as a number.
+    pub role: AtomicU32,
+    /// The private partition `[start, end)`.
+    pub partition_start: AtomicU64,
+    pub partition_end: AtomicU64,
+    /// First partition address the instance's own allocators may use (below: tables, data, stack).
+    pub reserved_end: AtomicU64,
+    /// Physical address of the instance's PML4.
+    pub page_table_root: AtomicU64,
+    /// Virtual address of the shared region (same in every instance).
+    pub shared_region: AtomicU64,
+    /// TSC when the instance entered its kernel.
+    pub started_tsc: AtomicU64,
+    /// Timer interrupts taken.
+    pub ticks: AtomicU64,
+    /// Interrupts and exceptions taken, by vector (`/proc/interrupts`).
+    pub interrupts: InterruptCounters,
+    /// Why it stopped, when faulted.
+    pub fault: FaultRecord,
+    /// Name of the kernel image the instance runs (NUL-padded), written by the instance at entry.
+    pub image_name: [AtomicU8; IMAGE_NAME_LENGTH],
+    /// Times a boot driver claimed this core to start it (1 after boot; each restart adds one).
+    pub incarnation: AtomicU64,
+    /// Message counters (`msg stats`).
+    pub messages: MessageCounters,
+    /// System calls taken by trap (`syscalls`).
+    pub syscalls: SyscallCounters,
+    /// Processes homed here (`ps`, the leak check).
+    pub processes: ProcessCounters,
+    /// On an application core: the thread it runs (`pid << 32 | tid`), 0 when free. Written by
+    /// the AC itself when it takes or drops a thread.
+    pub application_thread: AtomicU64,
+    /// On a kernel core: the syspages registered with it.
+    pub syspages: AtomicU32,
+    /// Set by a boot driver's stop request; the core stops at its next idle point.
+    pub stop_requested: AtomicU32,
+    /// Set by a boot driver for the whole of a restart: the homes of an application core's
+    /// thread wait for the new kernel instead of taking the thread back for good.
+    pub restart_pending: AtomicU32,
+    /// Times of the last stop and start (TSC): stop asked, stopped; STARTUP IPI sent, running.
+    pub stop_asked_tsc: AtomicU64,
+    pub stopped_tsc: AtomicU64,
+    pub startup_tsc: AtomicU64,
+    pub running_tsc: AtomicU64,
+    /// Stops and starts through `reef_core_operation` (not counting the boot).
+    pub stops: AtomicU64,
+    /// Whether the instance's image was loaded from a file (its text is in its partition) or
+    /// is the one QEMU booted (text shared by every instance that runs it).
+    pub image_from_file: AtomicU32,
+}
+
+/// System-call counters of one instance, written by that instance only.
+#[repr(C)]
+pub struct SyscallCounters {
+    pub total: AtomicU64,
+    /// Reef's own calls (numbers from 4096).
+    pub reef: AtomicU64,
+    /// Calls answered `ENOSYS`.
+    pub unimplemented: AtomicU64,
+    /// Per Linux number below [`COUNTED_SYSCALLS`].
+    pub by_number: [AtomicU32; COUNTED_SYSCALLS],
+    /// Per number, the calls answered `ENOSYS`.
+    pub unimplemented_by_number: [AtomicU32; COUNTED_SYSCALLS],
+    /// On an AC: calls of its thread sent to the home by ICC, and those put in a syspage.
+    pub sent_home: AtomicU64,
+    pub sent_by_syspage: AtomicU64,
+    /// On a KC: syspage entries it completed itself, handed to homes, and results it could
+    /// not write back (the entry was rewritten, or the syspage unregistered meanwhile).
+    pub syspage_served_here: AtomicU64,
+    pub syspage_handed_home: AtomicU64,
+    pub syspage_results_dropped: AtomicU64,
+}
+
+/// Process counters of one instance, written by that instance only.
+#[repr(C)]
+#[derive(Default)]
+pub struct ProcessCounters {
+    /// Processes homed here now.
+    pub live: AtomicU32,
+    /// Threads alive now.
+    pub threads: AtomicU32,
+    /// Processes created since boot.
+    pub created: AtomicU64,
+    /// Processes killed by a fault or a signal.
+    pub killed: AtomicU64,
+    /// Pids and tids in use.
+    pub pids: AtomicU32,
+    /// Thread kernel stacks in use.
+    pub stacks: AtomicU32,
+    /// Frames held by live processes (pages and page tables).
+    pub frames: AtomicU64,
+    /// Frames missing from the instance's free list beyond what live processes and the
+    /// stack cache hold: 0 unless something leaked.
+    pub frames_unaccounted: AtomicU64,
+    /// Free frames right after the instance started, before any process.
+    pub baseline_free_frames: AtomicU64,
+}
+
+impl Kcb {
+    /// The current state.
+    pub fn state(&self) -> CoreState {
+        CoreState::from_u32(self.state.load(Ordering::Acquire))
+    }
+
+    /// Publishes a new state; Release so a reader seeing it also sees what came before.
+    pub fn set_state(&self, state: CoreState) {
+        self.state.store(state as u32, Ordering::Release);
+    }
+
+    /// Claims an offline, stopped, unresponsive or faulted core for booting (a faulted or
+    /// stopped core is restarted: its halted CPU takes INIT like any other); false if it runs
+    /// or boots, or another boot driver claimed it first (a compare-exchange, so only one wins).
+    /// Returns the state it was claimed from.
+    pub fn claim_for_boot(&self) -> Option<CoreState> {
+        let startable = [CoreState::Offline, CoreState::Stopped, CoreState::Unresponsive, CoreState::Faulted];
+        let claimed = startable.into_iter().find(|from| {
+            self.state
+                .compare_exchange(*from as u32, CoreState::Booting as u32, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+        if claimed.is_some() {
+            self.incarnation.fetch_add(1, Ordering::Relaxed);
+        }
+        claimed
+    }
+
+    /// Records the image this instance runs (its own KCB, at entry).
+    pub fn set_image_name(&self, name: &str) {
+        let bytes = name.as_bytes();
+        for (i, byte) in self.image_name.iter().enumerate() {
+            byte.store(bytes.get(i).copied().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+
+    /// The image name recorded at entry, `-` before any instance ran.
+    pub fn image_name(&self) -> ([u8; IMAGE_NAME_LENGTH], usize) {
+        let mut bytes = [0u8; IMAGE_NAME_LENGTH];
+        for (out, byte) in bytes.iter_mut().zip(&self.image_name) {
+            *out = byte.load(Ordering::Relaxed);
+        }
+        let length = bytes.iter().position(|b| *b == 0).unwrap_or(IMAGE_NAME_LENGTH);
+        if length == 0 {
+            bytes[0] = b'-';
+            return (bytes, 1);
+        }
+        (bytes, length)
+    }
+
+    /// The current role.
+    pub fn role(&self) -> Role {
+        Role::from_u64(u64::from(self.role.load(Ordering::Acquire))).unwrap_or(Role::Timesharing)
+    }
+
+    /// The private partition `[start, end)`.
+    pub fn partition_bounds(&self) -> (u64, u64) {
+        (self.partition_start.load(Ordering::Relaxed), self.partition_end.load(Ordering::Relaxed))
+    }
+}
+
+/// Per-core message counters, in the KCB; only the owning core writes them.
+#[repr(C)]
+#[derive(Default)]
+pub struct MessageCounters {
+    /// Lines this core published (a large message counts its chunks; a multicast its readers).
+    pub sent: AtomicU64,
+    /// Lines this core accepted.
+    pub received: AtomicU64,
+    /// Lines this core dropped, all reasons.
+    pub dropped: AtomicU64,
+    /// Dropped: no handler for the kind.
+    pub dropped_unknown_kind: AtomicU64,
+    /// Dropped: bad header, length or payload.
+    pub dropped_malformed: AtomicU64,
+    /// Dropped: large-message chunk out of order, missing, too many.
+    pub dropped_chunk: AtomicU64,
+    /// Dropped: a large message announced beyond the largest the kernel reassembles, or no heap left for it.
+    pub dropped_too_large: AtomicU64,
+    /// Notification IPIs sent.
+    pub ipis_sent: AtomicU64,
+    /// Notification IPIs taken.
+    pub ipis_taken: AtomicU64,
+    /// Polls of all channels that found nothing.
+    pub empty_polls: AtomicU64,
+    /// Stress traffic that arrived out of order or duplicated (must stay 0).
+    pub order_errors: AtomicU64,
+    /// Large stress messages whose checksum matched.
+    pub large_ok: AtomicU64,
+    /// Lines that will never arrive, counted by this receiver: slots it skipped because the
+    /// sender that held them died (or gave up) before publishing, and the message it was
+    /// handling when it faulted.
+    pub lost: AtomicU64,
+    /// Sends and calls this core refused because the target was not running.
+    pub send_refused: AtomicU64,
+    /// Sends and calls this core gave up after waiting their bounded time.
+    pub send_timeouts: AtomicU64,
+    /// Handlers running on this core right now (nested when a handler drains while it sends):
+    /// what a fault on this core loses.
+    pub handlers_running: AtomicU64,
+}
+
+/// Interrupts and exceptions one core took, by vector (`/proc/interrupts`), in its KCB.
+/// Written by that core only, read by any.
+#[repr(C)]
+pub struct InterruptCounters {
+    pub by_vector: [AtomicU64; 256],
+}
+
+impl InterruptCounters {
+    /// Counts one entry on `vector`. A load and a store, not a locked add: only this core
+    /// writes, and the entry stub runs with interrupts off until `dispatch` says otherwise, so
+    /// nothing on this core can come between the two (an NMI counts its own vector, and does
+    /// not nest in itself).
+    pub fn count(&self, vector: u64) {
+        if let Some(counter) = self.by_vector.get(vector as usize) {
+            counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<Kcb>() == 4096 * 2, "a KCB is two pages; bump VERSION when it changes");
+const _: () = assert!(core::mem::offset_of!(Kcb, version) == 0);
+const _: () = assert!(core::mem::offset_of!(Kcb, core_id) == 4);
+const _: () = assert!(core::mem::offset_of!(Kcb, apic_id) == 8);
+const _: () = assert!(core::mem::offset_of!(Kcb, state) == 12);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_and_roles_read_back_and_unknown_numbers_are_safe() {
+        for state in [
+            CoreState::Offline,
+            CoreState::Booting,
+            CoreState::Running,
+            CoreState::Faulted,
+            CoreState::Unresponsive,
+            CoreState::Stopped,
+        ] {
+            assert_eq!(CoreState::from_u32(state as u32), state);
+            assert_eq!(state.is_live(), state == CoreState::Running, "{}", state.name());
+        }
+        assert_eq!(CoreState::from_u32(99), CoreState::Offline);
+        assert_eq!(CoreState::Stopped.name(), "stopped");
+        assert_eq!(Role::from_u64(1), Some(Role::Application));
+        assert_eq!(Role::from_u64(3), None);
+        assert_eq!(Role::name(2), "KC");
+        assert_eq!(Role::name(7), "?");
+    }
+}
