@@ -95,6 +95,8 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
         crate::sched::before_user_return(frame, None);
         if crate::core::ac::runs_thread() {
             crate::core::ac::after_interrupt(frame);
+        } else {
+            crate::proc::remote::return_visitor(frame);
         }
     }
 }

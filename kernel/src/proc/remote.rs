@@ -37,6 +37,9 @@ pub struct Away {
     pub flags: u64,
     /// Whether the AC took it already (a refusal of the first run fails the move).
     pub started: bool,
+    /// Its AC is being stopped or restarted: the thread runs at home meanwhile and goes back
+    /// at its next kernel entry once the AC runs again.
+    pub visiting: bool,
 }
 
 /// Events from ACs not yet taken by their thread (private to the instance).
@@ -132,7 +135,7 @@ pub fn move_to_ac(core: u64, flags: u64) -> Result<u64, Errno> {
     if flags & abi::call::MOVE_SYSPAGE != 0 {
         crate::syscall::syspage::prepare_for_ac(&thread)?;
     }
-    *thread.away.lock() = Some(Away { core, flags, started: false });
+    *thread.away.lock() = Some(Away { core, flags, started: false, visiting: false });
     Ok(core as u64)
 }
 
@@ -170,9 +173,13 @@ fn free_application_core() -> Option<usize> {
         .find(|&core| check_application_core(core).is_ok())
 }
 
-/// The core the calling thread's user code runs on (`reef_core`): its AC while away.
+/// The core the calling thread's user code runs on (`reef_core`): its AC while away (home
+/// while it visits during its AC's restart).
 pub fn current_core() -> usize {
-    sched::current().away.lock().map_or(shared::this_core() as usize, |away| away.core)
+    match *sched::current().away.lock() {
+        Some(away) if !away.visiting => away.core,
+        _ => shared::this_core() as usize,
+    }
 }
 
 /// Whether the running thread is away (a cheap test on every system call's way out).
@@ -190,10 +197,47 @@ enum Trip {
     Event(EventKind, u64),
 }
 
-/// On the way back to ring 3 after a system call: while the thread is away, ships it to its
-/// AC and serves what comes back; returns when it is home again (or never was away).
+/// Where application core `core` is in a stop or restart, as a home sees it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AcState {
+    /// It runs and is not asked to stop: threads go there.
+    Ready,
+    /// It is asked to stop, stopped with a restart to follow, or booting: threads wait at home.
+    Changing,
+    /// It stopped for good (or died): threads stay home.
+    Gone,
+}
+
+fn application_core_state(core: usize) -> AcState {
+    let kcb = shared::get().kcb(core);
+    let state = kcb.state();
+    if state.is_live() && kcb.stop_requested.load(Ordering::Acquire) == 0 {
+        AcState::Ready
+    } else if kcb.stop_requested.load(Ordering::Acquire) != 0
+        || kcb.restart_pending.load(Ordering::Acquire) != 0
+        || state == crate::core::kcb::CoreState::Booting
+    {
+        AcState::Changing
+    } else {
+        AcState::Gone
+    }
+}
+
+/// On the way back to ring 3 after a system call (and, for a thread visiting home, after an
+/// interrupt): while the thread is away, ships it to its AC and serves what comes back;
+/// returns when it is home again, for good or for a visit while its AC restarts.
 pub fn serve(frame: &mut InterruptFrame) {
     while let Some(away) = current_away() {
+        match application_core_state(away.core) {
+            AcState::Ready => set_visiting(false),
+            // BF/DC's "no pause": the thread goes on here while its AC restarts.
+            AcState::Changing => return set_visiting(true),
+            AcState::Gone => {
+                log::info!("application core {} stopped: its thread runs at home", away.core);
+                sched::with_current_thread(leave);
+                return;
+            }
+        }
         // The thread's and process's references live only for the trip: what runs after it
         // (an exit, a fatal fault) may never return here to drop them.
         let trip = {
@@ -211,16 +255,31 @@ pub fn serve(frame: &mut InterruptFrame) {
     }
 }
 
+/// After an interrupt of a thread visiting home: back to its AC if that runs again.
+pub fn return_visitor(frame: &mut InterruptFrame) {
+    if current_away().is_some_and(|away| away.visiting) {
+        serve(frame);
+    }
+}
+
+fn set_visiting(visiting: bool) {
+    sched::with_current_thread(|thread| {
+        if let Some(away) = thread.away.lock().as_mut() {
+            away.visiting = visiting;
+        }
+    });
+}
+
 fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Trip {
     let Some(incarnation) = ship(frame, thread, process, away) else {
-        log::info!("thread {} could not reach application core {}: it runs at home", thread.tid, away.core);
-        leave(thread);
-        return Trip::Home;
+        // The AC began to stop meanwhile: `serve` decides between a visit and a move home.
+        return Trip::Event(EventKind::Suspended, 0);
     };
     let event = match wait_event(thread, away.core, incarnation) {
         Waited::Event(event) => event,
         Waited::Killed => return Trip::Killed,
-        // The AC was restarted before it took the run: ship it again, to the new kernel.
+        // The AC was restarted before it took the run: it goes again once the new kernel runs
+        // (the loop in `serve` sees the AC changing or ready).
         Waited::Lost => return Trip::Event(EventKind::Suspended, 0),
         Waited::Gone => {
             log::warn!("application core {} stopped answering: thread {} runs at home", away.core, thread.tid);
@@ -264,37 +323,10 @@ enum Waited {
     Lost,
 }
 
-/// How long a home waits for an AC that a boot driver is restarting.
-const RESTART_WAIT_MS: u64 = 2000;
-
-/// Waits while a boot driver stops or restarts application core `core` (asked to stop,
-/// stopped with a restart to follow, or booting), up to [`RESTART_WAIT_MS`]; whether it runs
-/// now, and is not about to stop.
-fn wait_for_restart(core: usize) -> bool {
-    let kcb = shared::get().kcb(core);
-    let live = || kcb.state().is_live() && kcb.stop_requested.load(Ordering::Acquire) == 0;
-    let changing = || {
-        kcb.stop_requested.load(Ordering::Acquire) != 0
-            || kcb.restart_pending.load(Ordering::Acquire) != 0
-            || kcb.state() == crate::core::kcb::CoreState::Booting
-    };
-    let deadline = crate::time::deadline_after_ms(RESTART_WAIT_MS);
-    while !live() && changing() && crate::arch::cpu::read_tsc() < deadline {
-        // The home's other threads run meanwhile.
-        if sched::others_ready() {
-            sched::yield_now();
-        } else {
-            crate::msg::drain();
-            crate::arch::cpu::relax();
-        }
-    }
-    live()
-}
-
 /// Sends the thread's registers, FPU image, TLS base and page-table roots to its AC; the
-/// AC's incarnation it went to, `None` if the AC does not run (and is not being restarted).
+/// AC's incarnation it went to, `None` if the AC is not ready.
 fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Option<u32> {
-    if !wait_for_restart(away.core) {
+    if application_core_state(away.core) != AcState::Ready {
         return None;
     }
     let mut command = Box::new(AcCommand::bare(CommandKind::Run, shared::this_core() as u16, process.pid, thread.tid));
@@ -342,9 +374,9 @@ fn take_event(tid: u32) -> Option<AcEvent> {
 }
 
 /// Waits for the AC's next event. A signal for the thread recalls it (the AC answers with
-/// its registers); a kill ends it there at once. A restart of the AC (a boot driver's) is
-/// waited out: the old kernel handed the registers back (a `Suspended` event), or never took
-/// the run, which then goes again ([`Waited::Lost`]).
+/// its registers); a kill ends it there at once. When the AC stops (a boot driver's stop or
+/// restart), the old kernel handed the registers back (a `Suspended` event), or never took
+/// the run ([`Waited::Lost`]): either way the thread visits home until the AC runs again.
 fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
     let mut recalled = false;
     let kcb = shared::get().kcb(core);
@@ -354,8 +386,14 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();
-        if !crate::msg::is_live(core) && !wait_for_restart(core) && !crate::msg::is_live(core) {
-            return Waited::Gone;
+        if !crate::msg::is_live(core) {
+            // It stopped: what it sent before is in our queue by now (its stores precede the
+            // state's Release); without a `Suspended`, it never took the run.
+            crate::msg::drain();
+            if let Some(event) = take_event(thread.tid) {
+                return Waited::Event(Box::new(event));
+            }
+            return if application_core_state(core) == AcState::Gone { Waited::Gone } else { Waited::Lost };
         }
         if kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation {
             // Whatever the old kernel sent before it stopped is in our queue by now.
