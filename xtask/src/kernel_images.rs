@@ -98,7 +98,8 @@ pub fn broken(full: &[u8]) -> Result<[(String, Vec<u8>); 2], String> {
     let (text, length) = parts.first().copied().ok_or("no loadable segment")?;
     corrupt[text + length / 2] ^= 0x40;
     let mut old = full.to_vec();
-    old[offset..offset + 4].copy_from_slice(&note.kcb_version.wrapping_sub(1).to_le_bytes());
+    let other = kcb::ImageNote { kcb_version: note.kcb_version.wrapping_sub(1), ..note };
+    old[offset..offset + kcb::NOTE_SIZE].copy_from_slice(&other.encode());
     seal(&mut old)?;
     Ok([("corrupt".into(), corrupt), ("kcb-v0".into(), old)])
 }

@@ -85,18 +85,7 @@ impl ImageNote {
         if note.note_layout != NOTE_LAYOUT {
             return Err(NoteError::UnknownLayout(note.note_layout));
         }
-        let ordered = [
-            note.image_start,
-            note.text_end,
-            note.shared_end,
-            note.data_start,
-            note.bss_start,
-            note.data_end,
-            note.pristine_start,
-            note.image_end,
-        ]
-        .windows(2)
-        .all(|pair| pair[0] <= pair[1]);
+        let ordered = note.bounds().windows(2).all(|pair| pair[0] <= pair[1]);
         let aligned =
             [note.image_start, note.text_end, note.shared_end, note.data_start, note.data_end, note.image_end]
                 .iter()
@@ -107,6 +96,32 @@ impl ImageNote {
             return Err(NoteError::BadLayout);
         }
         Ok(note)
+    }
+
+    /// The parts' bounds in address order: text, rodata, `.data`, `.bss`, pristine template.
+    fn bounds(&self) -> [u64; 8] {
+        [
+            self.image_start,
+            self.text_end,
+            self.shared_end,
+            self.data_start,
+            self.bss_start,
+            self.data_end,
+            self.pristine_start,
+            self.image_end,
+        ]
+    }
+
+    /// The description's bytes, as [`Self::decode`] reads them.
+    pub fn encode(&self) -> [u8; NOTE_SIZE] {
+        let mut bytes = [0u8; NOTE_SIZE];
+        bytes[0..4].copy_from_slice(&self.kcb_version.to_le_bytes());
+        bytes[4..8].copy_from_slice(&self.note_layout.to_le_bytes());
+        let quads = [self.checksum, self.instance_entry].into_iter().chain(self.bounds());
+        for (i, quad) in quads.enumerate() {
+            bytes[8 + 8 * i..16 + 8 * i].copy_from_slice(&quad.to_le_bytes());
+        }
+        bytes
     }
 
     /// Bytes from the image's start to its end: what a boot driver copies for a new instance.
@@ -146,28 +161,6 @@ pub fn image_checksum(image: &[u8], parts: &[(usize, usize)], hole: core::ops::R
 mod tests {
     use super::*;
 
-    fn encode(note: &ImageNote) -> [u8; NOTE_SIZE] {
-        let mut bytes = [0u8; NOTE_SIZE];
-        bytes[0..4].copy_from_slice(&note.kcb_version.to_le_bytes());
-        bytes[4..8].copy_from_slice(&note.note_layout.to_le_bytes());
-        let quads = [
-            note.checksum,
-            note.instance_entry,
-            note.image_start,
-            note.text_end,
-            note.shared_end,
-            note.data_start,
-            note.bss_start,
-            note.data_end,
-            note.pristine_start,
-            note.image_end,
-        ];
-        for (i, quad) in quads.iter().enumerate() {
-            bytes[8 + 8 * i..16 + 8 * i].copy_from_slice(&quad.to_le_bytes());
-        }
-        bytes
-    }
-
     fn sample() -> ImageNote {
         let base = 0xffff_ffff_8020_0000;
         ImageNote {
@@ -189,25 +182,25 @@ mod tests {
     #[test]
     fn a_note_round_trips() {
         let note = sample();
-        assert_eq!(ImageNote::decode(&encode(&note)), Ok(note));
+        assert_eq!(ImageNote::decode(&note.encode()), Ok(note));
         assert_eq!(note.span(), 0x25_000);
     }
 
     #[test]
     fn bad_notes_are_refused() {
-        assert_eq!(ImageNote::decode(&encode(&sample())[..NOTE_SIZE - 1]), Err(NoteError::Truncated));
+        assert_eq!(ImageNote::decode(&sample().encode()[..NOTE_SIZE - 1]), Err(NoteError::Truncated));
         let mut note = sample();
         note.note_layout = 9;
-        assert_eq!(ImageNote::decode(&encode(&note)), Err(NoteError::UnknownLayout(9)));
+        assert_eq!(ImageNote::decode(&note.encode()), Err(NoteError::UnknownLayout(9)));
         let mut note = sample();
         note.instance_entry = note.text_end;
-        assert_eq!(ImageNote::decode(&encode(&note)), Err(NoteError::BadLayout));
+        assert_eq!(ImageNote::decode(&note.encode()), Err(NoteError::BadLayout));
         let mut note = sample();
         note.text_end += 1;
-        assert_eq!(ImageNote::decode(&encode(&note)), Err(NoteError::BadLayout));
+        assert_eq!(ImageNote::decode(&note.encode()), Err(NoteError::BadLayout));
         let mut note = sample();
         note.image_end = note.pristine_start;
-        assert_eq!(ImageNote::decode(&encode(&note)), Err(NoteError::BadLayout));
+        assert_eq!(ImageNote::decode(&note.encode()), Err(NoteError::BadLayout));
     }
 
     #[test]
