@@ -704,7 +704,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         record(
             "loom-models",
             timed(&|| {
-                ["channel", "syspage"].into_iter().try_for_each(|package| {
+                ["channel", "syspage", "kcb"].into_iter().try_for_each(|package| {
                     run_checked(
                         cargo()
                             .args([

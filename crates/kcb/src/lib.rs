@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod block;
+mod sync;
 
 /// The KCB and shared-region layout this source tree defines. Bump it with every change of
 /// either layout: a kernel refuses a KCB of another version, a boot driver an image of one.

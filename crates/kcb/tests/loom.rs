@@ -1,0 +1,78 @@
+//! Loom model of the KCB hand-off between a stopping kernel and the boot drivers that start
+//! the core again (compiled only with `--cfg loom`).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p kcb --release --features loom --test loom`
+//!
+//! The stopping core writes its last record (here `stopped_tsc` and a counter) and publishes
+//! `stopped` with Release; two boot drivers race to claim the KCB. Checked: at most one claim
+//! succeeds, and only once the core is stopped; the winner sees everything the stopped kernel
+//! wrote before it said so; the incarnation goes up exactly once per claim.
+#![cfg(loom)]
+
+use kcb::block::{CoreState, Kcb};
+use loom::sync::atomic::Ordering;
+use loom::sync::Arc;
+use loom::thread;
+use std::sync::Mutex;
+
+/// The first violation any execution found. Kept outside the model and checked after it: a
+/// panic inside an execution would unwind on loom's small coroutine stack, which the KCB
+/// (over a hundred checked atomics) already fills.
+static VIOLATION: Mutex<Option<String>> = Mutex::new(None);
+
+fn violated(what: String) {
+    VIOLATION.lock().unwrap().get_or_insert(what);
+}
+
+/// What a boot driver saw when its claim succeeded: the stop time and the stop count.
+type Seen = Option<(u64, u64)>;
+
+fn driver(kcb: &Kcb) -> Seen {
+    // A boot driver claims only what it saw stopped (the stop's own wait), then reads what
+    // the stopped kernel left, as `lifecycle::start` does.
+    if kcb.state() != CoreState::Stopped {
+        return None;
+    }
+    kcb.claim_for_boot()?;
+    Some((kcb.stopped_tsc.load(Ordering::Relaxed), kcb.stops.load(Ordering::Relaxed)))
+}
+
+#[test]
+fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
+    loom::model(|| {
+        let kcb = Arc::new(Kcb::default());
+        kcb.set_state(CoreState::Running);
+        let stopping = {
+            let kcb = kcb.clone();
+            thread::spawn(move || {
+                // `lifecycle::stop_if_asked`: the record, then the state (Release).
+                kcb.stops.fetch_add(1, Ordering::Relaxed);
+                kcb.stopped_tsc.store(77, Ordering::Relaxed);
+                kcb.set_state(CoreState::Stopped);
+            })
+        };
+        let drivers: Vec<_> = (0..2)
+            .map(|_| {
+                let kcb = kcb.clone();
+                thread::spawn(move || driver(&kcb))
+            })
+            .collect();
+        stopping.join().unwrap();
+        let seen: Vec<Seen> = drivers.into_iter().map(|driver| driver.join().unwrap()).collect();
+        let winners: Vec<(u64, u64)> = seen.into_iter().flatten().collect();
+        if winners.len() > 1 {
+            violated(format!("two boot drivers claimed one KCB: {winners:?}"));
+        }
+        if winners.iter().any(|winner| *winner != (77, 1)) {
+            violated(format!("the claimer missed the stopped kernel's last writes: {winners:?}"));
+        }
+        if kcb.incarnation.load(Ordering::Relaxed) != winners.len() as u64 {
+            violated(String::from("the incarnation did not count the claims"));
+        }
+        let expected = if winners.is_empty() { CoreState::Stopped } else { CoreState::Booting };
+        if kcb.state() != expected {
+            violated(format!("the KCB ended {:?}, not {expected:?}", kcb.state()));
+        }
+    });
+    assert_eq!(VIOLATION.lock().unwrap().take(), None);
+}
