@@ -195,7 +195,6 @@ global_asm!(
     STUB_ERROR 11
     STUB_ERROR 12
     STUB_ERROR 13
-    STUB_ERROR 14
     STUB_NO_ERROR 15
     STUB_NO_ERROR 16
     STUB_ERROR 17
@@ -236,6 +235,32 @@ global_asm!(
     STUB_NO_ERROR 63
     STUB_NO_ERROR 255
 
+    // Page faults arrive on their own IST stack, so a kernel stack overflow still gets its
+    // report. A fault from ring 3 may end in a thread switch (preemption, a signal, the
+    // process's end, a wait for the home), and a switched-out thread must not keep its frames
+    // on the core's one IST stack, where the next page fault starts again from the top: the
+    // stub moves the CPU's frame (error code to SS) to the thread's own kernel stack, whose
+    // top `SYSCALL_STACK_TOP` holds, and goes on there.
+    .p2align 4
+    interrupt_stub_14:
+        push rax
+        push rcx
+        // [rsp] rcx, +8 rax, +16 error, +24 RIP, +32 CS, +40 RFLAGS, +48 RSP, +56 SS
+        test byte ptr [rsp + 32], 3
+        jz 2f
+        mov rax, qword ptr [rip + {thread_stack_top}]
+        sub rax, 64
+        .irp offset, 56, 48, 40, 32, 24, 16, 8, 0
+            mov rcx, qword ptr [rsp + \offset]
+            mov qword ptr [rax + \offset], rcx
+        .endr
+        mov rsp, rax
+    2:
+        pop rcx
+        pop rax
+        push 14
+        jmp interrupt_common
+
     .section .rodata.interrupts, "a"
     .p2align 3
     .global interrupt_stub_table
@@ -249,6 +274,7 @@ global_asm!(
     "#,
     dispatch = sym crate::interrupt::dispatch,
     smap = sym super::user::SMAP_ENABLED,
+    thread_stack_top = sym super::user::SYSCALL_STACK_TOP,
 );
 
 extern "C" {

@@ -4,7 +4,9 @@
 //! backed by frames of its own partition (the boot driver maps them). Below each stack the
 //! rest of its slot stays unmapped, so an overflow is a page fault on a guard page rather than
 //! a silent write into whatever lies below. Page faults switch to their own IST stack, so the
-//! overflow of the main stack is still reported; [`guard_hit`] names the stack.
+//! overflow of the main stack is still reported; [`guard_hit`] names the stack. A fault from
+//! ring 3 leaves the IST stack at once for the thread's own kernel stack (`idt.rs`), since
+//! its handling may switch threads.
 
 use super::paging::PAGE_SIZE;
 
