@@ -178,6 +178,48 @@ struct Trace<'a> {
     draw: Draw,
 }
 
+/// A line or trace chart on its page, ready for series.
+type ChartFrame<'a, 'b, X, Y> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
+/// The frame every line and trace chart shares: a white page, the title, the axes
+/// `x_spec` and `y_spec` with their names, ticks and a faint mesh.
+fn chart_frame<'a, 'b, X, Y>(
+    root: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    texts: &Texts,
+    x_spec: X,
+    y_spec: Y,
+) -> Result<ChartFrame<'a, 'b, X, Y>, DrawingAreaErrorKind<<BitMapBackend<'b> as DrawingBackend>::ErrorType>>
+where
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(texts.title, (FONT, 26))
+        .margin(18)
+        .x_label_area_size(64)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x_spec, y_spec)?;
+    chart
+        .configure_mesh()
+        .x_desc(texts.x)
+        .y_desc(texts.y)
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&|v| tick_label(*v))
+        .y_label_formatter(&|v| tick_label(*v))
+        .bold_line_style(BLACK.mix(0.12))
+        .light_line_style(BLACK.mix(0.04))
+        .draw()?;
+    Ok(chart)
+}
+
 /// Draws a trace chart on the axes `x_spec` and `y_spec`; `x_ends` says which marks fit.
 fn render_trace<X, Y>(path: &Path, trace: &Trace, x_spec: X, y_spec: Y, x_ends: Range<f64>) -> Result<(), String>
 where
@@ -188,26 +230,7 @@ where
 {
     let fail = failed(path);
     let root = BitMapBackend::new(path, LINE_SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&fail)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(trace.texts.title, (FONT, 26))
-        .margin(18)
-        .x_label_area_size(64)
-        .y_label_area_size(90)
-        .build_cartesian_2d(x_spec, y_spec)
-        .map_err(&fail)?;
-    chart
-        .configure_mesh()
-        .x_desc(trace.texts.x)
-        .y_desc(trace.texts.y)
-        .axis_desc_style((FONT, 18))
-        .label_style((FONT, 15))
-        .x_label_formatter(&|v| tick_label(*v))
-        .y_label_formatter(&|v| tick_label(*v))
-        .bold_line_style(BLACK.mix(0.12))
-        .light_line_style(BLACK.mix(0.04))
-        .draw()
-        .map_err(&fail)?;
+    let mut chart = chart_frame(&root, &trace.texts, x_spec, y_spec).map_err(&fail)?;
 
     let (bottom, top) = (trace.y_ends.start, trace.y_ends.end);
     let mark_style = BLACK.mix(0.45).stroke_width(1);
@@ -528,26 +551,7 @@ where
 {
     let fail = failed(path);
     let root = BitMapBackend::new(path, LINE_SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&fail)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(texts.title, (FONT, 26))
-        .margin(18)
-        .x_label_area_size(64)
-        .y_label_area_size(90)
-        .build_cartesian_2d(x_spec, y_spec)
-        .map_err(&fail)?;
-    chart
-        .configure_mesh()
-        .x_desc(texts.x)
-        .y_desc(texts.y)
-        .axis_desc_style((FONT, 18))
-        .label_style((FONT, 15))
-        .x_label_formatter(&|v| tick_label(*v))
-        .y_label_formatter(&|v| tick_label(*v))
-        .bold_line_style(BLACK.mix(0.12))
-        .light_line_style(BLACK.mix(0.04))
-        .draw()
-        .map_err(&fail)?;
+    let mut chart = chart_frame(&root, texts, x_spec, y_spec).map_err(&fail)?;
 
     let mut occupied = Vec::new();
     let mut names = Vec::new();

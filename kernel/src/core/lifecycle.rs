@@ -37,8 +37,6 @@ pub enum CoreError {
     CoreZero { last_timesharing: bool },
     /// The core is stopped (or was never started) already.
     AlreadyStopped(usize, CoreState),
-    /// The core runs (or is booting) already.
-    AlreadyRunning(usize, CoreState),
     /// The core is neither running nor startable (it is booting).
     NotRunning(usize, CoreState),
     /// What runs on the core cannot be left behind; the reason as `role::RoleError` says it.
@@ -57,7 +55,7 @@ impl CoreError {
         match self {
             Self::NoSuchCore(_) => errno::EINVAL,
             Self::CoreZero { .. } => errno::EPERM,
-            Self::AlreadyStopped(..) | Self::AlreadyRunning(..) => errno::EALREADY,
+            Self::AlreadyStopped(..) => errno::EALREADY,
             Self::NotRunning(..) => errno::EAGAIN,
             Self::Busy(_) => errno::EBUSY,
             Self::NoAnswer(_) => errno::ETIMEDOUT,
@@ -81,7 +79,6 @@ impl core::fmt::Display for CoreError {
                 if *last_timesharing { "; it is also the last timesharing core" } else { "" }
             ),
             Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
-            Self::AlreadyRunning(core, state) => write!(f, "core {core} is {} already", state.name()),
             Self::NotRunning(core, state) => write!(f, "core {core} is {}: wait until it runs", state.name()),
             Self::Busy(reason) => write!(f, "{reason}: end or move that first"),
             Self::NoAnswer(core) => write!(f, "core {core} did not stop in {STOP_TIMEOUT_MS} ms"),
@@ -110,6 +107,7 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
         return Err(CoreError::CoreZero { last_timesharing: !other_timesharing });
     }
     let begun = cpu::read_tsc();
+    let deadline = crate::time::deadline_after_ms(STOP_TIMEOUT_MS);
     kcb.stop_asked_tsc.store(begun, Ordering::Relaxed);
     // An IPI after the call: an application core running user code looks at its messages
     // only when something interrupts it.
@@ -120,24 +118,17 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
     match answer {
         Ok(0) => {}
         Ok(refusal) => return Err(CoreError::Busy(super::role::decode_refusal(core, refusal))),
-        // The target may answer and stop before this core reads the answer: the call then
-        // fails as "not running", and the stop happened.
-        Err(_) if kcb.state() == CoreState::Stopped => {}
         Err(_) => return Err(give_up_stop(core)),
     }
-    let deadline = begun + shared::facts().tsc_hz / 1000 * STOP_TIMEOUT_MS;
     while kcb.state() != CoreState::Stopped {
         if cpu::read_tsc() > deadline {
-            if kcb.state() == CoreState::Stopped {
-                break;
-            }
             return Err(give_up_stop(core));
         }
         cpu::relax();
     }
     let cycles = kcb.stopped_tsc.load(Ordering::Relaxed).saturating_sub(begun);
     // Debug level: a console line would cost more than the stop (the caller prints its own).
-    log::debug!("core {core} stopped in {} us", cycles * 1_000_000 / shared::facts().tsc_hz.max(1));
+    log::debug!("core {core} stopped in {} us", crate::time::cycles_to_ns(cycles) / 1000);
     Ok(cycles)
 }
 
@@ -167,7 +158,6 @@ pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTime
     let begun = cpu::read_tsc();
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
-    check_startable(core)?;
     let (mut cycles, ended) = boot(core, image.as_deref())?;
     cycles.driver += loaded;
     Ok(times(begun, ended, 0, cycles, cached))
@@ -204,31 +194,21 @@ pub fn set_online(core: usize, online: bool) -> Result<(), u32> {
     })
 }
 
-fn check_startable(core: usize) -> Result<(), CoreError> {
-    let Some(kcb) = shared::get().listed_kcbs().get(core) else { return Err(CoreError::NoSuchCore(core)) };
-    match kcb.state() {
-        state @ (CoreState::Running | CoreState::Booting) => Err(CoreError::AlreadyRunning(core, state)),
-        _ => Ok(()),
-    }
-}
-
 /// Boots `core`; returns the boot's parts and the TSC when it ended (before the log line).
 fn boot(core: usize, image: Option<&KernelImage>) -> Result<(StartCycles, u64), CoreError> {
     let cycles = boot_driver::start_core_with(core, image).map_err(|error| CoreError::Boot(core, error))?;
     let ended = cpu::read_tsc();
-    let hz = shared::facts().tsc_hz.max(1);
     log::debug!(
         "core {core} started with {}: boot driver {} us, target {} us",
         image.map_or("the booted image", |image| image.path.as_str()),
-        cycles.driver * 1_000_000 / hz,
-        cycles.target * 1_000_000 / hz
+        crate::time::cycles_to_ns(cycles.driver) / 1000,
+        crate::time::cycles_to_ns(cycles.target) / 1000
     );
     Ok((cycles, ended))
 }
 
 fn times(begun: u64, ended: u64, stop: u64, start: StartCycles, cached: bool) -> CoreTimes {
-    let hz = u128::from(shared::facts().tsc_hz.max(1));
-    let ns = |cycles: u64| (u128::from(cycles) * 1_000_000_000 / hz) as u64;
+    let ns = crate::time::cycles_to_ns;
     CoreTimes {
         total_ns: ns(ended - begun),
         stop_ns: ns(stop),

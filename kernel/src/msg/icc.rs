@@ -196,15 +196,8 @@ pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
     // None: answered already, only to be collected.
     let patience = waiting.map(|p| Patience::new(p.callee, timeout_ms));
     loop {
-        {
-            let mut completed = COMPLETED.lock();
-            if let Some(index) = completed.iter().position(|r| r.call_id == call_id) {
-                let reply = completed.swap_remove(index);
-                return match reply.status {
-                    IccStatus::Done => Ok(reply.value),
-                    status => Err(IccError::Refused(status)),
-                };
-            }
+        if let Some(reply) = take_completed(call_id) {
+            return reply;
         }
         if super::drain() == 0 {
             if let Some(call) = waiting.filter(|p| incarnation(p.callee) != p.incarnation) {
@@ -212,6 +205,12 @@ pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
                 return Err(IccError::CalleeRestarted(call.callee));
             }
             if let Some(Err(error)) = patience.as_ref().map(Patience::check) {
+                // A callee that answered and then stopped (or died) published its reply before
+                // its state said so: one more look takes the answer it gave.
+                super::drain();
+                if let Some(reply) = take_completed(call_id) {
+                    return reply;
+                }
                 forget(call_id);
                 return Err(match error {
                     SendError::Timeout { core, waited_ms } => IccError::Timeout { core, waited_ms },
@@ -221,6 +220,17 @@ pub fn wait(call_id: u32, timeout_ms: u64) -> Result<u64, IccError> {
             cpu::relax();
         }
     }
+}
+
+/// The result of call `call_id` if its reply came.
+fn take_completed(call_id: u32) -> Option<Result<u64, IccError>> {
+    let mut completed = COMPLETED.lock();
+    let index = completed.iter().position(|r| r.call_id == call_id)?;
+    let reply = completed.swap_remove(index);
+    Some(match reply.status {
+        IccStatus::Done => Ok(reply.value),
+        status => Err(IccError::Refused(status)),
+    })
 }
 
 /// Calls `handler` on `target` and waits up to `timeout_ms` for its result.

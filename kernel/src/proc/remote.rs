@@ -16,7 +16,7 @@ use abi::application::{AcCommand, AcEvent, CommandKind, EventKind, MAX_ROOT_ENTR
 use abi::message::Kind;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use linux_raw_sys::errno;
 use spin::Mutex;
 
@@ -142,7 +142,7 @@ pub fn move_to_ac(core: u64, flags: u64) -> Result<u64, Errno> {
 /// `reef_return_from_ac()`: the thread (whose call this is, served here) comes home.
 pub fn return_from_ac() -> Result<u64, Errno> {
     let thread = sched::current();
-    let away = thread.away.lock().take().ok_or(errno::EALREADY)?;
+    let away = take_away(&thread).ok_or(errno::EALREADY)?;
     end_on(&thread, away.core, false);
     if away.flags & abi::call::MOVE_SYSPAGE != 0 {
         crate::syscall::syspage::thread_leaves(thread.tid);
@@ -255,9 +255,13 @@ pub fn serve(frame: &mut InterruptFrame) {
     }
 }
 
+/// Threads of this instance visiting home while their AC restarts: every interrupt from
+/// ring 3 asks, so the usual answer (none) costs no lock.
+static VISITORS: AtomicU32 = AtomicU32::new(0);
+
 /// After an interrupt of a thread visiting home: back to its AC if that runs again.
 pub fn return_visitor(frame: &mut InterruptFrame) {
-    if current_away().is_some_and(|away| away.visiting) {
+    if VISITORS.load(Ordering::Relaxed) != 0 && current_away().is_some_and(|away| away.visiting) {
         serve(frame);
     }
 }
@@ -265,9 +269,29 @@ pub fn return_visitor(frame: &mut InterruptFrame) {
 fn set_visiting(visiting: bool) {
     sched::with_current_thread(|thread| {
         if let Some(away) = thread.away.lock().as_mut() {
+            if away.visiting != visiting {
+                count_visitor(visiting);
+            }
             away.visiting = visiting;
         }
     });
+}
+
+fn count_visitor(arrives: bool) {
+    if arrives {
+        VISITORS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        VISITORS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The thread is no longer away (home for good, or ending): its record, taken.
+fn take_away(thread: &sched::Thread) -> Option<Away> {
+    let away = thread.away.lock().take();
+    if away.is_some_and(|away| away.visiting) {
+        count_visitor(false);
+    }
+    away
 }
 
 fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::Process, away: Away) -> Trip {
@@ -422,7 +446,7 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         match wakeup {
             Wakeup::Woken | Wakeup::TimedOut => {}
             Wakeup::Killed => {
-                let away = thread.away.lock().take();
+                let away = take_away(thread);
                 if let Some(away) = away {
                     end_on(thread, away.core, true);
                 }
@@ -480,13 +504,13 @@ fn end_on(thread: &sched::Thread, core: usize, wait: bool) {
 }
 
 fn leave(thread: &sched::Thread) {
-    thread.away.lock().take();
+    take_away(thread);
     EVENTS.lock().retain(|event| event.tid != thread.tid);
 }
 
 /// The thread is ending (exit, kill): its AC drops it.
 pub fn thread_leaves(thread: &sched::Thread) {
-    let away = thread.away.lock().take();
+    let away = take_away(thread);
     if let Some(away) = away {
         end_on(thread, away.core, false);
     }

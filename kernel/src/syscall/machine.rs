@@ -200,8 +200,7 @@ pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, 
     let image = request.image.as_deref();
     let result = match request.operation {
         op::STOP => lifecycle::stop(request.core).map(|cycles| {
-            let ns =
-                (u128::from(cycles) * 1_000_000_000 / u128::from(crate::core::shared::facts().tsc_hz.max(1))) as u64;
+            let ns = crate::time::cycles_to_ns(cycles);
             abi::call::CoreTimes { total_ns: ns, stop_ns: ns, ..Default::default() }
         }),
         op::START => lifecycle::start(request.core, image, request.uncached),
