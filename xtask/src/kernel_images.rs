@@ -131,21 +131,78 @@ pub fn build_full() -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    fn kernel() -> Option<Vec<u8>> {
-        std::fs::read(root().join("target/x86_64-unknown-none/release/kernel")).ok()
+    /// Where the fake image is linked, as the kernel is.
+    const BASE: u64 = 0xffff_ffff_8020_0000;
+
+    /// A minimal kernel image, so the test needs no kernel build: an ELF64 x86-64 executable
+    /// with one loadable page of "text" holding a `.note.reef` (also named by a `PT_NOTE`),
+    /// and a section table at the end that stripping must drop.
+    fn fake_kernel() -> Vec<u8> {
+        let note = kcb::ImageNote {
+            kcb_version: kcb::VERSION,
+            note_layout: kcb::NOTE_LAYOUT,
+            checksum: 0,
+            instance_entry: BASE + 0x10,
+            image_start: BASE,
+            text_end: BASE + 0x1000,
+            shared_end: BASE + 0x1000,
+            data_start: BASE + 0x1000,
+            bss_start: BASE + 0x1000,
+            data_end: BASE + 0x1000,
+            pristine_start: BASE + 0x1000,
+            image_end: BASE + 0x2000,
+        };
+        let mut image = vec![0u8; 0x2000 + 64];
+        let put = |image: &mut [u8], at: usize, bytes: &[u8]| image[at..at + bytes.len()].copy_from_slice(bytes);
+        put(&mut image, 0, b"\x7fELF\x02\x01\x01");
+        put(&mut image, 16, &2u16.to_le_bytes()); // ET_EXEC
+        put(&mut image, 18, &62u16.to_le_bytes()); // EM_X86_64
+        put(&mut image, 20, &1u32.to_le_bytes());
+        put(&mut image, 24, &(BASE + 0x10).to_le_bytes());
+        put(&mut image, 32, &64u64.to_le_bytes()); // program headers
+        put(&mut image, 40, &0x2000u64.to_le_bytes()); // a section table, for the strip
+        put(&mut image, 52, &64u16.to_le_bytes());
+        put(&mut image, 54, &56u16.to_le_bytes());
+        put(&mut image, 56, &2u16.to_le_bytes());
+        put(&mut image, 58, &64u16.to_le_bytes());
+        put(&mut image, 60, &1u16.to_le_bytes());
+        let note_size = 12 + 8 + kcb::NOTE_SIZE as u64;
+        let headers = [(1u32, 5u32, 0x1000u64, BASE, 0x1000u64), (4, 4, 0x1100, BASE + 0x100, note_size)];
+        for (i, (kind, flags, offset, address, size)) in headers.into_iter().enumerate() {
+            let at = 64 + 56 * i;
+            put(&mut image, at, &kind.to_le_bytes());
+            put(&mut image, at + 4, &flags.to_le_bytes());
+            put(&mut image, at + 8, &offset.to_le_bytes());
+            put(&mut image, at + 16, &address.to_le_bytes());
+            put(&mut image, at + 24, &(address - BASE + 0x20_0000).to_le_bytes());
+            put(&mut image, at + 32, &size.to_le_bytes());
+            put(&mut image, at + 40, &size.to_le_bytes());
+            put(&mut image, at + 48, &4u64.to_le_bytes());
+        }
+        put(&mut image, 0x1100, &5u32.to_le_bytes());
+        put(&mut image, 0x1104, &(kcb::NOTE_SIZE as u32).to_le_bytes());
+        put(&mut image, 0x1108, &kcb::NOTE_TYPE.to_le_bytes());
+        put(&mut image, 0x110c, b"Reef\0\0\0\0");
+        put(&mut image, 0x1114, &note.encode());
+        put(&mut image, 0x1400, b"some text the checksum covers");
+        image
     }
 
     #[test]
     fn sealing_is_idempotent_and_breaking_is_detected() {
-        let Some(image) = kernel() else { return };
+        let image = fake_kernel();
         let mut image = loadable_only(&image).unwrap();
+        assert_eq!(image.len(), 0x2000, "stripped to the end of its last segment");
+        assert_eq!(&image[40..48], &[0; 8], "no section table left");
         assert!(layout(&image).is_ok(), "stripped, the image still has its note and segments");
         seal(&mut image).unwrap();
         let once = image.clone();
         seal(&mut image).unwrap();
         assert_eq!(image, once);
         let (offset, note, parts) = layout(&image).unwrap();
+        assert_eq!((offset, parts.as_slice()), (0x1114, &[(0x1000, 0x1000)][..]));
         assert_eq!(note.kcb_version, kcb::VERSION);
+        assert_ne!(note.checksum, 0, "sealing wrote the checksum");
         let slot = offset + kcb::CHECKSUM_OFFSET;
         let [(_, corrupt), (_, old)] = broken(&image).unwrap();
         assert_ne!(kcb::image_checksum(&corrupt, &parts, slot..slot + 8), Some(note.checksum));
