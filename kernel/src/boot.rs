@@ -213,6 +213,7 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
         kcb.partition_end.store(partitions[core].end, Ordering::Relaxed);
         kcb.shared_region.store(region as *const SharedRegion as u64, Ordering::Relaxed);
         kcb.role.store(Role::Timesharing as u32, Ordering::Relaxed);
+        kcb.parking.clear();
         kcb.version.store(kcb::VERSION, Ordering::Relaxed);
         region.header.osnodes[core].store(apic_ids[core], Ordering::Relaxed);
         kcb.set_state(CoreState::Offline);
@@ -293,6 +294,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     crate::proc::init();
     crate::core::role::init();
     crate::core::lifecycle::init();
+    crate::core::park::init();
     crate::proc::record_baseline();
     crate::fs::console::init();
     crate::power::init();
@@ -325,15 +327,36 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     idle_loop()
 }
 
-/// Drops the identity mapping of the low 2 MiB the trampoline needed.
-fn remove_identity_map() {
-    let root = crate::arch::paging::current_root();
+// The root's entry 0 while it mapped the low 2 MiB at their identity addresses (private
+// .data): kept so that an unpark can map the trampoline again (`restore_identity_map`).
+static IDENTITY_ENTRY: ::core::sync::atomic::AtomicU64 = ::core::sync::atomic::AtomicU64::new(0);
+
+/// Drops the identity mapping of the low 2 MiB the trampoline needed (at entry, and again
+/// after an unpark woke this instance through the trampoline).
+pub fn remove_identity_map() {
+    let root = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+    let entry = physical_to_virtual(root) as *mut u64;
     // SAFETY: the PML4 is in this instance's partition, covered by the direct map; entry 0
-    // maps only the identity low 2 MiB, which no code runs from any more.
+    // maps only the identity low 2 MiB, which no code runs from any more (the trampoline
+    // jumped to the kernel half); reloading CR3 drops its translations.
     unsafe {
-        (physical_to_virtual(root) as *mut u64).write(0);
-        crate::arch::paging::load_root(root);
+        let value = entry.read();
+        if value != 0 {
+            IDENTITY_ENTRY.store(value, Ordering::Relaxed);
+        }
+        entry.write(0);
+        crate::arch::paging::load_root(crate::arch::paging::current_root());
     }
+}
+
+/// Maps the low 2 MiB at their identity addresses again in this instance's root, for the
+/// trampoline a boot driver will wake a processor with to resume this instance.
+pub fn restore_identity_map() {
+    let root = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+    // SAFETY: as in `remove_identity_map`: the entry it removed, pointing at the tables the
+    // boot driver built in this partition (never freed); the user half of process roots is
+    // theirs, this is the instance's own root, which no process uses.
+    unsafe { (physical_to_virtual(root) as *mut u64).write(IDENTITY_ENTRY.load(Ordering::Relaxed)) };
 }
 
 fn start_requested_cores(region: &SharedRegion) {

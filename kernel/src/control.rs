@@ -189,6 +189,22 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
         if syspages != 0 {
             writeln!(out, "      serves {syspages} syspages")?;
         }
+        let id = kcb.core_id.load(Ordering::Relaxed) as usize;
+        let processor = region.header.osnodes[id].load(Ordering::Acquire);
+        if let Some(host) = kcb.parking.host() {
+            writeln!(
+                out,
+                "      parked on core {host} ({} switches to it); its processor halts",
+                kcb.parking.resumes.load(Ordering::Relaxed)
+            )?;
+        } else if state == CoreState::Running && processor != kcb.apic_id.load(Ordering::Relaxed) {
+            writeln!(out, "      runs on the processor of APIC id {processor} (unparked there)")?;
+        }
+        if kcb.parking.can_host.load(Ordering::Relaxed) != 0 && state == CoreState::Running {
+            let guests: alloc::vec::Vec<usize> =
+                (0..region.listed_kcbs().len()).filter(|&g| region.kcb(g).parking.host() == Some(id)).collect();
+            writeln!(out, "      can host parked cores; hosts {guests:?}")?;
+        }
         if state == CoreState::Faulted {
             writeln!(
                 out,

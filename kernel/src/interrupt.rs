@@ -51,6 +51,9 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     if let Some(region) = shared::region() {
         region.kcb(shared::this_core() as usize).interrupts.count(frame.vector);
     }
+    if frame.vector >= 32 {
+        crate::core::park::note_interrupt();
+    }
     if frame.vector < 32 && frame.came_from_user() && crate::core::ac::runs_thread() {
         // An application core's guest: its home decides what the exception means.
         let fault_address = if frame.vector == 14 { cpu::read_cr2() } else { 0 };
@@ -190,6 +193,8 @@ pub fn stop_this_core() -> ! {
     if let Some(region) = shared::region() {
         crate::msg::count_lost_in_fault();
         region.kcb(core as usize).set_state(CoreState::Faulted);
+        // A parked core gives its host's processor back instead of halting it.
+        crate::core::park::leave_for_good();
     }
     if core == 0 {
         crate::arch::legacy::qemu_exit(CORE_0_FAILED_STATUS);

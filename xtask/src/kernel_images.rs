@@ -8,7 +8,7 @@ use crate::tools::{self, cargo, root, run_checked};
 use std::path::PathBuf;
 
 /// The images built from this tree: (file name under `/boot`, `REEF_IMAGE`, cargo features).
-const IMAGES: [(&str, &str, &str); 2] = [("rt", "rt", "rt"), ("full-v2", "full-v2", "")];
+const IMAGES: [(&str, &str, &str); 3] = [("rt", "rt", "rt"), ("full-v2", "full-v2", ""), ("multi", "multi", "multi")];
 
 /// Builds the kernel image `name` with `features` into its own target directory (so the
 /// images do not rebuild each other) and returns the ELF path.
@@ -24,7 +24,13 @@ fn build(name: &str, features: &str) -> Result<PathBuf, String> {
         command.args(["--features", features]);
     }
     run_checked(&mut command, &format!("building the {name} kernel image"))?;
-    Ok(directory.join("x86_64-unknown-none/release/kernel"))
+    Ok(built_path(name))
+}
+
+/// Where `cargo xtask` leaves the sealed ELF of image `name` of [`IMAGES`] (built with the
+/// initramfs), which QEMU can boot too.
+pub fn built_path(name: &str) -> PathBuf {
+    root().join("target/images").join(name).join("x86_64-unknown-none/release/kernel")
 }
 
 /// Where an image's note description is (file offset), the note, and the file ranges of its

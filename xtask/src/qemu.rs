@@ -70,6 +70,9 @@ pub struct Machine {
     /// The initramfs, passed with `-initrd`: QEMU's firmware loads it at the top of the RAM
     /// below 4 GiB and names it as module 0 in the PVH start_info (`docs/initramfs.md`).
     pub initrd: Option<PathBuf>,
+    /// Boot this kernel ELF instead of the one the caller built (a test of the `multi`
+    /// image as core 0's kernel).
+    pub kernel: Option<PathBuf>,
 }
 
 impl Machine {
@@ -86,6 +89,7 @@ impl Machine {
             echo: false,
             gdb: false,
             initrd: None,
+            kernel: None,
         }
     }
 
@@ -103,7 +107,7 @@ impl Machine {
             .args(["-serial", if interactive { "mon:stdio" } else { "stdio" }])
             .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
             .arg("-kernel")
-            .arg(kernel)
+            .arg(self.kernel.as_deref().unwrap_or(kernel))
             .args(["-append", &self.kernel_args]);
         if let Some(initrd) = &self.initrd {
             command.arg("-initrd").arg(initrd);

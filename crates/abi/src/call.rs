@@ -109,13 +109,16 @@ pub mod role {
 /// on a core (Barrelfish/DC §4.1), run by the calling thread's kernel instance with only it and
 /// the target taking part. `operation` is one of [`core_operation`]; `image`/`image_length`
 /// name a kernel image file (`/boot/full`, `/boot/rt`, ...; length 0: the image the system
-/// booted) for `START` and `RESTART`; `times`, when not null, receives a [`CoreTimes`].
+/// booted) for `START` and `RESTART`, and carry the other core for `PARK` (the host) and
+/// `UNPARK` (the destination); `times`, when not null, receives a [`CoreTimes`].
 /// Errors: `EINVAL` (no such core or operation, a bad path, an unknown flag), `EPERM` (core 0
 /// owns the devices and cannot stop), `EBUSY` (stopping it would leave no timesharing core, or
 /// processes are homed there), `EALREADY` (it is already stopped, or already running),
 /// `ENOENT` (no such image), `ENOEXEC` (the file is no kernel image, or is corrupt),
 /// `EPROTO` (the image was built for another KCB version), `ETIMEDOUT` (the core did not
-/// answer), `EFAULT` (a bad pointer). A refused request changes nothing.
+/// answer), `EFAULT` (a bad pointer), `EOPNOTSUPP` (parking onto a core whose image cannot
+/// host); `EBUSY` also for a parked core (stop, start, role) and a host of one, `EINVAL`
+/// for unparking a core that is not parked. A refused request changes nothing.
 pub const CORE_OPERATION: u64 = FIRST + 10;
 
 /// The operations of [`CORE_OPERATION`], in its low byte; the flags above it.
@@ -126,6 +129,14 @@ pub mod core_operation {
     pub const START: u64 = 1;
     /// Stop, then start the same KCB on the same core with the given image.
     pub const RESTART: u64 = 2;
+    /// Move the core's OSnode onto the kernel of the core named in `image` (which runs the
+    /// `multi` image), which time-shares it; `image_length` is 0.
+    pub const PARK: u64 = 3;
+    /// Give a parked OSnode a processor again: the core named in `image`, or its own when
+    /// that is [`OWN_CORE`]; `image_length` is 0.
+    pub const UNPARK: u64 = 4;
+    /// `UNPARK`'s destination: the OSnode's own core.
+    pub const OWN_CORE: u64 = u64::MAX;
     /// Flag: load the image from the initramfs afresh instead of from the boot driver's cache.
     pub const UNCACHED: u64 = 1 << 8;
     /// Every flag.

@@ -399,8 +399,14 @@ pub mod handler {
     /// Asks the callee to stop (a boot driver's `core stop`): returns 0, after which it stops
     /// at its next idle point, or the refusal `SET_ROLE` gives when something runs there.
     pub const STOP_CORE: u16 = 19;
+    /// Asks the callee to park on the core of OSnode `arguments[0]` (a boot driver's `core
+    /// park`): returns 0, after which it leaves its core at its next idle point, or a refusal.
+    pub const PARK_CORE: u16 = 20;
+    /// Asks a parked callee to leave its host for core `arguments[0]` (`core unpark`): returns
+    /// 0, after which it saves itself at its next idle point for a boot driver to resume.
+    pub const UNPARK_CORE: u16 = 21;
     /// Highest id in use.
-    pub const MAX: u16 = 19;
+    pub const MAX: u16 = 21;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

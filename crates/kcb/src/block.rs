@@ -178,6 +178,143 @@ pub struct Kcb {
     /// Whether the instance's image was loaded from a file (its text is in its partition) or
     /// is the one QEMU booted (text shared by every instance that runs it).
     pub image_from_file: AtomicU32,
+    /// Parking: where this OSnode's kernel runs when it is not on its own core, and its
+    /// saved processor context while it is on none.
+    pub parking: Parking,
+}
+
+/// No OSnode / no core, in [`Parking`]'s fields.
+pub const NOBODY: u32 = u32::MAX;
+
+/// A kernel's saved processor context, as the world switch (`arch/x86_64/world_switch.rs`)
+/// writes and reads it: the stack pointer (its stack holds the callee-saved registers, flags
+/// and return address) and CR3. Read and written by whichever core switches.
+#[repr(C)]
+#[derive(Default)]
+pub struct SwitchContext {
+    pub stack_pointer: AtomicU64,
+    pub page_table_root: AtomicU64,
+}
+
+/// Where a parked OSnode's kernel is (Barrelfish/DC §4.4: a KCB time-shared by another
+/// core's kernel). `guest` is the hand-off word between the guest, its host and the boot
+/// drivers that park and unpark it.
+#[repr(C)]
+pub struct Parking {
+    /// The guest's context while a host runs something else, or while no core runs it; a
+    /// host's own while it runs a guest.
+    pub context: SwitchContext,
+    /// The OSnode whose core time-shares this one ([`NOBODY`]: it is on its own core).
+    pub host: AtomicU32,
+    /// [`GuestState`] as a number.
+    pub guest: AtomicU32,
+    /// Asked by a boot driver: park onto this OSnode's core, or leave the host for this core
+    /// ([`NOBODY`]: nothing asked). Written by the OSnode's own kernel (its ICC handler).
+    pub park_to: AtomicU32,
+    pub unpark_to: AtomicU32,
+    /// The core whose processor a resumed guest wakes up on ([`NOBODY`]: it is resumed by
+    /// its host, on the host's processor). Written by the unparking boot driver.
+    pub resume_on: AtomicU32,
+    /// 1 when the image can host parked OSnodes (the `multi` image).
+    pub can_host: AtomicU32,
+    /// Parks and unparks; times a host switched to this guest.
+    pub parks: AtomicU64,
+    pub resumes: AtomicU64,
+    /// TSC of the last park asked, context saved, first run on the host; unpark asked,
+    /// running on a core of its own again.
+    pub park_asked_tsc: AtomicU64,
+    pub parked_tsc: AtomicU64,
+    pub hosted_tsc: AtomicU64,
+    pub unpark_asked_tsc: AtomicU64,
+    pub unparked_tsc: AtomicU64,
+}
+
+/// Where a parked OSnode's kernel is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum GuestState {
+    /// On its own core (or not parked at all).
+    Home = 0,
+    /// Parked and wants the processor: its host switches to it.
+    Runnable = 1,
+    /// Parked with nothing to do: its host switches to it after the next interrupt.
+    Idle = 2,
+    /// Leaving its host: it switched back one last time, its context is being saved.
+    Leaving = 3,
+    /// Its context is saved and no core runs it: a boot driver may resume it elsewhere.
+    Away = 4,
+    /// A boot driver claimed it and is waking a core with its context.
+    Resuming = 5,
+    /// It faulted while a host ran it; the host drops it.
+    Dead = 6,
+    /// Saving its context on its own core before a host may take it.
+    Parking = 7,
+}
+
+impl GuestState {
+    pub fn from_u32(value: u32) -> Self {
+        match value {
+            1 => Self::Runnable,
+            2 => Self::Idle,
+            3 => Self::Leaving,
+            4 => Self::Away,
+            5 => Self::Resuming,
+            6 => Self::Dead,
+            7 => Self::Parking,
+            _ => Self::Home,
+        }
+    }
+}
+
+impl Parking {
+    /// On its own core with nothing asked: what the bootstrap core writes into the zeroed
+    /// shared region (where 0 would name OSnode 0).
+    pub fn clear(&self) {
+        for field in [&self.host, &self.park_to, &self.unpark_to, &self.resume_on] {
+            field.store(NOBODY, Ordering::Relaxed);
+        }
+        self.guest.store(GuestState::Home as u32, Ordering::Release);
+    }
+
+    /// The OSnode hosting this one, if it is parked.
+    pub fn host(&self) -> Option<usize> {
+        match self.host.load(Ordering::Acquire) {
+            NOBODY => None,
+            host => Some(host as usize),
+        }
+    }
+
+    /// The hand-off state.
+    pub fn guest(&self) -> GuestState {
+        GuestState::from_u32(self.guest.load(Ordering::Acquire))
+    }
+
+    /// Moves the hand-off state from `from` to `to` if it is `from` (a compare-exchange:
+    /// of two boot drivers resuming one guest, one wins).
+    pub fn advance(&self, from: GuestState, to: GuestState) -> bool {
+        self.guest.compare_exchange(from as u32, to as u32, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+}
+
+impl Default for Parking {
+    fn default() -> Self {
+        Self {
+            context: SwitchContext::default(),
+            host: AtomicU32::new(NOBODY),
+            guest: AtomicU32::new(GuestState::Home as u32),
+            park_to: AtomicU32::new(NOBODY),
+            unpark_to: AtomicU32::new(NOBODY),
+            resume_on: AtomicU32::new(NOBODY),
+            can_host: AtomicU32::new(0),
+            parks: AtomicU64::new(0),
+            resumes: AtomicU64::new(0),
+            park_asked_tsc: AtomicU64::new(0),
+            parked_tsc: AtomicU64::new(0),
+            hosted_tsc: AtomicU64::new(0),
+            unpark_asked_tsc: AtomicU64::new(0),
+            unparked_tsc: AtomicU64::new(0),
+        }
+    }
 }
 
 /// System-call counters of one instance, written by that instance only.
@@ -403,6 +540,7 @@ impl Default for Kcb {
             running_tsc: AtomicU64::new(0),
             stops: AtomicU64::new(0),
             image_from_file: AtomicU32::new(0),
+            parking: Parking::default(),
         }
     }
 }

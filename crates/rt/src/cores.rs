@@ -21,6 +21,27 @@ pub fn restart(core: usize, image: Option<&str>, uncached: bool) -> io::Result<C
     operation(abi::call::core_operation::RESTART, core, image, uncached)
 }
 
+/// Parks `core` on `host`'s kernel (which must run the `multi` image): `core`'s processor
+/// halts and `host` time-shares its KCB, processes and channels included.
+pub fn park(core: usize, host: usize) -> io::Result<CoreTimes> {
+    between(abi::call::core_operation::PARK, core, host as u64)
+}
+
+/// Gives parked `core` a processor of its own again: `destination`'s (a stopped core), or
+/// its own (`None`).
+pub fn unpark(core: usize, destination: Option<usize>) -> io::Result<CoreTimes> {
+    let other = destination.map_or(abi::call::core_operation::OWN_CORE, |core| core as u64);
+    between(abi::call::core_operation::UNPARK, core, other)
+}
+
+fn between(kind: u64, core: usize, other: u64) -> io::Result<CoreTimes> {
+    let mut times = CoreTimes::default();
+    let arguments = [kind, core as u64, other, 0, &mut times as *mut CoreTimes as u64];
+    // SAFETY: `times` is writable for a `CoreTimes` for the whole call, which is all
+    // `reef_core_operation` touches (the third argument is a core number here).
+    unsafe { crate::reef_call5(abi::call::CORE_OPERATION, arguments) }.map(|_| times)
+}
+
 fn operation(kind: u64, core: usize, image: Option<&str>, uncached: bool) -> io::Result<CoreTimes> {
     let mut times = CoreTimes::default();
     let path = image.unwrap_or("");
@@ -64,6 +85,8 @@ mod tests {
         }
         assert_eq!(stop(1).unwrap_err().raw_os_error(), Some(libc::ENOSYS));
         assert_eq!(restart(1, Some("/boot/rt"), true).unwrap_err().raw_os_error(), Some(libc::ENOSYS));
+        assert_eq!(park(1, 2).unwrap_err().raw_os_error(), Some(libc::ENOSYS));
+        assert_eq!(unpark(1, None).unwrap_err().raw_os_error(), Some(libc::ENOSYS));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::arch::cpu::{read_tsc, relax};
 use crate::arch::paging::{flags, physical_to_virtual, KERNEL_BASE, LARGE_PAGE_SIZE, PAGE_SIZE};
 use crate::arch::stacks::KernelStack;
 use crate::arch::trampoline::{self, TrampolineParameters, TRAMPOLINE_BASE};
+use crate::arch::world_switch;
 use crate::core::kcb::PartitionRange;
 use crate::mm::address_space::{BuildError, Builder, DirectView, PhysicalView};
 use crate::mm::image::ImageLayout;
@@ -41,6 +42,8 @@ pub enum BootError {
     RefusedKcb,
     /// The shared image store has no room for another image's text.
     ImageStoreFull,
+    /// The core's processor runs another OSnode (one unparked onto it).
+    ProcessorTaken(usize),
 }
 
 impl core::fmt::Display for BootError {
@@ -65,6 +68,9 @@ impl core::fmt::Display for BootError {
             }
             Self::ImageStoreFull => {
                 write!(f, "the shared image store is full: restart cores with images already loaded")
+            }
+            Self::ProcessorTaken(osnode) => {
+                write!(f, "its processor runs core {osnode} now (unparked there): stop or park that first")
             }
         }
     }
@@ -116,6 +122,9 @@ fn prepare_instance(
         let page = io_apic.address & !(PAGE_SIZE - 1);
         builder.map_page(physical_to_virtual(page), page, device)?;
     }
+
+    // The world-switch code, at one address in every instance (`arch::world_switch`).
+    builder.map_page(world_switch::SWITCH_CODE_BASE, shared.switch_code_physical(), 0)?;
 
     match image {
         None => map_booted_image(view, &mut builder)?,
@@ -305,6 +314,9 @@ pub fn start_core_with(target: usize, image: Option<&KernelImage>) -> Result<Sta
         return Err(BootError::NoSuchCore(target));
     }
     let kcb = shared.kcb(target);
+    if let Some(osnode) = osnode_on(kcb.apic_id.load(Ordering::Relaxed), target) {
+        return Err(BootError::ProcessorTaken(osnode));
+    }
     let Some(before) = kcb.claim_for_boot() else {
         return Err(BootError::NotOffline(kcb.state()));
     };
@@ -338,12 +350,26 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb, image: Option<&KernelImag
     crate::mm::window::unmap(partition);
     let (root, stack_top) = prepared?;
 
+    let entry = image.map_or(crate::instance_entry as *const () as u64, |image| image.note.instance_entry);
+    let parameters = TrampolineParameters { page_table_root: root, stack_top, entry, kcb: kcb as *const Kcb as u64 };
+
+    let apic_id = kcb.apic_id.load(Ordering::Relaxed);
+    wake_processor(shared, apic_id, parameters, &kcb.startup_tsc, || kcb.state() != CoreState::Booting)
+}
+
+/// Writes the trampoline with `parameters` and sends INIT-SIPI(-SIPI) to `apic_id`; done when
+/// `left` says the woken kernel has left the trampoline. Under the boot-driver lock.
+fn wake_processor(
+    shared: &SharedRegion,
+    apic_id: u32,
+    parameters: TrampolineParameters,
+    startup_tsc: &core::sync::atomic::AtomicU64,
+    left: impl Fn() -> bool,
+) -> Result<(), BootError> {
     // The trampoline page is in the low 2 MiB every instance maps; the boot-driver lock
     // makes this core its only writer.
     let code = trampoline::code();
     let base = physical_to_virtual(TRAMPOLINE_BASE) as *mut u8;
-    let entry = image.map_or(crate::instance_entry as *const () as u64, |image| image.note.instance_entry);
-    let parameters = TrampolineParameters { page_table_root: root, stack_top, entry, kcb: kcb as *const Kcb as u64 };
     // SAFETY: the trampoline page is mapped writable and held under the boot-driver lock; the
     // code fits in one page; the parameters slot is inside the copied code, 8-byte aligned.
     unsafe {
@@ -356,14 +382,13 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb, image: Option<&KernelImag
     let wait_left_trampoline = |timeout: u64| {
         let start = read_tsc();
         while read_tsc() - start < timeout {
-            if kcb.state() != CoreState::Booting {
+            if left() {
                 return true;
             }
             relax();
         }
         false
     };
-    let apic_id = kcb.apic_id.load(Ordering::Relaxed);
     let local = apic::local();
     // [SDM vol3 §8.4.4.1]: INIT, 10 ms, STARTUP, 200 µs, STARTUP. Modern processors need no
     // INIT delay (`cpu::needs_init_delay`); the second SIPI is only sent if the first found no
@@ -373,18 +398,51 @@ fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb, image: Option<&KernelImag
         spin_for(microseconds(10_000));
     }
     let page = (TRAMPOLINE_BASE >> 12) as u8;
-    kcb.startup_tsc.store(read_tsc(), Ordering::Relaxed);
+    startup_tsc.store(read_tsc(), Ordering::Relaxed);
     local.send_startup(apic_id, page);
     if wait_left_trampoline(microseconds(200)) {
         return Ok(());
     }
-    kcb.startup_tsc.store(read_tsc(), Ordering::Relaxed);
+    startup_tsc.store(read_tsc(), Ordering::Relaxed);
     local.send_startup(apic_id, page);
     if wait_left_trampoline(microseconds(500_000)) {
         Ok(())
     } else {
         Err(BootError::NoResponse)
     }
+}
+
+/// The live OSnode other than `except` whose kernel runs on the processor `apic_id` now (one
+/// unparked onto another core's processor), if any.
+pub fn osnode_on(apic_id: u32, except: usize) -> Option<usize> {
+    let region = shared::get();
+    region.listed_kcbs().iter().enumerate().position(|(id, kcb)| {
+        id != except
+            && matches!(kcb.state(), CoreState::Running | CoreState::Booting)
+            && region.header.osnodes[id].load(Ordering::Acquire) == apic_id
+    })
+}
+
+/// Wakes core `destination`'s processor with the saved context of `guest`, a parked OSnode
+/// that left its host (`Resuming`, claimed by the caller): the trampoline enters long mode on
+/// the guest's page tables (which map the trampoline again for this) and jumps into the
+/// world-switch code, which resumes the context. Returns the TSC of the STARTUP IPI that took.
+pub fn resume_on(destination: usize, guest: &Kcb) -> Result<u64, BootError> {
+    let shared = shared::get();
+    let parameters = TrampolineParameters {
+        page_table_root: guest.page_table_root.load(Ordering::Relaxed),
+        stack_top: guest.parking.context.stack_pointer.load(Ordering::Acquire),
+        entry: world_switch::resume_entry(),
+        kcb: &guest.parking.context as *const kcb::block::SwitchContext as u64,
+    };
+    let apic_id = shared.kcb(destination).apic_id.load(Ordering::Relaxed);
+    let startup = core::sync::atomic::AtomicU64::new(0);
+    shared.header.boot_driver_lock.lock(shared::this_core());
+    let result = wake_processor(shared, apic_id, parameters, &startup, || {
+        guest.parking.guest() != kcb::block::GuestState::Resuming
+    });
+    shared.header.boot_driver_lock.unlock();
+    result.map(|()| startup.load(Ordering::Relaxed))
 }
 
 fn spin_for(cycles: u64) {

@@ -16,6 +16,7 @@
 use super::boot_driver::{self, BootError, StartCycles};
 use super::kcb::{CoreState, Role};
 use super::kernel_image::{self, ImageError, KernelImage};
+use super::role::RoleError;
 use super::shared;
 use crate::arch::{apic, cpu};
 use crate::msg::icc;
@@ -47,6 +48,14 @@ pub enum CoreError {
     Image(ImageError),
     /// The boot driver could not start the core.
     Boot(usize, BootError),
+    /// A core asked to park on itself.
+    ParkOnItself(usize),
+    /// The would-be host's image cannot time-share parked cores.
+    CannotHost(usize),
+    /// The core is not parked.
+    NotParked(usize),
+    /// The destination core's processor is in use (by that OSnode, or by another one).
+    ProcessorBusy(usize, usize),
 }
 
 impl CoreError {
@@ -64,7 +73,11 @@ impl CoreError {
             Self::Boot(_, BootError::RefusedKcb) => errno::EPROTO,
             Self::Boot(_, BootError::NoSuchCore(_)) => errno::EINVAL,
             Self::Boot(_, BootError::NotOffline(_)) => errno::EALREADY,
+            Self::Boot(_, BootError::ProcessorTaken(_)) => errno::EBUSY,
             Self::Boot(..) => errno::ENOMEM,
+            Self::ParkOnItself(_) | Self::NotParked(_) => errno::EINVAL,
+            Self::CannotHost(_) => errno::EOPNOTSUPP,
+            Self::ProcessorBusy(..) => errno::EBUSY,
         }
     }
 }
@@ -80,10 +93,29 @@ impl core::fmt::Display for CoreError {
             ),
             Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
             Self::NotRunning(core, state) => write!(f, "core {core} is {}: wait until it runs", state.name()),
+            Self::Busy(
+                reason @ (RoleError::Parked(..) | RoleError::HostsParked(..) | RoleError::NotTimesharing(_)),
+            ) => {
+                write!(f, "{reason}")
+            }
             Self::Busy(reason) => write!(f, "{reason}: end or move that first"),
             Self::NoAnswer(core) => write!(f, "core {core} did not stop in {STOP_TIMEOUT_MS} ms"),
             Self::Image(error) => write!(f, "{error}"),
             Self::Boot(core, error) => write!(f, "core {core} not started: {error}"),
+            Self::ParkOnItself(core) => write!(f, "core {core} cannot park on itself: name another core as host"),
+            Self::CannotHost(host) => {
+                let (name, length) = shared::get().kcb(*host).image_name();
+                write!(
+                    f,
+                    "core {host} runs image {}, which cannot host parked cores: core restart {host} /boot/multi",
+                    core::str::from_utf8(&name[..length]).unwrap_or("?")
+                )
+            }
+            Self::NotParked(core) => write!(f, "core {core} is not parked (see `cores`)"),
+            Self::ProcessorBusy(core, user) if core == user => {
+                write!(f, "core {core} runs: only a stopped core's processor can take a parked core")
+            }
+            Self::ProcessorBusy(core, user) => write!(f, "core {core}'s processor runs core {user} now"),
         }
     }
 }
@@ -100,6 +132,9 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
         CoreState::Running => {}
         state @ (CoreState::Stopped | CoreState::Offline) => return Err(CoreError::AlreadyStopped(core, state)),
         state => return Err(CoreError::NotRunning(core, state)),
+    }
+    if let Some(host) = kcb.parking.host() {
+        return Err(CoreError::Busy(RoleError::Parked(core, host)));
     }
     if core == 0 {
         let other_timesharing =
@@ -156,6 +191,9 @@ fn image(path: Option<&str>, uncached: bool) -> Result<(Option<Arc<KernelImage>>
 /// Starts a stopped (or never started) `core` with the image at `path`.
 pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTimes, CoreError> {
     let begun = cpu::read_tsc();
+    if let Some(host) = shared::get().listed_kcbs().get(core).and_then(|kcb| kcb.parking.host()) {
+        return Err(CoreError::Busy(RoleError::Parked(core, host)));
+    }
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
     let (mut cycles, ended) = boot(core, image.as_deref())?;

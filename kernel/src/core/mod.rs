@@ -6,5 +6,6 @@ pub mod boot_driver;
 pub mod kcb;
 pub mod kernel_image;
 pub mod lifecycle;
+pub mod park;
 pub mod role;
 pub mod shared;

@@ -37,6 +37,12 @@ pub enum RoleError {
     NoAnswer(usize),
     /// The core runs the `rt` image, which has no scheduler and no timer: it is an AC only.
     ImageRunsOnlyApplications(usize),
+    /// The core is parked on another core's kernel (`core park`).
+    Parked(usize, usize),
+    /// The core's kernel time-shares a parked core.
+    HostsParked(usize, usize),
+    /// Only a timesharing core parks or hosts a parked core.
+    NotTimesharing(usize),
 }
 
 impl RoleError {
@@ -46,9 +52,13 @@ impl RoleError {
             Self::NoSuchCore(_) => errno::EINVAL,
             Self::NotRunning(..) | Self::NoAnswer(_) => errno::EAGAIN,
             Self::CoreZero => errno::EPERM,
-            Self::LastTimesharingCore(_) | Self::HasProcesses(..) | Self::RunsThread(_) | Self::ServesSyspages(..) => {
-                errno::EBUSY
-            }
+            Self::LastTimesharingCore(_)
+            | Self::HasProcesses(..)
+            | Self::RunsThread(_)
+            | Self::ServesSyspages(..)
+            | Self::Parked(..)
+            | Self::HostsParked(..)
+            | Self::NotTimesharing(_) => errno::EBUSY,
             Self::ImageRunsOnlyApplications(_) => errno::EOPNOTSUPP,
         }
     }
@@ -67,6 +77,15 @@ impl core::fmt::Display for RoleError {
             Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
             Self::ImageRunsOnlyApplications(core) => {
                 write!(f, "core {core} runs the rt image, which is an AC only: restart it with /boot/full")
+            }
+            Self::Parked(core, host) => {
+                write!(f, "core {core} is parked on core {host}: unpark it first (core unpark {core})")
+            }
+            Self::HostsParked(core, guest) => {
+                write!(f, "core {core} hosts parked core {guest}: unpark that first (core unpark {guest})")
+            }
+            Self::NotTimesharing(core) => {
+                write!(f, "core {core} is not a timesharing core: only a TC parks or hosts (role {core} tc)")
             }
         }
     }
@@ -125,6 +144,9 @@ const REFUSED_PROCESSES: u64 = 1 << 32;
 const REFUSED_THREAD: u64 = 2 << 32;
 const REFUSED_SYSPAGES: u64 = 3 << 32;
 const REFUSED_BY_IMAGE: u64 = 4 << 32;
+const REFUSED_PARKED: u64 = 5 << 32;
+const REFUSED_HOSTING: u64 = 6 << 32;
+const REFUSED_ROLE: u64 = 7 << 32;
 
 pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
     let count = value as u32;
@@ -133,6 +155,9 @@ pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
         REFUSED_THREAD => RoleError::RunsThread(core),
         REFUSED_SYSPAGES => RoleError::ServesSyspages(core, count),
         REFUSED_BY_IMAGE => RoleError::ImageRunsOnlyApplications(core),
+        REFUSED_PARKED => RoleError::Parked(core, count as usize),
+        REFUSED_HOSTING => RoleError::HostsParked(core, count as usize),
+        REFUSED_ROLE => RoleError::NotTimesharing(core),
         _ => RoleError::NoAnswer(core),
     }
 }
@@ -165,10 +190,16 @@ fn apply(role: Role) -> Result<(), u64> {
     Ok(())
 }
 
-/// What runs on this core that a role change or a stop would leave behind: processes homed
-/// here, an application thread, syspages served; encoded as in [`decode_refusal`].
+/// What runs on this core that a role change or a stop would leave behind: it is parked or
+/// hosts a parked core, processes homed here, an application thread, syspages served; encoded as in [`decode_refusal`].
 pub(super) fn what_keeps_this_core() -> Option<u64> {
     let kcb = shared::this_kcb();
+    if let Some(host) = kcb.parking.host() {
+        return Some(REFUSED_PARKED | host as u64);
+    }
+    if let Some(guest) = super::park::guests().next() {
+        return Some(REFUSED_HOSTING | guest as u64);
+    }
     let processes = kcb.processes.live.load(Ordering::Relaxed);
     if processes != 0 {
         return Some(REFUSED_PROCESSES | u64::from(processes));
@@ -181,6 +212,20 @@ pub(super) fn what_keeps_this_core() -> Option<u64> {
         return Some(REFUSED_SYSPAGES | u64::from(syspages));
     }
     None
+}
+
+/// What keeps this core from parking on another's kernel: it is parked already, hosts a
+/// parked core, or is no timesharing core (an AC's thread and a KC's syspages stay behind);
+/// encoded as in [`decode_refusal`]. Processes go with it.
+pub(super) fn what_keeps_this_core_parked() -> Option<u64> {
+    let kcb = shared::this_kcb();
+    if let Some(host) = kcb.parking.host() {
+        return Some(REFUSED_PARKED | host as u64);
+    }
+    if let Some(guest) = super::park::guests().next() {
+        return Some(REFUSED_HOSTING | guest as u64);
+    }
+    (kcb.role() != Role::Timesharing).then_some(REFUSED_ROLE)
 }
 
 /// Starts this core's periodic LAPIC timer at the command line's `timer_hz`.

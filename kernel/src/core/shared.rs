@@ -125,6 +125,11 @@ impl SharedLock {
         self.0.store(0, Ordering::Release);
     }
 
+    /// Whether `core_id` holds it.
+    pub fn is_held_by(&self, core_id: u32) -> bool {
+        self.0.load(Ordering::Relaxed) == core_id + 1
+    }
+
     /// Releases it only if `core_id` holds it (a faulting core drops what it held).
     pub fn release_if_held_by(&self, core_id: u32) {
         let _ = self.0.compare_exchange(core_id + 1, 0, Ordering::Release, Ordering::Relaxed);
@@ -153,7 +158,14 @@ pub struct SharedHeader {
     /// runs it now. Every IPI and ICC goes through it, so messages follow an OSnode that
     /// moves to another core (Barrelfish/DC §4.2).
     pub osnodes: [AtomicU32; MAX_CORES],
+    /// The world-switch code (`arch::world_switch`), one page every instance maps read-only
+    /// and executable at the same address, whatever image it runs: written once at boot.
+    pub switch_code: SwitchCodePage,
 }
+
+/// A page of code in the shared region.
+#[repr(C, align(4096))]
+pub struct SwitchCodePage(pub [u8; 4096]);
 
 /// Whether `core`'s KCB says it is faulted, offline, stopped or unresponsive: it will not release
 /// anything it holds. (A booting core may hold locks: it logs before it runs.)
@@ -193,8 +205,20 @@ impl SharedRegion {
             core::ptr::write_bytes(pointer.cast::<u8>(), 0, core::mem::size_of::<SharedRegion>());
             core::ptr::addr_of_mut!((*pointer).header.facts).write(facts);
             core::ptr::addr_of_mut!((*pointer).header.magic).write(SHARED_MAGIC);
+            let code = crate::arch::world_switch::code();
+            assert!(code.len() <= 4096, "the world-switch code fits its page");
+            core::ptr::copy_nonoverlapping(
+                code.as_ptr(),
+                core::ptr::addr_of_mut!((*pointer).header.switch_code).cast::<u8>(),
+                code.len(),
+            );
             &*pointer
         }
+    }
+
+    /// Physical address of the world-switch code page.
+    pub fn switch_code_physical(&self) -> u64 {
+        self.header.facts.shared.start + core::mem::offset_of!(SharedHeader, switch_code) as u64
     }
 
     /// The KCB of logical core `core_id`.

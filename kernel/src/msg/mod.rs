@@ -213,6 +213,9 @@ impl Patience {
 
     /// `Ok` while the target runs and time is left; else the (counted) reason to give up.
     pub fn check(&self) -> Result<(), SendError> {
+        // While this core waits, a parked core's host runs, or a host's guests (one of them
+        // may be the core waited for).
+        crate::core::park::while_waiting();
         let state = shared::get().kcb(self.target).state();
         if !state.is_live() {
             return Err(counted(SendError::TargetNotRunning { core: self.target, state }));
@@ -925,12 +928,8 @@ pub fn sleep_armed<T>(line: &NotifyLine, mwait: bool, mut look: impl FnMut() -> 
         cpu::enable_interrupts();
         return Some(found);
     }
-    if mwait {
-        // SAFETY: MONITOR was armed just above.
-        unsafe { cpu::enable_interrupts_and_mwait() };
-    } else {
-        cpu::wait_for_interrupt();
-    }
+    // A parked core gives the processor to its host here, a host runs a due guest first.
+    crate::core::park::sleep(mwait);
     line.armed.store(0, Ordering::Relaxed);
     None
 }

@@ -296,6 +296,8 @@ pub fn counts() -> (usize, usize, u64) {
 pub fn idle_once() {
     crate::msg::drain();
     crate::core::lifecycle::stop_if_asked();
+    crate::core::park::park_if_asked();
+    crate::core::park::unpark_if_asked();
     crate::fs::at_safe_point();
     match crate::core::role::current() {
         crate::core::kcb::Role::Application => {
@@ -458,6 +460,14 @@ pub fn on_tick() {
     LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
 }
 
+/// After a world switch brought this instance back onto a processor (a parked core resumed by
+/// its host): wakes threads whose deadline passed meanwhile and looks at messages, without
+/// ending the slice that just began.
+pub fn on_resume() {
+    wake_expired();
+    LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
+}
+
 fn wake_expired() {
     let now = cpu::read_tsc();
     with_scheduler(|s| {
@@ -490,6 +500,8 @@ pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<Interr
     if NEED_SWITCH.load(Ordering::Relaxed) {
         NEED_SWITCH.store(false, Ordering::Relaxed);
         yield_now();
+        // A parked core's slice ends for its host's sake; a host's for its guests'.
+        crate::core::park::while_waiting();
         // Killed while it waited for the CPU.
         if with_current_process(|p| p.is_killed()) == Some(true) {
             crate::proc::exit_thread();

@@ -147,6 +147,8 @@ struct CoreRequest {
     operation: u64,
     core: usize,
     image: Option<String>,
+    /// `PARK`'s host, `UNPARK`'s destination (`None`: the OSnode's own core).
+    other_core: Option<usize>,
     uncached: bool,
     times: u64,
 }
@@ -164,10 +166,23 @@ fn decode_core_request(
     use abi::call::core_operation as op;
     let flags = operation & !0xFF;
     let kind = operation & 0xFF;
-    if flags & !op::FLAGS != 0 || ![op::STOP, op::START, op::RESTART].contains(&kind) {
+    if flags & !op::FLAGS != 0 || ![op::STOP, op::START, op::RESTART, op::PARK, op::UNPARK].contains(&kind) {
         return Err(errno::EINVAL);
     }
     let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
+    if kind == op::PARK || kind == op::UNPARK {
+        if image_length != 0 || flags != 0 || (kind == op::PARK && image == op::OWN_CORE) {
+            return Err(errno::EINVAL);
+        }
+        if times != 0 {
+            write_user(times, &abi::call::CoreTimes::default())?;
+        }
+        let other_core = match image {
+            op::OWN_CORE => None,
+            other => Some(usize::try_from(other).map_err(|_| errno::EINVAL)?),
+        };
+        return Ok(CoreRequest { operation: kind, core, image: None, other_core, uncached: false, times });
+    }
     let image = match image_length {
         0 => None,
         length if length as usize > MAX_IMAGE_PATH => return Err(errno::ENAMETOOLONG),
@@ -188,11 +203,11 @@ fn decode_core_request(
         // Checked before anything happens, so a bad pointer changes nothing.
         write_user(times, &abi::call::CoreTimes::default())?;
     }
-    Ok(CoreRequest { operation: kind, core, image, uncached: flags & op::UNCACHED != 0, times })
+    Ok(CoreRequest { operation: kind, core, image, other_core: None, uncached: flags & op::UNCACHED != 0, times })
 }
 
 /// `reef_core_operation(operation, core, image, image_length, times)`: stops, starts or restarts a
-/// core (see `core::lifecycle`).
+/// core (see `core::lifecycle`), parks or unparks one (`core::park`).
 pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, times: u64) -> SyscallResult {
     use crate::core::lifecycle;
     use abi::call::core_operation as op;
@@ -204,6 +219,8 @@ pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, 
             abi::call::CoreTimes { total_ns: ns, stop_ns: ns, ..Default::default() }
         }),
         op::START => lifecycle::start(request.core, image, request.uncached),
+        op::PARK => crate::core::park::park(request.core, request.other_core.unwrap_or(usize::MAX)),
+        op::UNPARK => crate::core::park::unpark(request.core, request.other_core),
         _ => lifecycle::restart(request.core, image, request.uncached),
     };
     match result {

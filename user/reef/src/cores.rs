@@ -1,18 +1,21 @@
-//! `core`: stop, start and restart a core with a kernel image (Barrelfish/DC's boot driver).
+//! `core`: stop, start and restart a core with a kernel image, park a core on another's
+//! kernel and unpark it (Barrelfish/DC's boot driver).
 
 use crate::{FAILED_STATUS, USAGE_STATUS};
 use rt::cores::{self, CoreTimes};
 
-const USAGE: &str =
-    "core stop <core> | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached]";
+const USAGE: &str = "core stop <core> | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached] | core park <core> <host> | core unpark <core> [destination]";
 
 /// What to say when `reef_core_operation` refused with `errno`, and what to do about it.
 pub fn core_error_text(errno: Option<i32>) -> &'static str {
     match errno {
-        Some(libc::EINVAL) => "no such core, or a bad image path: see `cores` and `ls /boot`",
+        Some(libc::EINVAL) => "no such core, a bad image path, or a core that is not parked: see `cores` and `ls /boot`",
         Some(libc::EPERM) => "core 0 owns the devices, the file service and init, and never stops",
         Some(libc::EBUSY) => {
-            "something runs there: processes homed on it, an application thread, or syspages (the kernel log says which): end them first"
+            "something keeps it: processes homed on it, an application thread, syspages, a parked core (unpark it), or it is parked or no timesharing core (the kernel log says which)"
+        }
+        Some(libc::EOPNOTSUPP) => {
+            "that core's image cannot do this: a host must run /boot/multi (core restart <host> /boot/multi)"
         }
         Some(libc::EALREADY) => "the core is in that state already: see `cores`",
         Some(libc::EAGAIN) => "the core is booting: try again in a moment",
@@ -43,8 +46,54 @@ fn report(core: usize, what: &str, times: &CoreTimes) {
     println!("{}", parts.join(", "));
 }
 
-/// `core stop|start|restart ...`.
+/// `core park <core> <host>` and `core unpark <core> [destination]`.
+fn park_or_unpark(words: &[&str]) -> u8 {
+    let numbers: Result<Vec<usize>, _> = words[1..].iter().map(|word| word.parse::<usize>()).collect();
+    let (operation, result, what) = match (words[0], numbers.as_deref()) {
+        ("park", Ok([core, host])) => ("park", (cores::park(*core, *host), *core), format!("parked on core {host}")),
+        ("unpark", Ok([core])) => ("unpark", (cores::unpark(*core, None), *core), "unparked".to_string()),
+        ("unpark", Ok([core, to])) => {
+            ("unpark", (cores::unpark(*core, Some(*to)), *core), format!("unparked onto core {to}'s processor"))
+        }
+        _ => {
+            eprintln!("core: usage: {USAGE}");
+            return USAGE_STATUS;
+        }
+    };
+    let (result, core) = result;
+    match result {
+        Ok(times) => {
+            let ms = micros;
+            let mut line = format!("core {core} {what} in {}", ms(times.total_ns));
+            if operation == "park" {
+                line += &format!(
+                    ", left its core {}, first run on the host {} later",
+                    ms(times.stop_ns),
+                    ms(times.target_ns)
+                );
+            } else {
+                line += &format!(
+                    ", left the host {}, INIT-SIPI {}, running {} later",
+                    ms(times.stop_ns),
+                    ms(times.driver_ns),
+                    ms(times.target_ns)
+                );
+            }
+            println!("{line}");
+            0
+        }
+        Err(error) => {
+            eprintln!("core: {operation} core {core}: {}", core_error_text(error.raw_os_error()));
+            FAILED_STATUS
+        }
+    }
+}
+
+/// `core stop|start|restart|park|unpark ...`.
 pub fn core(words: &[&str]) -> u8 {
+    if matches!(words.first(), Some(&("park" | "unpark"))) {
+        return park_or_unpark(words);
+    }
     let uncached = words.contains(&"--uncached");
     let words: Vec<&str> = words.iter().copied().filter(|word| *word != "--uncached").collect();
     let (operation, core, image) = match words.as_slice() {
@@ -92,7 +141,11 @@ mod tests {
         assert_eq!(core(&["stop", "x"]), USAGE_STATUS);
         assert_eq!(core(&["stop", "1", "/boot/rt"]), USAGE_STATUS);
         assert_eq!(core(&["restart", "1"]), USAGE_STATUS);
-        assert_eq!(core(&["park", "1", "2"]), USAGE_STATUS);
+        assert_eq!(core(&["park", "1"]), USAGE_STATUS);
+        assert_eq!(core(&["park", "1", "x"]), USAGE_STATUS);
+        assert_eq!(core(&["unpark"]), USAGE_STATUS);
+        assert_eq!(core(&["unpark", "1", "2", "3"]), USAGE_STATUS);
+        assert_eq!(core(&["fly", "1"]), USAGE_STATUS);
     }
 
     #[test]

@@ -94,8 +94,8 @@ const COMMANDS: [Command; 13] = [
     },
     Command {
         name: "core",
-        usage: "core stop|start|restart <core> [image]",
-        what: "stop a core, start it, or restart it with a kernel image (/boot/full, /boot/rt, ...)",
+        usage: "core stop|start|restart|park|unpark <core> [image|host|destination]",
+        what: "stop, start or restart a core with a kernel image (/boot/full, /boot/rt, ...); park it on a multi core",
         run: |_, arguments| cores::core(arguments),
     },
 ];

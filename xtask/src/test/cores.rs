@@ -1,6 +1,7 @@
 //! Dynamic cores (issue 12): stop, start and restart with another kernel image, from `core`
 //! and from Linux's `cpuN/online`; every refusal; a hundred stop-start cycles without a leak;
-//! a restart under an application thread and beside the message stress.
+//! a restart under an application thread and beside the message stress; parking a core on
+//! another's `multi` kernel under a running process, and unparking it.
 
 use super::{exec, nothing_leaked, printed, printed_in_order, Integration};
 use crate::qemu::Machine;
@@ -14,6 +15,47 @@ fn cores_row(core: usize, role: &str, image: &str) -> String {
 /// The lines of `serial` holding `text`.
 fn lines_with<'a>(serial: &'a str, text: &'a str) -> impl Iterator<Item = &'a str> + 'a {
     serial.lines().filter(move |line| line.contains(text))
+}
+
+/// Checks one FTQ run of `quanta` from start to end on `core`: one configuration line and one
+/// summary (the process went on through whatever happened to its kernel).
+fn one_ftq_run(serial: &str, quanta: u32, core: usize) -> Result<(), String> {
+    let (config, summary) = (format!("FTQ-CONFIG quanta={quanta} "), format!("FTQ quanta={quanta} "));
+    let configs: Vec<&str> = lines_with(serial, &config).collect();
+    let summaries: Vec<&str> = lines_with(serial, &summary).collect();
+    if configs.len() != 1 || summaries.len() != 1 {
+        return Err(format!("FTQ did not run once through: {configs:?} {summaries:?}"));
+    }
+    if !summaries[0].contains(&format!("os=reef core={core}")) || summaries[0].contains("core_end=") {
+        return Err(format!("FTQ did not stay on core {core}: {}", summaries[0]));
+    }
+    Ok(())
+}
+
+/// The park and unpark lines a test script prints, in order, and the loop's end.
+fn parked_and_back(serial: &str, core: usize, host: usize, cycles: u32) -> Result<(), String> {
+    printed_in_order(
+        serial,
+        &[
+            &format!("core {core} parked on core {host} in "),
+            &format!("      parked on core {host} ("),
+            &format!("core {core} unparked in "),
+        ],
+    )?;
+    printed(serial, &format!("park-cycles {cycles}"), "the park-unpark loop did not finish")?;
+    if serial.contains("cycle-failed") {
+        return Err("a park or an unpark in the loop failed".into());
+    }
+    Ok(())
+}
+
+/// The stress line shows nothing lost, dropped or out of order.
+fn stress_balanced(serial: &str) -> Result<(), String> {
+    let stress = lines_with(serial, "stress: ").next().ok_or("the message stress did not finish")?;
+    if !stress.contains("order/checksum errors 0") || !stress.contains(" dropped 0 ") {
+        return Err(format!("the message stress failed: {stress}"));
+    }
+    Ok(())
 }
 
 /// The QEMU runs of this issue.
@@ -37,7 +79,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         machine: machine(2, &exec(script)),
         expected_status: 0,
         check: Box::new(|serial| {
-            let listing = ["corrupt", "full", "full-v2", "kcb-v0", "rt"];
+            let listing = ["corrupt", "full", "full-v2", "kcb-v0", "multi", "rt"];
             if !serial.lines().any(|line| line.split_whitespace().eq(listing.iter().copied())) {
                 return Err(format!("`ls /boot` does not list {listing:?}"));
             }
@@ -59,7 +101,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 ("core: restart core 1: that file is no Reef kernel image, or it is corrupt", "a corrupt image"),
                 ("core: restart core 1: that image was built for another KCB layout version", "another KCB version"),
                 ("core: stop core 1: the core is in that state already", "stopping a stopped core"),
-                ("core: stop core 1: something runs there", "stopping a core with a process"),
+                ("core: stop core 1: something keeps it", "stopping a core with a process"),
                 ("role: core 1 to TC: that core runs the rt image", "a TC role on the rt image"),
             ];
             for (line, what) in refusals {
@@ -124,20 +166,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     "core 3 restarted with /boot/full in ",
                 ],
             )?;
-            // One FTQ process from start to end: one configuration line, one summary, both on
-            // core 3 (the thread went on where it was).
-            let configs: Vec<&str> = lines_with(serial, "FTQ-CONFIG quanta=150000").collect();
-            let summaries: Vec<&str> = lines_with(serial, "FTQ quanta=150000").collect();
-            if configs.len() != 1 || summaries.len() != 1 {
-                return Err(format!("FTQ did not run once through the restarts: {configs:?} {summaries:?}"));
-            }
-            if !summaries[0].contains("os=reef core=3") || summaries[0].contains("core_end=") {
-                return Err(format!("FTQ did not stay on core 3: {}", summaries[0]));
-            }
-            let stress = lines_with(serial, "stress: ").next().ok_or("the message stress did not finish")?;
-            if !stress.contains("order/checksum errors 0") || !stress.contains(" dropped 0 ") {
-                return Err(format!("the message stress beside the restarts failed: {stress}"));
-            }
+            // One FTQ process from start to end, on core 3 (the thread went on where it was).
+            one_ftq_run(serial, 150000, 3)?;
+            stress_balanced(serial)?;
             // A plain stop sends the thread home, where it finishes.
             let home = lines_with(serial, "FTQ quanta=100000").next().ok_or("FTQ did not survive the stop")?;
             if !home.contains("core_end=0") {
@@ -147,6 +178,101 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 return Err("a kernel faulted".into());
             }
             nothing_leaked(serial, 4)
+        }),
+    });
+
+    // Four cores: core 3 runs an FTQ process and takes part in the message stress while it is
+    // parked on core 2 (restarted with the multi image) and unparked; every refusal; twenty
+    // park-unpark cycles; an unpark onto another core's processor and back.
+    let script = "core restart 2 /boot/multi; spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
+                  on 1 /bin/msg stress 150000 0,1,3 > /tmp/stress.txt & sleep 0.3; \
+                  core park 3 2; /bin/cores | grep parked; sleep 0.3; core unpark 3; core park 3 2; core unpark 3; \
+                  wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
+                  core park 3 1; core unpark 3; core park 0 2; core park 3 3; core park 3 9; \
+                  core park 3 2; core stop 3; core stop 2; core start 3; core restart 3 /boot/full; role 3 ac; \
+                  core park 1 3; core unpark 3 1; core unpark 3; \
+                  i=0; while [ $i -lt 20 ]; do core park 3 2 > /dev/null || echo cycle-failed; \
+                  core unpark 3 > /dev/null || echo cycle-failed; i=$((i+1)); done; echo park-cycles $i; \
+                  core stop 1; core park 3 2; core unpark 3 1; /bin/cores | grep processor; core start 1; \
+                  core park 3 2; core unpark 3; core start 1; spawn 3 /bin/busybox echo core-3-runs-programs; \
+                  /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-park-unpark-4-cores".into(),
+        machine: {
+            let mut m = machine(4, &exec(script));
+            m.timeout = Duration::from_secs(240);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(serial, "core 2 restarted with /boot/multi in ", "core 2 did not take the multi image")?;
+            parked_and_back(serial, 3, 2, 20)?;
+            one_ftq_run(serial, 150000, 3)?;
+            stress_balanced(serial)?;
+            let refusals = [
+                ("core: park core 3: that core's image cannot do this", "parking onto a core without multi"),
+                (
+                    "core: unpark core 3: no such core, a bad image path, or a core that is not parked",
+                    "unparking a core at home",
+                ),
+                ("core: park core 0: core 0 owns the devices", "parking core 0"),
+                ("core: park core 3: no such core", "parking on itself or on a missing core"),
+                ("core: stop core 3: something keeps it", "stopping a parked core"),
+                ("core: stop core 2: something keeps it", "stopping a host"),
+                ("core: start core 3: something keeps it", "starting a parked core"),
+                ("core: restart core 3: something keeps it", "restarting a parked core"),
+                ("role: core 3 to AC:", "a role change of a parked core"),
+                ("core: park core 1: something keeps it", "parking onto a parked core"),
+                ("core: unpark core 3: something keeps it", "unparking onto a running core's processor"),
+                ("core: start core 1: something keeps it", "starting a core whose processor runs another"),
+            ];
+            for (line, what) in refusals {
+                printed(serial, line, &format!("{what} was not refused"))?;
+            }
+            for (reason, what) in [
+                ("core 3 is parked on core 2: unpark it first", "a parked core's refusals"),
+                ("core 2 hosts parked core 3: unpark that first", "a host's refusal"),
+                ("its processor runs core 3 now", "a start on a taken processor"),
+            ] {
+                printed(serial, reason, &format!("the kernel log does not name the reason of {what}"))?;
+            }
+            printed(serial, "core 3 unparked onto core 1's processor in ", "core 3 did not unpark onto core 1")?;
+            printed(serial, "      runs on the processor of APIC id 1", "`cores` does not show core 3 on core 1")?;
+            printed(serial, "core 1 started in ", "core 1 did not start once core 3 left its processor")?;
+            printed(serial, "core-3-runs-programs", "core 3 does not run programs after the cycles")?;
+            printed(serial, &cores_row(3, "TC", "full"), "core 3 is not a running TC at the end")?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+
+    // Two cores, booted with the multi image: core 1 parks on core 0, which runs init and
+    // the console too, under an FTQ process, and comes back, twenty times more.
+    let script = "spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & sleep 0.2; core park 1 0; /bin/cores | grep parked; \
+                  sleep 0.3; core unpark 1; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
+                  i=0; while [ $i -lt 20 ]; do core park 1 0 > /dev/null || echo cycle-failed; \
+                  core unpark 1 > /dev/null || echo cycle-failed; i=$((i+1)); done; echo park-cycles $i; \
+                  spawn 1 /bin/busybox echo core-1-runs-programs; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-park-unpark-2-cores".into(),
+        machine: {
+            let mut m = machine(2, &exec(script));
+            m.kernel = Some(crate::kernel_images::built_path("multi"));
+            m.timeout = Duration::from_secs(120);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(serial, "image multi build", "QEMU did not boot the multi image")?;
+            parked_and_back(serial, 1, 0, 20)?;
+            one_ftq_run(serial, 100000, 1)?;
+            printed(serial, "core-1-runs-programs", "core 1 does not run programs after the cycles")?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 2)
         }),
     });
 }

@@ -66,28 +66,49 @@ pub fn x2apic_supported() -> bool {
 /// Enables this core's local APIC (x2APIC when offered) with all LVTs masked; returns it.
 pub fn init(physical_base: u64) -> &'static LocalApic {
     LOCAL_APIC.call_once(|| {
-        // SAFETY: IA32_APIC_BASE exists on every x86-64 CPU; setting EN (and EXTD when CPUID
-        // says x2APIC exists) is the documented enable sequence [SDM vol3 §10.12.1].
-        let mode = unsafe {
-            let base = read_msr(IA32_APIC_BASE);
-            if x2apic_supported() {
-                write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE);
-                write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE | APIC_BASE_X2APIC);
-                ApicMode::X2Apic
-            } else {
-                write_msr(IA32_APIC_BASE, (base & !APIC_BASE_X2APIC) | APIC_BASE_ENABLE);
-                ApicMode::XApic { registers: physical_to_virtual(physical_base) }
-            }
-        };
+        let mode = enable_hardware(physical_base);
         let apic = LocalApic { mode, icr_destination: AtomicU32::new(u32::MAX) };
-        apic.write(Register::TaskPriority, 0);
-        apic.write(Register::LvtTimer, LVT_MASKED);
-        apic.write(Register::LvtLint0, LVT_MASKED);
-        apic.write(Register::LvtLint1, LVT_MASKED);
-        apic.write(Register::LvtError, LVT_MASKED);
-        apic.write(Register::SpuriousVector, (1 << 8) | u32::from(super::idt::VECTOR_SPURIOUS));
+        apic.mask_all();
         apic
     })
+}
+
+/// Enables the local APIC of a processor newly woken by INIT-SIPI for this instance, which
+/// ran on another processor before (an unparked OSnode): INIT reset its registers, and the
+/// instance keeps the mode it chose at entry.
+pub fn enable_again() {
+    let apic = local();
+    // The mode and register address are the instance's already: only the hardware is new.
+    enable_hardware(0);
+    apic.mask_all();
+}
+
+fn enable_hardware(physical_base: u64) -> ApicMode {
+    // SAFETY: IA32_APIC_BASE exists on every x86-64 CPU; setting EN (and EXTD when CPUID
+    // says x2APIC exists) is the documented enable sequence [SDM vol3 §10.12.1].
+    unsafe {
+        let base = read_msr(IA32_APIC_BASE);
+        if x2apic_supported() {
+            write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE);
+            write_msr(IA32_APIC_BASE, base | APIC_BASE_ENABLE | APIC_BASE_X2APIC);
+            ApicMode::X2Apic
+        } else {
+            write_msr(IA32_APIC_BASE, (base & !APIC_BASE_X2APIC) | APIC_BASE_ENABLE);
+            ApicMode::XApic { registers: physical_to_virtual(physical_base) }
+        }
+    }
+}
+
+impl LocalApic {
+    /// Priority 0, every local vector masked, software-enabled with the spurious vector.
+    fn mask_all(&self) {
+        self.write(Register::TaskPriority, 0);
+        self.write(Register::LvtTimer, LVT_MASKED);
+        self.write(Register::LvtLint0, LVT_MASKED);
+        self.write(Register::LvtLint1, LVT_MASKED);
+        self.write(Register::LvtError, LVT_MASKED);
+        self.write(Register::SpuriousVector, (1 << 8) | u32::from(super::idt::VECTOR_SPURIOUS));
+    }
 }
 
 /// This core's local APIC, once [`init`] ran.

@@ -69,6 +69,29 @@ pub fn load() {
     }
 }
 
+/// Loads this instance's GDT, segment registers and TSS again on a processor that ran another
+/// instance (a world switch), or a newly woken one. The TSS descriptor is marked busy since
+/// this instance's first load; LTR takes only an available one, so the busy bit goes first.
+pub fn reload() {
+    let Some((gdt, tss_selector)) = GDT.get() else { return load() };
+    let descriptor = gdt as *const GlobalDescriptorTable as u64 + u64::from(tss_selector.0 & !7);
+    // SAFETY: `descriptor` is the low word of this instance's TSS descriptor, in its private
+    // .bss; the processor itself writes its busy bit (type bit 1, bit 41) at every LTR, and
+    // nothing in Rust reads the descriptor after the table was built. Interrupts are masked
+    // by the caller (a world switch).
+    unsafe { core::arch::asm!("btr qword ptr [{}], 41", in(reg) descriptor, options(nostack)) };
+    gdt.load();
+    // SAFETY: as in `load`: the selectors index the table just loaded, which lives as long
+    // as this instance.
+    unsafe {
+        CS::set_reg(SegmentSelector(KERNEL_CODE));
+        DS::set_reg(SegmentSelector(KERNEL_DATA));
+        ES::set_reg(SegmentSelector(KERNEL_DATA));
+        SS::set_reg(SegmentSelector(KERNEL_DATA));
+        load_tss(*tss_selector);
+    }
+}
+
 /// Sets the stack the CPU switches to on an interrupt or exception from ring 3: the kernel
 /// stack of the thread about to run.
 pub fn set_kernel_stack(top: u64) {

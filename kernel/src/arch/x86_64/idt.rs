@@ -342,12 +342,17 @@ pub fn load() {
         // SAFETY: still inside the terminated table.
         entry = unsafe { entry.add(2) };
     }
+    reload();
+}
+
+/// Loads this instance's (filled) IDT: at its first load, and after a world switch.
+pub fn reload() {
     #[repr(C, packed)]
     struct Pointer {
         limit: u16,
         base: u64,
     }
-    let pointer = Pointer { limit: (256 * 16 - 1) as u16, base: table as u64 };
+    let pointer = Pointer { limit: (256 * 16 - 1) as u16, base: TABLE.0.get() as u64 };
     // SAFETY: the table is a static that lives as long as this instance.
     unsafe { asm!("lidt [{}]", in(reg) &pointer, options(readonly, nostack, preserves_flags)) };
 }

@@ -13,3 +13,4 @@ pub mod signal;
 pub mod stacks;
 pub mod trampoline;
 pub mod user;
+pub mod world_switch;

@@ -71,6 +71,8 @@ trampoline_long:
     mov %ax, %fs
     mov %ax, %gs
     mov 0x8000 + (__trampoline_parameters - __trampoline_start) + 8, %rsp
+    /* As if called: the System V ABI wants RSP + 8 16-byte aligned at a function's entry. */
+    push $0
     mov 0x8000 + (__trampoline_parameters - __trampoline_start) + 24, %rdi
     mov 0x8000 + (__trampoline_parameters - __trampoline_start) + 16, %rax
     jmp *%rax

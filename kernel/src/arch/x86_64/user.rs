@@ -198,9 +198,10 @@ pub struct UserFeatures {
     pub rdrand: bool,
 }
 
-/// Sets up this core for ring 3: SSE state (user code uses XMM registers), SYSCALL, and SMEP
-/// and SMAP where the CPU has them (the kernel never runs or reads user pages by accident).
-pub fn init() -> UserFeatures {
+/// Loads the control-register bits and system-call MSRs ring 3 needs into this processor:
+/// at instance entry, and again after a world switch brought this instance onto a processor
+/// another instance (perhaps another image, with its `syscall_entry` elsewhere) ran.
+pub fn load_processor_state() -> UserFeatures {
     let leaf7 = cpuid(7, 0);
     let features = UserFeatures {
         smep: leaf7.ebx & (1 << 7) != 0,
@@ -209,7 +210,7 @@ pub fn init() -> UserFeatures {
     };
     // SAFETY: CR0/CR4 bits set here only enable features CPUID reported: MP and no EM with
     // OSFXSR/OSXMMEXCPT for SSE [SDM vol3 §13.1], SMEP (bit 20) and SMAP (bit 21); the MSRs
-    // exist on every x86-64 CPU; LSTAR points at the entry above.
+    // exist on every x86-64 CPU; LSTAR points at this image's entry.
     unsafe {
         let mut cr0: u64;
         asm!("mov {}, cr0", out(reg) cr0, options(nomem, nostack, preserves_flags));
@@ -225,12 +226,20 @@ pub fn init() -> UserFeatures {
             cr4 |= 1 << 21;
         }
         asm!("mov cr4, {}", in(reg) cr4, options(nostack, preserves_flags));
-        asm!("fninit", options(nomem, nostack));
         write_msr(MSR_EFER, read_msr(MSR_EFER) | 1);
         write_msr(MSR_STAR, (u64::from(SYSRET_BASE) << 48) | (u64::from(KERNEL_CODE) << 32));
         write_msr(MSR_LSTAR, syscall_entry as *const () as u64);
         write_msr(MSR_FMASK, SYSCALL_MASKED_FLAGS);
     }
+    features
+}
+
+/// Sets up this core for ring 3: SSE state (user code uses XMM registers), SYSCALL, and SMEP
+/// and SMAP where the CPU has them (the kernel never runs or reads user pages by accident).
+pub fn init() -> UserFeatures {
+    let features = load_processor_state();
+    // SAFETY: FNINIT only resets the x87 state, which no kernel code uses.
+    unsafe { asm!("fninit", options(nomem, nostack)) };
     SMAP_ENABLED.store(features.smap, Ordering::Relaxed);
     // On the heap: FXSAVE needs 16-byte alignment, which an application core's boot stack
     // does not promise here.
