@@ -27,7 +27,7 @@ const TAG: &str = "COREBENCH";
 const PROGRAM: &str = "corebench";
 const RESULTS_FILE: &str = "cores.json";
 const LINUX_RESULTS_FILE: &str = "linux-cores.json";
-const BENCH_USAGE: &str = "bench cores [--runs N] [--core N] [--image PATH]... [--accel kvm|tcg]";
+const BENCH_USAGE: &str = "bench cores [--runs N] [--core N] [--image PATH]... [--park HOST] [--accel kvm|tcg]";
 const PEER_USAGE: &str = "peer cores [--runs N] [--core N] [--accel kvm|tcg]";
 const WHAT: &str = "time to stop and start a core (Barrelfish/DC table 2), timed with the TSC by user/corebench \
                     around the call, N runs each after one untimed: 0 or 1 written to \
@@ -84,10 +84,13 @@ struct Options {
     accel: Accel,
     /// Reef: the kernel images the boot driver starts the core with (corebench's `--image`).
     images: Vec<String>,
+    /// Reef: the core restarted with `/boot/multi` to park the measured core on (`--park`).
+    park: Option<usize>,
 }
 
 fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Result<Options, String> {
-    let mut options = Options { runs: DEFAULT_RUNS, core: DEFAULT_CORE, accel: Accel::detect(), images: Vec::new() };
+    let mut options =
+        Options { runs: DEFAULT_RUNS, core: DEFAULT_CORE, accel: Accel::detect(), images: Vec::new(), park: None };
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
@@ -102,8 +105,12 @@ fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Res
                 }
                 options.images.push(image.clone());
             }
+            "--park" if images_allowed => options.park = Some(bench::number_option(word, words.next(), 1..=CORES - 1)?),
             other => return Err(format!("unknown option `{other}`: {usage}")),
         }
+    }
+    if options.park == Some(options.core) {
+        return Err(format!("--park names the host, another core than --core {}: {usage}", options.core));
     }
     Ok(options)
 }
@@ -114,7 +121,14 @@ fn command_line(options: &Options) -> String {
     for image in &options.images {
         arguments += &format!(" --image {image}");
     }
-    format!("/bin/{PROGRAM} {arguments}; /bin/{PROGRAM} {arguments} --load")
+    match options.park {
+        // The host runs the multi image; core 0 (the shell's) cannot be restarted.
+        Some(host) => format!(
+            "core restart {host} /boot/multi; /bin/{PROGRAM} {arguments} --park {host}; \
+             /bin/{PROGRAM} {arguments} --park {host} --load"
+        ),
+        None => format!("/bin/{PROGRAM} {arguments}; /bin/{PROGRAM} {arguments} --load"),
+    }
 }
 
 /// The figures, or why there are none: the guest's error lines, what the shell said, a
@@ -437,12 +451,23 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!(options, Options { runs: 3, core: 2, accel: Accel::Tcg, images: vec!["/boot/rt".into()] });
+        assert_eq!(
+            options,
+            Options { runs: 3, core: 2, accel: Accel::Tcg, images: vec!["/boot/rt".into()], park: None }
+        );
         assert_eq!(
             command_line(&options),
             "/bin/corebench --runs 3 --core 2 --image /boot/rt; /bin/corebench --runs 3 --core 2 --image /boot/rt --load"
         );
         assert!(qemu::exec_argument(&command_line(&options)).is_ok());
+        let parked = parse_options(&strings(&["--core", "3", "--park", "2"]), BENCH_USAGE, true).unwrap();
+        assert_eq!(
+            command_line(&parked),
+            "core restart 2 /boot/multi; /bin/corebench --runs 20 --core 3 --park 2; \
+             /bin/corebench --runs 20 --core 3 --park 2 --load"
+        );
+        assert!(parse_options(&strings(&["--core", "2", "--park", "2"]), BENCH_USAGE, true).is_err());
+        assert!(parse_options(&strings(&["--park", "2"]), PEER_USAGE, false).is_err());
         let defaults = parse_options(&[], PEER_USAGE, false).unwrap();
         assert_eq!((defaults.runs, defaults.core, defaults.images.len()), (20, 1, 0));
         assert!(parse_options(&strings(&["--core", "0"]), BENCH_USAGE, true).unwrap_err().contains("1 to 3"));
@@ -474,7 +499,7 @@ COREBENCH-DONE target=1 load=no
 ";
 
     fn options() -> Options {
-        Options { runs: 3, core: 1, accel: Accel::Tcg, images: Vec::new() }
+        Options { runs: 3, core: 1, accel: Accel::Tcg, images: Vec::new(), park: None }
     }
 
     #[test]

@@ -107,6 +107,11 @@ fn run(options: &Options) -> Result<bool, String> {
             }
         }
     }
+    if let (Some(host), true) = (options.park, reef) {
+        if host == core {
+            return Err(format!("--park {host}: a core cannot park on itself; name a core running /boot/multi"));
+        }
+    }
     if !reef {
         for figure in Figure::BOOT_DRIVER {
             println!("{}", output::skip_line(&About { figure, ..about }, "not-on-reef"));
@@ -123,6 +128,13 @@ fn run(options: &Options) -> Result<bool, String> {
                 let failure = Failure { figure: Figure::Stop, run: None, message: error.clone() };
                 ok &= report(&about, failure, false);
             }
+        }
+    }
+    if let (true, Some(host)) = (reef, options.park) {
+        let about = About { figure: Figure::Park, ..about };
+        match measure::parking(core, host, options.runs) {
+            Ok(samples) => print_figures(&about, &Figure::PARKING, &samples, tsc_hz),
+            Err(failure) => ok &= report(&about, failure, true),
         }
     }
     if let Some(load) = load {

@@ -17,11 +17,17 @@ pub enum Figure {
     StartCached,
     /// `reef_core` START with the image read afresh (`UNCACHED`).
     StartUncached,
+    /// `reef_core` PARK onto a host running the `multi` image.
+    Park,
+    /// `reef_core` UNPARK back onto the core's own processor.
+    Unpark,
 }
 
 impl Figure {
     /// The figures of Reef's boot driver, in the order they are printed.
     pub const BOOT_DRIVER: [Figure; 3] = [Figure::Stop, Figure::StartCached, Figure::StartUncached];
+    /// The figures of parking, in the order they are printed.
+    pub const PARKING: [Figure; 2] = [Figure::Park, Figure::Unpark];
 
     /// The name in the result lines.
     pub fn name(self) -> &'static str {
@@ -31,6 +37,8 @@ impl Figure {
             Self::Stop => "stop",
             Self::StartCached => "start-cached",
             Self::StartUncached => "start-uncached",
+            Self::Park => "park",
+            Self::Unpark => "unpark",
         }
     }
 
@@ -42,6 +50,10 @@ impl Figure {
             Self::Offline | Self::Online => &[Part::Call],
             Self::Stop => &[Part::Call, Part::Total, Part::Stop],
             Self::StartCached | Self::StartUncached => &[Part::Call, Part::Total, Part::Driver, Part::Target],
+            // Park: until the core left its processor, then until the host first ran it.
+            Self::Park => &[Part::Call, Part::Total, Part::Stop, Part::Target],
+            // Unpark: until it left the host, the INIT-SIPI, until it ran on its processor.
+            Self::Unpark => &[Part::Call, Part::Total, Part::Stop, Part::Driver, Part::Target],
         }
     }
 }
@@ -145,7 +157,9 @@ fn operation(figure: Figure, core: usize, image: Option<&str>) -> Result<Sample,
         Figure::Stop => cores::stop(core),
         Figure::StartCached => cores::start(core, image, false),
         Figure::StartUncached => cores::start(core, image, true),
-        Figure::Offline | Figure::Online => unreachable!("the online file is no reef_core operation"),
+        Figure::Offline | Figure::Online | Figure::Park | Figure::Unpark => {
+            unreachable!("not a stop or a start")
+        }
     };
     let cycles = tsc::read().wrapping_sub(start);
     let times = result.map_err(|error| format!("reef_core {} of core {core}: {error}", figure.name()))?;
@@ -183,6 +197,32 @@ pub fn boot_driver(core: usize, image: Option<&str>, runs: usize) -> Result<[Vec
     Ok([stops, cached, uncached])
 }
 
+/// Parking `core` on `host` (which runs the `multi` image) and unparking it: one untimed
+/// round, then `runs` timed rounds. Returns the samples of [`Figure::PARKING`], in its order.
+pub fn parking(core: usize, host: usize, runs: usize) -> Result<[Vec<Sample>; 2], Failure> {
+    let mut parks = Vec::with_capacity(runs);
+    let mut unparks = Vec::with_capacity(runs);
+    let timed = |figure: Figure, run| {
+        let start = tsc::read();
+        let result = if figure == Figure::Park { cores::park(core, host) } else { cores::unpark(core, None) };
+        let cycles = tsc::read().wrapping_sub(start);
+        result.map(|times| Sample { cycles, times }).map_err(|error| Failure {
+            figure,
+            run,
+            message: format!("reef_core {} of core {core} (host {host}): {error}", figure.name()),
+        })
+    };
+    for run in std::iter::once(None).chain((0..runs).map(Some)) {
+        let park = timed(Figure::Park, run)?;
+        let unpark = timed(Figure::Unpark, run)?;
+        if run.is_some() {
+            parks.push(park);
+            unparks.push(unpark);
+        }
+    }
+    Ok([parks, unparks])
+}
+
 /// Whether the boot driver answers: a START of a running core is refused with `EALREADY`, and
 /// of a stopped one starts it, so either way the core runs afterwards and nothing else
 /// changed. The error is the call's: `ENOSYS` on Linux, or on a Reef without `reef_core`.
@@ -197,6 +237,10 @@ pub fn probe_boot_driver(core: usize) -> io::Result<()> {
 /// running: by its `online` file, else by the boot driver where there is one. Says what it
 /// could not do.
 pub fn restore(core: usize, boot_driver: bool) -> Result<(), String> {
+    // A figure that failed between a park and its unpark leaves the core parked.
+    if boot_driver {
+        let _ = cores::unpark(core, None);
+    }
     match cores::is_online(core) {
         Ok(true) => Ok(()),
         Ok(false) => cores::set_online(core, true).map_err(|error| format!("core {core} is left offline: {error}")),

@@ -23,11 +23,13 @@ pub struct Options {
     /// Reef: the kernel images the core is started with, each measured in turn; `None` is the
     /// image the system booted.
     pub images: Vec<Option<String>>,
+    /// Reef: also park the core on this one (which runs the `multi` image) and unpark it.
+    pub park: Option<usize>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { runs: DEFAULT_RUNS, core: DEFAULT_CORE, load: false, images: vec![None] }
+        Options { runs: DEFAULT_RUNS, core: DEFAULT_CORE, load: false, images: vec![None], park: None }
     }
 }
 
@@ -44,7 +46,7 @@ pub enum Mode {
 pub type Request = rt::cli::Command<Mode>;
 
 pub const USAGE: &str = "\
-usage: corebench [--runs N] [--core N] [--load] [--image PATH]...
+usage: corebench [--runs N] [--core N] [--load] [--image PATH]... [--park HOST]
 
   --runs N      timed runs of each figure (1 to 1000, default 20)
   --core N      the core (Linux: CPU) stopped and started (default 1); not the core corebench
@@ -53,6 +55,8 @@ usage: corebench [--runs N] [--core N] [--load] [--image PATH]...
                 spinning thread pinned to each (Linux), a spinning process spawned on each (Reef)
   --image PATH  Reef: start the core with the kernel image at PATH (`booted`: the image the
                 system booted); several may be given, each measured in turn (default: booted)
+  --park HOST   Reef: also park the core on core HOST (which must run /boot/multi) and unpark
+                it, N timed rounds after one untimed
   --spin        loop until killed (what --load spawns on Reef; no figures)
 
 Figures, N runs each: offline and online (0 or 1 written to
@@ -81,6 +85,7 @@ pub fn parse(arguments: &[String]) -> Result<Request, String> {
             "--runs" => options.runs = number(word, words.next(), 1..=MAX_RUNS)?,
             "--core" => options.core = number(word, words.next(), 0..=MAX_CORE)?,
             "--load" => options.load = true,
+            "--park" => options.park = Some(number(word, words.next(), 0..=MAX_CORE)?),
             "--image" => {
                 let path = words.next().ok_or("--image needs a value")?;
                 images.push(match path.as_str() {
@@ -162,5 +167,7 @@ mod tests {
         assert!(error(&["--image", "boot/rt"]).contains("absolute path"));
         assert!(error(&["--image"]).contains("needs a value"));
         assert!(error(&["--fast"]).contains("`--fast`"));
+        assert!(error(&["--park"]).contains("needs a value"));
+        assert_eq!(measure(&["--park", "2"]).park, Some(2));
     }
 }
