@@ -263,6 +263,9 @@ pub fn park_if_asked() {
     region.header.osnodes[me].store(shared::apic_of(host as usize), Ordering::Release);
     kcb.parking.hosted_tsc.store(0, Ordering::Relaxed);
     kcb.parking.parked_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
+    // Wake the host now: it waits the few microseconds until the context is saved (`Parking`
+    // → `Runnable`) rather than for the asker's IPI.
+    apic::local().send_ipi(shared::apic_of(host as usize), crate::arch::idt::VECTOR_WAKE);
     // SAFETY: this is the running instance's own context slot; the host switches to it only
     // once `Runnable` is published, which the park routine writes after the save; no lock is
     // held at an idle point.
@@ -382,6 +385,13 @@ pub fn run_guests() -> bool {
             continue;
         }
         let taken = INTERRUPTS_TAKEN.load(Ordering::Relaxed);
+        if guest.parking.guest() == GuestState::Parking {
+            // Saving its context on its own core, microseconds from `Runnable`.
+            let deadline = crate::time::deadline_after_ms(1);
+            while guest.parking.guest() == GuestState::Parking && cpu::read_tsc() < deadline {
+                cpu::relax();
+            }
+        }
         let due = match guest.parking.guest() {
             GuestState::Runnable => true,
             GuestState::Idle => GUEST_RAN_AT[id].load(Ordering::Relaxed) != taken,
