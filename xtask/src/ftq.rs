@@ -52,6 +52,9 @@ enum Setup {
     /// Reef core 1 restarted with the `rt` kernel image (an AC with no timer and no device
     /// interrupt, BF/DC §4.10 and figure 5): `core restart 1 /boot/rt; execac 1 /bin/ftq`.
     ReefRt,
+    /// Reef core 1 as a TC, parked on core 0 one second into the run and unparked a second
+    /// later (BF/DC figure 4); QEMU boots the `multi` image so that core 0 can host it.
+    ReefParked,
     /// The Linux guest, ftq pinned to CPU 1.
     Linux,
     /// The same with `nohz_full=1 isolcpus=1`.
@@ -68,6 +71,7 @@ impl Setup {
             Self::ReefTc => "reef-tc",
             Self::ReefAc => "reef-ac",
             Self::ReefRt => "reef-rt",
+            Self::ReefParked => "reef-parked",
             Self::Linux => "linux",
             Self::LinuxIsolated => "linux-nohz",
             Self::Host => "host",
@@ -79,6 +83,7 @@ impl Setup {
             Self::ReefTc => "Reef TC (core 1)",
             Self::ReefAc => "Reef AC (core 1)",
             Self::ReefRt => "Reef AC on the rt image (core 1)",
+            Self::ReefParked => "Reef TC (core 1), parked on core 0 at 1 s, unparked at 2 s",
             Self::Linux => "Linux CPU 1",
             Self::LinuxIsolated => "Linux CPU 1, nohz_full isolcpus",
             Self::Host => "host CPU 1, no guest",
@@ -87,7 +92,7 @@ impl Setup {
 
     fn timer_hz(self) -> u32 {
         match self {
-            Self::ReefTc | Self::ReefAc | Self::ReefRt => REEF_TIMER_HZ,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked => REEF_TIMER_HZ,
             Self::Linux | Self::LinuxIsolated => LINUX_TIMER_HZ,
             Self::Host => HOST_TIMER_HZ,
         }
@@ -101,6 +106,9 @@ impl Setup {
             Self::ReefRt => {
                 format!("core restart {FTQ_CORE} /boot/rt > /dev/null && execac {FTQ_CORE} /bin/ftq {arguments}")
             }
+            Self::ReefParked => format!(
+                "(sleep 1; core park {FTQ_CORE} 0; sleep 1; core unpark {FTQ_CORE}) & on {FTQ_CORE} /bin/ftq {arguments}; wait"
+            ),
             Self::Linux | Self::LinuxIsolated => format!("/bin/ftq {arguments}"),
             Self::Host => format!("ftq {arguments}"),
         }
@@ -111,7 +119,7 @@ impl Setup {
         match self {
             Self::Linux => Some(LINUX_ARGUMENTS.to_string()),
             Self::LinuxIsolated => Some(format!("{LINUX_ARGUMENTS} {LINUX_ISOLATION}")),
-            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::Host => None,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked | Self::Host => None,
         }
     }
 }
@@ -392,6 +400,9 @@ fn reef_run(setup: Setup, options: &Options, kernel: &Path, initrd: &Path) -> Ru
     machine.accel = options.accel;
     machine.initrd = Some(initrd.to_path_buf());
     machine.timeout = Duration::from_secs(600);
+    if setup == Setup::ReefParked {
+        machine.kernel = Some(crate::kernel_images::built_path("multi"));
+    }
     let line = setup.command(&ftq_arguments(options));
     machine.kernel_args = format!("timer_hz={REEF_TIMER_HZ} {}", qemu::exec_argument(&line)?);
     let (outcome, _) = qemu::boot(&machine, kernel, None)?;
@@ -492,7 +503,10 @@ fn host_load_average() -> f64 {
 /// `results_file`.
 fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
     let started = Instant::now();
-    let reef = options.setups.iter().any(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc | Setup::ReefRt));
+    let reef = options
+        .setups
+        .iter()
+        .any(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked));
     let images = if reef {
         tools::ensure_qemu()?;
         Some((tools::build_kernel()?, tools::build_initramfs()?))
@@ -514,7 +528,7 @@ fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
         );
         let (load, cpu_time) = (host_load_average(), host_cpu_time());
         let result = match (setup, &images) {
-            (Setup::ReefTc | Setup::ReefAc | Setup::ReefRt, Some((kernel, initrd))) => {
+            (Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked, Some((kernel, initrd))) => {
                 reef_run(setup, options, kernel, initrd)
             }
             (Setup::Host, _) => host_run(options),
@@ -700,7 +714,15 @@ fn plot_spectra(path: &Path, spectra: &[(Setup, Spectrum)]) -> Option<String> {
 
 /// `cargo xtask bench ftq`.
 pub fn bench(arguments: &[String]) -> Result<u8, String> {
-    let all = [Setup::ReefTc, Setup::ReefAc, Setup::ReefRt, Setup::Linux, Setup::LinuxIsolated, Setup::Host];
+    let all = [
+        Setup::ReefTc,
+        Setup::ReefAc,
+        Setup::ReefRt,
+        Setup::ReefParked,
+        Setup::Linux,
+        Setup::LinuxIsolated,
+        Setup::Host,
+    ];
     measure(&parse_options(arguments, &all, BENCH_USAGE)?, RESULTS_FILE)
 }
 
