@@ -50,6 +50,9 @@ pub enum CoreError {
     Boot(usize, BootError),
     /// A core asked to park on itself.
     ParkOnItself(usize),
+    /// A core's own kernel was asked to park or unpark it: it moves only at an idle point,
+    /// which the asking thread keeps it from.
+    AskedByItself(usize),
     /// The would-be host's image cannot time-share parked cores.
     CannotHost(usize),
     /// The core is not parked.
@@ -75,7 +78,7 @@ impl CoreError {
             Self::Boot(_, BootError::NotOffline(_)) => errno::EALREADY,
             Self::Boot(_, BootError::ProcessorTaken(_)) => errno::EBUSY,
             Self::Boot(..) => errno::ENOMEM,
-            Self::ParkOnItself(_) | Self::NotParked(_) => errno::EINVAL,
+            Self::ParkOnItself(_) | Self::NotParked(_) | Self::AskedByItself(_) => errno::EINVAL,
             Self::CannotHost(_) => errno::EOPNOTSUPP,
             Self::ProcessorBusy(..) => errno::EBUSY,
         }
@@ -112,6 +115,9 @@ impl core::fmt::Display for CoreError {
                 )
             }
             Self::NotParked(core) => write!(f, "core {core} is not parked (see `cores`)"),
+            Self::AskedByItself(core) => {
+                write!(f, "core {core} cannot move itself: ask from another core (on 0 /bin/core ...)")
+            }
             Self::ProcessorBusy(core, user) if core == user => {
                 write!(f, "core {core} runs: only a stopped core's processor can take a parked core")
             }

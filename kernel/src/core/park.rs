@@ -96,6 +96,9 @@ pub fn park(core: usize, host: usize) -> Result<CoreTimes, CoreError> {
     if core == host {
         return Err(CoreError::ParkOnItself(core));
     }
+    if core == shared::this_core() as usize {
+        return Err(CoreError::AskedByItself(core));
+    }
     let (kcb, host_kcb) = (region.kcb(core), region.kcb(host));
     for (id, kcb) in [(core, kcb), (host, host_kcb)] {
         match kcb.state() {
@@ -164,6 +167,9 @@ pub fn unpark(core: usize, destination: Option<usize>) -> Result<CoreTimes, Core
     let kcb = region.kcb(core);
     if kcb.parking.host().is_none() {
         return Err(CoreError::NotParked(core));
+    }
+    if core == shared::this_core() as usize {
+        return Err(CoreError::AskedByItself(core));
     }
     if destination != core && !matches!(region.kcb(destination).state(), CoreState::Stopped | CoreState::Offline) {
         return Err(CoreError::ProcessorBusy(destination, destination));

@@ -188,7 +188,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   on 1 /bin/msg stress 150000 0,1,3 > /tmp/stress.txt & sleep 0.3; \
                   core park 3 2; /bin/cores | grep parked; sleep 0.3; core unpark 3; core park 3 2; core unpark 3; \
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
-                  core park 3 1; core unpark 3; core park 0 2; core park 3 3; core park 3 9; \
+                  core park 3 1; core unpark 3; core park 0 2; core park 3 3; core park 3 9; on 3 /bin/core park 3 2; \
                   core park 3 2; core stop 3; core stop 2; core start 3; core restart 3 /boot/full; role 3 ac; \
                   core park 1 3; core unpark 3 1; core unpark 3; \
                   i=0; while [ $i -lt 20 ]; do core park 3 2 > /dev/null || echo cycle-failed; \
@@ -233,6 +233,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 ("core 3 is parked on core 2: unpark it first", "a parked core's refusals"),
                 ("core 2 hosts parked core 3: unpark that first", "a host's refusal"),
                 ("its processor runs core 3 now", "a start on a taken processor"),
+                ("core 3 cannot move itself", "a park asked on the core itself"),
             ] {
                 printed(serial, reason, &format!("the kernel log does not name the reason of {what}"))?;
             }

@@ -73,6 +73,14 @@ pub fn init(physical_base: u64) -> &'static LocalApic {
     })
 }
 
+/// Forgets which destination this instance last wrote into the xAPIC's ICR: the register is
+/// the processor's, and after a world switch another instance (or INIT) wrote it last.
+pub fn forget_icr_destination() {
+    if let Some(apic) = LOCAL_APIC.get() {
+        apic.icr_destination.store(u32::MAX, Ordering::Relaxed);
+    }
+}
+
 /// Enables the local APIC of a processor newly woken by INIT-SIPI for this instance, which
 /// ran on another processor before (an unparked OSnode): INIT reset its registers, and the
 /// instance keeps the mode it chose at entry.

@@ -194,12 +194,14 @@ pub unsafe fn park(
 
 /// Loads this instance's processor state after a switch brought it onto a processor that
 /// ran another instance (`fresh`: a core just woken by INIT-SIPI, whose local APIC is
-/// reset too): control registers and system-call MSRs, GDT and TSS, IDT. Before the FPU
+/// reset too): control registers and system-call MSRs, GDT and TSS, IDT, and what it caches
+/// of the local APIC's registers. Before the FPU
 /// image is loaded back: FXRSTOR needs CR4.OSFXSR for the SSE registers.
 fn reload(fresh: bool) {
     super::user::load_processor_state();
     super::gdt::reload();
     super::idt::reload();
+    super::apic::forget_icr_destination();
     if fresh {
         super::apic::enable_again();
     }
