@@ -1,5 +1,7 @@
-//! Loom model of the KCB hand-off between a stopping kernel and the boot drivers that start
-//! the core again (compiled only with `--cfg loom`).
+//! Loom models of the KCB hand-offs (compiled only with `--cfg loom`): between a stopping
+//! kernel and the boot drivers that start the core again, and between a parking kernel, its
+//! host and the boot drivers that unpark it. The second catches a park that publishes
+//! `Runnable` without Release (the host resumes a context not yet saved).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p kcb --release --features loom --test loom`
 //!
@@ -72,6 +74,80 @@ fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
         let expected = if winners.is_empty() { CoreState::Stopped } else { CoreState::Booting };
         if kcb.state() != expected {
             violated(format!("the KCB ended {:?}, not {expected:?}", kcb.state()));
+        }
+    });
+    assert_eq!(VIOLATION.lock().unwrap().take(), None);
+}
+
+/// What a parked kernel's context holds at its park, and at its last yield before an unpark.
+const PARKED: (u64, u64) = (0x1000, 0x2000);
+const LEAVING: (u64, u64) = (0x3000, 0x2000);
+
+fn context(kcb: &Kcb) -> (u64, u64) {
+    let context = &kcb.parking.context;
+    (context.stack_pointer.load(Ordering::Relaxed), context.page_table_root.load(Ordering::Relaxed))
+}
+
+fn save(kcb: &Kcb, (stack_pointer, root): (u64, u64)) {
+    kcb.parking.context.stack_pointer.store(stack_pointer, Ordering::Relaxed);
+    kcb.parking.context.page_table_root.store(root, Ordering::Relaxed);
+}
+
+/// An unparking boot driver (`park::unpark`): it resumes only a guest its host marked `Away`,
+/// after claiming it, and wakes a processor with the context it reads then.
+fn unparker(kcb: &Kcb) -> Option<(u64, u64)> {
+    use kcb::block::GuestState;
+    (kcb.parking.guest() == GuestState::Away && kcb.parking.advance(GuestState::Away, GuestState::Resuming))
+        .then(|| context(kcb))
+}
+
+#[test]
+fn a_host_runs_a_parked_kernel_only_once_saved_and_one_driver_resumes_it() {
+    use kcb::block::GuestState;
+    loom::model(|| {
+        let kcb = Arc::new(Kcb::default());
+        let parking = {
+            let kcb = kcb.clone();
+            thread::spawn(move || {
+                // The park routine: the context, then `Runnable` as the last write (a plain
+                // store on x86, which orders like Release).
+                save(&kcb, PARKED);
+                kcb.parking.guest.store(GuestState::Runnable as u32, Ordering::Release);
+            })
+        };
+        let host = {
+            let kcb = kcb.clone();
+            thread::spawn(move || {
+                // `park::run_guests`: a guest is resumed only when it says runnable.
+                if kcb.parking.guest() != GuestState::Runnable {
+                    return None;
+                }
+                let resumed = context(&kcb);
+                // The guest runs here, is asked to unpark, saves itself and says `Leaving`
+                // (`yield_to_host`); back on the host, which marks it `Away`.
+                save(&kcb, LEAVING);
+                kcb.parking.guest.store(GuestState::Leaving as u32, Ordering::Release);
+                kcb.parking.advance(GuestState::Leaving, GuestState::Away);
+                Some(resumed)
+            })
+        };
+        let other_driver = {
+            let kcb = kcb.clone();
+            thread::spawn(move || unparker(&kcb))
+        };
+        let this_driver = unparker(&kcb);
+        parking.join().unwrap();
+        if let Some(resumed) = host.join().unwrap() {
+            if resumed != PARKED {
+                violated(format!("the host resumed a context not yet saved: {resumed:?}"));
+            }
+        }
+        let winners: Vec<(u64, u64)> = [this_driver, other_driver.join().unwrap()].into_iter().flatten().collect();
+        if winners.len() > 1 {
+            violated(format!("two boot drivers resumed one parked kernel: {winners:?}"));
+        }
+        if winners.iter().any(|winner| *winner != LEAVING) {
+            violated(format!("a boot driver woke a processor with a stale context: {winners:?}"));
         }
     });
     assert_eq!(VIOLATION.lock().unwrap().take(), None);
