@@ -591,4 +591,25 @@ mod tests {
     fn alloc_kcb() -> std::boxed::Box<Kcb> {
         std::boxed::Box::default()
     }
+
+    #[test]
+    fn parking_starts_at_home_and_one_claim_wins() {
+        let kcb = Kcb::default();
+        assert_eq!((kcb.parking.host(), kcb.parking.guest()), (None, GuestState::Home));
+        kcb.parking.host.store(2, Ordering::Relaxed);
+        kcb.parking.guest.store(GuestState::Away as u32, Ordering::Relaxed);
+        assert_eq!(kcb.parking.host(), Some(2));
+        assert!(kcb.parking.advance(GuestState::Away, GuestState::Resuming));
+        assert!(!kcb.parking.advance(GuestState::Away, GuestState::Resuming), "a second claim fails");
+        assert!(!kcb.parking.advance(GuestState::Leaving, GuestState::Away), "only from the state named");
+        // The zeroed shared region says host 0; `clear` makes it nobody.
+        kcb.parking.host.store(0, Ordering::Relaxed);
+        kcb.parking.clear();
+        assert_eq!((kcb.parking.host(), kcb.parking.guest()), (None, GuestState::Home));
+        assert_eq!(kcb.parking.park_to.load(Ordering::Relaxed), NOBODY);
+        for value in 0..10 {
+            let state = GuestState::from_u32(value);
+            assert!(value > 7 || state as u32 == value, "{value} reads back");
+        }
+    }
 }
