@@ -57,6 +57,11 @@ pub fn load() {
         assert!(user_data.0 == USER_DATA && user_code.0 == USER_CODE);
         (gdt, tss_selector)
     });
+    load_table(gdt, *tss_selector);
+}
+
+/// Loads `gdt`, this instance's table, with the segment registers and the TSS it names.
+fn load_table(gdt: &'static GlobalDescriptorTable, tss_selector: SegmentSelector) {
     gdt.load();
     // SAFETY: the selectors index descriptors of the GDT just loaded, which lives for the
     // whole life of this instance (a static of its private .bss).
@@ -65,7 +70,7 @@ pub fn load() {
         DS::set_reg(SegmentSelector(KERNEL_DATA));
         ES::set_reg(SegmentSelector(KERNEL_DATA));
         SS::set_reg(SegmentSelector(KERNEL_DATA));
-        load_tss(*tss_selector);
+        load_tss(tss_selector);
     }
 }
 
@@ -80,16 +85,7 @@ pub fn reload() {
     // nothing in Rust reads the descriptor after the table was built. Interrupts are masked
     // by the caller (a world switch).
     unsafe { core::arch::asm!("btr qword ptr [{}], 41", in(reg) descriptor, options(nostack)) };
-    gdt.load();
-    // SAFETY: as in `load`: the selectors index the table just loaded, which lives as long
-    // as this instance.
-    unsafe {
-        CS::set_reg(SegmentSelector(KERNEL_CODE));
-        DS::set_reg(SegmentSelector(KERNEL_DATA));
-        ES::set_reg(SegmentSelector(KERNEL_DATA));
-        SS::set_reg(SegmentSelector(KERNEL_DATA));
-        load_tss(*tss_selector);
-    }
+    load_table(gdt, *tss_selector);
 }
 
 /// Sets the stack the CPU switches to on an interrupt or exception from ring 3: the kernel

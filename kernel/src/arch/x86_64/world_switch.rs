@@ -30,9 +30,9 @@ global_asm!(
     .global __world_switch_resume
     .global __world_switch_park
     .global __world_switch_end
-    .p2align 4
-__world_switch_start:
-    /* switch(save: rdi, load: rsi): leave this kernel, resume the one `load` holds. */
+    /* The callee-saved registers and flags on the stack, then its pointer and CR3 into the
+       context at rdi, interrupts masked. */
+    .macro world_switch_save
     push %rbp
     push %rbx
     push %r12
@@ -44,6 +44,12 @@ __world_switch_start:
     mov %rsp, (%rdi)
     mov %cr3, %rax
     mov %rax, 8(%rdi)
+    .endm
+
+    .p2align 4
+__world_switch_start:
+    /* switch(save: rdi, load: rsi): leave this kernel, resume the one `load` holds. */
+    world_switch_save
     mov %rsi, %rdi
 __world_switch_resume:
     /* resume(context: rdi): also where the trampoline enters on a woken core. */
@@ -68,17 +74,7 @@ __world_switch_resume:
 __world_switch_park:
     /* park(save: rdi, word: rsi, value: edx): save this kernel, publish `value`, halt.
        After the publication this processor touches nothing of the saved stack. */
-    push %rbp
-    push %rbx
-    push %r12
-    push %r13
-    push %r14
-    push %r15
-    pushfq
-    cli
-    mov %rsp, (%rdi)
-    mov %cr3, %rax
-    mov %rax, 8(%rdi)
+    world_switch_save
     mov %edx, (%rsi)
 1:  hlt
     jmp 1b
