@@ -140,6 +140,29 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Two cores: an FTQ thread on application core 1 goes on through restarts with full-v2
+    // and rt asked by its home, core 0.
+    let script = "role 1 ac; execac 1 /bin/ftq 150000 20 > /tmp/ftq.txt & sleep 0.3; \
+                  core restart 1 /boot/full-v2; core restart 1 /boot/rt; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
+                  core restart 1 /boot/full; role 1 tc; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-restart-under-a-thread-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["core 1 restarted with /boot/full-v2 in ", "core 1 restarted with /boot/rt in "],
+            )?;
+            one_ftq_run(serial, 150000, 1)?;
+            printed(serial, &cores_row(1, "TC", "full"), "core 1 is not a running TC with full at the end")?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+
     // Four cores: an FTQ thread on AC 3 goes on through three restarts (rt, full-v2, full),
     // while cores 0, 1 and 2 run the message stress; then a plain stop takes a thread home.
     let script = "role 3 ac; execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
