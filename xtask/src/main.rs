@@ -27,8 +27,9 @@ const HELP: &str = "\
 cargo xtask <command>
 
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
-      [-- <shell command>]
-        build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell; with a
+      [--image full|multi|rt|full-v2] [-- <shell command>]
+        build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell (--image:
+        boot that kernel image of /boot instead of full, e.g. multi so core 0 can host); with a
         shell command after `--`, run just that command, print its output as it comes and exit
         with its status (killed after --timeout seconds, default 600); --gdb starts QEMU paused
         for gdb on :1234; REEF_QEMU=path runs another QEMU binary

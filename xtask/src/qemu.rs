@@ -270,6 +270,7 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
     let mut machine = Machine::new(4);
     machine.timeout = Duration::from_secs(600);
     let mut shell_command: Option<String> = None;
+    let mut image: Option<String> = None;
     let mut i = 0;
     let value = |i: usize, flag: &str| -> Result<&String, String> {
         arguments.get(i + 1).ok_or_else(|| format!("{flag} needs a value: see `cargo xtask help`"))
@@ -306,6 +307,18 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 i += 1;
             }
             "--gdb" => machine.gdb = true,
+            "--image" => {
+                let name = value(i, "--image")?;
+                if !["full", "multi", "rt", "full-v2"].contains(&name.as_str()) {
+                    return Err(format!(
+                        "--image takes full, multi, rt or full-v2 (the images of /boot), not `{name}`"
+                    ));
+                }
+                if name != "full" {
+                    image = Some(name.clone());
+                }
+                i += 1;
+            }
             "--" => {
                 shell_command = Some(arguments[i + 1..].join(" "));
                 break;
@@ -317,6 +330,9 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
     tools::ensure_qemu()?;
     let kernel = tools::build_kernel()?;
     machine.initrd = Some(tools::build_initramfs()?);
+    // Built with the initramfs, which holds every image.
+    machine.kernel = image.map(|name| crate::kernel_images::built_path(&name));
+    let kernel = machine.kernel.clone().unwrap_or(kernel);
     if machine.gdb {
         let script = tools::root().join("target/reef.gdb");
         std::fs::write(
