@@ -101,6 +101,11 @@ impl core::fmt::Display for CoreError {
             ) => {
                 write!(f, "{reason}")
             }
+            Self::Busy(reason @ RoleError::HasProcesses(core, _)) => write!(
+                f,
+                "{reason}: end them first, or park the core on a multi core (core park {core} <host>), \
+                 which frees its processor and keeps them running"
+            ),
             Self::Busy(reason) => write!(f, "{reason}: end or move that first"),
             Self::NoAnswer(core) => write!(f, "core {core} did not stop in {STOP_TIMEOUT_MS} ms"),
             Self::Image(error) => write!(f, "{error}"),
