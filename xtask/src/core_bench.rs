@@ -27,7 +27,8 @@ const TAG: &str = "COREBENCH";
 const PROGRAM: &str = "corebench";
 const RESULTS_FILE: &str = "cores.json";
 const LINUX_RESULTS_FILE: &str = "linux-cores.json";
-const BENCH_USAGE: &str = "bench cores [--runs N] [--core N] [--image PATH]... [--park HOST] [--accel kvm|tcg]";
+const BENCH_USAGE: &str =
+    "bench cores [--runs N] [--core N] [--image PATH]... [--park HOST | --no-park] [--accel kvm|tcg]";
 const PEER_USAGE: &str = "peer cores [--runs N] [--core N] [--accel kvm|tcg]";
 const WHAT: &str = "time to stop and start a core (Barrelfish/DC table 2), timed with the TSC by user/corebench \
                     around the call, N runs each after one untimed: 0 or 1 written to \
@@ -84,13 +85,15 @@ struct Options {
     accel: Accel,
     /// Reef: the kernel images the boot driver starts the core with (corebench's `--image`).
     images: Vec<String>,
-    /// Reef: the core restarted with `/boot/multi` to park the measured core on (`--park`).
+    /// Reef: the core restarted with `/boot/multi` to park the measured core on (`--park`;
+    /// by default the core after it, never core 0; `--no-park`: none).
     park: Option<usize>,
 }
 
 fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Result<Options, String> {
     let mut options =
         Options { runs: DEFAULT_RUNS, core: DEFAULT_CORE, accel: Accel::detect(), images: Vec::new(), park: None };
+    let mut no_park = false;
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
@@ -106,11 +109,19 @@ fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Res
                 options.images.push(image.clone());
             }
             "--park" if images_allowed => options.park = Some(bench::number_option(word, words.next(), 1..=CORES - 1)?),
+            "--no-park" if images_allowed => no_park = true,
             other => return Err(format!("unknown option `{other}`: {usage}")),
         }
     }
     if options.park == Some(options.core) {
         return Err(format!("--park names the host, another core than --core {}: {usage}", options.core));
+    }
+    if no_park {
+        options.park = None;
+    } else if images_allowed && options.park.is_none() {
+        // The next core that is neither core 0 (the shell's, which cannot restart) nor the
+        // measured one.
+        options.park = Some(options.core % (CORES - 1) + 1);
     }
     Ok(options)
 }
@@ -446,7 +457,7 @@ mod tests {
     #[test]
     fn options_and_the_guest_line() {
         let options = parse_options(
-            &strings(&["--runs", "3", "--core", "2", "--accel", "tcg", "--image", "/boot/rt"]),
+            &strings(&["--runs", "3", "--core", "2", "--accel", "tcg", "--image", "/boot/rt", "--no-park"]),
             BENCH_USAGE,
             true,
         )
@@ -455,6 +466,11 @@ mod tests {
             options,
             Options { runs: 3, core: 2, accel: Accel::Tcg, images: vec!["/boot/rt".into()], park: None }
         );
+        // Parking by default, on the next core that is neither 0 nor the measured one.
+        for (core, host) in [("1", 2), ("2", 3), ("3", 1)] {
+            let options = parse_options(&strings(&["--core", core]), BENCH_USAGE, true).unwrap();
+            assert_eq!(options.park, Some(host), "--core {core}");
+        }
         assert_eq!(
             command_line(&options),
             "/bin/corebench --runs 3 --core 2 --image /boot/rt; /bin/corebench --runs 3 --core 2 --image /boot/rt --load"

@@ -72,10 +72,11 @@ cargo xtask <command>
         and with nohz_full=1 isolcpus=1, and on the host itself (the floor under the guests):
         loss fractions, the interrupts core 1 took (/proc/interrupts), a Welch spectrum and
         whether it peaks at the timer's rate; writes results/ftq.json and results/ftq-*.png
-  bench cores [--runs N] [--core N] [--image PATH]... [--accel kvm|tcg]
+  bench cores [--runs N] [--core N] [--image PATH]... [--park HOST | --no-park] [--accel kvm|tcg]
         stopping and starting a core (user/corebench, Barrelfish/DC table 2) on Reef core 1 of 4:
         0 and 1 written to /sys/devices/system/cpu/cpu1/online, and the boot driver's stop and
-        start (reef_core; image cached and not, with the driver's and the target's part), N runs
+        start (reef_core; image cached and not, with the driver's and the target's part), park
+        and unpark on a core restarted with /boot/multi (default: the next core but 0), N runs
         each (default 20), idle then with every other core busy; with results/linux-cores.json
         (peer cores) also Reef / Linux for stop and start against the goals; writes
         results/cores.json, cores.png (and cores-vs-linux.png)
