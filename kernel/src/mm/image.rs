@@ -61,6 +61,15 @@ impl ImageLayout {
     }
 }
 
+/// The bytes from `start` to `end`, two linker symbols of this image.
+///
+/// # Safety
+/// The symbols must delimit one contiguous run of read-only bytes of the image, `start` first.
+pub unsafe fn linked_bytes(start: *const u8, end: *const u8) -> &'static [u8] {
+    // SAFETY: guaranteed by the caller; the image lives as long as the instance.
+    unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
+}
+
 /// The linker's build id (SHA-1 of the image), as hex.
 pub fn build_id() -> [u8; 40] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -69,7 +78,7 @@ pub fn build_id() -> [u8; 40] {
     let mut hex = [b'-'; 40];
     // SAFETY: the symbols delimit the `.note.gnu.build-id` note in rodata: a 12-byte header
     // (namesz, descsz, type), the name "GNU\0", then `descsz` bytes of id.
-    let note = unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) };
+    let note = unsafe { linked_bytes(start, end) };
     if note.len() >= 16 {
         let size = u32::from_le_bytes([note[4], note[5], note[6], note[7]]) as usize;
         let id = &note[16..(16 + size).min(note.len())];

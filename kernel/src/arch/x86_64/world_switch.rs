@@ -94,11 +94,7 @@ extern "C" {
 /// the shared region).
 pub fn code() -> &'static [u8] {
     // SAFETY: the two symbols delimit one contiguous, read-only run of bytes in .rodata.
-    unsafe {
-        let start = &raw const __world_switch_start;
-        let end = &raw const __world_switch_end;
-        core::slice::from_raw_parts(start, end as usize - start as usize)
-    }
+    unsafe { crate::mm::image::linked_bytes(&raw const __world_switch_start, &raw const __world_switch_end) }
 }
 
 fn entry(symbol: *const u8) -> u64 {
