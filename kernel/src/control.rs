@@ -201,8 +201,7 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
             writeln!(out, "      runs on the processor of APIC id {processor} (unparked there)")?;
         }
         if kcb.parking.can_host.load(Ordering::Relaxed) != 0 && state == CoreState::Running {
-            let guests: alloc::vec::Vec<usize> =
-                (0..region.listed_kcbs().len()).filter(|&g| region.kcb(g).parking.host() == Some(id)).collect();
+            let guests: Vec<usize> = crate::core::park::guests_of(id).collect();
             writeln!(out, "      can host parked cores; hosts {guests:?}")?;
         }
         if state == CoreState::Faulted {

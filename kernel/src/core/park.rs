@@ -55,14 +55,13 @@ pub fn note_interrupt() {
 
 /// The OSnodes parked on this core.
 pub fn guests() -> impl Iterator<Item = usize> {
-    let me = shared::this_core();
+    guests_of(shared::this_core() as usize)
+}
+
+/// The OSnodes parked on `host`'s core.
+pub fn guests_of(host: usize) -> impl Iterator<Item = usize> {
     let region = shared::get();
-    region
-        .listed_kcbs()
-        .iter()
-        .enumerate()
-        .filter(move |(_, kcb)| kcb.parking.host.load(Ordering::Acquire) == me)
-        .map(|(id, _)| id)
+    region.listed_kcbs().iter().enumerate().filter(move |(_, kcb)| kcb.parking.host() == Some(host)).map(|(id, _)| id)
 }
 
 /// Whether this instance runs as a guest on another core's kernel now.
@@ -384,12 +383,9 @@ pub fn run_guests() -> bool {
         return false;
     }
     let region = shared::get();
-    let me = shared::this_core();
     let mut ran = false;
-    for (id, guest) in region.listed_kcbs().iter().enumerate() {
-        if guest.parking.host.load(Ordering::Acquire) != me {
-            continue;
-        }
+    for id in guests() {
+        let guest = region.kcb(id);
         let taken = INTERRUPTS_TAKEN.load(Ordering::Relaxed);
         if guest.parking.guest() == GuestState::Parking {
             // Saving its context on its own core, microseconds from `Runnable`.
