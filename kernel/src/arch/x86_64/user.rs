@@ -198,16 +198,20 @@ pub struct UserFeatures {
     pub rdrand: bool,
 }
 
-/// Loads the control-register bits and system-call MSRs ring 3 needs into this processor:
-/// at instance entry, and again after a world switch brought this instance onto a processor
-/// another instance (perhaps another image, with its `syscall_entry` elsewhere) ran.
-pub fn load_processor_state() -> UserFeatures {
-    let leaf7 = cpuid(7, 0);
-    let features = UserFeatures {
-        smep: leaf7.ebx & (1 << 7) != 0,
-        smap: leaf7.ebx & (1 << 20) != 0,
-        rdrand: cpuid(1, 0).ecx & (1 << 30) != 0,
-    };
+// What CPUID said at instance entry (private .bss): a world switch loads the processor state
+// again without asking CPUID, which is a VM exit under a hypervisor.
+static FEATURES: spin::Once<UserFeatures> = spin::Once::new();
+
+/// Loads the control-register bits and system-call MSRs ring 3 needs into this processor
+/// again, after a world switch brought this instance onto a processor another instance
+/// (perhaps another image, with its `syscall_entry` elsewhere) ran.
+pub fn reload_processor_state() {
+    if let Some(features) = FEATURES.get() {
+        load_processor_state(features);
+    }
+}
+
+fn load_processor_state(features: &UserFeatures) {
     // SAFETY: CR0/CR4 bits set here only enable features CPUID reported: MP and no EM with
     // OSFXSR/OSXMMEXCPT for SSE [SDM vol3 §13.1], SMEP (bit 20) and SMAP (bit 21); the MSRs
     // exist on every x86-64 CPU; LSTAR points at this image's entry.
@@ -231,13 +235,18 @@ pub fn load_processor_state() -> UserFeatures {
         write_msr(MSR_LSTAR, syscall_entry as *const () as u64);
         write_msr(MSR_FMASK, SYSCALL_MASKED_FLAGS);
     }
-    features
 }
 
 /// Sets up this core for ring 3: SSE state (user code uses XMM registers), SYSCALL, and SMEP
 /// and SMAP where the CPU has them (the kernel never runs or reads user pages by accident).
 pub fn init() -> UserFeatures {
-    let features = load_processor_state();
+    let leaf7 = cpuid(7, 0);
+    let features = *FEATURES.call_once(|| UserFeatures {
+        smep: leaf7.ebx & (1 << 7) != 0,
+        smap: leaf7.ebx & (1 << 20) != 0,
+        rdrand: cpuid(1, 0).ecx & (1 << 30) != 0,
+    });
+    load_processor_state(&features);
     // SAFETY: FNINIT only resets the x87 state, which no kernel code uses.
     unsafe { asm!("fninit", options(nomem, nostack)) };
     SMAP_ENABLED.store(features.smap, Ordering::Relaxed);

@@ -190,7 +190,7 @@ pub unsafe fn park(
 /// of the local APIC's registers. Before the FPU
 /// image is loaded back: FXRSTOR needs CR4.OSFXSR for the SSE registers.
 fn reload(fresh: bool) {
-    super::user::load_processor_state();
+    super::user::reload_processor_state();
     super::gdt::reload();
     super::idt::reload();
     super::apic::forget_icr_destination();
