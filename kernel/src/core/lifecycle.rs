@@ -144,9 +144,6 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
         state @ (CoreState::Stopped | CoreState::Offline) => return Err(CoreError::AlreadyStopped(core, state)),
         state => return Err(CoreError::NotRunning(core, state)),
     }
-    if let Some(host) = kcb.parking.host() {
-        return Err(CoreError::Busy(RoleError::Parked(core, host)));
-    }
     if core == 0 {
         let other_timesharing =
             (1..count).any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing);
