@@ -134,23 +134,24 @@ impl Syspage {
     /// stay to be taken with [`retval`](Self::retval). The error is the kick's, if the kernel
     /// no longer serves the page.
     pub fn wait_all(&mut self) -> io::Result<()> {
-        match self.submitter.newest_pending() {
-            // Executed in ring order: the newest done means all are.
-            Some(newest) => self.wait_for(newest),
-            None => Ok(()),
+        // Every one, not just the newest: the KC completes the calls it answers itself at
+        // once and the ones it hands to the home later, so completion is not in ring order.
+        let submitter = self.submitter;
+        for index in submitter.pending_entries() {
+            self.wait_for(index)?;
         }
+        Ok(())
     }
 
-    /// Spins until a call is done and returns its index (Memsc's `memsc_wait_any`): the
-    /// oldest pending one, since calls are executed in ring order. `InvalidInput` when no
-    /// call is pending.
+    /// Spins until a call is done and returns its index (Memsc's `memsc_wait_any`): the oldest
+    /// of those done. `InvalidInput` when no call is pending.
     pub fn wait_any(&mut self) -> io::Result<usize> {
-        let oldest = self
-            .submitter
-            .oldest_pending()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no call is pending on this syspage"))?;
-        self.wait_for(oldest)?;
-        Ok(oldest)
+        if self.submitter.pending() == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no call is pending on this syspage"));
+        }
+        self.wait_until(|syspage| {
+            syspage.submitter.pending_entries().find(|&index| Submitter::is_done(syspage.page(), index))
+        })
     }
 
     /// Posts one call, waits for it and returns its value: a blocking call through the
@@ -161,11 +162,19 @@ impl Syspage {
         Ok(self.retval(index).expect("a done entry posted here has its value"))
     }
 
-    /// Spins until entry `index` is done, kicking the kernel core after every
-    /// [`SPINS_BEFORE_KICK`] polls that found it not done.
+    /// Spins until entry `index` is done.
     fn wait_for(&mut self, index: usize) -> io::Result<()> {
+        self.wait_until(|syspage| Submitter::is_done(syspage.page(), index).then_some(index)).map(drop)
+    }
+
+    /// Spins until `done` finds an entry, kicking the kernel core after every
+    /// [`SPINS_BEFORE_KICK`] polls that found none.
+    fn wait_until(&mut self, done: impl Fn(&Self) -> Option<usize>) -> io::Result<usize> {
         let mut polls = 0;
-        while !Submitter::is_done(self.page(), index) {
+        loop {
+            if let Some(index) = done(self) {
+                return Ok(index);
+            }
             polls += 1;
             if polls == SPINS_BEFORE_KICK {
                 polls = 0;
@@ -173,7 +182,6 @@ impl Syspage {
             }
             std::hint::spin_loop();
         }
-        Ok(())
     }
 
     /// Wakes the kernel core in case it halted (`SYSPAGE_KICK`).
@@ -426,6 +434,29 @@ mod tests {
         assert_eq!(syspage.add(1 << 40, [0; 6]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
         stop.store(true, Ordering::Relaxed);
         assert_eq!(server.join().unwrap(), 2 + ENTRIES + 1);
+    }
+
+    #[test]
+    fn the_waits_do_not_take_completion_in_ring_order_for_granted() {
+        // Reef's KC answers some calls at once and hands the others home: here the newest is
+        // done first, and the oldest only 20 ms later.
+        let page: &'static Page = Box::leak(Box::new(Page::new()));
+        let mut syspage = Syspage::borrowed(page);
+        let slow = syspage.add(libc::SYS_write as u64, [1, 0, 0, 0, 0, 0]).unwrap();
+        let fast = syspage.add(libc::SYS_getpid as u64, [0; 6]).unwrap();
+        let mut ring = Ring::new();
+        let mut taken = [Request::default(); 2];
+        assert_eq!(ring.take_batch(page, &mut taken), 2);
+        assert!(complete(page, &taken[1], 42));
+        assert_eq!(syspage.wait_any().unwrap(), fast, "the one done, not the oldest");
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(complete(page, &taken[0], 0));
+        });
+        syspage.wait_all().unwrap();
+        assert!(syspage.ready(slow), "wait_all waited for the oldest too");
+        assert_eq!((syspage.retval(fast), syspage.retval(slow)), (Some(42), Some(0)));
+        late.join().unwrap();
     }
 
     #[test]

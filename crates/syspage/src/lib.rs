@@ -88,6 +88,46 @@ mod tests {
     }
 
     #[test]
+    fn a_taken_entry_is_not_taken_again_when_the_head_wraps() {
+        // The kernel core takes a full ring and completes none yet (the calls went to the
+        // process's home): coming round to entry 0 again, it must find nothing to take.
+        let page = Page::new();
+        let mut submitter = Submitter::new();
+        let mut ring = Ring::new();
+        for call in 0..ENTRIES {
+            submitter.add(&page, call as u32, [0; 6]).unwrap();
+        }
+        let mut batch = [Request::default(); ENTRIES + 8];
+        assert_eq!(ring.take_batch(&page, &mut batch), ENTRIES, "one full ring, not more");
+        assert_eq!(ring.head(), 0);
+        assert!(!ring.is_pending(&page));
+        assert_eq!(ring.take(&page), None);
+        assert_eq!(page.entries[0].header().status, status::TAKEN);
+        assert!(complete(&page, &batch[0], 5));
+        assert_eq!(submitter.take_value(&page, 0), Some(5));
+        assert_eq!(submitter.add(&page, 7, [0; 6]), Ok(0));
+        assert_eq!(ring.take(&page).map(|request| request.number), Some(7), "the new call, once");
+        assert_eq!(ring.take(&page), None, "entry 1 is still taken");
+    }
+
+    #[test]
+    fn a_header_rewritten_during_the_copy_is_not_claimed() {
+        // The claim compares the whole header word it read: a submitted header of another
+        // call stays as the process wrote it, and is taken (once) on a later look.
+        let page = Page::new();
+        let mut ring = Ring::new();
+        let first = Header { status: status::SUBMITTED, sequence: 4, number: 1 }.pack();
+        page.entries[0].header.store(first, core::sync::atomic::Ordering::Relaxed);
+        let request = ring.take(&page).unwrap();
+        assert_eq!((request.sequence, request.number), (4, 1));
+        assert_eq!(
+            Header::unpack(page.entries[0].header.load(core::sync::atomic::Ordering::Relaxed)).status,
+            status::TAKEN
+        );
+        assert!(!complete(&Page::new(), &request, 1), "a free entry is not completed");
+    }
+
+    #[test]
     fn only_the_head_is_looked_at() {
         let page = Page::new();
         let mut ring = Ring::starting_at(ENTRIES + 3);

@@ -27,13 +27,18 @@ pub mod status {
     /// The kernel core executed the call and wrote its value: the submitter reads it, then
     /// frees the entry.
     pub const DONE: u8 = 2;
+    /// The kernel core took the call (copied it and claimed the entry) and has not completed
+    /// it yet. Without this state a taken call that is still being executed elsewhere (handed
+    /// to the process's home) would look submitted when the head comes round to it again
+    /// after a wrap, and would be taken, and executed, a second time.
+    pub const TAKEN: u8 = 3;
 }
 
 /// The header word of an entry, unpacked. In the 64-bit word:
 ///
 /// | bits | field |
 /// |------|-------|
-/// | 0..8 | `status` ([`status::FREE`], [`status::SUBMITTED`], [`status::DONE`]; anything else is garbage the process wrote, and means nothing) |
+/// | 0..8 | `status` ([`status::FREE`], [`status::SUBMITTED`], [`status::TAKEN`], [`status::DONE`]; anything else is garbage the process wrote, and means nothing) |
 /// | 8..32 | `sequence`: the submitter's count of calls, modulo 2^24 |
 /// | 32..64 | `number`: the system call's number |
 ///

@@ -49,19 +49,32 @@ impl Ring {
         Header::unpack(page.entries[self.head].header.load(Ordering::Relaxed)).status == status::SUBMITTED
     }
 
-    /// If the head entry is submitted: copies it (the only read of the entry), moves the head
-    /// on and returns the copy. Else `None`, and the head stays. Only the head is looked at
-    /// (Memsc 3.3): the ring is processed in order, so a submitted entry elsewhere waits for
-    /// the ones before it.
+    /// If the head entry is submitted: copies it (the only read of the entry), claims it
+    /// (*submitted* → *taken*, one compare-exchange of the header word it copied), moves the
+    /// head on and returns the copy. Else `None`, and the head stays. Only the head is looked
+    /// at (Memsc 3.3): the ring is processed in order, so a submitted entry elsewhere waits
+    /// for the ones before it. A claimed entry is never taken again, however long its
+    /// completion takes and however often the head wraps meanwhile.
+    ///
+    /// `None` too when the process rewrote the header while it was being copied (the claim
+    /// fails): the copy may mix two calls, so it is dropped, and the next look at the head
+    /// sees what the process left there.
     pub fn take(&mut self, page: &Page) -> Option<Request> {
         let entry = &page.entries[self.head];
         // Acquire: pairs with the submitter's Release store of the header, so the arguments
         // it wrote before are the ones read below.
-        let header = entry.header();
+        let word = entry.header.load(Ordering::Acquire);
+        let header = Header::unpack(word);
         if header.status != status::SUBMITTED {
             return None;
         }
         let arguments = core::array::from_fn(|i| entry.arguments[i].load(Ordering::Relaxed));
+        let taken = Header { status: status::TAKEN, ..header }.pack();
+        // Acquire on success: the argument loads above stay before the claim. Relaxed on
+        // failure: nothing is used.
+        if entry.header.compare_exchange(word, taken, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return None;
+        }
         let request = Request { index: self.head, sequence: header.sequence, number: header.number, arguments };
         self.head = (self.head + 1) % ENTRIES;
         Some(request)
@@ -84,7 +97,7 @@ impl Ring {
 }
 
 /// Writes `value` as the result of `request` and marks its entry done, if the entry still holds
-/// `request` (same index, sequence and number, status submitted). Returns whether it did.
+/// `request` (same index, sequence and number, status taken). Returns whether it did.
 ///
 /// `false`: the process rewrote the entry since it was taken; the header is left as the
 /// process made it. The value word is written only after that check passed, so a `false`
@@ -92,14 +105,14 @@ impl Ring {
 /// and the final compare-exchange; either way nothing but the process's own page is touched.
 pub fn complete(page: &Page, request: &Request, value: i64) -> bool {
     let entry = page.entry(request.index);
-    let submitted = Header { status: status::SUBMITTED, sequence: request.sequence, number: request.number }.pack();
+    let taken = Header { status: status::TAKEN, sequence: request.sequence, number: request.number }.pack();
     let done = Header { status: status::DONE, sequence: request.sequence, number: request.number }.pack();
     // Relaxed: a first look only, to leave the value alone when the entry changed; the
     // compare-exchange below is what decides.
-    if entry.header.load(Ordering::Relaxed) != submitted {
+    if entry.header.load(Ordering::Relaxed) != taken {
         return false;
     }
     entry.value.store(value as u64, Ordering::Relaxed);
     // Release: the value stored above is visible to a submitter that sees `done` with Acquire.
-    entry.header.compare_exchange(submitted, done, Ordering::Release, Ordering::Relaxed).is_ok()
+    entry.header.compare_exchange(taken, done, Ordering::Release, Ordering::Relaxed).is_ok()
 }

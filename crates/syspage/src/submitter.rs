@@ -90,16 +90,25 @@ impl Submitter {
         index < ENTRIES && self.outstanding & (1 << index) != 0
     }
 
-    /// The entry of the oldest call whose value was not taken. The kernel core executes in
-    /// ring order, so when this one is not done, no later one is (Memsc 3.2).
-    pub fn oldest_pending(&self) -> Option<usize> {
-        (0..ENTRIES).map(|step| (self.next + step) % ENTRIES).find(|&index| self.is_pending(index))
+    /// The entries holding calls posted here whose values were not taken, oldest first.
+    pub fn pending_entries(&self) -> impl Iterator<Item = usize> {
+        let submitter = *self;
+        (0..ENTRIES)
+            .map(move |step| (submitter.next + step) % ENTRIES)
+            .filter(move |&index| submitter.is_pending(index))
     }
 
-    /// The entry of the newest call whose value was not taken: when it is done, every call
-    /// posted before it is done too.
+    /// The entry of the oldest call whose value was not taken. The kernel core takes calls in
+    /// ring order, but it need not complete them in that order (Reef's KC answers some calls
+    /// at once and hands the others to the process's home), so a later call may be done
+    /// before this one.
+    pub fn oldest_pending(&self) -> Option<usize> {
+        self.pending_entries().next()
+    }
+
+    /// The entry of the newest call whose value was not taken.
     pub fn newest_pending(&self) -> Option<usize> {
-        (1..=ENTRIES).map(|step| (self.next + ENTRIES - step) % ENTRIES).find(|&index| self.is_pending(index))
+        self.pending_entries().last()
     }
 
     /// The entry the next [`add`](Self::add) posts into.

@@ -27,16 +27,35 @@ fn value_of(number: u32, argument: u64) -> i64 {
     i64::from(number) * 1000 + argument as i64
 }
 
-/// The kernel core: serves `CALLS` calls in order, one at a time (`take`) or in batches.
-fn kernel_core(page: &Page, executed: &AtomicUsize, batched: bool) {
+/// How the kernel core takes.
+#[derive(Clone, Copy)]
+enum Taking {
+    /// One entry at a time, completed before the next take.
+    One,
+    /// A batch, completed before the next take.
+    Batch,
+    /// A batch, then another before any is completed, as when the calls went to the process's
+    /// home and the kernel core scans on: the second must not take an entry of the first.
+    Deferred,
+}
+
+/// The kernel core: serves `CALLS` calls in order.
+fn kernel_core(page: &Page, executed: &AtomicUsize, taking: Taking) {
     let mut ring = Ring::new();
     let mut served = 0;
     while served < CALLS {
-        let mut batch = [syspage::Request::default(); ENTRIES];
-        let count = if batched {
-            ring.take_batch(page, &mut batch)
-        } else {
-            ring.take(page).map(|request| batch[0] = request).map_or(0, |()| 1)
+        let mut batch = [syspage::Request::default(); 2 * ENTRIES];
+        let count = match taking {
+            Taking::One => ring.take(page).map(|request| batch[0] = request).map_or(0, |()| 1),
+            Taking::Batch => ring.take_batch(page, &mut batch[..ENTRIES]),
+            Taking::Deferred => {
+                let first = ring.take_batch(page, &mut batch[..ENTRIES]);
+                if first == 0 {
+                    0
+                } else {
+                    first + ring.take_batch(page, &mut batch[first..first + ENTRIES])
+                }
+            }
         };
         if count == 0 {
             thread::yield_now();
@@ -80,13 +99,13 @@ fn process(page: &Page) -> Vec<i64> {
     values
 }
 
-fn model(batched: bool) {
+fn model(taking: Taking) {
     check(3, move || {
         let page = Arc::new(Page::new());
         let executed = Arc::new(AtomicUsize::new(0));
         let server = {
             let (page, executed) = (page.clone(), executed.clone());
-            thread::spawn(move || kernel_core(&page, &executed, batched))
+            thread::spawn(move || kernel_core(&page, &executed, taking))
         };
         let values = process(&page);
         server.join().unwrap();
@@ -99,10 +118,15 @@ fn model(batched: bool) {
 
 #[test]
 fn one_submitter_one_kernel_core_across_a_wrap() {
-    model(false);
+    model(Taking::One);
 }
 
 #[test]
 fn one_submitter_one_kernel_core_in_batches() {
-    model(true);
+    model(Taking::Batch);
+}
+
+#[test]
+fn a_kernel_core_taking_again_before_completing_never_takes_twice() {
+    model(Taking::Deferred);
 }

@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 
 mod errno;
+mod full_ring;
 mod probes;
 mod random;
 mod rules;
@@ -14,7 +15,8 @@ use scratch::Scratch;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: sysfuzz [--seed S] [--calls N] [--threads T] [--trace]\n       \
-                     sysfuzz --scribble <kernel core> [--seed S] [--calls N]   (a syspage, and garbage in it)";
+                     sysfuzz --scribble <kernel core> [--seed S] [--calls N]   (a syspage, and garbage in it)\n       \
+                     sysfuzz --full-ring <kernel core>   (full rings of calls the kernel core hands home: each runs once)";
 const DEFAULT_CALLS: u64 = 100_000;
 /// Enough threads to load every core of a small machine; more only adds noise.
 const MAX_THREADS: usize = 64;
@@ -30,6 +32,8 @@ struct Options {
     trace: bool,
     /// `--scribble <kc>`: scribble on a syspage served by that kernel core instead.
     scribble: Option<usize>,
+    /// `--full-ring <kc>`: full rings of calls on a syspage served by that kernel core instead.
+    full_ring: Option<usize>,
 }
 
 fn parse_number(text: &str) -> Option<u64> {
@@ -41,7 +45,8 @@ fn parse_number(text: &str) -> Option<u64> {
 
 /// Parses the arguments after the program name; `default_seed` is used without `--seed`.
 fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
-    let mut options = Options { seed: default_seed, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None };
+    let mut options =
+        Options { seed: default_seed, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None, full_ring: None };
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         let mut value = || rest.next().ok_or_else(|| format!("{argument} needs a value"));
@@ -58,6 +63,9 @@ fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
             "--trace" => options.trace = true,
             "--scribble" => {
                 options.scribble = Some(value()?.parse().map_err(|_| "--scribble takes a kernel core's number")?)
+            }
+            "--full-ring" => {
+                options.full_ring = Some(value()?.parse().map_err(|_| "--full-ring takes a kernel core's number")?)
             }
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -267,6 +275,19 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(kernel_core) = options.full_ring {
+        println!("sysfuzz: full rings on a syspage served by core {kernel_core}");
+        return match full_ring::run(kernel_core) {
+            Ok(detail) => {
+                println!("TEST sysfuzz-full-ring ok {detail}");
+                ExitCode::SUCCESS
+            }
+            Err(problem) => {
+                println!("TEST sysfuzz-full-ring fail {problem}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     println!("sysfuzz: seed {} calls {} threads {}", options.seed, options.calls, options.threads);
     let probes = probes::probe_control();
     match &probes {
@@ -306,12 +327,15 @@ mod tests {
 
     #[test]
     fn options() {
-        let defaults = Options { seed: 5, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None };
+        let defaults =
+            Options { seed: 5, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None, full_ring: None };
         assert_eq!(parse(&[], 5), Ok(defaults));
         assert_eq!(
             parse(&strings(&["--seed", "0x10", "--calls", "7", "--threads", "3", "--trace"]), 5),
-            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true, scribble: None })
+            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true, scribble: None, full_ring: None })
         );
+        assert_eq!(parse(&strings(&["--full-ring", "3"]), 5), Ok(Options { full_ring: Some(3), ..defaults }));
+        assert!(parse(&strings(&["--full-ring", "x"]), 5).unwrap_err().contains("kernel core"));
         assert!(parse(&strings(&["--threads", "0"]), 5).is_err());
         assert!(parse(&strings(&["--seed"]), 5).unwrap_err().contains("needs a value"));
         assert!(parse(&strings(&["--bogus"]), 5).is_err());

@@ -86,6 +86,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   execac --syspage 2 /bin/sysfuzz --seed 12 --calls 3000; \
                   execac 1 /bin/sysfuzz --scribble 3 --seed 13 --calls 1500; \
                   on 0 /bin/sysfuzz --scribble 3 --seed 14 --calls 3000; \
+                  on 0 /bin/sysfuzz --full-ring 3; \
                   spawn 3 /bin/busybox true; /bin/syscalls 1; /bin/syscalls 2; /bin/syscalls 3; \
                   execac --syspage 2 /bin/busybox sleep 5 & sleep 1; kill $!; wait; \
                   echo syspage-killed $(/bin/cores | grep -c 'runs thread'); \
@@ -107,6 +108,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             )?;
             test_lines_ok(serial, "sysfuzz", 2)?;
             test_lines_ok(serial, "sysfuzz-scribble", 2)?;
+            test_lines_ok(serial, "sysfuzz-full-ring", 1)?;
             printed(
                 serial,
                 "/bin/busybox on core 3: that core runs no processes",
