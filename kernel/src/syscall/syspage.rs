@@ -388,6 +388,9 @@ fn answer_here(served: &Served, number: u32) -> Option<i64> {
 fn scan() -> bool {
     let mut handed: Vec<SyspageCall> = Vec::new();
     let mut worked = false;
+    // Counted here and added once a pass: an atomic add per entry would cost more than the
+    // entry's own work under TCG.
+    let (mut served_here, mut dropped) = (0u64, 0u64);
     {
         let mut served = SERVED.lock();
         for one in served.iter_mut() {
@@ -402,10 +405,8 @@ fn scan() -> bool {
                 let request = &taken;
                 match answer_here(one, request.number) {
                     Some(value) => {
-                        counters().syspage_served_here.fetch_add(1, Ordering::Relaxed);
-                        if !syspage::complete(page, request, value) {
-                            counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
-                        }
+                        served_here += 1;
+                        dropped += u64::from(!syspage::complete(page, request, value));
                     }
                     None => handed.push(SyspageCall {
                         kernel_core: shared::this_core() as u16,
@@ -419,6 +420,10 @@ fn scan() -> bool {
                 }
             }
         }
+    }
+    if worked {
+        counters().syspage_served_here.fetch_add(served_here, Ordering::Relaxed);
+        counters().syspage_results_dropped.fetch_add(dropped, Ordering::Relaxed);
     }
     if handed.is_empty() {
         return worked;
