@@ -181,6 +181,80 @@ pub struct Kcb {
     /// Parking: where this OSnode's kernel runs when it is not on its own core, and its
     /// saved processor context while it is on none.
     pub parking: Parking,
+    /// On a kernel core: the syspages it serves, one record per window slot, so that a
+    /// restarted kernel serves them on from where its predecessor's rings stood.
+    pub served_syspages: [ServedSyspage; MAX_SERVED_SYSPAGES],
+}
+
+/// Syspages one kernel core serves at most (its window slots).
+pub const MAX_SERVED_SYSPAGES: usize = 64;
+
+/// The values of [`ServedWord::state`].
+pub mod served {
+    /// The record is unused.
+    pub const FREE: u8 = 0;
+    /// Kept across a restart: no kernel serves the syspage now. The new kernel claims it
+    /// (`KEPT → SERVED`), or the home takes it back meanwhile (`KEPT → FREE`), whichever
+    /// compare-exchange comes first.
+    pub const KEPT: u8 = 1;
+    /// A running kernel serves it, and alone writes the record.
+    pub const SERVED: u8 = 2;
+}
+
+/// The first word of a [`ServedSyspage`], unpacked: state (bits 0..8), the ring's head
+/// (bits 8..16), the home core (bits 16..32). One word, so that one compare-exchange decides
+/// who has the record and one store moves the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedWord {
+    pub state: u8,
+    pub head: u8,
+    pub home: u16,
+}
+
+impl ServedWord {
+    pub const fn pack(self) -> u32 {
+        self.state as u32 | (self.head as u32) << 8 | (self.home as u32) << 16
+    }
+
+    pub const fn unpack(word: u32) -> Self {
+        ServedWord { state: word as u8, head: (word >> 8) as u8, home: (word >> 16) as u16 }
+    }
+}
+
+/// One syspage a kernel core serves, as its KCB keeps it (Barrelfish/DC: the KCB holds what a
+/// restarted kernel needs). 20 bytes: the frame as a page number (below 16 TiB).
+#[repr(C)]
+#[derive(Default)]
+pub struct ServedSyspage {
+    /// A [`ServedWord`].
+    pub word: AtomicU32,
+    /// The process and thread that registered it, and the process's parent (the kernel core
+    /// answers `getpid`, `gettid` and `getppid` itself).
+    pub pid: AtomicU32,
+    pub tid: AtomicU32,
+    pub parent_pid: AtomicU32,
+    /// Physical page number of the syspage's frame.
+    pub frame: AtomicU32,
+}
+
+impl ServedSyspage {
+    /// The record's word.
+    pub fn read(&self) -> ServedWord {
+        ServedWord::unpack(self.word.load(Ordering::Acquire))
+    }
+
+    /// Moves the record from state `from` to `to` (keeping head and home) if it is in `from`;
+    /// returns whether it did. Acquire on success: the fields written before the state that
+    /// was found are visible.
+    pub fn change_state(&self, from: u8, to: u8) -> bool {
+        let word = self.word.load(Ordering::Relaxed);
+        let current = ServedWord::unpack(word);
+        current.state == from
+            && self
+                .word
+                .compare_exchange(word, ServedWord { state: to, ..current }.pack(), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
 }
 
 /// No OSnode / no core, in [`Parking`]'s fields.
@@ -541,6 +615,7 @@ impl Default for Kcb {
             stops: AtomicU64::new(0),
             image_from_file: AtomicU32::new(0),
             parking: Parking::default(),
+            served_syspages: core::array::from_fn(|_| ServedSyspage::default()),
         }
     }
 }
@@ -590,6 +665,25 @@ mod tests {
 
     fn alloc_kcb() -> std::boxed::Box<Kcb> {
         std::boxed::Box::default()
+    }
+
+    #[test]
+    fn a_served_syspage_is_claimed_by_the_new_kernel_or_taken_back_by_its_home_never_both() {
+        let word = ServedWord { state: served::SERVED, head: 63, home: 0xBEEF };
+        assert_eq!(ServedWord::unpack(word.pack()), word);
+        let kcb = alloc_kcb();
+        assert!(kcb.served_syspages.iter().all(|record| record.read().state == served::FREE));
+        let record = &kcb.served_syspages[5];
+        record.word.store(word.pack(), Ordering::Release);
+        // The stopping kernel keeps it; then the first of the two claims wins.
+        assert!(record.change_state(served::SERVED, served::KEPT));
+        assert_eq!(record.read(), ServedWord { state: served::KEPT, ..word }, "head and home kept");
+        assert!(record.change_state(served::KEPT, served::SERVED), "the new kernel takes it over");
+        assert!(!record.change_state(served::KEPT, served::FREE), "the home is too late: it asks the kernel");
+        assert!(record.change_state(served::SERVED, served::KEPT));
+        assert!(record.change_state(served::KEPT, served::FREE), "the home takes it back first");
+        assert!(!record.change_state(served::KEPT, served::SERVED), "the new kernel finds nothing to serve");
+        assert_eq!(record.read().state, served::FREE);
     }
 
     #[test]

@@ -279,6 +279,8 @@ pub fn stop_if_asked() {
     kcb.stops.fetch_add(1, Ordering::Relaxed);
     // No log line: the console would be most of the stop's time.
     crate::interrupt::release_shared_locks();
+    // A kernel core's syspages outlive its kernel (only a restart stops one that has any).
+    crate::syscall::syspage::keep_for_next_kernel();
     kcb.stopped_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
     // Release: a boot driver that sees `stopped` also sees every write before it, and the
     // receivers of this core's channels may treat what it half-sent as abandoned.
@@ -292,7 +294,13 @@ pub fn init() {
         // An application thread is handed back to its home (`ac::suspend`), unless it waits
         // on a syspage: its call is in a kernel core's hands.
         let hands_back = super::ac::can_suspend();
-        if let Some(refusal) = super::role::what_keeps_this_core().filter(|_| !hands_back) {
+        // A kernel core's syspages stay in its KCB for the next kernel: a restart keeps
+        // them; a plain stop would strand their calls.
+        let restarting = shared::this_kcb().restart_pending.load(Ordering::Acquire) != 0;
+        let refusal = super::role::what_keeps_this_core()
+            .filter(|_| !hands_back)
+            .filter(|&refusal| !(restarting && super::role::is_syspages_refusal(refusal)));
+        if let Some(refusal) = refusal {
             return Ok(refusal);
         }
         shared::this_kcb().stop_requested.store(1, Ordering::Release);

@@ -148,6 +148,11 @@ const REFUSED_PARKED: u64 = 5 << 32;
 const REFUSED_HOSTING: u64 = 6 << 32;
 const REFUSED_ROLE: u64 = 7 << 32;
 
+/// Whether `refusal` (as [`what_keeps_this_core`] gives it) is for syspages served here.
+pub(super) fn is_syspages_refusal(refusal: u64) -> bool {
+    refusal & !0xFFFF_FFFF == REFUSED_SYSPAGES
+}
+
 pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
     let count = value as u32;
     match value & !0xFFFF_FFFF {

@@ -12,12 +12,13 @@
 //! at its next way back to ring 3 (or, away on an AC, at once), and the answer completes the
 //! entry. With nothing to do for `kc_spin_us` (a kernel command-line option, 2 ms by
 //! default: io_uring's SQPOLL thread idles a whole second) the KC arms its notification line
-//! and halts; `reef_syspage_kick` (or an AC's submit) rings it.
+//! and halts; `reef_syspage_kick` (or an AC's submit) rings it. The syspages a KC serves are
+//! recorded in its KCB, so a restarted KC serves them on (`docs/dynamic-cores.md`).
 
 use super::SyscallResult;
 use crate::arch::idt::InterruptFrame;
 use crate::arch::{cpu, paging::PAGE_SIZE};
-use crate::core::kcb::Role;
+use crate::core::kcb::{served, Role, ServedWord};
 use crate::core::shared;
 use crate::msg::icc;
 use crate::proc::Errno;
@@ -34,8 +35,11 @@ use syspage::{Page, Request, Ring, Submitter, ENTRIES};
 
 /// How long registration waits for the KC.
 const ATTACH_TIMEOUT_MS: u64 = 1000;
-/// Syspages one KC serves at most (window slots).
-const MAX_SERVED: usize = 64;
+/// Syspages one KC serves at most (window slots, and records in its KCB).
+const MAX_SERVED: usize = crate::core::kcb::MAX_SERVED_SYSPAGES;
+/// How long a home waits for a restarting KC to come back: to hand it a result, or to ask it
+/// to let go of a syspage.
+const RESTART_PATIENCE_MS: u64 = 2000;
 /// Passes over the ring heads between two looks at the KC's message channels.
 const MESSAGE_LOOK_EVERY: u32 = 16;
 
@@ -143,12 +147,35 @@ fn take_registrations(which: impl Fn(&Registration) -> bool) -> Vec<Registration
 /// frame can go back to the process (or be freed) afterwards.
 fn detach(registration: &Registration) {
     let thread = u64::from(registration.pid) << 32 | u64::from(registration.tid);
-    let home = u64::from(shared::this_core());
-    if crate::msg::is_live(registration.kernel_core) {
-        if let Err(error) =
-            icc::call(registration.kernel_core, handler::SYSPAGE_DETACH, [thread, home, 0, 0, 0], ATTACH_TIMEOUT_MS)
-        {
-            log::warn!("kernel core {} did not confirm it let go of a syspage: {error}", registration.kernel_core);
+    let home = shared::this_core() as usize;
+    let kernel_core = registration.kernel_core;
+    let deadline = crate::time::deadline_after_ms(RESTART_PATIENCE_MS);
+    loop {
+        if crate::msg::is_live(kernel_core) {
+            if let Err(error) =
+                icc::call(kernel_core, handler::SYSPAGE_DETACH, [thread, home as u64, 0, 0, 0], ATTACH_TIMEOUT_MS)
+            {
+                log::warn!("kernel core {kernel_core} did not confirm it let go of a syspage: {error}");
+            }
+            break;
+        }
+        // No kernel runs there: the syspage is kept in its KCB (a restart) or was never
+        // claimed. Take it back there, unless a new kernel took it over already and is about
+        // to run: then it is that kernel's to let go of.
+        let record = shared::get().kcb(kernel_core).served_syspages.iter().find(|record| {
+            let word = record.read();
+            word.state != served::FREE
+                && usize::from(word.home) == home
+                && record.tid.load(Ordering::Relaxed) == registration.tid
+        });
+        match record {
+            None => break,
+            Some(record) if record.change_state(served::KEPT, served::FREE) => break,
+            Some(_) if cpu::read_tsc() > deadline => {
+                log::warn!("kernel core {kernel_core} still holds a syspage of thread {}", registration.tid);
+                break;
+            }
+            Some(_) => cpu::relax(),
         }
     }
     let tid = registration.tid;
@@ -301,8 +328,28 @@ pub fn run_forwarded() {
             value,
         };
         let line = crate::msg::line(Kind::SyspageResult, |out| result.encode(out));
-        if let Err(error) = crate::msg::send_blocking(usize::from(call.kernel_core), &line) {
+        if let Err(error) = send_to_kernel_core(usize::from(call.kernel_core), &line) {
             log::warn!("a syspage result for thread {tid} was not sent: {error}");
+        }
+    }
+}
+
+/// Whether a boot driver is restarting `kernel_core`: its syspages outlive its kernel.
+fn is_restarting(kernel_core: usize) -> bool {
+    shared::get().kcb(kernel_core).restart_pending.load(Ordering::Acquire) != 0
+}
+
+/// Sends `line` to `kernel_core`, waiting out a restart of it: the entry it completes is
+/// still in the syspage, which the new kernel serves on.
+fn send_to_kernel_core(kernel_core: usize, line: &channel::Message) -> Result<(), crate::msg::SendError> {
+    let deadline = crate::time::deadline_after_ms(RESTART_PATIENCE_MS);
+    loop {
+        match crate::msg::send_blocking(kernel_core, line) {
+            Err(_) if is_restarting(kernel_core) && cpu::read_tsc() < deadline => {
+                crate::msg::drain();
+                cpu::relax();
+            }
+            result => return result,
         }
     }
 }
@@ -317,6 +364,13 @@ struct Served {
     ppid: u32,
     slot: usize,
     ring: Ring,
+}
+
+impl Served {
+    /// Its KCB record's word in `state`, with the ring's head where it stands.
+    fn word(&self, state: u8) -> u32 {
+        ServedWord { state, head: self.ring.head() as u8, home: self.home as u16 }.pack()
+    }
 }
 
 static SERVED: Mutex<Vec<Served>> = Mutex::new(Vec::new());
@@ -347,13 +401,22 @@ fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
     let Some(slot) = (0..MAX_SERVED).find(|slot| served.iter().all(|s| s.slot != *slot)) else {
         return u64::from(errno::ENOMEM);
     };
-    if crate::mm::window::map_frame(window(slot), physical).is_err() {
+    // The KCB keeps the frame as a 32-bit page number.
+    if physical / PAGE_SIZE > u64::from(u32::MAX) || crate::mm::window::map_frame(window(slot), physical).is_err() {
         return u64::from(errno::ENOMEM);
     }
     // A page registered again may hold entries of before: serve from its first submitted one.
     let page = page_at(window(slot));
     let head = (0..ENTRIES).find(|&i| page.entry(i).header().status == syspage::status::SUBMITTED).unwrap_or(0);
-    served.push(Served { home, pid, tid, ppid, slot, ring: Ring::starting_at(head) });
+    let one = Served { home, pid, tid, ppid, slot, ring: Ring::starting_at(head) };
+    let record = &shared::this_kcb().served_syspages[slot];
+    record.pid.store(pid, Ordering::Relaxed);
+    record.tid.store(tid, Ordering::Relaxed);
+    record.parent_pid.store(ppid, Ordering::Relaxed);
+    record.frame.store((physical / PAGE_SIZE) as u32, Ordering::Relaxed);
+    // Release: a home that finds the record (a restart) reads the fields above.
+    record.word.store(one.word(served::SERVED), Ordering::Release);
+    served.push(one);
     shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
     0
 }
@@ -367,6 +430,7 @@ fn detach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
     };
     let gone = served.swap_remove(index);
     crate::mm::window::unmap_frame(window(gone.slot));
+    shared::this_kcb().served_syspages[gone.slot].word.store(0, Ordering::Release);
     shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
     0
 }
@@ -419,6 +483,9 @@ fn scan() -> bool {
                     }),
                 }
             }
+            // Where the ring stands, for a kernel that serves it after a restart. Relaxed:
+            // only this core writes a served record, and the stop publishes it with Release.
+            shared::this_kcb().served_syspages[one.slot].word.store(one.word(served::SERVED), Ordering::Relaxed);
         }
     }
     if worked {
@@ -478,6 +545,10 @@ pub fn serve_as_kernel_core() {
         // look at every channel costs more than a pass over the ring heads.
         if passes.is_multiple_of(MESSAGE_LOOK_EVERY) {
             crate::msg::drain();
+            if shared::this_kcb().stop_requested.load(Ordering::Relaxed) != 0 {
+                // A boot driver asked: the idle point is where the core stops.
+                return;
+            }
         }
         passes = passes.wrapping_add(1);
         if scan() {
@@ -562,7 +633,7 @@ fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64) ->
         if crate::core::ac::is_ended() {
             return Submitted::Ended;
         }
-        if !crate::msg::is_live(kernel_core) {
+        if !crate::msg::is_live(kernel_core) && !is_restarting(kernel_core) {
             log::warn!("kernel core {kernel_core} stopped with a call of this AC's thread in its syspage");
             return Submitted::NotTaken;
         }
@@ -591,8 +662,50 @@ pub fn release_own() {
     }
 }
 
+/// On a kernel core about to stop (at its idle point): its syspages stay in its KCB for the
+/// next kernel, which claims them, unless their homes take them back first.
+pub fn keep_for_next_kernel() {
+    for record in &shared::this_kcb().served_syspages {
+        record.change_state(served::SERVED, served::KEPT);
+    }
+}
+
+/// On a kernel core's new kernel, before it handles a message: serves on the syspages its
+/// predecessor kept, from where their rings stood (Barrelfish/DC: the state is the KCB's).
+fn serve_kept_syspages() {
+    let kcb = shared::this_kcb();
+    let mut served = SERVED.lock();
+    for (slot, record) in kcb.served_syspages.iter().enumerate() {
+        let word = record.read();
+        if word.state != served::KEPT || !record.change_state(served::KEPT, served::SERVED) {
+            continue;
+        }
+        let physical = u64::from(record.frame.load(Ordering::Relaxed)) * PAGE_SIZE;
+        if crate::mm::window::map_frame(window(slot), physical).is_err() {
+            log::warn!("a kept syspage could not be mapped again: its entries stay unserved");
+            record.word.store(0, Ordering::Release);
+            continue;
+        }
+        served.push(Served {
+            home: usize::from(word.home),
+            pid: record.pid.load(Ordering::Relaxed),
+            tid: record.tid.load(Ordering::Relaxed),
+            ppid: record.parent_pid.load(Ordering::Relaxed),
+            slot,
+            ring: Ring::starting_at(usize::from(word.head)),
+        });
+    }
+    kcb.syspages.store(served.len() as u32, Ordering::Release);
+    if !served.is_empty() {
+        log::info!("serving {} syspages kept by the previous kernel", served.len());
+    }
+}
+
 /// Registers the handlers of both sides.
 pub fn init() {
+    if shared::this_kcb().role() == Role::Kernel {
+        serve_kept_syspages();
+    }
     use crate::msg::{register, Handler};
     register(Kind::SyspageCall, Handler { high_priority: false, on_line: None, on_large: Some(on_call) });
     register(Kind::SyspageResult, Handler { high_priority: false, on_line: Some(on_result), on_large: None });

@@ -8,10 +8,12 @@
 use rt::syspage::Syspage;
 use syspage::ENTRIES;
 
-/// Rounds of a full ring each.
-const ROUNDS: usize = 8;
+/// Rounds of a full ring each, without `--rounds`.
+pub const DEFAULT_ROUNDS: usize = 8;
+/// The most `--rounds` takes.
+pub const MAX_ROUNDS: usize = 1_000_000;
 
-pub fn run(kernel_core: usize) -> Result<String, String> {
+pub fn run(kernel_core: usize, rounds: usize) -> Result<String, String> {
     let mut syspage =
         Syspage::register(kernel_core).map_err(|error| format!("reef_syspage_register refused: {error}"))?;
     let mut ends = [0; 2];
@@ -23,7 +25,7 @@ pub fn run(kernel_core: usize) -> Result<String, String> {
     // One byte per entry, each its own: the pipe's contents say which write ran when.
     let bytes: Vec<u8> = (0..ENTRIES as u8).collect();
     let (mut writes, mut answered_here) = (0usize, 0usize);
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         let mut posted = Vec::with_capacity(ENTRIES);
         for slot in 0..ENTRIES {
             // Every third call is one the KC answers itself, the rest go home.
@@ -73,5 +75,5 @@ pub fn run(kernel_core: usize) -> Result<String, String> {
         libc::close(ends[0]);
         libc::close(ends[1]);
     }
-    Ok(format!("rounds={ROUNDS} writes={writes} answered-by-kc={answered_here} each-once-in-order"))
+    Ok(format!("rounds={rounds} writes={writes} answered-by-kc={answered_here} each-once-in-order"))
 }

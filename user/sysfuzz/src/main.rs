@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: sysfuzz [--seed S] [--calls N] [--threads T] [--trace]\n       \
                      sysfuzz --scribble <kernel core> [--seed S] [--calls N]   (a syspage, and garbage in it)\n       \
-                     sysfuzz --full-ring <kernel core>   (full rings of calls the kernel core hands home: each runs once)";
+                     sysfuzz --full-ring <kernel core> [--rounds N]   (full rings of calls the kernel core hands home: each runs once)";
 const DEFAULT_CALLS: u64 = 100_000;
 /// Enough threads to load every core of a small machine; more only adds noise.
 const MAX_THREADS: usize = 64;
@@ -34,6 +34,8 @@ struct Options {
     scribble: Option<usize>,
     /// `--full-ring <kc>`: full rings of calls on a syspage served by that kernel core instead.
     full_ring: Option<usize>,
+    /// `--rounds N`: how many full rings (with `--full-ring`).
+    rounds: usize,
 }
 
 fn parse_number(text: &str) -> Option<u64> {
@@ -45,8 +47,15 @@ fn parse_number(text: &str) -> Option<u64> {
 
 /// Parses the arguments after the program name; `default_seed` is used without `--seed`.
 fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
-    let mut options =
-        Options { seed: default_seed, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None, full_ring: None };
+    let mut options = Options {
+        seed: default_seed,
+        calls: DEFAULT_CALLS,
+        threads: 1,
+        trace: false,
+        scribble: None,
+        full_ring: None,
+        rounds: full_ring::DEFAULT_ROUNDS,
+    };
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         let mut value = || rest.next().ok_or_else(|| format!("{argument} needs a value"));
@@ -66,6 +75,13 @@ fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
             }
             "--full-ring" => {
                 options.full_ring = Some(value()?.parse().map_err(|_| "--full-ring takes a kernel core's number")?)
+            }
+            "--rounds" => {
+                options.rounds = value()?
+                    .parse()
+                    .ok()
+                    .filter(|rounds| (1..=full_ring::MAX_ROUNDS).contains(rounds))
+                    .ok_or(format!("--rounds takes a number from 1 to {}", full_ring::MAX_ROUNDS))?;
             }
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -277,7 +293,7 @@ fn main() -> ExitCode {
     }
     if let Some(kernel_core) = options.full_ring {
         println!("sysfuzz: full rings on a syspage served by core {kernel_core}");
-        return match full_ring::run(kernel_core) {
+        return match full_ring::run(kernel_core, options.rounds) {
             Ok(detail) => {
                 println!("TEST sysfuzz-full-ring ok {detail}");
                 ExitCode::SUCCESS
@@ -327,14 +343,26 @@ mod tests {
 
     #[test]
     fn options() {
-        let defaults =
-            Options { seed: 5, calls: DEFAULT_CALLS, threads: 1, trace: false, scribble: None, full_ring: None };
+        let defaults = Options {
+            seed: 5,
+            calls: DEFAULT_CALLS,
+            threads: 1,
+            trace: false,
+            scribble: None,
+            full_ring: None,
+            rounds: full_ring::DEFAULT_ROUNDS,
+        };
         assert_eq!(parse(&[], 5), Ok(defaults));
         assert_eq!(
             parse(&strings(&["--seed", "0x10", "--calls", "7", "--threads", "3", "--trace"]), 5),
-            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true, scribble: None, full_ring: None })
+            Ok(Options { seed: 16, calls: 7, threads: 3, trace: true, ..defaults })
         );
         assert_eq!(parse(&strings(&["--full-ring", "3"]), 5), Ok(Options { full_ring: Some(3), ..defaults }));
+        assert_eq!(
+            parse(&strings(&["--full-ring", "3", "--rounds", "500"]), 5),
+            Ok(Options { full_ring: Some(3), rounds: 500, ..defaults })
+        );
+        assert!(parse(&strings(&["--rounds", "0"]), 5).is_err());
         assert!(parse(&strings(&["--full-ring", "x"]), 5).unwrap_err().contains("kernel core"));
         assert!(parse(&strings(&["--threads", "0"]), 5).is_err());
         assert!(parse(&strings(&["--seed"]), 5).unwrap_err().contains("needs a value"));

@@ -299,4 +299,55 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 2)
         }),
     });
+
+    // Four cores: kernel core 3 is restarted twice, with another image and back, while it
+    // serves three syspages: full rings from a process on TC 0 and from one on AC 1 (handed
+    // home and answered by the KC, each call once and in order), and busybox's calls on AC 2
+    // (`execac --syspage`). The syspages outlive the KC's kernel in its KCB; nothing is lost.
+    let digest = super::roles::hello_digest();
+    let script = "role 3 kc; role 1 ac; role 2 ac; \
+                  on 0 /bin/sysfuzz --full-ring 3 --rounds 1000 > /tmp/r0.txt & \
+                  execac 1 /bin/sysfuzz --full-ring 3 --rounds 500 > /tmp/r1.txt & \
+                  execac --syspage 2 /bin/busybox sh -c 'i=0; while [ $i -lt 300 ]; do cat /etc/hello.txt > /dev/null; \
+                  i=$((i+1)); done; echo ac-loop-done' > /tmp/r2.txt & \
+                  sleep 0.5; core restart 3 /boot/full-v2; core restart 3 /boot/full; wait; \
+                  cat /tmp/r0.txt /tmp/r1.txt /tmp/r2.txt; rm /tmp/r0.txt /tmp/r1.txt /tmp/r2.txt; \
+                  execac --syspage 2 /bin/busybox sha256sum /etc/hello.txt; /bin/syscalls 3; \
+                  role 1 tc; role 2 tc; role 3 tc; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "kernel-core-restart-under-syspages-4-cores".into(),
+        machine: {
+            let mut m = machine(4, &exec(script));
+            m.timeout = Duration::from_secs(240);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "serving 3 syspages kept by the previous kernel",
+                    "core 3 restarted with /boot/full-v2 in ",
+                    "serving 3 syspages kept by the previous kernel",
+                    "core 3 restarted with /boot/full in ",
+                ],
+            )?;
+            super::test_lines_ok(serial, "sysfuzz-full-ring", 2)?;
+            printed(serial, "ac-loop-done", "busybox's loop through the syspage on AC 2 did not finish")?;
+            printed(
+                serial,
+                &format!("{digest}  /etc/hello.txt"),
+                "busybox sha256sum through the syspage after the restarts did not print the host's digest",
+            )?;
+            let kc_line =
+                lines_with(serial, "as a kernel core: ").next().ok_or("`syscalls 3` shows no syspage entries")?;
+            if !kc_line.contains(" 0 results dropped") {
+                return Err(format!("the KC dropped results across its restarts: {kc_line}"));
+            }
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
 }

@@ -7,7 +7,7 @@ use crate::tools;
 use std::time::Duration;
 
 /// The host's SHA-256 of `/etc/hello.txt`, which busybox on an AC must print too.
-fn hello_digest() -> String {
+pub(super) fn hello_digest() -> String {
     use sha2::Digest;
     sha2::Sha256::digest(tools::HELLO_TEXT.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
