@@ -179,6 +179,29 @@ fn sum(field: impl Fn(&super::MessageCounters) -> &AtomicU64) -> u64 {
     (0..super::messaging_cores()).map(|c| field(&region.kcb(c).messages).load(Ordering::Relaxed)).sum()
 }
 
+/// How long the stress waits for a moment with nothing in flight before it starts.
+const QUIET_WAIT_MS: u64 = 200;
+
+/// The sent, received and dropped counts of every core, taken when nothing is in flight if
+/// such a moment comes within [`QUIET_WAIT_MS`]. The balance at the end compares what was
+/// sent and what was handled since this snapshot: a line of other traffic (a file call of a
+/// program starting beside the stress, a park's ICC) sent before it and handled after would
+/// count as one handled too many, and the balance could never be reached.
+fn quiet_snapshot() -> (u64, u64, u64) {
+    let deadline = crate::time::deadline_after_ms(QUIET_WAIT_MS);
+    loop {
+        // Handled first, then sent: every line handled was sent before.
+        let received = sum(|c| &c.received);
+        let dropped = sum(|c| &c.dropped);
+        let sent = sum(|c| &c.sent);
+        if sent == received + dropped || cpu::read_tsc() > deadline {
+            return (sent, received, dropped);
+        }
+        super::drain();
+        cpu::relax();
+    }
+}
+
 /// `test=msg-stress`: at least `total` lines among the cores of `participants` (a bit per
 /// core; `u64::MAX`: all), in every notification mode and every kind (unicast queue, URPC,
 /// large, multicast); then the counters must balance. The cores left out may stop, restart or
@@ -202,9 +225,7 @@ pub fn run_stress(total: u64, participants: u64) -> Result<String, String> {
     // Each core sends 1.25 lines per iteration to each other core.
     let per_target = (per_mode * 4).div_ceil(5 * (cores * (cores - 1)) as u64);
     let members = join_stress_group(&chosen)?;
-    let start_sent = sum(|c| &c.sent);
-    let start_received = sum(|c| &c.received);
-    let start_dropped = sum(|c| &c.dropped);
+    let (start_sent, start_received, start_dropped) = quiet_snapshot();
     let start_large = sum(|c| &c.large_ok);
     let start_order = sum(|c| &c.order_errors);
     let started = cpu::read_tsc();
