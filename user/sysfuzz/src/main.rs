@@ -45,30 +45,39 @@ fn parse_number(text: &str) -> Option<u64> {
     }
 }
 
+impl Options {
+    /// Every option at its default, and `seed`.
+    fn with_seed(seed: u64) -> Self {
+        Options {
+            seed,
+            calls: DEFAULT_CALLS,
+            threads: 1,
+            trace: false,
+            scribble: None,
+            full_ring: None,
+            rounds: full_ring::DEFAULT_ROUNDS,
+        }
+    }
+}
+
+/// `text` as a number from 1 to `most`, or what `option` takes.
+fn count_up_to(option: &str, text: &str, most: usize) -> Result<usize, String> {
+    text.parse()
+        .ok()
+        .filter(|count| (1..=most).contains(count))
+        .ok_or(format!("{option} takes a number from 1 to {most}"))
+}
+
 /// Parses the arguments after the program name; `default_seed` is used without `--seed`.
 fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
-    let mut options = Options {
-        seed: default_seed,
-        calls: DEFAULT_CALLS,
-        threads: 1,
-        trace: false,
-        scribble: None,
-        full_ring: None,
-        rounds: full_ring::DEFAULT_ROUNDS,
-    };
+    let mut options = Options::with_seed(default_seed);
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         let mut value = || rest.next().ok_or_else(|| format!("{argument} needs a value"));
         match argument.as_str() {
             "--seed" => options.seed = parse_number(value()?).ok_or("--seed takes a number (or 0x...)")?,
             "--calls" => options.calls = parse_number(value()?).ok_or("--calls takes a number")?,
-            "--threads" => {
-                options.threads = value()?
-                    .parse()
-                    .ok()
-                    .filter(|threads| (1..=MAX_THREADS).contains(threads))
-                    .ok_or(format!("--threads takes a number from 1 to {MAX_THREADS}"))?;
-            }
+            "--threads" => options.threads = count_up_to(argument, value()?, MAX_THREADS)?,
             "--trace" => options.trace = true,
             "--scribble" => {
                 options.scribble = Some(value()?.parse().map_err(|_| "--scribble takes a kernel core's number")?)
@@ -76,13 +85,7 @@ fn parse(arguments: &[String], default_seed: u64) -> Result<Options, String> {
             "--full-ring" => {
                 options.full_ring = Some(value()?.parse().map_err(|_| "--full-ring takes a kernel core's number")?)
             }
-            "--rounds" => {
-                options.rounds = value()?
-                    .parse()
-                    .ok()
-                    .filter(|rounds| (1..=full_ring::MAX_ROUNDS).contains(rounds))
-                    .ok_or(format!("--rounds takes a number from 1 to {}", full_ring::MAX_ROUNDS))?;
-            }
+            "--rounds" => options.rounds = count_up_to(argument, value()?, full_ring::MAX_ROUNDS)?,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -343,15 +346,7 @@ mod tests {
 
     #[test]
     fn options() {
-        let defaults = Options {
-            seed: 5,
-            calls: DEFAULT_CALLS,
-            threads: 1,
-            trace: false,
-            scribble: None,
-            full_ring: None,
-            rounds: full_ring::DEFAULT_ROUNDS,
-        };
+        let defaults = Options::with_seed(5);
         assert_eq!(parse(&[], 5), Ok(defaults));
         assert_eq!(
             parse(&strings(&["--seed", "0x10", "--calls", "7", "--threads", "3", "--trace"]), 5),
