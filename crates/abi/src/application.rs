@@ -80,6 +80,11 @@ pub struct AcCommand {
     /// The low 32 bits of the AC's KCB incarnation the home sent a run to: a kernel of
     /// another incarnation (the AC was restarted since) drops the run as stale.
     pub incarnation: u32,
+    /// The home's mapping generation of the process's address space: a run with the
+    /// generation and top-level entries of the AC's last run leaves the AC's cached
+    /// translations alone (no page was unmapped or changed rights in between); any other
+    /// drops them.
+    pub mappings: u64,
 }
 
 /// An event from the AC.
@@ -97,7 +102,7 @@ pub struct AcEvent {
     pub fpu: [u8; FPU_STATE_SIZE],
 }
 
-const COMMAND_HEADER: usize = 1 + 1 + 2 + 4 + 4 + 2 + 8 + 8 + 1 + 4;
+const COMMAND_HEADER: usize = 1 + 1 + 2 + 4 + 4 + 2 + 8 + 8 + 1 + 4 + 8;
 const EVENT_HEADER: usize = 1 + 2 + 4 + 4 + 4 + 8;
 const REGISTER_BYTES: usize = REGISTERS * 8;
 
@@ -122,6 +127,7 @@ impl AcCommand {
             root_entries: [(0, 0); MAX_ROOT_ENTRIES],
             root_entry_count: 0,
             incarnation: 0,
+            mappings: 0,
         }
     }
 
@@ -143,6 +149,7 @@ impl AcCommand {
         out[22..30].copy_from_slice(&self.fs_base.to_le_bytes());
         out[30] = self.root_entry_count;
         out[31..35].copy_from_slice(&self.incarnation.to_le_bytes());
+        out[35..43].copy_from_slice(&self.mappings.to_le_bytes());
         let mut at = COMMAND_HEADER;
         at = put_registers(out, at, &self.registers);
         out[at..at + FPU_STATE_SIZE].copy_from_slice(&self.fpu);
@@ -196,6 +203,7 @@ impl AcCommand {
             root_entries,
             root_entry_count,
             incarnation: u32_at(bytes, 31),
+            mappings: u64_at(bytes, 35),
         })
     }
 }
@@ -390,6 +398,7 @@ mod tests {
         command.root_entries[1] = (255, 0x9999_0007);
         command.root_entry_count = 2;
         command.incarnation = 0x0102_0304;
+        command.mappings = 0x0A0B_0C0D_0E0F_1011 ^ seed;
         command
     }
 

@@ -21,6 +21,7 @@ use abi::application::{AcCommand, AcEvent, CommandKind, EventKind};
 use abi::message::Kind;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use linux_raw_sys::errno;
 use spin::Mutex;
@@ -54,7 +55,16 @@ static SUSPENDED: AtomicBool = AtomicBool::new(false);
 /// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
 /// The guest's root, while it runs.
-static ROOT: Mutex<Option<BorrowedRoot>> = Mutex::new(None);
+/// The guest's root, and what it was last loaded with: the home's mapping generation and
+/// top-level entries. A run that brings the same leaves the translations this core cached of
+/// the guest's memory alone: reloading the root on every forwarded call cost a quarter of it
+/// under TCG, which drops its whole software TLB.
+struct GuestRoot {
+    root: BorrowedRoot,
+    loaded: Option<(u64, Vec<(u16, u64)>)>,
+}
+
+static ROOT: Mutex<Option<GuestRoot>> = Mutex::new(None);
 
 /// Whether this core runs a guest thread (every trap from ring 3 is the guest's).
 pub fn runs_thread() -> bool {
@@ -91,7 +101,7 @@ fn enter(command: &AcCommand) {
         refuse_current(errno::ENOMEM);
         return;
     };
-    *ROOT.lock() = Some(root);
+    *ROOT.lock() = Some(GuestRoot { root, loaded: None });
     let frame = InterruptFrame::from_registers(&command.registers);
     // SAFETY: the stack was just allocated for the guest and is mapped writable.
     let stack_pointer = unsafe { user::prepare_thread_stack(stack.top(), &frame) };
@@ -114,23 +124,31 @@ fn enter(command: &AcCommand) {
 }
 
 /// Loads what a run command carries: FPU image, TLS base, the home's top-level entries
-/// (reloading the root, which also drops stale user translations).
+/// (reloading the root, which also drops stale user translations, when they or the home's
+/// mapping generation changed since the last run, or another root is active).
 fn load_state(command: &AcCommand) {
     // On the heap: FXRSTOR needs 16-byte alignment, which an AP's boot stack does not promise.
     let mut fpu = Box::new(FpuState(command.fpu));
     fpu.sanitize();
     fpu.restore();
     user::set_fs_base(command.fs_base);
-    if let Some(root) = ROOT.lock().as_mut() {
-        root.set_user_entries(command.root_entries());
-        root.load();
+    if let Some(guest) = ROOT.lock().as_mut() {
+        let same = guest
+            .loaded
+            .as_ref()
+            .is_some_and(|(mappings, entries)| *mappings == command.mappings && entries == command.root_entries());
+        if !same || !guest.root.is_loaded() {
+            guest.root.set_user_entries(command.root_entries());
+            guest.root.load();
+            guest.loaded = Some((command.mappings, command.root_entries().to_vec()));
+        }
     }
 }
 
 /// Drops every cached translation of the guest's memory (reloads its root).
 pub fn flush_translations() {
-    if let Some(root) = ROOT.lock().as_ref() {
-        root.load();
+    if let Some(guest) = ROOT.lock().as_ref() {
+        guest.root.load();
     }
 }
 

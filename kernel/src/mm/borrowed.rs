@@ -55,6 +55,11 @@ impl BorrowedRoot {
         }
     }
 
+    /// Whether this root is the active one.
+    pub fn is_loaded(&self) -> bool {
+        paging::current_root() == self.root
+    }
+
     /// Makes this root the active one (flushing the TLB's user translations).
     pub fn load(&self) {
         // SAFETY: the kernel half is this instance's own (a copy of its root's), so the running

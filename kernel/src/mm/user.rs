@@ -87,6 +87,17 @@ const TABLE_FLAGS: u64 = flags::PRESENT | flags::WRITABLE | flags::USER;
 /// PML4 entries of the user half.
 const USER_ROOT_ENTRIES: usize = 256;
 
+/// Mapping generations of this instance: an address space takes a new one when it is made and
+/// whenever one of its present pages is unmapped or changes rights, so two equal generations
+/// name one address space whose translations have not changed in between (an application
+/// core running one of its threads keeps its cached translations across a forwarded call
+/// only then).
+static GENERATIONS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+}
+
 /// One process's address space.
 pub struct AddressSpace {
     /// Physical address of its PML4.
@@ -101,6 +112,8 @@ pub struct AddressSpace {
     /// While set, pages unmapped are collected here instead of freed: an application core
     /// may still hold translations of them until its TLB shootdown is answered.
     deferred_frees: Option<Vec<u64>>,
+    /// Its mapping generation (see [`GENERATIONS`]).
+    generation: u64,
 }
 
 fn table(physical: u64) -> *mut u64 {
@@ -131,7 +144,15 @@ impl AddressSpace {
                 512 - USER_ROOT_ENTRIES,
             )
         };
-        Ok(Self { root, areas: Vec::new(), heap_start: 0, heap_end: 0, frames: 1, deferred_frees: None })
+        Ok(Self {
+            root,
+            areas: Vec::new(),
+            heap_start: 0,
+            heap_end: 0,
+            frames: 1,
+            deferred_frees: None,
+            generation: next_generation(),
+        })
     }
 
     /// Physical address of the PML4 (what CR3 loads).
@@ -152,6 +173,12 @@ impl AddressSpace {
             }
         }
         count
+    }
+
+    /// Its mapping generation: unchanged since an earlier look means no page was unmapped or
+    /// changed rights, so translations cached since are still right.
+    pub fn mapping_generation(&self) -> u64 {
+        self.generation
     }
 
     /// Frames held (pages and page tables).
@@ -438,6 +465,7 @@ impl AddressSpace {
                 // SAFETY: as above.
                 unsafe { entry.write(kept | protection.page_flags() | flags::PRESENT) };
                 paging::flush_page(page);
+                self.generation = next_generation();
             }
         }
     }
@@ -475,6 +503,7 @@ impl AddressSpace {
                     // SAFETY: as above.
                     unsafe { entry.write(0) };
                     paging::flush_page(page);
+                    self.generation = next_generation();
                     let frame = value & flags::ADDRESS_MASK;
                     if let Some(deferred) = self.deferred_frees.as_mut() {
                         deferred.push(frame);
@@ -596,6 +625,7 @@ impl AddressSpace {
         self.frames = count.get();
         self.root = 0;
         self.areas.clear();
+        self.generation = next_generation();
     }
 }
 

@@ -371,9 +371,13 @@ fn ship(frame: &InterruptFrame, thread: &sched::Thread, process: &super::Process
         command.syspage = page;
     }
     let mut entries = [(0u16, 0u64); MAX_ROOT_ENTRIES];
-    let count = process.state.lock().memory.top_level_entries(&mut entries);
+    let (count, mappings) = {
+        let state = process.state.lock();
+        (state.memory.top_level_entries(&mut entries), state.memory.mapping_generation())
+    };
     command.root_entries = entries;
     command.root_entry_count = count as u8;
+    command.mappings = mappings;
     send(away.core, &command).then_some(command.incarnation)
 }
 

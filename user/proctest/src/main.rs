@@ -109,7 +109,9 @@ fn ac_trip(core: Option<usize>) -> Outcome {
     let again = rt::roles::move_to_ac(Some(core), false).err().and_then(|e| e.raw_os_error());
     let text = std::fs::read_to_string("/etc/hello.txt").map(|t| t.len()).unwrap_or(0);
     let helper = thread::spawn(|| 6 * 7).join().unwrap_or(0);
+    let remapped = remapped_page_reads_fresh();
     rt::roles::return_from_ac().map_err(|e| format!("return: {e}"))?;
+    remapped.map_err(|e| format!("on the AC: {e}"))?;
     let back = rt::current_core();
     let twice = rt::roles::return_from_ac().err().and_then(|e| e.raw_os_error());
     if moved != core || there != Some(core) || back != Some(home) {
@@ -122,6 +124,56 @@ fn ac_trip(core: Option<usize>) -> Outcome {
         return Err(format!("on the AC: read {text} bytes, the thread answered {helper}"));
     }
     Ok(format!("{home}->{core}->{home}"))
+}
+
+/// Maps a page, fills it, reads it (so the core caches its translation), unmaps it, maps and
+/// fills another page (which may take the freed frame), then maps a page at the first address
+/// again: it must read zero. A core that kept the first translation would read the old frame
+/// (0xA5, or the other page's 0x5A): on an AC, whose calls the home runs, that is what the
+/// home's mapping generation is for.
+fn remapped_page_reads_fresh() -> Result<(), String> {
+    const PAGE: usize = 4096;
+    let map = |address: *mut libc::c_void, flags: i32| {
+        // SAFETY: an anonymous private mapping, at a free address or (MAP_FIXED) over a page
+        // this function unmapped itself; nothing else points there.
+        unsafe { libc::mmap(address, PAGE, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) }
+    };
+    let anonymous = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let first = map(std::ptr::null_mut(), anonymous);
+    if first == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    let bytes = first.cast::<u8>();
+    // SAFETY: `first` is PAGE writable bytes of ours.
+    let seen = unsafe {
+        bytes.write_bytes(0xA5, PAGE);
+        std::ptr::read_volatile(bytes.add(100))
+    };
+    // SAFETY: the mapping made above; nothing refers to it after this.
+    unsafe { libc::munmap(first, PAGE) };
+    let other = map(std::ptr::null_mut(), anonymous);
+    if other == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `other` is PAGE writable bytes of ours.
+    unsafe { other.cast::<u8>().write_bytes(0x5A, PAGE) };
+    let again = map(first, anonymous | libc::MAP_FIXED);
+    // SAFETY: `again`, if mapped, is PAGE readable bytes of ours.
+    let fresh = (again == first).then(|| unsafe { std::ptr::read_volatile(again.cast::<u8>().add(100)) });
+    // SAFETY: both mappings made above (a failed one is not unmapped).
+    unsafe {
+        libc::munmap(other, PAGE);
+        if again != libc::MAP_FAILED {
+            libc::munmap(again, PAGE);
+        }
+    }
+    match (seen, fresh) {
+        (0xA5, Some(0)) => Ok(()),
+        (_, None) => Err(format!("mmap MAP_FIXED at {first:p} gave {again:p}")),
+        (seen, Some(fresh)) => {
+            Err(format!("a page mapped again read {fresh:#x} (first read {seen:#x}): a stale translation"))
+        }
+    }
 }
 
 /// `text` with line breaks turned into spaces: the result must stay on one line.

@@ -21,7 +21,7 @@ fn count(serial: &str, text: &str) -> usize {
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     let digest = hello_digest();
     // Two cores: an AC, busybox on it, and every refusal that needs no third core.
-    let script = "role 1 ac; /bin/cores; execac 1 /bin/busybox sha256sum /etc/hello.txt; \
+    let script = "role 1 ac; /bin/cores; execac 1 /bin/busybox sha256sum /etc/hello.txt; /bin/proctest --ac 1; \
                   execac 1 /bin/reef cores | grep -c AC; \
                   role 0 ac; role 0 kc; role 7 ac; role 1 xc; execac 0 /bin/busybox true; \
                   execac --syspage 1 /bin/busybox true; execac 1 /bin/nothing-here; \
@@ -42,6 +42,12 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 &format!("{expected_digest}  /etc/hello.txt"),
                 "busybox sha256sum on the AC did not print the host's digest",
             )?;
+            // A thread's round trip to the AC, with a page unmapped and mapped again there.
+            let trip =
+                serial.lines().find(|l| l.starts_with("TEST proc-std ")).ok_or("proctest --ac 1 printed nothing")?;
+            if !trip.starts_with("TEST proc-std ok") || !trip.contains("ac-trip=0->1->0") {
+                return Err(format!("proctest --ac 1: {trip}"));
+            }
             printed(
                 serial,
                 "role: core 0 to AC: the change would leave no timesharing core",
