@@ -52,7 +52,7 @@ const COMMANDS: [Command; 13] = [
     Command {
         name: "msg",
         usage: "msg stats|ping|mode|bench|stress",
-        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]; stress [lines]",
+        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]; stress [lines] [cores, e.g. 0,1,2]",
         run: control,
     },
     Command {
