@@ -1,6 +1,7 @@
 //! Loom models of the KCB hand-offs (compiled only with `--cfg loom`): between a stopping
-//! kernel and the boot drivers that start the core again, and between a parking kernel, its
-//! host and the boot drivers that unpark it. The second catches a park that publishes
+//! kernel and the boot drivers that start the core again, between a parking kernel, its
+//! host and the boot drivers that unpark it, and of a kernel core's kept syspage between its
+//! new kernel and the syspage's home. The second catches a park that publishes
 //! `Runnable` without Release (the host resumes a context not yet saved).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p kcb --release --features loom --test loom`
@@ -151,4 +152,43 @@ fn a_host_runs_a_parked_kernel_only_once_saved_and_one_driver_resumes_it() {
         }
     });
     assert_eq!(VIOLATION.lock().unwrap().take(), None);
+}
+
+/// A kernel core's syspage record across a restart: the stopping kernel keeps it
+/// (`served → kept`, after writing the frame); once it stopped, the new kernel claims it
+/// (`kept → served`) while the home, whose thread lets go of the syspage meanwhile, takes it
+/// back (`kept → free`). Checked: exactly one of the two has it (the home taking back a
+/// syspage that a kernel serves would let the kernel write a frame the process gave back),
+/// and a claiming kernel reads the frame the old one wrote. The stop comes first (the home
+/// and the boot driver both wait for the KCB to say `stopped`), so it runs before the race.
+#[test]
+fn a_kept_syspage_is_served_by_the_new_kernel_or_taken_back_by_its_home_never_both() {
+    use kcb::block::{served, ServedSyspage, ServedWord};
+    loom::model(|| {
+        let record = Arc::new(ServedSyspage::default());
+        record.word.store(ServedWord { state: served::SERVED, head: 3, home: 1 }.pack(), Ordering::Release);
+        // `syspage::keep_for_next_kernel` on the stopping kernel.
+        record.frame.store(42, Ordering::Relaxed);
+        assert!(record.change_state(served::SERVED, served::KEPT));
+        let new_kernel = {
+            let record = record.clone();
+            thread::spawn(move || {
+                record.change_state(served::KEPT, served::SERVED).then(|| record.frame.load(Ordering::Relaxed))
+            })
+        };
+        // `syspage::detach` finding the KC not running.
+        let home = {
+            let record = record.clone();
+            thread::spawn(move || record.change_state(served::KEPT, served::FREE))
+        };
+        let served_frame = new_kernel.join().unwrap();
+        let home_took_it = home.join().unwrap();
+        if home_took_it == served_frame.is_some() {
+            violated(format!("home took it back: {home_took_it}, new kernel serves it: {served_frame:?}"));
+        }
+        if served_frame.is_some_and(|frame| frame != 42) {
+            violated(format!("the new kernel read frame {served_frame:?}, not the one kept"));
+        }
+    });
+    assert_eq!(*VIOLATION.lock().unwrap(), None);
 }
