@@ -254,12 +254,14 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     }
 
     let local = apic::init(facts.local_apic_physical);
-    // The role is the KCB's and outlives the kernel (the rt image is an AC whatever it was);
-    // the thread an AC ran and the syspages a KC served went home with the old kernel.
+    // The role is the KCB's and outlives the kernel. The rt image runs what needs no timer:
+    // an AC, or a KC, which keeps serving the syspages its KCB kept (a TC becomes an AC).
+    // The thread an AC ran went home with the old kernel; the syspages a KC served are
+    // counted again when this kernel takes them over (`syscall::syspage`).
     kcb.application_thread.store(0, Ordering::Release);
     kcb.syspages.store(0, Ordering::Release);
     kcb.stop_requested.store(0, Ordering::Release);
-    if cfg!(feature = "rt") {
+    if cfg!(feature = "rt") && kcb.role() != Role::Kernel {
         kcb.role.store(Role::Application as u32, Ordering::Release);
     }
     if kcb.role() == Role::Timesharing {

@@ -35,8 +35,9 @@ pub enum RoleError {
     ServesSyspages(usize, u32),
     /// The core did not answer.
     NoAnswer(usize),
-    /// The core runs the `rt` image, which has no scheduler and no timer: it is an AC only.
-    ImageRunsOnlyApplications(usize),
+    /// The core runs the `rt` image, which has no scheduler and no timer: it stays the AC (or
+    /// the KC) it came up as.
+    RoleFixedByImage(usize),
     /// The core is parked on another core's kernel (`core park`).
     Parked(usize, usize),
     /// The core's kernel time-shares a parked core.
@@ -59,7 +60,7 @@ impl RoleError {
             | Self::Parked(..)
             | Self::HostsParked(..)
             | Self::NotTimesharing(_) => errno::EBUSY,
-            Self::ImageRunsOnlyApplications(_) => errno::EOPNOTSUPP,
+            Self::RoleFixedByImage(_) => errno::EOPNOTSUPP,
         }
     }
 }
@@ -75,8 +76,8 @@ impl core::fmt::Display for RoleError {
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
             Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
             Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
-            Self::ImageRunsOnlyApplications(core) => {
-                write!(f, "core {core} runs the rt image, which is an AC only: restart it with /boot/full")
+            Self::RoleFixedByImage(core) => {
+                write!(f, "core {core} runs the rt image, whose role cannot change: restart it with /boot/full")
             }
             Self::Parked(core, host) => {
                 write!(f, "core {core} is parked on core {host}: unpark it first (core unpark {core})")
@@ -159,7 +160,7 @@ pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
         REFUSED_PROCESSES => RoleError::HasProcesses(core, count),
         REFUSED_THREAD => RoleError::RunsThread(core),
         REFUSED_SYSPAGES => RoleError::ServesSyspages(core, count),
-        REFUSED_BY_IMAGE => RoleError::ImageRunsOnlyApplications(core),
+        REFUSED_BY_IMAGE => RoleError::RoleFixedByImage(core),
         REFUSED_PARKED => RoleError::Parked(core, count as usize),
         REFUSED_HOSTING => RoleError::HostsParked(core, count as usize),
         REFUSED_ROLE => RoleError::NotTimesharing(core),

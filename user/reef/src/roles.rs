@@ -17,7 +17,7 @@ pub fn role_error_text(errno: Option<i32>) -> &'static str {
         Some(libc::EBUSY) => {
             "the change would leave no timesharing core, or the core runs processes, a thread, or serves syspages (the kernel log says which): end them first"
         }
-        Some(libc::EOPNOTSUPP) => "that core runs the rt image, an application core only: restart it with /boot/full",
+        Some(libc::EOPNOTSUPP) => "that core runs the rt image, whose role cannot change: restart it with /boot/full",
         Some(libc::ENOSYS) => "not on Reef: roles need Reef's reef_role call",
         _ => "failed",
     }

@@ -300,17 +300,17 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
-    // Four cores: kernel core 3 is restarted twice, with another image and back, while it
-    // serves three syspages: full rings from a process on TC 0 and from one on AC 1 (handed
-    // home and answered by the KC, each call once and in order), and busybox's calls on AC 2
-    // (`execac --syspage`). The syspages outlive the KC's kernel in its KCB; nothing is lost.
+    // Four cores: kernel core 3 is restarted twice, with the rt image (a KC stays a KC on it)
+    // and back, while it serves three syspages: full rings from a process on TC 0 and from one
+    // on AC 1 (handed home and answered by the KC, each call once and in order), and busybox's
+    // calls on AC 2 (`execac --syspage`). The syspages outlive the KC's kernel in its KCB; nothing is lost.
     let digest = super::roles::hello_digest();
     let script = "role 3 kc; role 1 ac; role 2 ac; \
                   on 0 /bin/sysfuzz --full-ring 3 --rounds 1000 > /tmp/r0.txt & \
                   execac 1 /bin/sysfuzz --full-ring 3 --rounds 500 > /tmp/r1.txt & \
                   execac --syspage 2 /bin/busybox sh -c 'i=0; while [ $i -lt 300 ]; do cat /etc/hello.txt > /dev/null; \
                   i=$((i+1)); done; echo ac-loop-done' > /tmp/r2.txt & \
-                  sleep 0.5; core restart 3 /boot/full-v2; core restart 3 /boot/full; wait; \
+                  sleep 0.5; core restart 3 /boot/rt; /bin/cores | grep KC; core restart 3 /boot/full; wait; \
                   cat /tmp/r0.txt /tmp/r1.txt /tmp/r2.txt; rm /tmp/r0.txt /tmp/r1.txt /tmp/r2.txt; \
                   execac --syspage 2 /bin/busybox sha256sum /etc/hello.txt; /bin/syscalls 3; \
                   role 1 tc; role 2 tc; role 3 tc; /bin/cores; /bin/ps";
@@ -327,7 +327,8 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 serial,
                 &[
                     "serving 3 syspages kept by the previous kernel",
-                    "core 3 restarted with /boot/full-v2 in ",
+                    "core 3 restarted with /boot/rt in ",
+                    &cores_row(3, "KC", "rt"),
                     "serving 3 syspages kept by the previous kernel",
                     "core 3 restarted with /boot/full in ",
                 ],
