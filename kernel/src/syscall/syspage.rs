@@ -152,12 +152,19 @@ fn detach(registration: &Registration) {
     let deadline = crate::time::deadline_after_ms(RESTART_PATIENCE_MS);
     loop {
         if crate::msg::is_live(kernel_core) {
-            if let Err(error) =
-                icc::call(kernel_core, handler::SYSPAGE_DETACH, [thread, home as u64, 0, 0, 0], ATTACH_TIMEOUT_MS)
-            {
-                log::warn!("kernel core {kernel_core} did not confirm it let go of a syspage: {error}");
+            match icc::call(kernel_core, handler::SYSPAGE_DETACH, [thread, home as u64, 0, 0, 0], ATTACH_TIMEOUT_MS) {
+                Ok(_) => break,
+                // It stopped for a restart before it answered: its next kernel may serve the
+                // page on, so ask that one (or take the record back while none runs).
+                Err(_) if is_restarting(kernel_core) && cpu::read_tsc() < deadline => {
+                    cpu::relax();
+                    continue;
+                }
+                Err(error) => {
+                    log::warn!("kernel core {kernel_core} did not confirm it let go of a syspage: {error}");
+                    break;
+                }
             }
-            break;
         }
         // No kernel runs there: the syspage is kept in its KCB (a restart) or was never
         // claimed. Take it back there, unless a new kernel took it over already and is about
