@@ -54,8 +54,7 @@ static ENDED: AtomicBool = AtomicBool::new(false);
 static SUSPENDED: AtomicBool = AtomicBool::new(false);
 /// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
-/// The guest's root, while it runs.
-/// The guest's root, and what it was last loaded with: the home's mapping generation and
+/// The guest's root while it runs, and what it was last loaded with: the home's mapping generation and
 /// top-level entries. A run that brings the same leaves the translations this core cached of
 /// the guest's memory alone: reloading the root on every forwarded call cost a quarter of it
 /// under TCG, which drops its whole software TLB.

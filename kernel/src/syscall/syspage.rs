@@ -490,9 +490,6 @@ fn scan() -> bool {
                     }),
                 }
             }
-            // Where the ring stands, for a kernel that serves it after a restart. Relaxed:
-            // only this core writes a served record, and the stop publishes it with Release.
-            shared::this_kcb().served_syspages[one.slot].word.store(one.word(served::SERVED), Ordering::Relaxed);
         }
     }
     if worked {
@@ -669,11 +666,14 @@ pub fn release_own() {
     }
 }
 
-/// On a kernel core about to stop (at its idle point): its syspages stay in its KCB for the
-/// next kernel, which claims them, unless their homes take them back first.
+/// On a kernel core about to stop (at its idle point, so no scan holds the list): its
+/// syspages stay in its KCB, each with its ring's head as it stands now, for the next kernel,
+/// which claims them, unless their homes take them back first. While this kernel served them
+/// it alone wrote their records, so plain stores do; the stop publishes them with Release.
 pub fn keep_for_next_kernel() {
-    for record in &shared::this_kcb().served_syspages {
-        record.change_state(served::SERVED, served::KEPT);
+    let records = &shared::this_kcb().served_syspages;
+    for one in SERVED.lock().iter() {
+        records[one.slot].word.store(one.word(served::KEPT), Ordering::Relaxed);
     }
 }
 
@@ -683,10 +683,11 @@ fn serve_kept_syspages() {
     let kcb = shared::this_kcb();
     let mut served = SERVED.lock();
     for (slot, record) in kcb.served_syspages.iter().enumerate() {
-        let word = record.read();
-        if word.state != served::KEPT || !record.change_state(served::KEPT, served::SERVED) {
+        if !record.change_state(served::KEPT, served::SERVED) {
             continue;
         }
+        // Head and home as the old kernel kept them (a claim changes only the state).
+        let word = record.read();
         let physical = u64::from(record.frame.load(Ordering::Relaxed)) * PAGE_SIZE;
         if crate::mm::window::map_frame(window(slot), physical).is_err() {
             log::warn!("a kept syspage could not be mapped again: its entries stay unserved");
