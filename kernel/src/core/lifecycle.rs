@@ -297,10 +297,7 @@ pub fn init() {
         // A kernel core's syspages stay in its KCB for the next kernel: a restart keeps
         // them; a plain stop would strand their calls.
         let restarting = shared::this_kcb().restart_pending.load(Ordering::Acquire) != 0;
-        let refusal = super::role::what_keeps_this_core()
-            .filter(|_| !hands_back)
-            .filter(|&refusal| !(restarting && super::role::is_syspages_refusal(refusal)));
-        if let Some(refusal) = refusal {
+        if let Some(refusal) = super::role::what_keeps_this_core(restarting).filter(|_| !hands_back) {
             return Ok(refusal);
         }
         shared::this_kcb().stop_requested.store(1, Ordering::Release);

@@ -149,11 +149,6 @@ const REFUSED_PARKED: u64 = 5 << 32;
 const REFUSED_HOSTING: u64 = 6 << 32;
 const REFUSED_ROLE: u64 = 7 << 32;
 
-/// Whether `refusal` (as [`what_keeps_this_core`] gives it) is for syspages served here.
-pub(super) fn is_syspages_refusal(refusal: u64) -> bool {
-    refusal & !0xFFFF_FFFF == REFUSED_SYSPAGES
-}
-
 pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
     let count = value as u32;
     match value & !0xFFFF_FFFF {
@@ -183,7 +178,7 @@ fn apply(role: Role) -> Result<(), u64> {
     if role != Role::Timesharing && processes != 0 {
         return Err(REFUSED_PROCESSES | u64::from(processes));
     }
-    if let Some(refusal) = what_keeps_this_core().filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES) {
+    if let Some(refusal) = what_keeps_this_core(false).filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES) {
         return Err(refusal);
     }
     kcb.role.store(role as u32, Ordering::Release);
@@ -197,8 +192,9 @@ fn apply(role: Role) -> Result<(), u64> {
 }
 
 /// What runs on this core that a role change or a stop would leave behind: it is parked or
-/// hosts a parked core, processes homed here, an application thread, syspages served; encoded as in [`decode_refusal`].
-pub(super) fn what_keeps_this_core() -> Option<u64> {
+/// hosts a parked core, processes homed here, an application thread, syspages served (but for
+/// a `restart`: the KCB keeps them for the next kernel); encoded as in [`decode_refusal`].
+pub(super) fn what_keeps_this_core(restart: bool) -> Option<u64> {
     let kcb = shared::this_kcb();
     if let Some(host) = kcb.parking.host() {
         return Some(REFUSED_PARKED | host as u64);
@@ -214,7 +210,7 @@ pub(super) fn what_keeps_this_core() -> Option<u64> {
         return Some(REFUSED_THREAD);
     }
     let syspages = kcb.syspages.load(Ordering::Acquire);
-    if syspages != 0 {
+    if syspages != 0 && !restart {
         return Some(REFUSED_SYSPAGES | u64::from(syspages));
     }
     None
