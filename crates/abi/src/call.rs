@@ -69,8 +69,9 @@ pub const SYSPAGE_KICK: u64 = FIRST + 6;
 /// `reef_role(core, role) -> 0`: makes `core` a timesharing (`role::TIMESHARING`),
 /// application (`role::APPLICATION`) or kernel core (`role::KERNEL`) while the system runs.
 /// Errors: `EINVAL` (no such core or role), `EAGAIN` (the core is not running), `EBUSY` (the
-/// change would leave no timesharing core, the core runs user processes that cannot move, or
-/// an application core runs a thread), `EPERM` (core 0 owns the devices and the file service
+/// change would leave no timesharing core, a process homed on the core cannot move to another
+/// TC (a core leaving timesharing hands its processes over first), or an application core runs
+/// a thread), `EPERM` (core 0 owns the devices and the file service
 /// and stays a TC), `EOPNOTSUPP` (the core runs the `rt` image, which is an application core
 /// only).
 pub const ROLE: u64 = FIRST + 7;

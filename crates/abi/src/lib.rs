@@ -7,5 +7,6 @@ pub mod application;
 pub mod call;
 pub mod file;
 pub mod message;
+pub mod migration;
 pub mod process;
 pub mod signal;

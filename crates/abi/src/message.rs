@@ -49,10 +49,14 @@ pub enum Kind {
     SyspageCall = 18,
     /// The home's answer to a syspage call ([`crate::application::SyspageResult`]).
     SyspageResult = 19,
+    /// A process handed to the receiving kernel ([`crate::migration::MoveImage`]), large.
+    ProcessMove = 20,
+    /// The answer to a move ([`crate::migration::MoveReply`]).
+    ProcessMoveReply = 21,
 }
 
 /// Highest kind number in use.
-pub const MAX_KIND: u16 = 19;
+pub const MAX_KIND: u16 = 21;
 
 impl Kind {
     /// The kind with number `value`, if any.
@@ -78,6 +82,8 @@ impl Kind {
             17 => Self::AcEvent,
             18 => Self::SyspageCall,
             19 => Self::SyspageResult,
+            20 => Self::ProcessMove,
+            21 => Self::ProcessMoveReply,
             _ => return None,
         })
     }
@@ -405,8 +411,12 @@ pub mod handler {
     /// Asks a parked callee to leave its host for core `arguments[0]` (`core unpark`): returns
     /// 0, after which it saves itself at its next idle point for a boot driver to resume.
     pub const UNPARK_CORE: u16 = 21;
+    /// Hand every process of the callee to timesharing cores (argument 0: a bit set of the
+    /// cores that may take them), before its role changes; answers how many it started to
+    /// move, or a refusal (see `kernel::core::role`).
+    pub const EVACUATE: u16 = 22;
     /// Highest id in use.
-    pub const MAX: u16 = 21;
+    pub const MAX: u16 = 22;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

@@ -184,6 +184,24 @@ pub struct Kcb {
     /// On a kernel core: the syspages it serves, one record per window slot, so that a
     /// restarted kernel serves them on from where its predecessor's rings stood.
     pub served_syspages: [ServedSyspage; MAX_SERVED_SYSPAGES],
+    /// Processes whose pid is from this OSnode's range but which are homed elsewhere now
+    /// (moved to another timesharing core): where each lives, for every core's routing.
+    pub moved_away: [MovedProcess; MAX_MOVED_AWAY],
+}
+
+/// Processes of one OSnode's pid range that may live on other cores at once.
+pub const MAX_MOVED_AWAY: usize = 16;
+
+/// A process of an OSnode's pid range homed on another core: `pid` (0: the slot is free) and
+/// the core it lives on. Whoever moves the process writes `core`; a slot is taken by a
+/// compare-exchange of `pid` from 0, and freed by storing 0 when the process ends or comes
+/// back to its range's OSnode. While a slot names a pid, the range's OSnode does not hand it
+/// out again.
+#[repr(C)]
+#[derive(Default)]
+pub struct MovedProcess {
+    pub pid: AtomicU32,
+    pub core: AtomicU32,
 }
 
 /// Syspages one kernel core serves at most (its window slots).
@@ -616,6 +634,7 @@ impl Default for Kcb {
             image_from_file: AtomicU32::new(0),
             parking: Parking::default(),
             served_syspages: core::array::from_fn(|_| ServedSyspage::default()),
+            moved_away: core::array::from_fn(|_| MovedProcess::default()),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! that involve other cores (at least one timesharing core stays) under the shared role lock,
 //! the target checks its own state (no processes, no thread, no syspage) and applies the
 //! change: an AC and a KC stop their LAPIC timer, a TC starts it again. No other core pauses.
+//! A TC that leaves timesharing first hands its processes to the other TCs (`proc::migrate`).
 
 use super::kcb::{CoreState, Role};
 use super::shared;
@@ -15,6 +16,9 @@ use linux_raw_sys::errno;
 
 /// How long the asking core waits for the target's answer.
 const ROLE_CHANGE_TIMEOUT_MS: u64 = 1000;
+/// How long the asking core waits for a TC's processes to move to other TCs before its role
+/// changes.
+const HAND_OVER_TIMEOUT_MS: u64 = 3000;
 
 /// Why a role change was refused; each maps to the errno of `abi::call::ROLE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,8 +31,14 @@ pub enum RoleError {
     LastTimesharingCore(usize),
     /// Core 0 owns the devices, the file service and init.
     CoreZero,
-    /// The core has processes homed on it.
+    /// The core has processes homed on it (they did not all move to other TCs in time, or
+    /// the core asked for itself).
     HasProcesses(usize, u32),
+    /// A TC asked itself to leave timesharing while it is home to processes: the caller is one
+    /// of them, and cannot move while it waits for the answer.
+    AskedByItsOwnProcess(usize),
+    /// A process of the core cannot move to another TC: its pid, and why.
+    CannotMove(usize, u32, crate::proc::migrate::CannotMove),
     /// The application core runs a thread.
     RunsThread(usize),
     /// The kernel core serves syspages.
@@ -55,6 +65,8 @@ impl RoleError {
             Self::CoreZero => errno::EPERM,
             Self::LastTimesharingCore(_)
             | Self::HasProcesses(..)
+            | Self::CannotMove(..)
+            | Self::AskedByItsOwnProcess(_)
             | Self::RunsThread(_)
             | Self::ServesSyspages(..)
             | Self::Parked(..)
@@ -72,7 +84,17 @@ impl core::fmt::Display for RoleError {
             Self::NotRunning(core, state) => write!(f, "core {core} is {}, not running", state.name()),
             Self::LastTimesharingCore(core) => write!(f, "core {core} is the last timesharing core"),
             Self::CoreZero => write!(f, "core 0 owns the devices, the file service and init, and stays a TC"),
-            Self::HasProcesses(core, count) => write!(f, "core {core} is home to {count} processes"),
+            Self::HasProcesses(core, count) => {
+                write!(f, "core {core} is home to {count} processes that did not move to other TCs")
+            }
+            Self::AskedByItsOwnProcess(core) => write!(
+                f,
+                "core {core} is home to processes, among them the one asking, which cannot move while it \
+                 waits: ask from another core"
+            ),
+            Self::CannotMove(core, pid, why) => {
+                write!(f, "process {pid} of core {core} cannot move to another TC: {why}; end it first")
+            }
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
             Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
             Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
@@ -104,6 +126,16 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
         return Err(RoleError::NotRunning(core, kcb.state()));
     }
     let me = shared::this_core();
+    // NIX: a core that leaves timesharing hands its processes to the TCs first.
+    if role != Role::Timesharing && kcb.role() == Role::Timesharing && core != 0 {
+        let homed = kcb.processes.live.load(Ordering::Acquire);
+        if homed != 0 && core == me as usize {
+            return Err(RoleError::AskedByItsOwnProcess(core));
+        }
+        if homed != 0 {
+            hand_processes_over(core, count)?;
+        }
+    }
     region.header.role_lock.lock(me);
     let result = change_locked(core, role, count);
     region.header.role_lock.unlock();
@@ -115,6 +147,38 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
         );
     }
     result
+}
+
+/// Asks timesharing core `core` to hand every process it is home to over to the other TCs,
+/// and waits until it is home to none.
+fn hand_processes_over(core: usize, count: usize) -> Result<(), RoleError> {
+    let region = shared::get();
+    let destinations = (0..count)
+        .filter(|&c| c != core && c < 64)
+        .filter(|&c| {
+            let other = region.kcb(c);
+            other.state() == CoreState::Running && other.role() == Role::Timesharing && other.parking.host().is_none()
+        })
+        .fold(0u64, |set, c| set | 1 << c);
+    if destinations == 0 {
+        return Err(RoleError::LastTimesharingCore(core));
+    }
+    let answer = icc::call(core, handler::EVACUATE, [destinations, 0, 0, 0, 0], ROLE_CHANGE_TIMEOUT_MS)
+        .map_err(|_| RoleError::NoAnswer(core))?;
+    if answer & REFUSED_MOVE != 0 {
+        let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
+        return Err(RoleError::CannotMove(core, answer as u32, why));
+    }
+    let live = || region.kcb(core).processes.live.load(Ordering::Acquire);
+    let deadline = crate::time::deadline_after_ms(HAND_OVER_TIMEOUT_MS);
+    while live() != 0 {
+        let now = crate::arch::cpu::read_tsc();
+        if now >= deadline {
+            return Err(RoleError::HasProcesses(core, live()));
+        }
+        let _ = crate::sched::block(crate::sched::WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+    }
+    Ok(())
 }
 
 fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError> {
@@ -148,6 +212,8 @@ const REFUSED_BY_IMAGE: u64 = 4 << 32;
 const REFUSED_PARKED: u64 = 5 << 32;
 const REFUSED_HOSTING: u64 = 6 << 32;
 const REFUSED_ROLE: u64 = 7 << 32;
+/// An evacuation's refusal: bit 63, the reason's code in bits 32..63, the pid below.
+const REFUSED_MOVE: u64 = 1 << 63;
 
 pub(super) fn decode_refusal(core: usize, value: u64) -> RoleError {
     let count = value as u32;
@@ -242,8 +308,14 @@ pub fn current() -> Role {
     shared::this_kcb().role()
 }
 
-/// Registers the role ICC handler of this instance.
+/// Registers the role ICC handlers of this instance.
 pub fn init() {
+    icc::register(handler::EVACUATE, |arguments: &[u64; ICC_ARGUMENTS]| {
+        Ok(match crate::proc::migrate::evacuate(arguments[0]) {
+            Ok(count) => u64::from(count),
+            Err((pid, why)) => REFUSED_MOVE | u64::from(why.code()) << 32 | u64::from(pid),
+        })
+    });
     icc::register(handler::SET_ROLE, |arguments: &[u64; ICC_ARGUMENTS]| {
         let role = Role::from_u64(arguments[0]).ok_or(IccStatus::BadArguments)?;
         Ok(match apply(role) {

@@ -222,8 +222,8 @@ fn call_with(
                 let _ = cancel(request_id);
                 return Err(errno::EINTR);
             }
-            Wakeup::Interrupted => {
-                // A signal: the service answers at once with what the request has.
+            Wakeup::Interrupted | Wakeup::Moving => {
+                // A signal, or a move: the service answers at once with what the request has.
                 if !cancelled {
                     cancelled = true;
                     let _ = cancel(request_id);

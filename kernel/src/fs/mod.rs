@@ -272,6 +272,12 @@ impl FileTable {
             .filter_map(|(fd, slot)| slot.as_ref().filter(|slot| !slot.close_on_exec).map(|slot| (fd, &slot.open)))
     }
 
+    /// Every open descriptor: its number, open file and `FD_CLOEXEC` (a process moving to
+    /// another core takes them all).
+    pub fn all(&self) -> impl Iterator<Item = (usize, &Arc<Handle>, bool)> {
+        self.slots.iter().enumerate().filter_map(|(fd, slot)| slot.as_ref().map(|s| (fd, &s.open, s.close_on_exec)))
+    }
+
     /// A table of `descriptors` (fd, handle), none of them `FD_CLOEXEC`.
     pub fn from_inherited(descriptors: Vec<(usize, Handle)>) -> Self {
         let mut table = Self { slots: Vec::new() };

@@ -551,6 +551,65 @@ impl AddressSpace {
         }
     }
 
+    /// Every present page: (user address, frame, the entry's flag bits), in address order.
+    pub fn present_pages(&self) -> Vec<(u64, u64, u64)> {
+        let mut pages = Vec::new();
+        let _ = self.for_each_page(|address, frame, entry| {
+            pages.push((address, frame, entry & !flags::ADDRESS_MASK));
+            Ok(())
+        });
+        pages
+    }
+
+    /// An address space of these areas and break whose pages are copies (a process moving in
+    /// from another core): each of `pages` (address, entry flags) gets a fresh frame that
+    /// `fill` writes. Refuses an area or page outside user space, unaligned, or a page
+    /// outside every area; frees what it built on any failure.
+    pub fn rebuild(
+        areas: Vec<Area>,
+        heap: (u64, u64),
+        pages: impl Iterator<Item = (u64, u64)>,
+        mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), MemoryError>,
+    ) -> Result<Self, MemoryError> {
+        let aligned = |address: u64| address.is_multiple_of(PAGE_SIZE);
+        let sane = areas.windows(2).all(|pair| pair[0].end <= pair[1].start)
+            && areas
+                .iter()
+                .all(|a| aligned(a.start) && aligned(a.end) && a.start < a.end && is_user(a.start, a.end - a.start));
+        if !sane || heap.0 > heap.1 || !is_user(heap.0, heap.1 - heap.0) {
+            return Err(MemoryError::BadRange);
+        }
+        let mut memory = Self::new()?;
+        memory.areas = areas;
+        memory.heap_start = heap.0;
+        memory.heap_end = heap.1;
+        let result = pages.into_iter().try_for_each(|(address, entry_flags)| {
+            if !aligned(address) || memory.area_of(address).is_none() {
+                return Err(MemoryError::BadRange);
+            }
+            let frame = memory.map_zeroed(address, Protection::READ_WRITE)?;
+            // SAFETY: a frame of this instance just mapped for this page, one page long.
+            let bytes =
+                unsafe { core::slice::from_raw_parts_mut(physical_to_virtual(frame) as *mut u8, PAGE_SIZE as usize) };
+            fill(address, bytes)?;
+            // Only the rights and the bits the hardware sets travel; the frame is ours.
+            let kept = entry_flags
+                & (flags::PRESENT | flags::WRITABLE | flags::USER | flags::NO_EXECUTE | flags::ACCESSED | flags::DIRTY);
+            if let Ok(Some(entry)) = memory.entry(address, false) {
+                // SAFETY: the entry `map_zeroed` just wrote.
+                unsafe { entry.write(frame | kept | flags::PRESENT | flags::USER) };
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => Ok(memory),
+            Err(error) => {
+                memory.destroy();
+                Err(error)
+            }
+        }
+    }
+
     /// Walks the user half: `visit_page(address, frame, entry)` for every mapped page, and,
     /// when `visit_table` is given, `visit_table(frame)` for every page table after the
     /// entries below it were visited (so a table can be freed once its pages are).

@@ -89,16 +89,24 @@ pub fn map_kernel_page(virtual_address: u64) -> Result<u64, FrameError> {
 /// process copies the kernel half, so a boot driver running later maps its window where
 /// every address space sees it; and the page directory of its first gigabyte, where a
 /// partition is mapped, so a first start or restart asked from this core allocates no table
-/// the leak check would count against it (a partition of this size fits there).
+/// the leak check would count against it (a partition of this size fits there); and the
+/// tables of the copy window ([`COPY_WINDOW`]) for the same reason.
 pub fn prepare_kernel_half() -> Result<(), FrameError> {
     let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let pdpt = next_table(root, (BOOT_WINDOW_BASE >> 39) & 511)?;
-    next_table(pdpt, (BOOT_WINDOW_BASE >> 30) & 511).map(drop)
+    next_table(pdpt, (BOOT_WINDOW_BASE >> 30) & 511)?;
+    // The copy window's tables too: a process moving in maps its pages there.
+    let pd = next_table(pdpt, (COPY_WINDOW >> 30) & 511)?;
+    next_table(pd, (COPY_WINDOW >> 21) & 511).map(drop)
 }
 
 /// Where syspage frames of processes homed elsewhere are mapped (inside the boot window's
 /// top-level entry, which every root of the instance shares; far above any partition).
 pub const SYSPAGE_WINDOW_BASE: u64 = BOOT_WINDOW_BASE + (256 << 30);
+
+/// Where a kernel maps, one at a time, the frames of a process moving in from another core
+/// while it copies them (`proc::migrate`): 1 GiB above the syspage slots.
+pub const COPY_WINDOW: u64 = SYSPAGE_WINDOW_BASE + (1 << 30);
 
 /// Maps the frame `physical` (a syspage another instance lent: the one page shared by a
 /// process and this kernel core or application core) at `virtual_address`, writable,

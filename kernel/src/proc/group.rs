@@ -62,7 +62,7 @@ fn members_here(query: &GroupMembers) -> usize {
 /// Keeps the parent's record of `process` in step with its new group, when the parent is
 /// homed here (one homed elsewhere learns the group at the child's exit).
 fn tell_parent_here(process: &Process) {
-    if process.parent.pid == 0 || process.parent.core != shared::this_core() {
+    if process.parent.pid == 0 || process.parent.home() != shared::this_core() as usize {
         return;
     }
     if let Some(parent) = find(process.parent.pid) {
@@ -127,7 +127,7 @@ pub fn set_group(pid: u32, group: u32) -> Result<(), Errno> {
 /// The child's half of `setpgid` by its parent, on the child's home.
 fn set_child_group_here(request: &SetProcessGroup) -> Result<(), Errno> {
     let child = find(request.pid).ok_or(errno::ESRCH)?;
-    if child.parent != (Parent { core: request.parent_core, pid: request.parent }) {
+    if !child.parent.is(Parent { core: request.parent_core, pid: request.parent }) {
         return Err(errno::ESRCH);
     }
     if child.session() != request.parent_session {

@@ -5,6 +5,7 @@
 
 pub mod elf;
 pub mod group;
+pub mod migrate;
 pub mod remote;
 pub mod signal;
 
@@ -28,9 +29,33 @@ use spin::Mutex;
 /// its home and no counter is shared between cores.
 pub const PID_RANGE: u32 = 100_000;
 
-/// The home instance of `pid`.
-pub fn home_of(pid: u32) -> usize {
+/// The OSnode whose range `pid` is from (the kernel that handed it out).
+pub fn range_of(pid: u32) -> usize {
     (pid / PID_RANGE) as usize
+}
+
+/// The home instance of `pid`: the OSnode of its range, unless the process moved to another
+/// core since (its range's KCB says where, see `migrate`).
+pub fn home_of(pid: u32) -> usize {
+    let range = range_of(pid);
+    migrate::moved_to(range, pid).unwrap_or(range)
+}
+
+impl Parent {
+    /// Where the parent lives now: a process wherever it moved, a kernel on its core.
+    pub fn home(self) -> usize {
+        if self.pid == 0 {
+            self.core as usize
+        } else {
+            home_of(self.pid)
+        }
+    }
+
+    /// Whether `self` and `other` name the same parent (a process by its pid alone, wherever
+    /// it lives; a kernel by its core).
+    pub fn is(self, other: Parent) -> bool {
+        self.pid == other.pid && (self.pid != 0 || self.core == other.core)
+    }
 }
 
 /// What a new process starts with besides its program: descriptors and working directory.
@@ -112,6 +137,8 @@ pub struct Process {
     session: AtomicU32,
     /// Whether it called `execve` (its parent may no longer move it to another group).
     exec_done: AtomicBool,
+    /// Whether it was asked to move to another core, and where (see `migrate`).
+    moving: AtomicU32,
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -198,6 +225,10 @@ fn allocate_pid() -> Option<u32> {
     for _ in 0..PID_RANGE - 1 {
         pids.next = if pids.next == 0 || pids.next >= PID_RANGE - 1 { 1 } else { pids.next + 1 };
         let pid = base + pids.next;
+        // A pid of this range that lives on another core now is still taken.
+        if migrate::moved_to(shared::this_core() as usize, pid).is_some() {
+            continue;
+        }
         if pids.used.insert(pid) {
             return Some(pid);
         }
@@ -297,6 +328,7 @@ fn create(
         process_group: AtomicU32::new(process_group),
         session: AtomicU32::new(session),
         exec_done: AtomicBool::new(false),
+        moving: AtomicU32::new(migrate::NOT_MOVING),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -408,6 +440,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             process_group: AtomicU32::new(process.process_group()),
             session: AtomicU32::new(process.session()),
             exec_done: AtomicBool::new(false),
+            moving: AtomicU32::new(migrate::NOT_MOVING),
         });
         state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child
@@ -562,7 +595,8 @@ fn end_process(process: &Arc<Process>) {
         wait_status: status,
         process_group: process.process_group(),
     };
-    report_exit(process.parent.core, exited);
+    migrate::forget_moved(process.pid);
+    report_exit(process.parent.home() as u32, exited);
 }
 
 fn report_exit(parent_core: u32, exited: ChildExited) {
@@ -783,7 +817,7 @@ pub fn spawn(
         }
         // Not interruptible: a signal must not leave a child built but not recorded.
         match sched::block_uninterruptible(WaitToken::Reply(request_id), Some(deadline)) {
-            Wakeup::Woken | Wakeup::Interrupted => {}
+            Wakeup::Woken | Wakeup::Interrupted | Wakeup::Moving => {}
             Wakeup::TimedOut if crate::arch::cpu::read_tsc() >= deadline => {
                 PENDING_SPAWNS.lock().remove(&request_id);
                 return Err(errno::ETIMEDOUT);
@@ -873,6 +907,7 @@ pub fn init() {
     register(Kind::ChildExited, Handler { high_priority: false, on_line: Some(on_child_exited), on_large: None });
     signal::init();
     group::init();
+    migrate::init();
     remote::init();
     crate::syscall::syspage::init();
     crate::core::ac::init();

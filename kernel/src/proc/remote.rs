@@ -448,7 +448,9 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
             sched::block(WaitToken::Away(thread.tid), deadline)
         };
         match wakeup {
-            Wakeup::Woken | Wakeup::TimedOut => {}
+            // A move waits until the thread is home (`block` does not end an away thread's
+            // wait for it).
+            Wakeup::Woken | Wakeup::TimedOut | Wakeup::Moving => {}
             Wakeup::Killed => {
                 let away = take_away(thread);
                 if let Some(away) = away {

@@ -81,6 +81,11 @@ pub const CORE_DUMPED: u32 = 0x80;
 pub const RESTART_SYSCALL: Errno = 512;
 /// `ERESTARTNOHAND`: run the call again only when no handler ran (`pause`, `rt_sigsuspend`).
 pub const RESTART_NO_HANDLER: Errno = 514;
+/// `ERESTART_RESTARTBLOCK`: when no handler ran, run `restart_syscall` instead, which
+/// finishes what the thread's restart record says (a sleep a move cut short).
+pub const RESTART_BLOCK: Errno = 516;
+/// Linux's `restart_syscall`.
+const SYS_RESTART_SYSCALL: u64 = 219;
 
 /// What a blocking call that may run again (`read`, `write`, `wait4`, `futex` without a
 /// timeout) returns when `sched::block` answered `Wakeup::Interrupted` (or `Killed`): the
@@ -92,7 +97,7 @@ pub fn interrupted_errno() -> Errno {
 
 /// Whether `error` is one of the internal restart errnos.
 pub fn is_restart(error: Errno) -> bool {
-    error == RESTART_SYSCALL || error == RESTART_NO_HANDLER
+    error == RESTART_SYSCALL || error == RESTART_NO_HANDLER || error == RESTART_BLOCK
 }
 
 /// A disposition, as `rt_sigaction` reads and writes it (`struct kernel_sigaction` of x86-64:
@@ -177,8 +182,15 @@ impl Pending {
         self.bits.load(Ordering::Relaxed)
     }
 
+    /// Every pending signal with its `siginfo` (a process moving to another core takes them).
+    pub(super) fn entries(&self) -> Vec<SignalInfo> {
+        let table = self.info.lock();
+        let bits = self.bits.load(Ordering::Relaxed);
+        (1..=MAX_SIGNAL).filter(|&signal| bits & bit(signal) != 0).map(|signal| table[signal as usize - 1]).collect()
+    }
+
     /// Marks `info.signal` pending; a signal already pending keeps its first `siginfo`.
-    fn add(&self, info: SignalInfo) {
+    pub(super) fn add(&self, info: SignalInfo) {
         let mut table = self.info.lock();
         let bit = bit(info.signal);
         if self.bits.load(Ordering::Relaxed) & bit == 0 {
@@ -217,7 +229,8 @@ impl ProcessSignals {
         Self::with_actions([Action::default(); MAX_SIGNAL as usize])
     }
 
-    fn with_actions(actions: [Action; MAX_SIGNAL as usize]) -> Self {
+    /// Dispositions `actions`, nothing pending (a fork, or a process moving in).
+    pub(super) fn with_actions(actions: [Action; MAX_SIGNAL as usize]) -> Self {
         let ignored = ignored_set(&actions);
         Self { actions: Mutex::new(actions), ignored: AtomicU64::new(ignored), pending: Pending::new() }
     }
@@ -239,6 +252,11 @@ impl ProcessSignals {
             };
         }
         self.ignored.store(ignored_set(&actions), Ordering::Relaxed);
+    }
+
+    /// Every disposition, signal 1 first.
+    pub(super) fn actions(&self) -> [Action; MAX_SIGNAL as usize] {
+        *self.actions.lock()
     }
 
     /// The disposition of `signal` (1 to 64).
@@ -304,7 +322,8 @@ impl ThreadSignals {
         Self::with_stack(blocked, AlternateStack { flags: AlternateStack::DISABLE, ..AlternateStack::default() })
     }
 
-    fn with_stack(blocked: SignalSet, alternate_stack: AlternateStack) -> Self {
+    /// A thread with `blocked` and `alternate_stack`, nothing pending.
+    pub(super) fn with_stack(blocked: SignalSet, alternate_stack: AlternateStack) -> Self {
         Self {
             blocked: AtomicU64::new(blocked & !UNBLOCKABLE),
             pending: Pending::new(),
@@ -665,7 +684,10 @@ fn settle(frame: &mut InterruptFrame, call: InterruptedCall, handler_flags: Opti
     };
     if restart {
         frame.rip -= 2;
-        frame.rax = call.number;
+        frame.rax = if call.rule == RESTART_BLOCK { SYS_RESTART_SYSCALL } else { call.number };
+    } else if call.rule == RESTART_BLOCK {
+        // A handler ran: the sleep ends with EINTR, as it would have without the move.
+        crate::sched::current().restart_sleep.lock().take();
     }
 }
 

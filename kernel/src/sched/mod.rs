@@ -53,13 +53,16 @@ pub enum Wakeup {
     /// A signal it does not block is pending for it (see `proc::signal`): the call fails with
     /// `EINTR` or `proc::signal::interrupted_errno()`.
     Interrupted,
+    /// Its process is moving to another core's kernel (`proc::migrate`): the call gives up as
+    /// for a signal, and runs again there (`interrupted_errno()`, or a sleep's restart).
+    Moving,
 }
 
 impl Wakeup {
     /// Whether a signal cut the wait short (the process is ending, or a handler is to run):
     /// the blocking call should give up with `EINTR` or `proc::signal::interrupted_errno()`.
     pub fn by_signal(self) -> bool {
-        matches!(self, Self::Killed | Self::Interrupted)
+        matches!(self, Self::Killed | Self::Interrupted | Self::Moving)
     }
 }
 
@@ -109,6 +112,9 @@ pub struct Thread {
     /// Where its user code runs when not here: an application core (NIX execac). Its home
     /// serves its traps, see `proc::remote`.
     pub away: Mutex<Option<crate::proc::remote::Away>>,
+    /// A sleep cut short by a move of its process, which `restart_syscall` finishes: its end
+    /// (monotonic ns) and where the time left goes if a signal ends it.
+    pub restart_sleep: Mutex<Option<(u64, u64)>>,
 }
 
 // SAFETY: a thread is touched only by its own instance (one core); `context` is written only
@@ -155,6 +161,7 @@ impl Thread {
             wait: Mutex::new(None),
             wakeup: Mutex::new(Wakeup::Woken),
             away: Mutex::new(None),
+            restart_sleep: Mutex::new(None),
         }))
     }
 
@@ -255,6 +262,7 @@ pub fn init() {
         wait: Mutex::new(None),
         wakeup: Mutex::new(Wakeup::Woken),
         away: Mutex::new(None),
+        restart_sleep: Mutex::new(None),
     });
     with_scheduler(|s| s.current = Some(boot));
 }
@@ -354,6 +362,8 @@ fn block_as(wait: Wait) -> Wakeup {
             Some(Wakeup::Killed)
         } else if wait.interruptible && signal::would_interrupt(&me, process) {
             Some(Wakeup::Interrupted)
+        } else if wait.interruptible && crate::proc::migrate::is_asked(process) && me.away.lock().is_none() {
+            Some(Wakeup::Moving)
         } else {
             None
         };
@@ -394,6 +404,22 @@ pub fn wake(token: WaitToken, count: usize) -> usize {
             }
         }
         woken
+    })
+}
+
+/// Wakes every thread of process `pid` in an interruptible wait with [`Wakeup::Moving`].
+pub fn wake_for_move(pid: u32) {
+    with_scheduler(|s| {
+        let mut i = 0;
+        while i < s.blocked.len() {
+            let thread = &s.blocked[i];
+            let interruptible = thread.wait.lock().is_some_and(|w| w.interruptible);
+            if interruptible && thread.process.as_ref().is_some_and(|p| p.pid == pid) {
+                unblock(s, i, Wakeup::Moving);
+            } else {
+                i += 1;
+            }
+        }
     })
 }
 
@@ -509,6 +535,10 @@ pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<Interr
     }
     if interrupted.is_some() || with_current_thread(signal::needs_delivery) == Some(true) {
         signal::deliver(frame, interrupted);
+    }
+    // Last: the frame is what ring 3 would get, a cut-short call rewound to run again.
+    if with_current_process(crate::proc::migrate::is_asked) == Some(true) {
+        crate::proc::migrate::move_current(frame);
     }
 }
 

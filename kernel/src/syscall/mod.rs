@@ -231,6 +231,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_gettimeofday => time::gettimeofday(a.0[0]),
         nr::__NR_time => time::time(a.0[0]),
         nr::__NR_nanosleep => time::nanosleep(a.0[0], a.0[1]),
+        nr::__NR_restart_syscall => time::restart_syscall(),
         nr::__NR_clock_nanosleep => time::clock_nanosleep(a.0[0], a.0[1], a.0[2], a.0[3]),
 
         _ if number == abi::call::CORE => Ok(crate::proc::remote::current_core() as u64),

@@ -145,6 +145,8 @@ pub fn futex(address: u64, operation: u64, value: u64, timeout: u64, _bitset: u6
                 // handler; one with a timeout fails (it would restart with the full time).
                 Wakeup::Killed | Wakeup::Interrupted if deadline.is_none() => Err(proc::signal::interrupted_errno()),
                 Wakeup::Killed | Wakeup::Interrupted => Err(errno::EINTR),
+                // Runs again on the core the process moves to, with its whole timeout.
+                Wakeup::Moving => Err(proc::signal::interrupted_errno()),
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => Ok(sched::wake(key, value as u32 as usize) as u64),

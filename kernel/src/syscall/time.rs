@@ -75,12 +75,29 @@ pub(super) fn sleep_until(until_ns: u64, remaining: u64) -> SyscallResult {
             return Ok(0);
         }
         let deadline = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(until_ns - now_ns);
-        if sched::block(WaitToken::Sleep, Some(deadline)).by_signal() {
+        let wakeup = sched::block(WaitToken::Sleep, Some(deadline));
+        if wakeup == sched::Wakeup::Moving {
+            // The process moves to another core: `restart_syscall` sleeps the rest there (the
+            // monotonic clock is the same on every core).
+            *sched::current().restart_sleep.lock() = Some((until_ns, remaining));
+            return Err(crate::proc::signal::RESTART_BLOCK);
+        }
+        if wakeup.by_signal() {
             if remaining != 0 {
                 write_user(remaining, &to_timespec(until_ns.saturating_sub(crate::time::now_ns())))?;
             }
             return Err(errno::EINTR);
         }
+    }
+}
+
+/// `restart_syscall`: finishes the sleep a move cut short (see `sleep_until`); with none to
+/// finish, `EINTR` as on Linux.
+pub fn restart_syscall() -> SyscallResult {
+    let pending = sched::current().restart_sleep.lock().take();
+    match pending {
+        Some((until_ns, remaining)) => sleep_until(until_ns, remaining),
+        None => Err(errno::EINTR),
     }
 }
 

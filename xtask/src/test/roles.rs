@@ -74,7 +74,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             )?;
             printed(
                 serial,
-                "role: core 1 to TC: the change would leave no timesharing core, or the core runs",
+                "role: core 1 to TC: the change would leave no timesharing core, or a process there",
                 "a role change of a busy AC was not refused",
             )?;
             printed(serial, "any-ac-done", "execac -1 found no free AC")?;
@@ -137,6 +137,54 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             }
             if count(serial, "running       TC") < 4 {
                 return Err("not every core is a running TC at the end".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+    // A TC that becomes an AC hands its processes to the other TCs (NIX), while the message
+    // stress runs: FTQ writing to a file, a shell sleeping in its child's wait, and that child
+    // sleeping, all on core 2, go on elsewhere with their pids, files and clocks; a core asked
+    // by one of its own processes refuses.
+    let script = "on 1 /bin/msg stress 200000 & spawn 2 /bin/ftq 40000 50 > /tmp/ftq.txt & \
+                  spawn 2 /bin/busybox sh -c 'sleep 1; echo slept-after-move; /bin/busybox sha256sum /etc/hello.txt' & \
+                  sleep 0.4; role 2 ac; /bin/cores; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
+                  execac 2 /bin/busybox echo ac-after-handover; role 2 tc; \
+                  spawn 3 /bin/busybox sleep 1 & sleep 0.2; on 3 /bin/role 3 kc; wait; \
+                  role 3 kc; role 3 tc; /bin/cores; /bin/ps";
+    let expected_digest = hello_digest();
+    list.push(Integration {
+        name: "role-hands-processes-over-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(serial, &["core 2 is now an AC", "2     2     running       AC"])?;
+            let moved = count(serial, "moved here from core 2");
+            if moved != 3 {
+                return Err(format!("{moved} processes moved away from core 2, not 3 (ftq, sh and its sleep)"));
+            }
+            let ftq = serial.lines().find(|l| l.starts_with("FTQ ")).ok_or("FTQ wrote no summary to its file")?;
+            if !ftq.contains(" core=2 ") || !ftq.contains(" core_end=") || ftq.contains(" core_end=2") {
+                return Err(format!("FTQ did not start on core 2 and end elsewhere: {ftq}"));
+            }
+            printed(serial, "slept-after-move", "the shell that moved did not go on after its child's sleep")?;
+            printed(
+                serial,
+                &format!("{expected_digest}  /etc/hello.txt"),
+                "the moved shell's busybox did not print the host's digest",
+            )?;
+            printed(serial, "ac-after-handover", "the new AC did not run a program")?;
+            printed(
+                serial,
+                "role change of core 3 refused: core 3 is home to processes, among them the one asking",
+                "a core asked by its own process was not refused",
+            )?;
+            printed_in_order(serial, &["core 3 is now a KC", "core 3 is now a TC"])?;
+            let stress = serial
+                .lines()
+                .find(|l| l.contains("stress: ") || l.starts_with("error: sent "))
+                .ok_or("no stress result")?;
+            if !stress.contains("order/checksum errors 0") || !stress.starts_with("stress: ") {
+                return Err(format!("the stress failed: {stress}"));
             }
             nothing_leaked(serial, 4)
         }),

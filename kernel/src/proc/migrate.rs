@@ -1,0 +1,708 @@
+//! Moving a process to another timesharing core's kernel: NIX's "a core whose role changes to
+//! AC hands its processes to its TCs first", done the multikernel way (Popcorn's migration).
+//!
+//! The process keeps its pid (so its parent, its group and whoever signals it still name it),
+//! its memory (copied page by page into the receiver's partition), its descriptors (one more
+//! reference each at the file service), its signal state, children and registers. Where it
+//! lives is written in the KCB of the OSnode whose range its pid is from (`moved_away`), which
+//! every core reads to route by pid ([`super::home_of`]).
+//!
+//! The steps:
+//! 1. The OSnode that gives its processes up ([`evacuate`], asked by ICC) marks each with a
+//!    destination and wakes its thread from an interruptible wait ([`Wakeup::Moving`]): the
+//!    call gives up as a signal would make it, to run again on the destination.
+//! 2. The thread, on its way back to ring 3 (`sched::before_user_return`, after signal
+//!    delivery settled a restart), packs its own process ([`move_current`]): registers, FPU
+//!    image, TLS, signal masks and dispositions, pending signals, descriptors, children, areas,
+//!    and the frames of its present pages, and sends it as one large message.
+//! 3. The destination ([`on_move`]) checks the image, copies every page into frames of its
+//!    own through its copy window, adopts the descriptors, builds the process and its thread
+//!    with the same pid and tid, records where the pid lives, and answers.
+//! 4. On a yes, the thread at the origin ends there and its process is taken down without an
+//!    exit (no status to the parent: the process goes on); signals that reached the origin
+//!    while it packed are sent on. On a no or no answer, the process runs on where it was.
+//!
+//! Only single-threaded processes move (a thread's tid names its home too, and moving
+//! several threads at once needs them all stopped: not done yet); a process whose thread runs
+//! on an application core or has a syspage stays too. The refusal says which.
+
+use super::{find, home_of, range_of, signal, Child, Errno, Parent, Process, ProcessState, PIDS, PROCESSES};
+use crate::arch::idt::InterruptFrame;
+use crate::arch::paging::PAGE_SIZE;
+use crate::arch::user::{self, FpuState};
+use crate::core::kcb::{PartitionRange, Role};
+use crate::core::shared;
+use crate::fs::{FileTable, Handle};
+use crate::mm::user::{AddressSpace, Area, AreaKind, MemoryError, Protection};
+use crate::sched::{self, Thread, WaitToken};
+use abi::message::Kind;
+use abi::migration::{
+    MoveHeader, MoveImage, MoveParts, MoveReply, MovedAction, MovedArea, MovedChild, MovedDescriptor, MovedPage,
+    MovedSignal, MovedThread, NOT_EXITED, NO_RESTART, SIGNALS,
+};
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use linux_raw_sys::errno;
+use spin::Mutex;
+
+/// `Process::moving` when no move is asked; else the destination core plus one, with
+/// [`PACKING`] once its thread packs it.
+pub const NOT_MOVING: u32 = 0;
+const PACKING: u32 = 1 << 31;
+/// A `moved_away` slot being filled (its pid not published yet).
+const CLAIMING: u32 = u32::MAX;
+/// How long a packed process waits for the destination's answer.
+const MOVE_TIMEOUT_MS: u64 = 2000;
+
+/// Whether `process` was asked to move and its thread has not started packing: its waits end
+/// at once ([`Wakeup::Moving`]) so that it reaches its way back to ring 3.
+pub fn is_asked(process: &Process) -> bool {
+    let moving = process.moving.load(Ordering::Relaxed);
+    moving != NOT_MOVING && moving & PACKING == 0
+}
+
+/// Where process `pid`, of OSnode `range`'s pid range, lives if it moved away from there.
+pub fn moved_to(range: usize, pid: u32) -> Option<usize> {
+    if pid == 0 {
+        return None;
+    }
+    let kcb = shared::get().listed_kcbs().get(range)?;
+    kcb.moved_away
+        .iter()
+        .find(|slot| slot.pid.load(Ordering::Acquire) == pid)
+        .map(|slot| slot.core.load(Ordering::Acquire) as usize)
+}
+
+/// Records that `pid` lives on this core now, in its range's KCB; a process back in its own
+/// range needs no record.
+fn record_here(pid: u32) -> Result<(), Errno> {
+    let me = shared::this_core();
+    let range = range_of(pid);
+    if range == me as usize {
+        PIDS.lock().used.insert(pid);
+        forget_moved(pid);
+        return Ok(());
+    }
+    let table = &shared::get().listed_kcbs().get(range).ok_or(errno::EINVAL)?.moved_away;
+    if let Some(slot) = table.iter().find(|slot| slot.pid.load(Ordering::Acquire) == pid) {
+        slot.core.store(me, Ordering::Release);
+        return Ok(());
+    }
+    let slot = table
+        .iter()
+        .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok())
+        .ok_or(errno::ENOSPC)?;
+    slot.core.store(me, Ordering::Relaxed);
+    // Release: a reader that sees the pid sees the core.
+    slot.pid.store(pid, Ordering::Release);
+    Ok(())
+}
+
+/// Whether [`record_here`] would find a slot for `pid`.
+fn can_record(pid: u32) -> bool {
+    let range = range_of(pid);
+    range == shared::this_core() as usize
+        || shared::get().listed_kcbs().get(range).is_some_and(|kcb| {
+            kcb.moved_away.iter().any(|slot| {
+                let holder = slot.pid.load(Ordering::Acquire);
+                holder == pid || holder == 0
+            })
+        })
+}
+
+/// The process `pid` ended (or came back to its range's OSnode): its range may hand the pid
+/// out again.
+pub fn forget_moved(pid: u32) {
+    let Some(kcb) = shared::get().listed_kcbs().get(range_of(pid)) else { return };
+    if let Some(slot) = kcb.moved_away.iter().find(|slot| slot.pid.load(Ordering::Acquire) == pid) {
+        slot.pid.store(0, Ordering::Release);
+    }
+}
+
+/// Why a process cannot move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CannotMove {
+    /// It has this many threads; only single-threaded processes move.
+    Threads(usize),
+    /// Its thread runs on an application core (`execac`).
+    OnApplicationCore,
+    /// Its thread has a syspage with a kernel core.
+    HasSyspage,
+    /// It is ending.
+    Ending,
+}
+
+impl CannotMove {
+    /// As a small number for an ICC's answer (see `core::role`).
+    pub fn code(self) -> u32 {
+        match self {
+            Self::Threads(count) => count.min(0xFFFF) as u32,
+            Self::OnApplicationCore => 0x1_0000,
+            Self::HasSyspage => 0x2_0000,
+            Self::Ending => 0x3_0000,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Self {
+        match code {
+            0x1_0000 => Self::OnApplicationCore,
+            0x2_0000 => Self::HasSyspage,
+            0x3_0000 => Self::Ending,
+            count => Self::Threads(count as usize),
+        }
+    }
+}
+
+impl core::fmt::Display for CannotMove {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Threads(count) => write!(f, "it has {count} threads (only single-threaded processes move)"),
+            Self::OnApplicationCore => write!(f, "its thread runs on an application core"),
+            Self::HasSyspage => write!(f, "its thread has a syspage"),
+            Self::Ending => write!(f, "it is ending"),
+        }
+    }
+}
+
+fn why_it_cannot_move(process: &Process) -> Option<CannotMove> {
+    if process.is_killed() {
+        return Some(CannotMove::Ending);
+    }
+    let threads = process.state.lock().threads.clone();
+    if threads.len() != 1 {
+        return Some(CannotMove::Threads(threads.len()));
+    }
+    let thread = sched::find_thread(threads[0])?;
+    if thread.away.lock().is_some() {
+        return Some(CannotMove::OnApplicationCore);
+    }
+    if crate::syscall::syspage::of_thread(thread.tid).is_some() {
+        return Some(CannotMove::HasSyspage);
+    }
+    None
+}
+
+/// On the OSnode giving its processes up: asks each to move to one of `destinations` (a bit
+/// set of cores), each to the one with the fewest processes then (core 0, which runs the
+/// shell and the devices, last among equals); returns how many, or the first that cannot
+/// move (then none is asked).
+pub fn evacuate(destinations: u64) -> Result<u32, (u32, CannotMove)> {
+    let me = shared::this_core();
+    let region = shared::get();
+    let mut loads: Vec<(u32, u32)> = (0..region.listed_kcbs().len().min(64) as u32)
+        .filter(|&c| c != me && destinations & (1 << c) != 0)
+        .map(|c| (c, region.kcb(c as usize).processes.live.load(Ordering::Relaxed)))
+        .collect();
+    let processes = super::all();
+    for process in &processes {
+        if let Some(reason) = why_it_cannot_move(process) {
+            return Err((process.pid, reason));
+        }
+    }
+    for process in &processes {
+        let Some(least) = loads.iter_mut().min_by_key(|(core, load)| (*load, core::cmp::Reverse(*core))) else {
+            return Ok(0);
+        };
+        least.1 += 1;
+        process.moving.store(least.0 + 1, Ordering::Relaxed);
+        sched::wake_for_move(process.pid);
+    }
+    // Threads preempted on their way to ring 3 get there when they run; one computing in ring
+    // 3 at its next kernel entry (the next tick at the latest).
+    Ok(processes.len() as u32)
+}
+
+/// Answers to moves this instance sent, by move id: `None` until the destination answers.
+static ANSWERS: Mutex<BTreeMap<u64, Option<u32>>> = Mutex::new(BTreeMap::new());
+static NEXT_MOVE: AtomicU64 = AtomicU64::new(1);
+
+/// On the way back to ring 3 of the running thread, whose process was asked to move: packs
+/// the process and hands it over. Returns only if the move failed (the process runs on here,
+/// `frame` untouched); on success the thread ends here, its process going on elsewhere.
+pub fn move_current(frame: &mut InterruptFrame) {
+    let me = sched::current();
+    let Some(process) = me.process.clone() else { return };
+    let asked = process.moving.fetch_or(PACKING, Ordering::Relaxed);
+    let destination = (asked & !PACKING).wrapping_sub(1) as usize;
+    let result = match why_it_cannot_move(&process) {
+        Some(reason) => {
+            log::info!("process {} stays on core {}: {reason}", process.pid, shared::this_core());
+            Err(errno::EBUSY)
+        }
+        None => hand_over(&process, &me, frame, destination),
+    };
+    match result {
+        Ok(()) => {
+            drop(me);
+            leave(process)
+        }
+        Err(error) => {
+            log::warn!(
+                "process {} could not move to core {destination}: {}; it runs on here",
+                process.pid,
+                super::errno_text(error)
+            );
+            process.moving.store(NOT_MOVING, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The thread's state as the image carries it.
+fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedThread {
+    let mut fpu = FpuState::initial();
+    fpu.save();
+    let stack = *thread.signals.alternate_stack.lock();
+    let restart = *thread.restart_sleep.lock();
+    MovedThread {
+        tid: thread.tid,
+        alternate_stack_flags: stack.flags,
+        fs_base: thread.fs_base.load(Ordering::Relaxed),
+        clear_child_tid: thread.clear_child_tid.load(Ordering::Relaxed),
+        blocked: thread.signals.blocked.load(Ordering::Relaxed),
+        alternate_stack_base: stack.base,
+        alternate_stack_size: stack.size,
+        restart_until_ns: restart.map_or(NO_RESTART, |(until, _)| until),
+        restart_remaining: restart.map_or(0, |(_, remaining)| remaining),
+        registers: frame.registers(),
+        fpu: fpu.0,
+    }
+}
+
+fn moved_signals(thread: &Thread, process: &Process) -> Vec<MovedSignal> {
+    let record = |on_thread: u32| {
+        move |info: crate::arch::signal::SignalInfo| MovedSignal {
+            thread: on_thread,
+            signal: info.signal,
+            code: info.code,
+            pid: info.pid,
+            uid: info.uid,
+            status: info.status,
+        }
+    };
+    let mut pending: Vec<MovedSignal> = process.signals.pending.entries().into_iter().map(record(0)).collect();
+    pending.extend(thread.signals.pending.entries().into_iter().map(record(1)));
+    pending
+}
+
+/// Packs `process` (its one thread is `thread`, stopped with `frame`) and sends it to
+/// `destination`; `Ok` once the destination runs it.
+fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, destination: usize) -> Result<(), Errno> {
+    // The rest of a line it printed goes out from here, before the destination prints more.
+    crate::fs::console::flush(process);
+    let moved_thread = capture_thread(thread, frame);
+    let pending = moved_signals(thread, process);
+    let actions: [MovedAction; SIGNALS] = process.signals.actions().map(|action| MovedAction {
+        handler: action.handler,
+        flags: action.flags,
+        restorer: action.restorer,
+        mask: action.mask,
+    });
+    let (open_files, cwd, children, areas, pages, heap, name, path, command_line, umask) = {
+        let state = process.state.lock();
+        let files: Vec<(usize, Arc<Handle>, bool)> =
+            state.files.all().map(|(fd, handle, cloexec)| (fd, handle.clone(), cloexec)).collect();
+        let children: Vec<MovedChild> = state
+            .children
+            .iter()
+            .map(|c| MovedChild {
+                pid: c.pid,
+                process_group: c.process_group,
+                wait_status: c.wait_status.unwrap_or(NOT_EXITED),
+            })
+            .collect();
+        let areas: Vec<MovedArea> = state
+            .memory
+            .areas()
+            .iter()
+            .map(|area| MovedArea {
+                start: area.start,
+                end: area.end,
+                protection: u32::from(area.protection.read)
+                    | u32::from(area.protection.write) << 1
+                    | u32::from(area.protection.execute) << 2,
+                kind: area_kind_code(area.kind),
+            })
+            .collect();
+        let pages: Vec<MovedPage> = state
+            .memory
+            .present_pages()
+            .into_iter()
+            .map(|(address, frame, flags)| MovedPage { address, frame, flags })
+            .collect();
+        (
+            files,
+            state.cwd.clone(),
+            children,
+            areas,
+            pages,
+            (state.memory.heap_start, state.memory.heap_end),
+            state.name.clone(),
+            state.path.clone(),
+            state.command_line.clone(),
+            state.umask,
+        )
+    };
+    // One more reference at the service for each open file (one per handle, however many
+    // descriptors share it): the destination's. Dropped, and so released, if the move fails.
+    let mut retained: Vec<Handle> = Vec::new();
+    let mut descriptors = Vec::with_capacity(open_files.len());
+    for (fd, handle, cloexec) in &open_files {
+        if !retained.iter().any(|r| r.id == handle.id) {
+            retained.push(crate::fs::client::retain(handle)?);
+        }
+        descriptors.push(MovedDescriptor {
+            fd: *fd as u32,
+            kind: handle.kind as u32,
+            handle: handle.id,
+            close_on_exec: u32::from(*cloexec),
+        });
+    }
+    let working_directory = match &cwd {
+        Some(directory) => {
+            let copy = crate::fs::client::retain(directory)?;
+            let id = copy.id;
+            retained.push(copy);
+            id
+        }
+        None => abi::file::NONE,
+    };
+    drop(open_files);
+    let me = shared::this_core();
+    let move_id = (1 << 63) | (u64::from(me) << 48) | NEXT_MOVE.fetch_add(1, Ordering::Relaxed);
+    let header = MoveHeader {
+        move_id,
+        origin: me,
+        pid: process.pid,
+        parent_pid: process.parent.pid,
+        parent_core: process.parent.core,
+        process_group: process.process_group(),
+        session: process.session(),
+        umask,
+        exec_done: u32::from(process.exec_done.load(Ordering::Relaxed)),
+        heap_start: heap.0,
+        heap_end: heap.1,
+        working_directory,
+        ..MoveHeader::default()
+    };
+    let parts = MoveParts {
+        actions: &actions,
+        thread: &moved_thread,
+        descriptors: &descriptors,
+        children: &children,
+        areas: &areas,
+        pages: &pages,
+        pending: &pending,
+        name: name.as_bytes(),
+        path: path.as_bytes(),
+        command_line: &command_line,
+    };
+    let size = abi::migration::encoded_size(&parts);
+    if size > crate::msg::MAX_LARGE_MESSAGE {
+        return Err(errno::E2BIG);
+    }
+    let mut bytes = alloc::vec![0u8; size];
+    abi::migration::encode(&mut bytes, &header, &parts).ok_or(errno::EINVAL)?;
+    ANSWERS.lock().insert(move_id, None);
+    if let Err(error) = crate::msg::send_large_draining(destination, Kind::ProcessMove, &bytes) {
+        ANSWERS.lock().remove(&move_id);
+        log::debug!("process {}: the move to core {destination} was not sent: {error}", process.pid);
+        return Err(errno::EAGAIN);
+    }
+    let deadline = crate::time::deadline_after_ms(MOVE_TIMEOUT_MS);
+    let answer = loop {
+        if let Some(answer) = ANSWERS.lock().get(&move_id).copied().flatten() {
+            break Some(answer);
+        }
+        if crate::arch::cpu::read_tsc() >= deadline {
+            break None;
+        }
+        // Not interruptible: the answer decides where the process lives.
+        let _ = sched::block_uninterruptible(WaitToken::Reply(move_id), Some(deadline));
+    };
+    ANSWERS.lock().remove(&move_id);
+    match answer {
+        Some(0) => {
+            // The references are the destination's now.
+            for handle in retained {
+                core::mem::forget(handle);
+            }
+            // Signals that reached this copy after it was packed follow it.
+            let sent: Vec<u32> = pending.iter().map(|s| s.signal).collect();
+            for late in moved_signals(thread, process).into_iter().filter(|s| !sent.contains(&s.signal)) {
+                let _ = signal::kill(process.pid as i32, late.signal);
+            }
+            log::debug!("process {} moved to core {destination}", process.pid);
+            Ok(())
+        }
+        Some(error) => Err(error),
+        None => Err(errno::ETIMEDOUT),
+    }
+}
+
+fn area_kind_code(kind: AreaKind) -> u32 {
+    match kind {
+        AreaKind::Program => 0,
+        AreaKind::Heap => 1,
+        AreaKind::Stack => 2,
+        AreaKind::Anonymous => 3,
+    }
+}
+
+fn area_kind(code: u32) -> Option<AreaKind> {
+    Some(match code {
+        0 => AreaKind::Program,
+        1 => AreaKind::Heap,
+        2 => AreaKind::Stack,
+        3 => AreaKind::Anonymous,
+        _ => return None,
+    })
+}
+
+/// The moved process's thread ends here, and the process with it, without an exit: its
+/// memory and descriptors here are let go (the destination has copies), its pid stays taken
+/// (the range's KCB names its new home), its parent hears nothing.
+fn leave(process: Arc<Process>) -> ! {
+    let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
+    unsafe { crate::arch::paging::load_root(kernel_root) };
+    process.root.store(kernel_root, Ordering::Relaxed);
+    let cwd = {
+        let mut state = process.state.lock();
+        state.threads.clear();
+        state.memory.destroy();
+        state.files.close_all();
+        state.children.clear();
+        state.cwd.take()
+    };
+    drop(cwd);
+    crate::fs::client::flush_releases();
+    PROCESSES.lock().remove(&process.pid);
+    if range_of(process.pid) == shared::this_core() as usize {
+        // Its range's KCB keeps the pid taken while it lives elsewhere.
+        PIDS.lock().used.remove(&process.pid);
+    }
+    drop(process);
+    super::publish_counts();
+    sched::note_exiting();
+    sched::exit_current()
+}
+
+/// Message handler: a process moves here.
+fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
+    let image = MoveImage::decode(bytes)?;
+    let header = image.header;
+    let result = match install(&image) {
+        Ok(()) => {
+            log::info!(
+                "process {} ({}) moved here from core {}",
+                header.pid,
+                core::str::from_utf8(image.name).unwrap_or("?"),
+                header.origin
+            );
+            0
+        }
+        Err(error) => {
+            log::warn!("process {} from core {} not taken: {}", header.pid, header.origin, super::errno_text(error));
+            error
+        }
+    };
+    let reply =
+        crate::msg::line(Kind::ProcessMoveReply, |out| MoveReply { move_id: header.move_id, result }.encode(out));
+    if let Err(error) = crate::msg::send_blocking(header.origin as usize, &reply) {
+        log::warn!("process {}: the answer to core {} was not sent: {error}", header.pid, header.origin);
+    }
+    Ok(())
+}
+
+/// Builds the process of `image` here. Refuses (changing nothing) when this core is no
+/// timesharing core, the pid lives here already, the image names frames outside its sender's
+/// partition or memory outside user space, or frames run out.
+fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
+    let header = &image.header;
+    let origin = header.origin as usize;
+    if crate::core::role::current() != Role::Timesharing {
+        return Err(errno::EBUSY);
+    }
+    if origin == shared::this_core() as usize || find(header.pid).is_some() || header.pid == 0 {
+        return Err(errno::EEXIST);
+    }
+    if range_of(header.pid) != shared::this_core() as usize && home_of(header.pid) != origin {
+        // Its range's KCB must name the sender as its home, or the sender is its range.
+        if range_of(header.pid) != origin {
+            return Err(errno::EINVAL);
+        }
+    }
+    if !can_record(header.pid) {
+        return Err(errno::ENOSPC);
+    }
+    let partition = shared::get().listed_kcbs().get(origin).ok_or(errno::EINVAL)?.partition();
+    let frames: BTreeMap<u64, u64> = image.pages().map(|page| (page.address, page.frame)).collect();
+    let inside =
+        |frame: u64| frame.is_multiple_of(PAGE_SIZE) && frame >= partition.start && frame + PAGE_SIZE <= partition.end;
+    if frames.values().any(|&frame| !inside(frame)) {
+        return Err(errno::EINVAL);
+    }
+    let mut areas = Vec::new();
+    for area in image.areas() {
+        let bits = u64::from(area.protection);
+        areas.push(Area {
+            start: area.start,
+            end: area.end,
+            protection: Protection::from_linux(bits),
+            kind: area_kind(area.kind).ok_or(errno::EINVAL)?,
+        });
+    }
+    let memory = AddressSpace::rebuild(
+        areas,
+        (header.heap_start, header.heap_end),
+        image.pages().map(|page| (page.address, page.flags)),
+        |address, bytes| {
+            let frame = frames.get(&address).copied().ok_or(MemoryError::BadRange)?;
+            copy_frame(frame, bytes)
+        },
+    )
+    .map_err(|error| match error {
+        MemoryError::OutOfMemory => errno::ENOMEM,
+        _ => errno::EINVAL,
+    })?;
+    // The descriptors: one adopted reference per handle, shared by the descriptors naming it.
+    let mut files = FileTable::empty();
+    let mut adopted: Vec<Arc<Handle>> = Vec::new();
+    for descriptor in image.descriptors() {
+        let Some(kind) = abi::file::HandleKind::from_u64(u64::from(descriptor.kind)) else { continue };
+        let open = match adopted.iter().find(|h| h.id == descriptor.handle) {
+            Some(open) => open.clone(),
+            None => {
+                let open = Arc::new(if descriptor.handle == abi::file::CONSOLE_HANDLE {
+                    Handle::console()
+                } else {
+                    Handle::adopt(descriptor.handle, kind)
+                });
+                adopted.push(open.clone());
+                open
+            }
+        };
+        let _ = files.install_at(descriptor.fd as usize, open, descriptor.close_on_exec != 0);
+    }
+    let cwd = (header.working_directory != abi::file::NONE)
+        .then(|| Arc::new(Handle::adopt(header.working_directory, abi::file::HandleKind::Directory)));
+    let mut actions = [signal::Action::default(); SIGNALS];
+    for (action, moved) in actions.iter_mut().zip(image.actions.iter()) {
+        *action =
+            signal::Action { handler: moved.handler, flags: moved.flags, restorer: moved.restorer, mask: moved.mask };
+    }
+    let text = |bytes: &[u8]| String::from(core::str::from_utf8(bytes).unwrap_or("?"));
+    let root = memory.root();
+    let process = Arc::new(Process {
+        pid: header.pid,
+        parent: Parent { core: header.parent_core, pid: header.parent_pid },
+        killed: AtomicBool::new(false),
+        exit_status: AtomicU32::new(super::NO_STATUS),
+        root: AtomicU64::new(root),
+        state: Mutex::new(ProcessState {
+            memory,
+            files,
+            children: image
+                .children()
+                .map(|c| Child {
+                    pid: c.pid,
+                    process_group: c.process_group,
+                    wait_status: (c.wait_status != NOT_EXITED).then_some(c.wait_status),
+                })
+                .collect(),
+            threads: alloc::vec![image.thread.tid],
+            name: text(image.name),
+            path: text(image.path),
+            cwd,
+            umask: header.umask & 0o777,
+            command_line: image.command_line.to_vec(),
+        }),
+        console_pending: Mutex::new(Vec::new()),
+        signals: signal::ProcessSignals::with_actions(actions),
+        process_group: AtomicU32::new(header.process_group),
+        session: AtomicU32::new(header.session),
+        exec_done: AtomicBool::new(header.exec_done != 0),
+        moving: AtomicU32::new(NOT_MOVING),
+    });
+    let moved = &image.thread;
+    let stack = crate::arch::signal::AlternateStack {
+        base: moved.alternate_stack_base,
+        size: moved.alternate_stack_size,
+        flags: moved.alternate_stack_flags,
+    };
+    let frame = InterruptFrame::from_registers(&moved.registers);
+    let mut fpu = FpuState(moved.fpu);
+    fpu.sanitize();
+    let fs_base = if user::is_user_range(moved.fs_base, 0) { moved.fs_base } else { 0 };
+    let thread = Thread::new_user(
+        moved.tid,
+        process.clone(),
+        &frame,
+        fpu,
+        fs_base,
+        signal::ThreadSignals::with_stack(moved.blocked, stack),
+    )
+    .map_err(|_| errno::ENOMEM)?;
+    thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
+    if moved.restart_until_ns != NO_RESTART {
+        *thread.restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
+    }
+    for pending in image.pending() {
+        if !(1..=abi::signal::MAX_SIGNAL).contains(&pending.signal) {
+            continue;
+        }
+        let info = crate::arch::signal::SignalInfo {
+            signal: pending.signal,
+            code: pending.code,
+            pid: pending.pid,
+            uid: pending.uid,
+            status: pending.status,
+        };
+        if pending.thread != 0 {
+            thread.signals.pending.add(info);
+        } else {
+            process.signals.pending.add(info);
+        }
+    }
+    // Where it lives now, for every core's routing; from here on signals come here.
+    // (Fails only if another move took the last free slot since the check above: the
+    // process and thread are dropped, their memory and references with them.)
+    record_here(header.pid)?;
+    super::report_to_proc(&process);
+    PROCESSES.lock().insert(header.pid, process);
+    super::publish_counts();
+    sched::make_ready(thread);
+    Ok(())
+}
+
+/// Copies the frame `physical` of another partition into `out` (one page) through this
+/// instance's copy window.
+fn copy_frame(physical: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+    let window = crate::mm::window::COPY_WINDOW;
+    crate::mm::window::map_frame(window, physical).map_err(|_| MemoryError::OutOfMemory)?;
+    // SAFETY: the window maps that one frame, readable, for the length of one page; nothing
+    // else uses the copy window (message handlers do not nest on one core).
+    unsafe { core::ptr::copy_nonoverlapping(window as *const u8, out.as_mut_ptr(), PAGE_SIZE as usize) };
+    crate::mm::window::unmap_frame(window);
+    Ok(())
+}
+
+/// Message handler: the destination's answer to a move of ours.
+fn on_reply(message: &channel::Message) -> crate::msg::HandlerResult {
+    let reply = MoveReply::decode(message.payload())?;
+    if let Some(slot) = ANSWERS.lock().get_mut(&reply.move_id) {
+        *slot = Some(reply.result);
+    }
+    sched::wake(WaitToken::Reply(reply.move_id), usize::MAX);
+    Ok(())
+}
+
+/// Registers this instance's move handlers.
+pub fn init() {
+    use crate::msg::{register, Handler};
+    register(Kind::ProcessMove, Handler { high_priority: false, on_line: None, on_large: Some(on_move) });
+    register(Kind::ProcessMoveReply, Handler { high_priority: false, on_line: Some(on_reply), on_large: None });
+}
