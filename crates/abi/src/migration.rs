@@ -96,6 +96,11 @@ pub struct MoveHeader {
     /// The working directory: a file-service handle of which one reference is the image's,
     /// or `u64::MAX` for the root.
     pub working_directory: u64,
+    /// The core the process goes back to once a new kernel runs there (its OSnode is being
+    /// restarted), or [`NO_RETURN`]; and the low half of that core's KCB incarnation when it
+    /// left (a kernel of another incarnation is the new one).
+    pub return_core: u32,
+    pub return_incarnation: u32,
     pub descriptors: u32,
     pub children: u32,
     pub areas: u32,
@@ -107,7 +112,7 @@ pub struct MoveHeader {
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 3 * 8 + 8 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 3 * 8 + 2 * 4 + 8 * 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -127,6 +132,8 @@ impl MoveHeader {
             out.u64(value)?;
         }
         for value in [
+            self.return_core,
+            self.return_incarnation,
             self.descriptors,
             self.children,
             self.areas,
@@ -155,6 +162,8 @@ impl MoveHeader {
             heap_start: input.u64()?,
             heap_end: input.u64()?,
             working_directory: input.u64()?,
+            return_core: input.u32()?,
+            return_incarnation: input.u32()?,
             descriptors: input.u32()?,
             children: input.u32()?,
             areas: input.u32()?,
@@ -166,6 +175,9 @@ impl MoveHeader {
         })
     }
 }
+
+/// No core to go back to, in [`MoveHeader::return_core`].
+pub const NO_RETURN: u32 = u32::MAX;
 
 /// A signal's disposition.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -595,12 +607,21 @@ mod tests {
             path: b"/bin/ftq",
             command_line: b"ftq\x00100\x00",
         };
-        let header = MoveHeader { move_id: 9, origin: 2, pid: 200_007, heap_start: 0x50_0000, ..MoveHeader::default() };
+        let header = MoveHeader {
+            move_id: 9,
+            origin: 2,
+            pid: 200_007,
+            heap_start: 0x50_0000,
+            return_core: 2,
+            return_incarnation: 3,
+            ..MoveHeader::default()
+        };
         let mut out = [0u8; 4096];
         let length = encode(&mut out, &header, &parts).expect("fits");
         assert_eq!(length, encoded_size(&parts));
         let image = MoveImage::decode(&out[..length]).expect("decodes");
         assert_eq!(image.header.pid, 200_007);
+        assert_eq!((image.header.return_core, image.header.return_incarnation), (2, 3));
         assert_eq!(image.header.pages, 1);
         assert_eq!(image.actions, actions);
         assert_eq!(image.thread, thread);

@@ -97,7 +97,11 @@ impl core::fmt::Display for CoreError {
             Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
             Self::NotRunning(core, state) => write!(f, "core {core} is {}: wait until it runs", state.name()),
             Self::Busy(
-                reason @ (RoleError::Parked(..) | RoleError::HostsParked(..) | RoleError::NotTimesharing(_)),
+                reason @ (RoleError::Parked(..)
+                | RoleError::HostsParked(..)
+                | RoleError::NotTimesharing(_)
+                | RoleError::CannotMove(..)
+                | RoleError::AskedByItsOwnProcess(_)),
             ) => {
                 write!(f, "{reason}")
             }
@@ -132,7 +136,33 @@ impl core::fmt::Display for CoreError {
 }
 
 /// Stops `core`; returns the cycles from the request until the core reported itself stopped.
+/// A timesharing core hands its processes to the other TCs first, as Linux moves a CPU's
+/// tasks off before it goes offline.
 pub fn stop(core: usize) -> Result<u64, CoreError> {
+    hand_processes_over(core, false)?;
+    stop_now(core)
+}
+
+/// Before a stop: the processes of timesharing core `core` move to the other TCs (with
+/// `come_back`, back to its next kernel). Refused when `core` asks for itself: the caller is
+/// one of them, and cannot move while it waits for the answer.
+fn hand_processes_over(core: usize, come_back: bool) -> Result<(), CoreError> {
+    let region = shared::get();
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count && core != 0) else { return Ok(()) };
+    let homed = kcb.processes.live.load(Ordering::Acquire) != 0;
+    // A parked core and a host are refused by the stop itself: their processes stay.
+    let parking = kcb.parking.host().is_some() || super::park::guests_of(core).next().is_some();
+    if !homed || parking || kcb.state() != CoreState::Running || kcb.role() != Role::Timesharing {
+        return Ok(());
+    }
+    if core == shared::this_core() as usize {
+        return Err(CoreError::Busy(RoleError::AskedByItsOwnProcess(core)));
+    }
+    super::role::hand_processes_over(core, count, come_back).map_err(CoreError::Busy)
+}
+
+fn stop_now(core: usize) -> Result<u64, CoreError> {
     let region = shared::get();
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
     if core >= count {
@@ -216,8 +246,10 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
+    // A TC's processes wait out the restart on the other TCs and come back to the new kernel.
+    hand_processes_over(core, true)?;
     kcb.restart_pending.store(1, Ordering::Release);
-    let result = stop(core).and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
+    let result = stop_now(core).and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
     kcb.restart_pending.store(0, Ordering::Release);
     let (stop_cycles, (mut cycles, ended)) = result?;
     cycles.driver += loaded;

@@ -133,7 +133,7 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
             return Err(RoleError::AskedByItsOwnProcess(core));
         }
         if homed != 0 {
-            hand_processes_over(core, count)?;
+            hand_processes_over(core, count, false)?;
         }
     }
     region.header.role_lock.lock(me);
@@ -150,8 +150,9 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
 }
 
 /// Asks timesharing core `core` to hand every process it is home to over to the other TCs,
-/// and waits until it is home to none.
-fn hand_processes_over(core: usize, count: usize) -> Result<(), RoleError> {
+/// and waits until it is home to none; with `come_back` (a restart) they go back to its next
+/// kernel.
+pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) -> Result<(), RoleError> {
     let region = shared::get();
     let destinations = (0..count)
         .filter(|&c| c != core && c < 64)
@@ -163,8 +164,9 @@ fn hand_processes_over(core: usize, count: usize) -> Result<(), RoleError> {
     if destinations == 0 {
         return Err(RoleError::LastTimesharingCore(core));
     }
-    let answer = icc::call(core, handler::EVACUATE, [destinations, 0, 0, 0, 0], ROLE_CHANGE_TIMEOUT_MS)
-        .map_err(|_| RoleError::NoAnswer(core))?;
+    let arguments = [destinations, u64::from(come_back), 0, 0, 0];
+    let answer =
+        icc::call(core, handler::EVACUATE, arguments, ROLE_CHANGE_TIMEOUT_MS).map_err(|_| RoleError::NoAnswer(core))?;
     if answer & REFUSED_MOVE != 0 {
         let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
         return Err(RoleError::CannotMove(core, answer as u32, why));
@@ -311,7 +313,7 @@ pub fn current() -> Role {
 /// Registers the role ICC handlers of this instance.
 pub fn init() {
     icc::register(handler::EVACUATE, |arguments: &[u64; ICC_ARGUMENTS]| {
-        Ok(match crate::proc::migrate::evacuate(arguments[0]) {
+        Ok(match crate::proc::migrate::evacuate(arguments[0], arguments[1] != 0) {
             Ok(count) => u64::from(count),
             Err((pid, why)) => REFUSED_MOVE | u64::from(why.code()) << 32 | u64::from(pid),
         })

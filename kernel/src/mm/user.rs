@@ -576,7 +576,8 @@ impl AddressSpace {
             && areas
                 .iter()
                 .all(|a| aligned(a.start) && aligned(a.end) && a.start < a.end && is_user(a.start, a.end - a.start));
-        if !sane || heap.0 > heap.1 || !is_user(heap.0, heap.1 - heap.0) {
+        // The break may equal its start (no heap yet).
+        if !sane || heap.0 > heap.1 || heap.1 > USER_END {
             return Err(MemoryError::BadRange);
         }
         let mut memory = Self::new()?;

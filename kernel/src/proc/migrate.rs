@@ -54,6 +54,12 @@ pub const NOT_MOVING: u32 = 0;
 const PACKING: u32 = 1 << 31;
 /// A `moved_away` slot being filled (its pid not published yet).
 const CLAIMING: u32 = u32::MAX;
+/// `Process::returns_to` when it goes back nowhere.
+pub const NO_RETURN: u64 = u64::MAX;
+/// Whether a process of this instance may go back to a restarted core, or an answer waits to
+/// be sent (looked at, at safe points, only while set).
+static RETURNING: AtomicBool = AtomicBool::new(false);
+
 /// How long a packed process waits for the destination's answer.
 const MOVE_TIMEOUT_MS: u64 = 2000;
 
@@ -188,8 +194,9 @@ fn why_it_cannot_move(process: &Process) -> Option<CannotMove> {
 /// On the OSnode giving its processes up: asks each to move to one of `destinations` (a bit
 /// set of cores), each to the one with the fewest processes then (core 0, which runs the
 /// shell and the devices, last among equals); returns how many, or the first that cannot
-/// move (then none is asked).
-pub fn evacuate(destinations: u64) -> Result<u32, (u32, CannotMove)> {
+/// move (then none is asked). With `come_back` (a restart) each goes back to this OSnode once
+/// its next kernel runs as a TC.
+pub fn evacuate(destinations: u64, come_back: bool) -> Result<u32, (u32, CannotMove)> {
     let me = shared::this_core();
     let region = shared::get();
     let mut loads: Vec<(u32, u32)> = (0..region.listed_kcbs().len().min(64) as u32)
@@ -207,6 +214,11 @@ pub fn evacuate(destinations: u64) -> Result<u32, (u32, CannotMove)> {
             return Ok(0);
         };
         least.1 += 1;
+        if come_back {
+            // This OSnode restarts: the process comes back to its next kernel.
+            let incarnation = shared::this_kcb().incarnation.load(Ordering::Relaxed) as u32;
+            process.returns_to.store(u64::from(me) << 32 | u64::from(incarnation), Ordering::Relaxed);
+        }
         process.moving.store(least.0 + 1, Ordering::Relaxed);
         sched::wake_for_move(process.pid);
     }
@@ -243,10 +255,25 @@ pub fn move_current(frame: &mut InterruptFrame) {
             log::warn!(
                 "process {} could not move to core {destination}: {}; it runs on here",
                 process.pid,
-                super::errno_text(error)
+                error_text(error)
             );
             process.moving.store(NOT_MOVING, Ordering::Relaxed);
         }
+    }
+}
+
+/// Why a move failed, for the kernel log.
+fn error_text(error: Errno) -> &'static str {
+    match error {
+        errno::EBUSY => "the destination is no timesharing core, or the process cannot move now",
+        errno::EEXIST => "the destination has that pid already",
+        errno::EINVAL => "its image was malformed (a frame outside the sender's partition, memory outside user space)",
+        errno::ENOMEM => "the destination ran out of frames",
+        errno::ENOSPC => "its pid range's KCB has no free slot for a process living elsewhere",
+        errno::E2BIG => "its image is larger than a message",
+        errno::ETIMEDOUT => "the destination did not answer",
+        errno::EAGAIN => "the image could not be sent",
+        _ => "failed",
     }
 }
 
@@ -385,6 +412,11 @@ fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, de
         heap_start: heap.0,
         heap_end: heap.1,
         working_directory,
+        return_core: match process.returns_to.load(Ordering::Relaxed) {
+            NO_RETURN => abi::migration::NO_RETURN,
+            returns_to => (returns_to >> 32) as u32,
+        },
+        return_incarnation: process.returns_to.load(Ordering::Relaxed) as u32,
         ..MoveHeader::default()
     };
     let parts = MoveParts {
@@ -406,7 +438,9 @@ fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, de
     let mut bytes = alloc::vec![0u8; size];
     abi::migration::encode(&mut bytes, &header, &parts).ok_or(errno::EINVAL)?;
     ANSWERS.lock().insert(move_id, None);
-    if let Err(error) = crate::msg::send_large_draining(destination, Kind::ProcessMove, &bytes) {
+    // Not the draining send: a handler run while it waits could send to the same queue, whose
+    // sender record this send holds (the nested send would fail).
+    if let Err(error) = crate::msg::send_large(destination, Kind::ProcessMove, &bytes) {
         ANSWERS.lock().remove(&move_id);
         log::debug!("process {}: the move to core {destination} was not sent: {error}", process.pid);
         return Err(errno::EAGAIN);
@@ -505,16 +539,40 @@ fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
             0
         }
         Err(error) => {
-            log::warn!("process {} from core {} not taken: {}", header.pid, header.origin, super::errno_text(error));
+            log::warn!("process {} from core {} not taken: {}", header.pid, header.origin, error_text(error));
             error
         }
     };
-    let reply =
-        crate::msg::line(Kind::ProcessMoveReply, |out| MoveReply { move_id: header.move_id, result }.encode(out));
-    if let Err(error) = crate::msg::send_blocking(header.origin as usize, &reply) {
-        log::warn!("process {}: the answer to core {} was not sent: {error}", header.pid, header.origin);
-    }
+    answer(header.origin as usize, MoveReply { move_id: header.move_id, result });
     Ok(())
+}
+
+/// Answers not sent yet: the origin's queue was full. A handler must not wait for a queue
+/// to drain (the origin may be waiting for ours: both would stall until the send timeout),
+/// so they go at the next safe point.
+static UNSENT_ANSWERS: Mutex<Vec<(usize, MoveReply)>> = Mutex::new(Vec::new());
+
+fn answer(origin: usize, reply: MoveReply) {
+    let message = crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out));
+    match crate::msg::try_send(origin, &message) {
+        Ok(()) => {}
+        Err(crate::msg::SendError::Channel(channel::ChannelError::Full)) => {
+            UNSENT_ANSWERS.lock().push((origin, reply));
+            RETURNING.store(true, Ordering::Relaxed);
+        }
+        Err(error) => log::warn!("the answer to core {origin}'s move was not sent: {error}"),
+    }
+}
+
+/// Sends the answers a full queue held back (at a safe point, never in a handler).
+fn send_held_answers() {
+    let held = core::mem::take(&mut *UNSENT_ANSWERS.lock());
+    for (origin, reply) in held {
+        let message = crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out));
+        if let Err(error) = crate::msg::send_blocking(origin, &message) {
+            log::warn!("the answer to core {origin}'s move was not sent: {error}");
+        }
+    }
 }
 
 /// Builds the process of `image` here. Refuses (changing nothing) when this core is no
@@ -626,7 +684,14 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
         session: AtomicU32::new(header.session),
         exec_done: AtomicBool::new(header.exec_done != 0),
         moving: AtomicU32::new(NOT_MOVING),
+        returns_to: AtomicU64::new(match header.return_core {
+            core if core == shared::this_core() || core == abi::migration::NO_RETURN => NO_RETURN,
+            core => u64::from(core) << 32 | u64::from(header.return_incarnation),
+        }),
     });
+    if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
+        RETURNING.store(true, Ordering::Relaxed);
+    }
     let moved = &image.thread;
     let stack = crate::arch::signal::AlternateStack {
         base: moved.alternate_stack_base,
@@ -676,6 +741,43 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
     super::publish_counts();
     sched::make_ready(thread);
     Ok(())
+}
+
+/// At a safe point: sends back the processes that left a core for its restart, once its next
+/// kernel runs there as a timesharing core (a core restarted as an AC keeps none).
+pub fn at_safe_point() {
+    if !RETURNING.load(Ordering::Relaxed) {
+        return;
+    }
+    send_held_answers();
+    let mut waiting = false;
+    let region = shared::get();
+    for process in super::all() {
+        let returns_to = process.returns_to.load(Ordering::Relaxed);
+        if returns_to == NO_RETURN {
+            continue;
+        }
+        let (core, incarnation) = ((returns_to >> 32) as usize, returns_to as u32);
+        let Some(kcb) = region.listed_kcbs().get(core) else {
+            process.returns_to.store(NO_RETURN, Ordering::Relaxed);
+            continue;
+        };
+        let back = kcb.state() == crate::core::kcb::CoreState::Running
+            && kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation
+            && kcb.parking.host().is_none();
+        if !back {
+            waiting = true;
+            continue;
+        }
+        process.returns_to.store(NO_RETURN, Ordering::Relaxed);
+        if kcb.role() == Role::Timesharing && process.moving.load(Ordering::Relaxed) == NOT_MOVING {
+            process.moving.store(core as u32 + 1, Ordering::Relaxed);
+            sched::wake_for_move(process.pid);
+        }
+    }
+    if !waiting {
+        RETURNING.store(false, Ordering::Relaxed);
+    }
 }
 
 /// Copies the frame `physical` of another partition into `out` (one page) through this

@@ -139,6 +139,9 @@ pub struct Process {
     exec_done: AtomicBool,
     /// Whether it was asked to move to another core, and where (see `migrate`).
     moving: AtomicU32,
+    /// The core it goes back to once a new kernel runs there, with that core's incarnation
+    /// when it left (see `migrate`), or `migrate::NO_RETURN`.
+    returns_to: AtomicU64,
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -329,6 +332,7 @@ fn create(
         session: AtomicU32::new(session),
         exec_done: AtomicBool::new(false),
         moving: AtomicU32::new(migrate::NOT_MOVING),
+        returns_to: AtomicU64::new(migrate::NO_RETURN),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -441,6 +445,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             session: AtomicU32::new(process.session()),
             exec_done: AtomicBool::new(false),
             moving: AtomicU32::new(migrate::NOT_MOVING),
+            returns_to: AtomicU64::new(migrate::NO_RETURN),
         });
         state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child

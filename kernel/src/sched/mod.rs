@@ -307,6 +307,7 @@ pub fn idle_once() {
     crate::core::park::park_if_asked();
     crate::core::park::unpark_if_asked();
     crate::fs::at_safe_point();
+    crate::proc::migrate::at_safe_point();
     match crate::core::role::current() {
         crate::core::kcb::Role::Application => {
             crate::core::ac::run_pending();
@@ -518,6 +519,7 @@ pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<Interr
         LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
         crate::msg::drain();
         crate::fs::at_safe_point();
+        crate::proc::migrate::at_safe_point();
     }
     if with_current_process(|p| p.is_killed()) == Some(true) {
         crate::proc::exit_thread();

@@ -61,19 +61,19 @@ fn stress_balanced(serial: &str) -> Result<(), String> {
 /// The QEMU runs of this issue.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     // Two cores: every operation and refusal, then a hundred cycles through the online file.
-    let script = "ls /boot; core stop 1; /bin/cores; core start 1; core restart 1 /boot/full-v2; /bin/cores; \
+    let script = "ls /boot; core stop 1; cores; core start 1; core restart 1 /boot/full-v2; cores; \
                   core stop 0; core stop 7; core start 1; core restart 1 /boot/nothing; \
                   core restart 1 /boot/corrupt; core restart 1 /boot/kcb-v0; core restart 1 /bin/busybox; \
-                  /bin/cores | grep full-v2; core stop 1; core stop 1; core start 1 /boot/full; \
-                  spawn 1 /bin/busybox sleep 1 & sleep 0.3; core stop 1; wait; \
-                  core restart 1 /boot/rt; role 1 tc; /bin/cores | grep rt; \
+                  cores | grep full-v2; core stop 1; core stop 1; core start 1 /boot/full; \
+                  spawn 1 /bin/busybox sh -c 'sleep 1; echo slept-on' & sleep 0.3; core stop 1; wait; \
+                  core start 1; on 1 /bin/core stop 1; core restart 1 /boot/rt; role 1 tc; cores | grep rt; \
                   execac 1 /bin/busybox echo on-the-rt-image; core restart 1 /boot/full; role 1 tc; \
                   cat /sys/devices/system/cpu/online; echo 0 > /sys/devices/system/cpu/cpu1/online; \
                   cat /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu1/online; \
                   i=0; while [ $i -lt 100 ]; do echo 0 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; \
                   echo 1 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; i=$((i+1)); done; \
-                  echo cycles $i; /bin/mem | grep images; spawn 1 /bin/busybox echo core-1-runs-programs; \
-                  /bin/cores; /bin/ps";
+                  echo cycles $i; mem | grep images; spawn 1 /bin/busybox echo core-1-runs-programs; \
+                  cores; /bin/ps";
     list.push(Integration {
         name: "core-stop-start-restart-2-cores".into(),
         machine: machine(2, &exec(script)),
@@ -101,7 +101,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 ("core: restart core 1: that file is no Reef kernel image, or it is corrupt", "a corrupt image"),
                 ("core: restart core 1: that image was built for another KCB layout version", "another KCB version"),
                 ("core: stop core 1: the core is in that state already", "stopping a stopped core"),
-                ("core: stop core 1: something keeps it", "stopping a core with a process"),
+                ("core: stop core 1: something keeps it", "a stop asked by the core's own process"),
                 ("role: core 1 to TC: that core runs the rt image", "a TC role on the rt image"),
             ];
             for (line, what) in refusals {
@@ -116,6 +116,16 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             if lines_with(serial, "script refused").next().is_some() {
                 return Err("a bad image ran".into());
             }
+            // A stop moves the core's process to core 0 (Linux moves a CPU's tasks off too).
+            printed_in_order(
+                serial,
+                &["process 100001 (busybox) moved here from core 1", "core 1 stopped in ", "slept-on"],
+            )?;
+            printed(
+                serial,
+                "core 1 is home to processes, among them the one asking",
+                "a stop asked by one of the core's own processes was not refused with its reason",
+            )?;
             printed(serial, &cores_row(1, "AC", "rt"), "the rt image did not come up as an AC")?;
             printed(serial, "on-the-rt-image", "a program did not run on the rt image")?;
             // The online files: both cores, then core 0 alone and core 1 off.
@@ -160,6 +170,47 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 return Err("a kernel faulted".into());
             }
             nothing_leaked(serial, 2)
+        }),
+    });
+
+    // Four cores: an FTQ process homed on TC 3 goes on through two restarts of its core
+    // (full-v2, then full) while cores 0, 1 and 2 run the message stress: it waits each out on
+    // another TC and comes back to the new kernel, same pid, one output.
+    // (The stress leaves out core 0, the file service's: see role-hands-processes-over.)
+    let script = "spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
+                  on 1 /bin/msg stress 150000 1,2 > /tmp/stress.txt & sleep 0.5; \
+                  core restart 3 /boot/full-v2; sleep 0.2; /bin/ps | grep ftq; core restart 3 /boot/full; \
+                  wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-restart-under-a-process-4-cores".into(),
+        machine: {
+            let mut m = machine(4, &exec(script));
+            m.timeout = Duration::from_secs(240);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "moved here from core 3",
+                    "core 3 restarted with /boot/full-v2 in ",
+                    "moved here from core ",
+                    "moved here from core 3",
+                    "core 3 restarted with /boot/full in ",
+                ],
+            )?;
+            let back = serial.lines().filter(|l| l.starts_with("[c3 ") && l.contains("(ftq) moved here")).count();
+            if back != 2 {
+                return Err(format!("FTQ came back to core 3 {back} times after two restarts, not twice"));
+            }
+            // One FTQ process from start to end, which started and ended on core 3.
+            one_ftq_run(serial, 150000, 3)?;
+            stress_balanced(serial)?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
         }),
     });
 

@@ -145,7 +145,10 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // stress runs: FTQ writing to a file, a shell sleeping in its child's wait, and that child
     // sleeping, all on core 2, go on elsewhere with their pids, files and clocks; a core asked
     // by one of its own processes refuses.
-    let script = "on 1 /bin/msg stress 200000 & spawn 2 /bin/ftq 40000 50 > /tmp/ftq.txt & \
+    // (The stress leaves out core 0: a move asks the file service there for the descriptors'
+    // references, and a stress sender run inside that request's wait for queue space would
+    // find the queue's sender record taken; see docs/roles.md.)
+    let script = "on 1 /bin/msg stress 200000 1,2,3 & spawn 2 /bin/ftq 40000 50 > /tmp/ftq.txt & \
                   spawn 2 /bin/busybox sh -c 'sleep 1; echo slept-after-move; /bin/busybox sha256sum /etc/hello.txt' & \
                   sleep 0.4; role 2 ac; /bin/cores; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
                   execac 2 /bin/busybox echo ac-after-handover; role 2 tc; \
@@ -158,9 +161,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         expected_status: 0,
         check: Box::new(move |serial| {
             printed_in_order(serial, &["core 2 is now an AC", "2     2     running       AC"])?;
-            let moved = count(serial, "moved here from core 2");
-            if moved != 3 {
-                return Err(format!("{moved} processes moved away from core 2, not 3 (ftq, sh and its sleep)"));
+            // FTQ and the shell; the shell's sleep too when it was forked before the change.
+            for name in ["(ftq) moved here from core 2", "(busybox) moved here from core 2"] {
+                printed(serial, name, "a process of core 2 did not move to another TC")?;
             }
             let ftq = serial.lines().find(|l| l.starts_with("FTQ ")).ok_or("FTQ wrote no summary to its file")?;
             if !ftq.contains(" core=2 ") || !ftq.contains(" core_end=") || ftq.contains(" core_end=2") {
