@@ -55,6 +55,9 @@ enum Setup {
     /// Reef core 1 as a TC, parked on core 0 one second into the run and unparked a second
     /// later (BF/DC figure 4); QEMU boots the `multi` image so that core 0 can host it.
     ReefParked,
+    /// Reef core 1 as a TC, restarted with `/boot/full-v2` one second into the run (BF/DC
+    /// figure 4): its process waits the restart out on core 0 and comes back.
+    ReefRestarted,
     /// The Linux guest, ftq pinned to CPU 1.
     Linux,
     /// The same with `nohz_full=1 isolcpus=1`.
@@ -72,6 +75,7 @@ impl Setup {
             Self::ReefAc => "reef-ac",
             Self::ReefRt => "reef-rt",
             Self::ReefParked => "reef-parked",
+            Self::ReefRestarted => "reef-restarted",
             Self::Linux => "linux",
             Self::LinuxIsolated => "linux-nohz",
             Self::Host => "host",
@@ -84,6 +88,7 @@ impl Setup {
             Self::ReefAc => "Reef AC (core 1)",
             Self::ReefRt => "Reef AC on the rt image (core 1)",
             Self::ReefParked => "Reef TC (core 1), parked on core 0 at 1 s, unparked at 2 s",
+            Self::ReefRestarted => "Reef TC (core 1), restarted with full-v2 at 1 s",
             Self::Linux => "Linux CPU 1",
             Self::LinuxIsolated => "Linux CPU 1, nohz_full isolcpus",
             Self::Host => "host CPU 1, no guest",
@@ -92,7 +97,7 @@ impl Setup {
 
     fn timer_hz(self) -> u32 {
         match self {
-            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked => REEF_TIMER_HZ,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked | Self::ReefRestarted => REEF_TIMER_HZ,
             Self::Linux | Self::LinuxIsolated => LINUX_TIMER_HZ,
             Self::Host => HOST_TIMER_HZ,
         }
@@ -109,6 +114,9 @@ impl Setup {
             Self::ReefParked => format!(
                 "(sleep 1; core park {FTQ_CORE} 0; sleep 1; core unpark {FTQ_CORE}) & on {FTQ_CORE} /bin/ftq {arguments}; wait"
             ),
+            Self::ReefRestarted => format!(
+                "(sleep 1; core restart {FTQ_CORE} /boot/full-v2 > /dev/null) & on {FTQ_CORE} /bin/ftq {arguments}; wait"
+            ),
             Self::Linux | Self::LinuxIsolated => format!("/bin/ftq {arguments}"),
             Self::Host => format!("ftq {arguments}"),
         }
@@ -119,7 +127,7 @@ impl Setup {
         match self {
             Self::Linux => Some(LINUX_ARGUMENTS.to_string()),
             Self::LinuxIsolated => Some(format!("{LINUX_ARGUMENTS} {LINUX_ISOLATION}")),
-            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked | Self::Host => None,
+            Self::ReefTc | Self::ReefAc | Self::ReefRt | Self::ReefParked | Self::ReefRestarted | Self::Host => None,
         }
     }
 }
@@ -161,14 +169,22 @@ fn parse_options(arguments: &[String], setups: &[Setup], usage: &str) -> Result<
             }
             "--accel" => options.accel = Accel::parse(value()?)?,
             "--no-linux" => options.setups.retain(|setup| !matches!(setup, Setup::Linux | Setup::LinuxIsolated)),
+            "--only" => {
+                let names: Vec<&str> = value()?.split(',').collect();
+                if let Some(unknown) = names.iter().find(|name| !setups.iter().any(|s| s.name() == **name)) {
+                    let known: Vec<&str> = setups.iter().map(|s| s.name()).collect();
+                    return Err(format!("--only: no run `{unknown}` (runs: {})", known.join(", ")));
+                }
+                options.setups.retain(|setup| names.contains(&setup.name()));
+            }
             other => return Err(format!("unknown option `{other}`: {usage}")),
         }
     }
     Ok(options)
 }
 
-const BENCH_USAGE: &str = "bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux]";
-const PEER_USAGE: &str = "peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]";
+const BENCH_USAGE: &str = "bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux] [--only RUN[,RUN]]";
+const PEER_USAGE: &str = "peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--only RUN[,RUN]]";
 
 /// ftq's arguments for every run: on core or CPU 1, interrupts around the run, the data dumped.
 fn ftq_arguments(options: &Options) -> String {
@@ -503,10 +519,9 @@ fn host_load_average() -> f64 {
 /// `results_file`.
 fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
     let started = Instant::now();
-    let reef = options
-        .setups
-        .iter()
-        .any(|setup| matches!(setup, Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked));
+    let reef = options.setups.iter().any(|setup| {
+        matches!(setup, Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked | Setup::ReefRestarted)
+    });
     let images = if reef {
         tools::ensure_qemu()?;
         Some((tools::build_kernel()?, tools::build_initramfs()?))
@@ -528,9 +543,10 @@ fn measure(options: &Options, results_file: &str) -> Result<u8, String> {
         );
         let (load, cpu_time) = (host_load_average(), host_cpu_time());
         let result = match (setup, &images) {
-            (Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked, Some((kernel, initrd))) => {
-                reef_run(setup, options, kernel, initrd)
-            }
+            (
+                Setup::ReefTc | Setup::ReefAc | Setup::ReefRt | Setup::ReefParked | Setup::ReefRestarted,
+                Some((kernel, initrd)),
+            ) => reef_run(setup, options, kernel, initrd),
             (Setup::Host, _) => host_run(options),
             _ => linux_run(setup, options),
         };
@@ -719,6 +735,7 @@ pub fn bench(arguments: &[String]) -> Result<u8, String> {
         Setup::ReefAc,
         Setup::ReefRt,
         Setup::ReefParked,
+        Setup::ReefRestarted,
         Setup::Linux,
         Setup::LinuxIsolated,
         Setup::Host,
@@ -828,6 +845,9 @@ FTQ-DATA end
         assert_eq!((options.quanta, options.quantum_us.as_str()), (10_000, "2.5"));
         assert_eq!(options.setups, [Setup::ReefTc, Setup::ReefAc, Setup::Host]);
         assert_eq!(ftq_arguments(&options), "--cpu 1 --interrupts --dump 10000 2.5");
+        let only = parse_options(&strings(&["--only", "host,reef-ac"]), &all, "u").unwrap();
+        assert_eq!(only.setups, [Setup::ReefAc, Setup::Host]);
+        assert!(parse_options(&strings(&["--only", "reef-nothing"]), &all, "u").is_err());
         assert_eq!(Setup::ReefTc.command("x"), "on 1 /bin/ftq x");
         assert_eq!(Setup::ReefAc.command("x"), "role 1 ac && execac 1 /bin/ftq x");
         assert_eq!(Setup::LinuxIsolated.linux_arguments().unwrap(), "tsc=reliable nohz_full=1 isolcpus=1");

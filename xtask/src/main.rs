@@ -66,10 +66,12 @@ cargo xtask <command>
         batch-64 syspages from two ACs sharing one KC (4 cores), one boot each; then the same
         binary in the Linux guest (trap, io_uring NOP with and without SQPOLL); prints the
         goal ratios; writes results/syscall.json, syscall-blocking.png and syscall-batch.png
-  bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux]
+  bench ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--no-linux] [--only RUN[,RUN]]
         fixed time quantum (user/ftq, default 100000 quanta of 50 us) on Reef core 1 as a TC
-        (on 1) and as an AC (role 1 ac; execac 1), in the Linux guest pinned to CPU 1 without
-        and with nohz_full=1 isolcpus=1, and on the host itself (the floor under the guests):
+        (on 1), as an AC (role 1 ac; execac 1), as an AC on the rt image, as a TC parked and
+        unparked, as a TC restarted under it (runs reef-tc, reef-ac, reef-rt, reef-parked,
+        reef-restarted), in the Linux guest pinned to CPU 1 without and with nohz_full=1
+        isolcpus=1 (linux, linux-nohz), and on the host itself (host, the floor under the guests):
         loss fractions, the interrupts core 1 took (/proc/interrupts), a Welch spectrum and
         whether it peaks at the timer's rate; writes results/ftq.json and results/ftq-*.png
   bench cores [--runs N] [--core N] [--image PATH]... [--park HOST | --no-park] [--accel kvm|tcg]
@@ -83,7 +85,7 @@ cargo xtask <command>
   peer cores [--runs N] [--core N] [--accel kvm|tcg]
         corebench in the Linux guest (4 CPUs, as root): CPU 1 offline and online by its online
         file, idle and loaded; writes results/linux-cores.json and linux-cores.png
-  peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg]
+  peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--only RUN[,RUN]]
         the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
