@@ -9,9 +9,10 @@
 //! that every frame lies in the sender's partition.
 //!
 //! Layout: [`MoveHeader`] ([`MoveHeader::SIZE`] bytes), the 64 signal actions
-//! ([`ACTION_SIZE`] each), one [`MovedThread`], then the descriptors, children, areas, pages and
-//! pending signals (their records' sizes times the header's counts), then the name, path and
-//! command line (the header's lengths).
+//! ([`ACTION_SIZE`] each), then the threads ([`MovedThread::SIZE`] each, the first the one
+//! that packed the image), descriptors, children, areas, pages and pending signals (their
+//! records' sizes times the header's counts), then the name, path and command line (the
+//! header's lengths).
 
 use crate::application::{FPU_STATE_SIZE, REGISTERS};
 use crate::message::DecodeError;
@@ -101,6 +102,7 @@ pub struct MoveHeader {
     /// left (a kernel of another incarnation is the new one).
     pub return_core: u32,
     pub return_incarnation: u32,
+    pub threads: u32,
     pub descriptors: u32,
     pub children: u32,
     pub areas: u32,
@@ -112,7 +114,7 @@ pub struct MoveHeader {
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 3 * 8 + 2 * 4 + 8 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 3 * 8 + 3 * 4 + 8 * 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -134,6 +136,7 @@ impl MoveHeader {
         for value in [
             self.return_core,
             self.return_incarnation,
+            self.threads,
             self.descriptors,
             self.children,
             self.areas,
@@ -164,6 +167,7 @@ impl MoveHeader {
             working_directory: input.u64()?,
             return_core: input.u32()?,
             return_incarnation: input.u32()?,
+            threads: input.u32()?,
             descriptors: input.u32()?,
             children: input.u32()?,
             areas: input.u32()?,
@@ -191,7 +195,7 @@ pub struct MovedAction {
 /// No sleep to finish, in [`MovedThread::restart_until_ns`].
 pub const NO_RESTART: u64 = u64::MAX;
 
-/// The process's one thread, stopped on its way back to ring 3.
+/// A thread of the process, stopped on its way back to ring 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MovedThread {
     pub tid: u32,
@@ -330,7 +334,8 @@ impl MovedPage {
     pub const SIZE: usize = 24;
 }
 
-/// A pending signal with its `siginfo`; `thread` 1 when it was sent to the thread alone.
+/// A pending signal with its `siginfo`; `thread` the tid it was sent to alone, or 0 (sent to
+/// the process).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MovedSignal {
     pub thread: u32,
@@ -348,7 +353,7 @@ impl MovedSignal {
 /// The variable parts of an image, as the sender has them.
 pub struct MoveParts<'a> {
     pub actions: &'a [MovedAction; SIGNALS],
-    pub thread: &'a MovedThread,
+    pub threads: &'a [MovedThread],
     pub descriptors: &'a [MovedDescriptor],
     pub children: &'a [MovedChild],
     pub areas: &'a [MovedArea],
@@ -363,7 +368,7 @@ pub struct MoveParts<'a> {
 pub fn encoded_size(parts: &MoveParts<'_>) -> usize {
     MoveHeader::SIZE
         + SIGNALS * ACTION_SIZE
-        + MovedThread::SIZE
+        + parts.threads.len() * MovedThread::SIZE
         + parts.descriptors.len() * MovedDescriptor::SIZE
         + parts.children.len() * MovedChild::SIZE
         + parts.areas.len() * MovedArea::SIZE
@@ -379,6 +384,7 @@ pub fn encoded_size(parts: &MoveParts<'_>) -> usize {
 pub fn encode(out: &mut [u8], header: &MoveHeader, parts: &MoveParts<'_>) -> Option<usize> {
     let count = |n: usize| u32::try_from(n).ok().filter(|&n| n <= MAX_RECORDS);
     let header = MoveHeader {
+        threads: count(parts.threads.len())?,
         descriptors: count(parts.descriptors.len())?,
         children: count(parts.children.len())?,
         areas: count(parts.areas.len())?,
@@ -396,7 +402,9 @@ pub fn encode(out: &mut [u8], header: &MoveHeader, parts: &MoveParts<'_>) -> Opt
             writer.u64(value)?;
         }
     }
-    parts.thread.write(&mut writer)?;
+    for thread in parts.threads {
+        thread.write(&mut writer)?;
+    }
     for descriptor in parts.descriptors {
         writer.u32(descriptor.fd)?;
         writer.u32(descriptor.kind)?;
@@ -439,7 +447,7 @@ pub fn encode(out: &mut [u8], header: &MoveHeader, parts: &MoveParts<'_>) -> Opt
 pub struct MoveImage<'a> {
     pub header: MoveHeader,
     pub actions: [MovedAction; SIGNALS],
-    pub thread: MovedThread,
+    threads: &'a [u8],
     descriptors: &'a [u8],
     children: &'a [u8],
     areas: &'a [u8],
@@ -466,7 +474,10 @@ impl<'a> MoveImage<'a> {
             *action =
                 MovedAction { handler: input.u64()?, flags: input.u64()?, restorer: input.u64()?, mask: input.u64()? };
         }
-        let thread = MovedThread::read(&mut input)?;
+        if header.threads == 0 {
+            return Err(DecodeError::BadField("no thread"));
+        }
+        let threads = input.take(records(header.threads, MovedThread::SIZE)?)?;
         let descriptors = input.take(records(header.descriptors, MovedDescriptor::SIZE)?)?;
         let children = input.take(records(header.children, MovedChild::SIZE)?)?;
         let areas = input.take(records(header.areas, MovedArea::SIZE)?)?;
@@ -478,7 +489,15 @@ impl<'a> MoveImage<'a> {
         if input.at != bytes.len() {
             return Err(DecodeError::BadLength { expected: input.at, found: bytes.len() });
         }
-        Ok(Self { header, actions, thread, descriptors, children, areas, pages, pending, name, path, command_line })
+        Ok(Self { header, actions, threads, descriptors, children, areas, pages, pending, name, path, command_line })
+    }
+
+    /// The threads, the one that packed the image first.
+    pub fn threads(&self) -> impl Iterator<Item = MovedThread> + 'a {
+        self.threads.chunks_exact(MovedThread::SIZE).map(|record| {
+            // The section's length was checked: the record is whole.
+            MovedThread::read(&mut Reader { bytes: record, at: 0 }).unwrap_or_default()
+        })
     }
 
     pub fn descriptors(&self) -> impl Iterator<Item = MovedDescriptor> + 'a {
@@ -597,7 +616,7 @@ mod tests {
         let pending = [MovedSignal { thread: 1, signal: 10, code: -6, pid: 1, uid: 0, status: 0 }];
         let parts = MoveParts {
             actions: &actions,
-            thread: &thread,
+            threads: &[thread, MovedThread { tid: 200_008, ..thread }],
             descriptors: &descriptors,
             children: &children,
             areas: &areas,
@@ -624,7 +643,7 @@ mod tests {
         assert_eq!((image.header.return_core, image.header.return_incarnation), (2, 3));
         assert_eq!(image.header.pages, 1);
         assert_eq!(image.actions, actions);
-        assert_eq!(image.thread, thread);
+        assert!(image.threads().eq([thread, MovedThread { tid: 200_008, ..thread }]));
         assert!(image.descriptors().eq(descriptors.iter().copied()));
         assert!(image.children().eq(children.iter().copied()));
         assert!(image.areas().eq(areas.iter().copied()));
@@ -662,7 +681,7 @@ mod tests {
             let actions = [MovedAction::default(); SIGNALS];
             let page_list: [MovedPage; 64] = [MovedPage::default(); 64];
             let parts = MoveParts {
-                actions: &actions, thread: &thread, descriptors: &[], children: &[], areas: &[],
+                actions: &actions, threads: core::slice::from_ref(&thread), descriptors: &[], children: &[], areas: &[],
                 pages: &page_list[..pages as usize], pending: &[], name: b"", path: b"", command_line: b"",
             };
             let mut out = [0u8; 8192];

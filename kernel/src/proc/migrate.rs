@@ -1,30 +1,30 @@
 //! Moving a process to another timesharing core's kernel: NIX's "a core whose role changes to
 //! AC hands its processes to its TCs first", done the multikernel way (Popcorn's migration).
 //!
-//! The process keeps its pid (so its parent, its group and whoever signals it still name it),
-//! its memory (copied page by page into the receiver's partition), its descriptors (one more
-//! reference each at the file service), its signal state, children and registers. Where it
-//! lives is written in the KCB of the OSnode whose range its pid is from (`moved_away`), which
-//! every core reads to route by pid ([`super::home_of`]).
+//! The process keeps its pid and tids (so its parent, its group and whoever signals it still
+//! name it), its memory (copied page by page into the receiver's partition), its descriptors
+//! (one more reference each at the file service), its signal state, children and registers.
+//! Where each id lives is written in the KCB of the OSnode whose range it is from
+//! (`moved_away`), which every core reads to route by pid or tid ([`super::home_of`]).
 //!
 //! The steps:
 //! 1. The OSnode that gives its processes up ([`evacuate`], asked by ICC) marks each with a
-//!    destination and wakes its thread from an interruptible wait ([`Wakeup::Moving`]): the
-//!    call gives up as a signal would make it, to run again on the destination.
-//! 2. The thread, on its way back to ring 3 (`sched::before_user_return`, after signal
-//!    delivery settled a restart), packs its own process ([`move_current`]): registers, FPU
-//!    image, TLS, signal masks and dispositions, pending signals, descriptors, children, areas,
-//!    and the frames of its present pages, and sends it as one large message.
+//!    destination and wakes its threads from interruptible waits (`Wakeup::Moving`): a call
+//!    gives up as a signal would make it, to run again on the destination.
+//! 2. Each thread, on its way back to ring 3 (`sched::before_user_return`, after signal
+//!    delivery settled a restart), checks in with its registers, FPU image, TLS and signal
+//!    state ([`move_current`]); the last to do so packs the process: those, its dispositions,
+//!    pending signals, descriptors, children, areas, and the frames of its present pages, and
+//!    sends it as one large message. The others wait for the outcome.
 //! 3. The destination ([`on_move`]) checks the image, copies every page into frames of its
-//!    own through its copy window, adopts the descriptors, builds the process and its thread
-//!    with the same pid and tid, records where the pid lives, and answers.
-//! 4. On a yes, the thread at the origin ends there and its process is taken down without an
+//!    own through its copy window, adopts the descriptors, builds the process and its threads
+//!    with the same pid and tids, records where they live, and answers.
+//! 4. On a yes, the threads at the origin end there and the process is taken down without an
 //!    exit (no status to the parent: the process goes on); signals that reached the origin
-//!    while it packed are sent on. On a no or no answer, the process runs on where it was.
+//!    while it packed are sent on. On a no or no answer, every thread runs on where it was.
 //!
-//! Only single-threaded processes move (a thread's tid names its home too, and moving
-//! several threads at once needs them all stopped: not done yet); a process whose thread runs
-//! on an application core or has a syspage stays too. The refusal says which.
+//! A process with more threads than a KCB records (16), with a thread on an application core
+//! or with a syspage, stays. The refusal says which.
 
 use super::{find, home_of, range_of, signal, Child, Errno, Parent, Process, ProcessState, PIDS, PROCESSES};
 use crate::arch::idt::InterruptFrame;
@@ -107,6 +107,32 @@ fn record_here(pid: u32) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Undoes [`record_here`] of `id` when the move fails after it: the id lives on `origin`
+/// again.
+fn give_back(id: u32, origin: usize) {
+    let Some(kcb) = shared::get().listed_kcbs().get(range_of(id)) else { return };
+    if range_of(id) == shared::this_core() as usize {
+        // It came home: its slot, cleared by `record_here`, names the origin again.
+        PIDS.lock().used.remove(&id);
+        if let Some(slot) = kcb
+            .moved_away
+            .iter()
+            .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok())
+        {
+            slot.core.store(origin as u32, Ordering::Relaxed);
+            slot.pid.store(id, Ordering::Release);
+        }
+        return;
+    }
+    if let Some(slot) = kcb.moved_away.iter().find(|slot| slot.pid.load(Ordering::Acquire) == id) {
+        if range_of(id) == origin {
+            slot.pid.store(0, Ordering::Release);
+        } else {
+            slot.core.store(origin as u32, Ordering::Release);
+        }
+    }
+}
+
 /// Whether [`record_here`] would find a slot for `pid`.
 fn can_record(pid: u32) -> bool {
     let range = range_of(pid);
@@ -131,7 +157,7 @@ pub fn forget_moved(pid: u32) {
 /// Why a process cannot move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CannotMove {
-    /// It has this many threads; only single-threaded processes move.
+    /// It has this many threads, more than its range's KCB records.
     Threads(usize),
     /// Its thread runs on an application core (`execac`).
     OnApplicationCore,
@@ -165,9 +191,11 @@ impl CannotMove {
 impl core::fmt::Display for CannotMove {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::Threads(count) => write!(f, "it has {count} threads (only single-threaded processes move)"),
-            Self::OnApplicationCore => write!(f, "its thread runs on an application core"),
-            Self::HasSyspage => write!(f, "its thread has a syspage"),
+            Self::Threads(count) => {
+                write!(f, "it has {count} threads, more than a KCB records ({})", kcb::block::MAX_MOVED_AWAY)
+            }
+            Self::OnApplicationCore => write!(f, "a thread of it runs on an application core"),
+            Self::HasSyspage => write!(f, "a thread of it has a syspage"),
             Self::Ending => write!(f, "it is ending"),
         }
     }
@@ -177,16 +205,18 @@ fn why_it_cannot_move(process: &Process) -> Option<CannotMove> {
     if process.is_killed() {
         return Some(CannotMove::Ending);
     }
-    let threads = process.state.lock().threads.clone();
-    if threads.len() != 1 {
-        return Some(CannotMove::Threads(threads.len()));
+    let tids = process.state.lock().threads.clone();
+    // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
+    if tids.len() > kcb::block::MAX_MOVED_AWAY {
+        return Some(CannotMove::Threads(tids.len()));
     }
-    let thread = sched::find_thread(threads[0])?;
-    if thread.away.lock().is_some() {
-        return Some(CannotMove::OnApplicationCore);
-    }
-    if crate::syscall::syspage::of_thread(thread.tid).is_some() {
-        return Some(CannotMove::HasSyspage);
+    for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
+        if thread.away.lock().is_some() {
+            return Some(CannotMove::OnApplicationCore);
+        }
+        if crate::syscall::syspage::of_thread(thread.tid).is_some() {
+            return Some(CannotMove::HasSyspage);
+        }
     }
     None
 }
@@ -231,35 +261,111 @@ pub fn evacuate(destinations: u64, come_back: bool) -> Result<u32, (u32, CannotM
 static ANSWERS: Mutex<BTreeMap<u64, Option<u32>>> = Mutex::new(BTreeMap::new());
 static NEXT_MOVE: AtomicU64 = AtomicU64::new(1);
 
-/// On the way back to ring 3 of the running thread, whose process was asked to move: packs
-/// the process and hands it over. Returns only if the move failed (the process runs on here,
-/// `frame` untouched); on success the thread ends here, its process going on elsewhere.
+/// The threads of a process being moved that reached their way back to ring 3, by pid: their
+/// states, whether one of them packs, and how the move ended once it did.
+#[derive(Default)]
+struct Gathering {
+    threads: Vec<MovedThread>,
+    packing: bool,
+    outcome: Option<bool>,
+    /// Threads that saw the outcome (the last one out removes the gathering).
+    done: usize,
+}
+
+static GATHERINGS: Mutex<BTreeMap<u32, Gathering>> = Mutex::new(BTreeMap::new());
+/// The wait token of a process's gathering: `Reply(GATHERING | pid)`.
+const GATHERING: u64 = 1 << 62;
+/// How often a thread waiting in a gathering looks whether it is complete (a thread that
+/// exited meanwhile makes it so without checking in).
+const GATHERING_POLL_MS: u64 = 10;
+
+/// On the way back to ring 3 of the running thread, whose process was asked to move: the
+/// thread checks in with its state; the last of the process's threads to do so packs the
+/// process and hands it over, the others wait for the outcome. Returns only if the move
+/// failed (every thread runs on here, its frame untouched); on success the threads end here,
+/// their process going on elsewhere.
 pub fn move_current(frame: &mut InterruptFrame) {
     let me = sched::current();
     let Some(process) = me.process.clone() else { return };
-    let asked = process.moving.fetch_or(PACKING, Ordering::Relaxed);
-    let destination = (asked & !PACKING).wrapping_sub(1) as usize;
-    let result = match why_it_cannot_move(&process) {
-        Some(reason) => {
-            log::info!("process {} stays on core {}: {reason}", process.pid, shared::this_core());
-            Err(errno::EBUSY)
-        }
-        None => hand_over(&process, &me, frame, destination),
+    let pid = process.pid;
+    let mine = capture_thread(&me, frame);
+    let live = || process.state.lock().threads.len();
+    let threads_now = live();
+    let mut packer = {
+        let mut gatherings = GATHERINGS.lock();
+        let gathering = gatherings.entry(pid).or_default();
+        gathering.threads.push(mine);
+        let complete = !gathering.packing && gathering.threads.len() >= threads_now;
+        gathering.packing |= complete;
+        complete
     };
-    match result {
-        Ok(()) => {
-            drop(me);
-            leave(process)
-        }
-        Err(error) => {
-            log::warn!(
-                "process {} could not move to core {destination}: {}; it runs on here",
-                process.pid,
-                error_text(error)
-            );
-            process.moving.store(NOT_MOVING, Ordering::Relaxed);
+    while !packer {
+        let deadline = crate::time::deadline_after_ms(GATHERING_POLL_MS);
+        let _ = sched::block_uninterruptible(WaitToken::Reply(GATHERING | u64::from(pid)), Some(deadline));
+        let threads_now = live();
+        let mut gatherings = GATHERINGS.lock();
+        let Some(gathering) = gatherings.get_mut(&pid) else { return };
+        match gathering.outcome {
+            Some(moved) => {
+                gathering.done += 1;
+                if gathering.done >= gathering.threads.len() {
+                    gatherings.remove(&pid);
+                }
+                drop(gatherings);
+                if moved {
+                    drop(process);
+                    exit_moved_thread(me)
+                }
+                return;
+            }
+            None if !gathering.packing && gathering.threads.len() >= threads_now => {
+                gathering.packing = true;
+                packer = true;
+            }
+            None => {}
         }
     }
+    let asked = process.moving.fetch_or(PACKING, Ordering::Relaxed);
+    let destination = (asked & !PACKING).wrapping_sub(1) as usize;
+    let threads = GATHERINGS.lock().get(&pid).map(|g| g.threads.clone()).unwrap_or_default();
+    let result = match why_it_cannot_move(&process) {
+        Some(reason) => {
+            log::info!("process {pid} stays on core {}: {reason}", shared::this_core());
+            Err(errno::EBUSY)
+        }
+        None => hand_over(&process, &threads, destination),
+    };
+    if let Err(error) = result {
+        log::warn!("process {pid} could not move to core {destination}: {}; it runs on here", error_text(error));
+        process.moving.store(NOT_MOVING, Ordering::Relaxed);
+    }
+    {
+        let mut gatherings = GATHERINGS.lock();
+        if let Some(gathering) = gatherings.get_mut(&pid) {
+            gathering.outcome = Some(result.is_ok());
+            gathering.done += 1;
+            if gathering.done >= gathering.threads.len() {
+                gatherings.remove(&pid);
+            }
+        }
+    }
+    sched::wake(WaitToken::Reply(GATHERING | u64::from(pid)), usize::MAX);
+    if result.is_ok() {
+        drop(me);
+        leave(process, &threads)
+    }
+}
+
+/// A thread of a process that moved ends here without ending the process (its copy runs on
+/// the destination); the last of them takes the process down ([`leave`]).
+fn exit_moved_thread(me: Arc<Thread>) -> ! {
+    if let Some(process) = me.process.as_ref() {
+        process.state.lock().threads.retain(|&tid| tid != me.tid);
+    }
+    drop(me);
+    super::publish_counts();
+    sched::note_exiting();
+    sched::exit_current()
 }
 
 /// Why a move failed, for the kernel log.
@@ -298,7 +404,8 @@ fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedThread {
     }
 }
 
-fn moved_signals(thread: &Thread, process: &Process) -> Vec<MovedSignal> {
+/// The signals pending for `process` (thread 0) and for each of `threads` alone.
+fn moved_signals(process: &Process, threads: &[MovedThread]) -> Vec<MovedSignal> {
     let record = |on_thread: u32| {
         move |info: crate::arch::signal::SignalInfo| MovedSignal {
             thread: on_thread,
@@ -310,17 +417,18 @@ fn moved_signals(thread: &Thread, process: &Process) -> Vec<MovedSignal> {
         }
     };
     let mut pending: Vec<MovedSignal> = process.signals.pending.entries().into_iter().map(record(0)).collect();
-    pending.extend(thread.signals.pending.entries().into_iter().map(record(1)));
+    for thread in threads.iter().filter_map(|t| sched::find_thread(t.tid)) {
+        pending.extend(thread.signals.pending.entries().into_iter().map(record(thread.tid)));
+    }
     pending
 }
 
-/// Packs `process` (its one thread is `thread`, stopped with `frame`) and sends it to
-/// `destination`; `Ok` once the destination runs it.
-fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, destination: usize) -> Result<(), Errno> {
+/// Packs `process` (its threads stopped as `threads` say) and sends it to `destination`;
+/// `Ok` once the destination runs it.
+fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<(), Errno> {
     // The rest of a line it printed goes out from here, before the destination prints more.
     crate::fs::console::flush(process);
-    let moved_thread = capture_thread(thread, frame);
-    let pending = moved_signals(thread, process);
+    let pending = moved_signals(process, threads);
     let actions: [MovedAction; SIGNALS] = process.signals.actions().map(|action| MovedAction {
         handler: action.handler,
         flags: action.flags,
@@ -421,7 +529,7 @@ fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, de
     };
     let parts = MoveParts {
         actions: &actions,
-        thread: &moved_thread,
+        threads,
         descriptors: &descriptors,
         children: &children,
         areas: &areas,
@@ -465,7 +573,8 @@ fn hand_over(process: &Arc<Process>, thread: &Thread, frame: &InterruptFrame, de
             }
             // Signals that reached this copy after it was packed follow it.
             let sent: Vec<u32> = pending.iter().map(|s| s.signal).collect();
-            for late in moved_signals(thread, process).into_iter().filter(|s| !sent.contains(&s.signal)) {
+            let late = process.signals.pending.entries().into_iter().filter(|s| !sent.contains(&s.signal));
+            for late in late {
                 let _ = signal::kill(process.pid as i32, late.signal);
             }
             log::debug!("process {} moved to core {destination}", process.pid);
@@ -498,7 +607,7 @@ fn area_kind(code: u32) -> Option<AreaKind> {
 /// The moved process's thread ends here, and the process with it, without an exit: its
 /// memory and descriptors here are let go (the destination has copies), its pid stays taken
 /// (the range's KCB names its new home), its parent hears nothing.
-fn leave(process: Arc<Process>) -> ! {
+fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
     let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
     // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
     unsafe { crate::arch::paging::load_root(kernel_root) };
@@ -514,9 +623,11 @@ fn leave(process: Arc<Process>) -> ! {
     drop(cwd);
     crate::fs::client::flush_releases();
     PROCESSES.lock().remove(&process.pid);
-    if range_of(process.pid) == shared::this_core() as usize {
-        // Its range's KCB keeps the pid taken while it lives elsewhere.
-        PIDS.lock().used.remove(&process.pid);
+    // Their ranges' KCBs keep the pid and tids taken while they live elsewhere.
+    let me = shared::this_core() as usize;
+    let ids = core::iter::once(process.pid).chain(threads.iter().map(|t| t.tid));
+    for id in ids.filter(|&id| range_of(id) == me) {
+        PIDS.lock().used.remove(&id);
     }
     drop(process);
     super::publish_counts();
@@ -593,8 +704,11 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
             return Err(errno::EINVAL);
         }
     }
-    if !can_record(header.pid) {
-        return Err(errno::ENOSPC);
+    if image.threads().any(|t| t.tid == 0 || (t.tid != header.pid && sched::find_thread(t.tid).is_some()))
+        || !can_record(header.pid)
+        || !image.threads().all(|t| can_record(t.tid))
+    {
+        return Err(if image.threads().any(|t| t.tid == 0) { errno::EINVAL } else { errno::ENOSPC });
     }
     let partition = shared::get().listed_kcbs().get(origin).ok_or(errno::EINVAL)?.partition();
     let frames: BTreeMap<u64, u64> = image.pages().map(|page| (page.address, page.frame)).collect();
@@ -671,7 +785,7 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
                     wait_status: (c.wait_status != NOT_EXITED).then_some(c.wait_status),
                 })
                 .collect(),
-            threads: alloc::vec![image.thread.tid],
+            threads: image.threads().map(|t| t.tid).collect(),
             name: text(image.name),
             path: text(image.path),
             cwd,
@@ -692,28 +806,31 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);
     }
-    let moved = &image.thread;
-    let stack = crate::arch::signal::AlternateStack {
-        base: moved.alternate_stack_base,
-        size: moved.alternate_stack_size,
-        flags: moved.alternate_stack_flags,
-    };
-    let frame = InterruptFrame::from_registers(&moved.registers);
-    let mut fpu = FpuState(moved.fpu);
-    fpu.sanitize();
-    let fs_base = if user::is_user_range(moved.fs_base, 0) { moved.fs_base } else { 0 };
-    let thread = Thread::new_user(
-        moved.tid,
-        process.clone(),
-        &frame,
-        fpu,
-        fs_base,
-        signal::ThreadSignals::with_stack(moved.blocked, stack),
-    )
-    .map_err(|_| errno::ENOMEM)?;
-    thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
-    if moved.restart_until_ns != NO_RESTART {
-        *thread.restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
+    let mut threads = Vec::new();
+    for moved in image.threads() {
+        let stack = crate::arch::signal::AlternateStack {
+            base: moved.alternate_stack_base,
+            size: moved.alternate_stack_size,
+            flags: moved.alternate_stack_flags,
+        };
+        let frame = InterruptFrame::from_registers(&moved.registers);
+        let mut fpu = FpuState(moved.fpu);
+        fpu.sanitize();
+        let fs_base = if user::is_user_range(moved.fs_base, 0) { moved.fs_base } else { 0 };
+        let thread = Thread::new_user(
+            moved.tid,
+            process.clone(),
+            &frame,
+            fpu,
+            fs_base,
+            signal::ThreadSignals::with_stack(moved.blocked, stack),
+        )
+        .map_err(|_| errno::ENOMEM)?;
+        thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
+        if moved.restart_until_ns != NO_RESTART {
+            *thread.restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
+        }
+        threads.push(thread);
     }
     for pending in image.pending() {
         if !(1..=abi::signal::MAX_SIGNAL).contains(&pending.signal) {
@@ -726,20 +843,31 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
             uid: pending.uid,
             status: pending.status,
         };
-        if pending.thread != 0 {
-            thread.signals.pending.add(info);
-        } else {
-            process.signals.pending.add(info);
+        match threads.iter().find(|t| t.tid == pending.thread) {
+            Some(thread) => thread.signals.pending.add(info),
+            None => process.signals.pending.add(info),
         }
     }
-    // Where it lives now, for every core's routing; from here on signals come here.
-    // (Fails only if another move took the last free slot since the check above: the
-    // process and thread are dropped, their memory and references with them.)
-    record_here(header.pid)?;
+    // Where the pid and every tid live now, for every core's routing; from here on signals
+    // come here. (Fails only if another move took the last free slots since the check above:
+    // the process and threads are dropped, their memory and references with them, and the
+    // ids recorded so far are given back.)
+    let ids: Vec<u32> = core::iter::once(header.pid).chain(threads.iter().map(|t| t.tid)).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    for (index, &id) in unique.iter().enumerate() {
+        if let Err(error) = record_here(id) {
+            unique[..index].iter().for_each(|&recorded| give_back(recorded, origin));
+            return Err(error);
+        }
+    }
     super::report_to_proc(&process);
     PROCESSES.lock().insert(header.pid, process);
     super::publish_counts();
-    sched::make_ready(thread);
+    for thread in threads {
+        sched::make_ready(thread);
+    }
     Ok(())
 }
 

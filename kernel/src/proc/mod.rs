@@ -556,6 +556,8 @@ pub fn exit_thread() -> ! {
     };
     if me.tid != process.pid {
         release_pid(me.tid);
+        // A thread that moved here from another range gives its tid back there.
+        migrate::forget_moved(me.tid);
     }
     if last {
         end_process(&process);

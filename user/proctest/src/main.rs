@@ -34,6 +34,9 @@ fn main() -> ExitCode {
         None => "linux".to_string(),
     };
     let mut arguments: Vec<String> = std::env::args().skip(1).collect();
+    if arguments.first().is_some_and(|a| a == "--threads-for") {
+        return threads_for(&place, arguments.get(1).map(String::as_str));
+    }
     let application_core = match take_ac_option(&mut arguments) {
         Ok(core) => core,
         Err(message) => {
@@ -79,6 +82,59 @@ fn main() -> ExitCode {
     };
     println!("TEST proc-std {verdict} {place} {}", one_line(&detail));
     code
+}
+
+/// `--threads-for MS`: four threads share a lock-protected counter for MS milliseconds,
+/// sleeping a little now and then, and are joined: a process with several threads, long
+/// enough to be moved to another core meanwhile. One line: the cores it started and ended
+/// on, and whether the count is every thread's increments.
+fn threads_for(place: &str, milliseconds: Option<&str>) -> ExitCode {
+    let Some(length) = milliseconds.and_then(|ms| ms.parse().ok()).map(Duration::from_millis) else {
+        println!("TEST proc-threads fail {place} usage: proctest --threads-for MILLISECONDS");
+        return ExitCode::FAILURE;
+    };
+    let start_core = rt::current_core();
+    let deadline = Instant::now() + length;
+    let total = Arc::new(Mutex::new(0u64));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let total = Arc::clone(&total);
+            thread::spawn(move || {
+                let mut mine = 0u64;
+                while Instant::now() < deadline {
+                    for _ in 0..100 {
+                        *total.lock().expect("no thread panics holding the lock") += 1;
+                        mine += 1;
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut counted = 0;
+    for worker in workers {
+        match worker.join() {
+            Ok(mine) => counted += mine,
+            Err(_) => {
+                println!("TEST proc-threads fail {place} a thread panicked");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let total = *total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let cores = format!(
+        "start-core={} end-core={}",
+        start_core.map_or("-".to_string(), |c| c.to_string()),
+        rt::current_core().map_or("-".to_string(), |c| c.to_string())
+    );
+    if total == counted && total > 0 {
+        println!("TEST proc-threads ok {cores} total={total}");
+        ExitCode::SUCCESS
+    } else {
+        println!("TEST proc-threads fail {cores} the lock counted {total}, the threads {counted}");
+        ExitCode::FAILURE
+    }
 }
 
 /// The file the `hello` check reads: `--hello PATH`, else the initramfs's on Reef; `None` means
