@@ -494,72 +494,60 @@ impl<'a> MoveImage<'a> {
 
     /// The threads, the one that packed the image first.
     pub fn threads(&self) -> impl Iterator<Item = MovedThread> + 'a {
-        self.threads.chunks_exact(MovedThread::SIZE).map(|record| {
-            // The section's length was checked: the record is whole.
-            MovedThread::read(&mut Reader { bytes: record, at: 0 }).unwrap_or_default()
-        })
+        each(self.threads, MovedThread::SIZE, MovedThread::read)
     }
 
     pub fn descriptors(&self) -> impl Iterator<Item = MovedDescriptor> + 'a {
-        self.descriptors.chunks_exact(MovedDescriptor::SIZE).map(|record| {
-            let mut input = Reader { bytes: record, at: 0 };
-            // The section's length was checked: every read below is in bounds.
-            MovedDescriptor {
-                fd: input.u32().unwrap_or_default(),
-                kind: input.u32().unwrap_or_default(),
-                handle: input.u64().unwrap_or_default(),
-                close_on_exec: input.u32().unwrap_or_default(),
-            }
+        each(self.descriptors, MovedDescriptor::SIZE, |input| {
+            Ok(MovedDescriptor {
+                fd: input.u32()?,
+                kind: input.u32()?,
+                handle: input.u64()?,
+                close_on_exec: input.u32()?,
+            })
         })
     }
 
     pub fn children(&self) -> impl Iterator<Item = MovedChild> + 'a {
-        self.children.chunks_exact(MovedChild::SIZE).map(|record| {
-            let mut input = Reader { bytes: record, at: 0 };
-            MovedChild {
-                pid: input.u32().unwrap_or_default(),
-                process_group: input.u32().unwrap_or_default(),
-                wait_status: input.u32().unwrap_or_default(),
-            }
+        each(self.children, MovedChild::SIZE, |input| {
+            Ok(MovedChild { pid: input.u32()?, process_group: input.u32()?, wait_status: input.u32()? })
         })
     }
 
     pub fn areas(&self) -> impl Iterator<Item = MovedArea> + 'a {
-        self.areas.chunks_exact(MovedArea::SIZE).map(|record| {
-            let mut input = Reader { bytes: record, at: 0 };
-            MovedArea {
-                start: input.u64().unwrap_or_default(),
-                end: input.u64().unwrap_or_default(),
-                protection: input.u32().unwrap_or_default(),
-                kind: input.u32().unwrap_or_default(),
-            }
+        each(self.areas, MovedArea::SIZE, |input| {
+            Ok(MovedArea { start: input.u64()?, end: input.u64()?, protection: input.u32()?, kind: input.u32()? })
         })
     }
 
     pub fn pages(&self) -> impl Iterator<Item = MovedPage> + 'a {
-        self.pages.chunks_exact(MovedPage::SIZE).map(|record| {
-            let mut input = Reader { bytes: record, at: 0 };
-            MovedPage {
-                address: input.u64().unwrap_or_default(),
-                frame: input.u64().unwrap_or_default(),
-                flags: input.u64().unwrap_or_default(),
-            }
+        each(self.pages, MovedPage::SIZE, |input| {
+            Ok(MovedPage { address: input.u64()?, frame: input.u64()?, flags: input.u64()? })
         })
     }
 
     pub fn pending(&self) -> impl Iterator<Item = MovedSignal> + 'a {
-        self.pending.chunks_exact(MovedSignal::SIZE).map(|record| {
-            let mut input = Reader { bytes: record, at: 0 };
-            MovedSignal {
-                thread: input.u32().unwrap_or_default(),
-                signal: input.u32().unwrap_or_default(),
-                code: input.u32().unwrap_or_default() as i32,
-                pid: input.u32().unwrap_or_default(),
-                uid: input.u32().unwrap_or_default(),
-                status: input.u32().unwrap_or_default() as i32,
-            }
+        each(self.pending, MovedSignal::SIZE, |input| {
+            Ok(MovedSignal {
+                thread: input.u32()?,
+                signal: input.u32()?,
+                code: input.u32()? as i32,
+                pid: input.u32()?,
+                uid: input.u32()?,
+                status: input.u32()? as i32,
+            })
         })
     }
+}
+
+/// The records of a section `decode` checked for length, each read by `read` (whole records:
+/// a read never runs out, so the default stands for nothing).
+fn each<'a, T: Default>(
+    section: &'a [u8],
+    size: usize,
+    read: impl Fn(&mut Reader<'a>) -> Result<T, DecodeError> + 'a,
+) -> impl Iterator<Item = T> + 'a {
+    section.chunks_exact(size).map(move |record| read(&mut Reader { bytes: record, at: 0 }).unwrap_or_default())
 }
 
 /// The receiver's answer to a move: 0 when the process runs there now (the sender lets go of

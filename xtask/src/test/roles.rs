@@ -12,6 +12,16 @@ pub(super) fn hello_digest() -> String {
     sha2::Sha256::digest(tools::HELLO_TEXT.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The message stress's line says it balanced.
+fn stress_ok(serial: &str) -> Result<(), String> {
+    let stress =
+        serial.lines().find(|l| l.contains("stress: ") || l.starts_with("error: sent ")).ok_or("no stress result")?;
+    if !stress.contains("order/checksum errors 0") || !stress.starts_with("stress: ") {
+        return Err(format!("the stress failed: {stress}"));
+    }
+    Ok(())
+}
+
 /// Counts the lines holding `text`.
 fn count(serial: &str, text: &str) -> usize {
     serial.lines().filter(|line| line.contains(text)).count()
@@ -195,13 +205,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "a core asked by its own process was not refused",
             )?;
             printed_in_order(serial, &["core 3 is now a KC", "core 3 is now a TC"])?;
-            let stress = serial
-                .lines()
-                .find(|l| l.contains("stress: ") || l.starts_with("error: sent "))
-                .ok_or("no stress result")?;
-            if !stress.contains("order/checksum errors 0") || !stress.starts_with("stress: ") {
-                return Err(format!("the stress failed: {stress}"));
-            }
+            stress_ok(serial)?;
             nothing_leaked(serial, 4)
         }),
     });
@@ -219,13 +223,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 &["core 2 is now an AC", "core 3 is now a KC", "core 2 is now a KC", "core 3 is now an AC"],
             )?;
             printed(serial, "on-ac", "the program on the AC did not run")?;
-            let stress = serial
-                .lines()
-                .find(|l| l.contains("stress: ") || l.starts_with("error: sent "))
-                .ok_or("no stress result")?;
-            if !stress.contains("order/checksum errors 0") || !stress.starts_with("stress: ") {
-                return Err(format!("the stress failed: {stress}"));
-            }
+            stress_ok(serial)?;
             nothing_leaked(serial, 4)
         }),
     });
