@@ -97,6 +97,9 @@ pub struct MoveHeader {
     /// The working directory: a file-service handle of which one reference is the image's,
     /// or `u64::MAX` for the root.
     pub working_directory: u64,
+    /// When the sender began to pack it (TSC, the same clock on every core): for the
+    /// receiver's report of what a move costs.
+    pub packed_tsc: u64,
     /// The core the process goes back to once a new kernel runs there (its OSnode is being
     /// restarted), or [`NO_RETURN`]; and the low half of that core's KCB incarnation when it
     /// left (a kernel of another incarnation is the new one).
@@ -114,7 +117,7 @@ pub struct MoveHeader {
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 3 * 8 + 3 * 4 + 8 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 4 * 8 + 3 * 4 + 8 * 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -130,7 +133,7 @@ impl MoveHeader {
         ] {
             out.u32(value)?;
         }
-        for value in [self.heap_start, self.heap_end, self.working_directory] {
+        for value in [self.heap_start, self.heap_end, self.working_directory, self.packed_tsc] {
             out.u64(value)?;
         }
         for value in [
@@ -165,6 +168,7 @@ impl MoveHeader {
             heap_start: input.u64()?,
             heap_end: input.u64()?,
             working_directory: input.u64()?,
+            packed_tsc: input.u64()?,
             return_core: input.u32()?,
             return_incarnation: input.u32()?,
             threads: input.u32()?,

@@ -426,6 +426,7 @@ fn moved_signals(process: &Process, threads: &[MovedThread]) -> Vec<MovedSignal>
 /// Packs `process` (its threads stopped as `threads` say) and sends it to `destination`;
 /// `Ok` once the destination runs it.
 fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<(), Errno> {
+    let packed_tsc = crate::arch::cpu::read_tsc();
     // The rest of a line it printed goes out from here, before the destination prints more.
     crate::fs::console::flush(process);
     let pending = moved_signals(process, threads);
@@ -520,6 +521,7 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
         heap_start: heap.0,
         heap_end: heap.1,
         working_directory,
+        packed_tsc,
         return_core: match process.returns_to.load(Ordering::Relaxed) {
             NO_RETURN => abi::migration::NO_RETURN,
             returns_to => (returns_to >> 32) as u32,
@@ -639,13 +641,20 @@ fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
 fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
     let image = MoveImage::decode(bytes)?;
     let header = image.header;
+    let arrived = crate::arch::cpu::read_tsc();
     let result = match install(&image) {
         Ok(()) => {
+            let us = |cycles: u64| crate::time::cycles_to_ns(cycles) / 1000;
+            let now = crate::arch::cpu::read_tsc();
             log::info!(
-                "process {} ({}) moved here from core {}",
+                "process {} ({}) moved here from core {}: {} threads, {} pages, built in {} us, {} us after its packing began",
                 header.pid,
                 core::str::from_utf8(image.name).unwrap_or("?"),
-                header.origin
+                header.origin,
+                header.threads,
+                header.pages,
+                us(now.saturating_sub(arrived)),
+                us(now.saturating_sub(header.packed_tsc)),
             );
             0
         }
