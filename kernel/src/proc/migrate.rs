@@ -579,6 +579,10 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
             for late in late {
                 let _ = signal::kill(process.pid as i32, late.signal);
             }
+            // So does a kill that ended this copy meanwhile (it is pending nowhere).
+            if process.is_killed() {
+                let _ = signal::kill(process.pid as i32, signal::SIGKILL);
+            }
             log::debug!("process {} moved to core {destination}", process.pid);
             Ok(())
         }
