@@ -246,10 +246,12 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
-    // A TC's processes wait out the restart on the other TCs and come back to the new kernel.
-    hand_processes_over(core, true)?;
     kcb.restart_pending.store(1, Ordering::Release);
-    let result = stop_now(core).and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
+    // A TC's processes wait out the restart on the other TCs and come back to the new kernel
+    // (or to this one, if the stop does not happen: `restart_pending` is cleared below).
+    let result = hand_processes_over(core, true)
+        .and_then(|()| stop_now(core))
+        .and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
     kcb.restart_pending.store(0, Ordering::Release);
     let (stop_cycles, (mut cycles, ended)) = result?;
     cycles.driver += loaded;

@@ -903,8 +903,12 @@ pub fn at_safe_point() {
             process.returns_to.store(NO_RETURN, Ordering::Relaxed);
             continue;
         };
+        // A new kernel runs there; or the restart was given up before the stop (the old one
+        // runs on, and no restart is pending any more).
+        let new_kernel = kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation;
+        let given_up = kcb.restart_pending.load(Ordering::Acquire) == 0;
         let back = kcb.state() == crate::core::kcb::CoreState::Running
-            && kcb.incarnation.load(Ordering::Acquire) as u32 != incarnation
+            && (new_kernel || given_up)
             && kcb.parking.host().is_none();
         if !back {
             waiting = true;
