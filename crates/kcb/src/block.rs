@@ -204,6 +204,59 @@ pub struct MovedProcess {
     pub core: AtomicU32,
 }
 
+/// A slot being filled: taken, its id not published yet (never an id: pids stay below it).
+const CLAIMING: u32 = u32::MAX;
+
+/// The table of an OSnode's ids (pids and tids of its range) that live on other cores: what
+/// [`Kcb::moved_away`] holds. Any core writes it (the one a process moves to, the one it ends
+/// on); each slot is claimed by one compare-exchange, and its core is written before its id
+/// is published (Release), so whoever finds the id (Acquire) reads where it lives.
+pub struct MovedTable<'a>(pub &'a [MovedProcess]);
+
+impl MovedTable<'_> {
+    fn slot_of(&self, id: u32) -> Option<&MovedProcess> {
+        (id != 0 && id != CLAIMING).then(|| self.0.iter().find(|slot| slot.pid.load(Ordering::Acquire) == id))?
+    }
+
+    /// The core `id` lives on, if it is recorded.
+    pub fn core_of(&self, id: u32) -> Option<u32> {
+        self.slot_of(id).map(|slot| slot.core.load(Ordering::Acquire))
+    }
+
+    /// Whether [`record`](Self::record) of `id` would find a slot now.
+    pub fn has_room_for(&self, id: u32) -> bool {
+        self.slot_of(id).is_some() || self.0.iter().any(|slot| slot.pid.load(Ordering::Relaxed) == 0)
+    }
+
+    /// Records that `id` lives on `core`: its slot's core changes, or a free slot is claimed.
+    /// Returns false when every slot is taken (nothing changed).
+    pub fn record(&self, id: u32, core: u32) -> bool {
+        if id == 0 || id == CLAIMING {
+            return false;
+        }
+        if let Some(slot) = self.slot_of(id) {
+            slot.core.store(core, Ordering::Release);
+            return true;
+        }
+        let claimed = self
+            .0
+            .iter()
+            .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok());
+        let Some(slot) = claimed else { return false };
+        slot.core.store(core, Ordering::Relaxed);
+        // Release: a reader that finds the id reads the core written above.
+        slot.pid.store(id, Ordering::Release);
+        true
+    }
+
+    /// `id` is recorded no more (its process ended, or came back to its range's OSnode).
+    pub fn forget(&self, id: u32) {
+        if let Some(slot) = self.slot_of(id) {
+            slot.pid.store(0, Ordering::Release);
+        }
+    }
+}
+
 /// Syspages one kernel core serves at most (its window slots).
 pub const MAX_SERVED_SYSPAGES: usize = 64;
 
@@ -642,6 +695,25 @@ impl Default for Kcb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_moved_table_records_updates_forgets_and_fills_up() {
+        let slots: [MovedProcess; 3] = core::array::from_fn(|_| MovedProcess::default());
+        let table = MovedTable(&slots);
+        assert_eq!(table.core_of(200_001), None);
+        assert!(table.record(200_001, 3));
+        assert_eq!(table.core_of(200_001), Some(3));
+        assert!(table.record(200_001, 1), "a second move updates the slot");
+        assert_eq!(table.core_of(200_001), Some(1));
+        assert!(table.record(200_002, 1) && table.record(200_003, 0));
+        assert!(!table.has_room_for(200_004) && !table.record(200_004, 1), "a full table refuses");
+        assert!(table.has_room_for(200_002), "an id already recorded has its slot");
+        table.forget(200_002);
+        assert_eq!(table.core_of(200_002), None);
+        assert!(table.record(200_004, 2));
+        assert_eq!(table.core_of(0), None, "a free slot names no id");
+        assert!(!table.record(0, 1) && !table.record(u32::MAX, 1));
+    }
 
     #[test]
     fn states_and_roles_read_back_and_unknown_numbers_are_safe() {

@@ -1,7 +1,7 @@
 //! Loom models of the KCB hand-offs (compiled only with `--cfg loom`): between a stopping
 //! kernel and the boot drivers that start the core again, between a parking kernel, its
-//! host and the boot drivers that unpark it, and of a kernel core's kept syspage between its
-//! new kernel and the syspage's home. The second catches a park that publishes
+//! host and the boot drivers that unpark it, of a kernel core's kept syspage between its
+//! new kernel and the syspage's home, and of the table of ids living on other cores. The second catches a park that publishes
 //! `Runnable` without Release (the host resumes a context not yet saved).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p kcb --release --features loom --test loom`
@@ -188,6 +188,61 @@ fn a_kept_syspage_is_served_by_the_new_kernel_or_taken_back_by_its_home_never_bo
         }
         if served_frame.is_some_and(|frame| frame != 42) {
             violated(format!("the new kernel read frame {served_frame:?}, not the one kept"));
+        }
+    });
+    assert_eq!(*VIOLATION.lock().unwrap(), None);
+}
+
+/// The table of an OSnode's ids living elsewhere (`Kcb::moved_away`), first: two cores a
+/// process moves to record two ids at once in a table with two free slots. Checked: both find
+/// a slot and neither overwrites the other's (a claim by load and store fails this).
+#[test]
+fn two_moves_record_their_ids_in_separate_slots() {
+    use kcb::block::{MovedProcess, MovedTable};
+    loom::model(|| {
+        let slots: Arc<[MovedProcess; 2]> = Arc::new(core::array::from_fn(|_| MovedProcess::default()));
+        let recorders: Vec<_> = [(200_001, 3), (200_002, 1)]
+            .into_iter()
+            .map(|(id, core)| {
+                let slots = slots.clone();
+                thread::spawn(move || MovedTable(&slots[..]).record(id, core))
+            })
+            .collect();
+        let recorded: Vec<bool> = recorders.into_iter().map(|r| r.join().unwrap()).collect();
+        let table = MovedTable(&slots[..]);
+        if recorded != [true, true] || table.core_of(200_001) != Some(3) || table.core_of(200_002) != Some(1) {
+            violated(format!(
+                "recorded {recorded:?}, then 200001 on {:?} and 200002 on {:?}",
+                table.core_of(200_001),
+                table.core_of(200_002)
+            ));
+        }
+    });
+    assert_eq!(*VIOLATION.lock().unwrap(), None);
+}
+
+/// Then: a core records an id in a slot an earlier move left another core in, while another
+/// core routes a signal by that id. Checked: a reader that finds the id reads the core
+/// recorded with it, never the slot's earlier one (a claim that published the id before the
+/// core, or without Release, fails this).
+#[test]
+fn a_reader_that_finds_a_moved_id_reads_its_new_core() {
+    use kcb::block::{MovedProcess, MovedTable};
+    loom::model(|| {
+        let slots: Arc<[MovedProcess; 1]> = Arc::new(core::array::from_fn(|_| MovedProcess::default()));
+        slots[0].core.store(9, Ordering::Relaxed);
+        let recorder = {
+            let slots = slots.clone();
+            thread::spawn(move || MovedTable(&slots[..]).record(200_001, 3))
+        };
+        let reader = {
+            let slots = slots.clone();
+            thread::spawn(move || MovedTable(&slots[..]).core_of(200_001))
+        };
+        let recorded = recorder.join().unwrap();
+        let seen = reader.join().unwrap();
+        if !recorded || seen.is_some_and(|core| core != 3) {
+            violated(format!("recorded {recorded}, a reader found 200001 on core {seen:?}, not 3"));
         }
     });
     assert_eq!(*VIOLATION.lock().unwrap(), None);

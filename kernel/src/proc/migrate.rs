@@ -52,8 +52,6 @@ use spin::Mutex;
 /// [`PACKING`] once its thread packs it.
 pub const NOT_MOVING: u32 = 0;
 const PACKING: u32 = 1 << 31;
-/// A `moved_away` slot being filled (its pid not published yet).
-const CLAIMING: u32 = u32::MAX;
 /// `Process::returns_to` when it goes back nowhere.
 pub const NO_RETURN: u64 = u64::MAX;
 /// Whether a process of this instance may go back to a restarted core, or an answer waits to
@@ -70,87 +68,58 @@ pub fn is_asked(process: &Process) -> bool {
     moving != NOT_MOVING && moving & PACKING == 0
 }
 
-/// Where process `pid`, of OSnode `range`'s pid range, lives if it moved away from there.
-pub fn moved_to(range: usize, pid: u32) -> Option<usize> {
-    if pid == 0 {
-        return None;
-    }
-    let kcb = shared::get().listed_kcbs().get(range)?;
-    kcb.moved_away
-        .iter()
-        .find(|slot| slot.pid.load(Ordering::Acquire) == pid)
-        .map(|slot| slot.core.load(Ordering::Acquire) as usize)
+/// The table of ids of OSnode `range` that live elsewhere.
+fn table_of(range: usize) -> Option<kcb::block::MovedTable<'static>> {
+    shared::get().listed_kcbs().get(range).map(|kcb| kcb::block::MovedTable(&kcb.moved_away))
 }
 
-/// Records that `pid` lives on this core now, in its range's KCB; a process back in its own
-/// range needs no record.
-fn record_here(pid: u32) -> Result<(), Errno> {
+/// Where process `pid`, of OSnode `range`'s pid range, lives if it moved away from there.
+pub fn moved_to(range: usize, pid: u32) -> Option<usize> {
+    table_of(range)?.core_of(pid).map(|core| core as usize)
+}
+
+/// Records that `id` (a pid or tid) lives on this core now, in its range's KCB; one back in its
+/// own range needs no record.
+fn record_here(id: u32) -> Result<(), Errno> {
     let me = shared::this_core();
-    let range = range_of(pid);
+    let range = range_of(id);
+    let table = table_of(range).ok_or(errno::EINVAL)?;
     if range == me as usize {
-        PIDS.lock().used.insert(pid);
-        forget_moved(pid);
+        PIDS.lock().used.insert(id);
+        table.forget(id);
         return Ok(());
     }
-    let table = &shared::get().listed_kcbs().get(range).ok_or(errno::EINVAL)?.moved_away;
-    if let Some(slot) = table.iter().find(|slot| slot.pid.load(Ordering::Acquire) == pid) {
-        slot.core.store(me, Ordering::Release);
-        return Ok(());
+    if table.record(id, me) {
+        Ok(())
+    } else {
+        Err(errno::ENOSPC)
     }
-    let slot = table
-        .iter()
-        .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok())
-        .ok_or(errno::ENOSPC)?;
-    slot.core.store(me, Ordering::Relaxed);
-    // Release: a reader that sees the pid sees the core.
-    slot.pid.store(pid, Ordering::Release);
-    Ok(())
 }
 
 /// Undoes [`record_here`] of `id` when the move fails after it: the id lives on `origin`
 /// again.
 fn give_back(id: u32, origin: usize) {
-    let Some(kcb) = shared::get().listed_kcbs().get(range_of(id)) else { return };
+    let Some(table) = table_of(range_of(id)) else { return };
     if range_of(id) == shared::this_core() as usize {
-        // It came home: its slot, cleared by `record_here`, names the origin again.
         PIDS.lock().used.remove(&id);
-        if let Some(slot) = kcb
-            .moved_away
-            .iter()
-            .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok())
-        {
-            slot.core.store(origin as u32, Ordering::Relaxed);
-            slot.pid.store(id, Ordering::Release);
-        }
-        return;
     }
-    if let Some(slot) = kcb.moved_away.iter().find(|slot| slot.pid.load(Ordering::Acquire) == id) {
-        if range_of(id) == origin {
-            slot.pid.store(0, Ordering::Release);
-        } else {
-            slot.core.store(origin as u32, Ordering::Release);
-        }
+    if range_of(id) == origin {
+        table.forget(id);
+    } else {
+        table.record(id, origin as u32);
     }
 }
 
-/// Whether [`record_here`] would find a slot for `pid`.
-fn can_record(pid: u32) -> bool {
-    let range = range_of(pid);
-    range == shared::this_core() as usize
-        || shared::get().listed_kcbs().get(range).is_some_and(|kcb| {
-            kcb.moved_away.iter().any(|slot| {
-                let holder = slot.pid.load(Ordering::Acquire);
-                holder == pid || holder == 0
-            })
-        })
+/// Whether [`record_here`] would find a slot for `id`.
+fn can_record(id: u32) -> bool {
+    range_of(id) == shared::this_core() as usize || table_of(range_of(id)).is_some_and(|t| t.has_room_for(id))
 }
 
-/// The process `pid` ended (or came back to its range's OSnode): its range may hand the pid
-/// out again.
-pub fn forget_moved(pid: u32) {
-    let Some(kcb) = shared::get().listed_kcbs().get(range_of(pid)) else { return };
-    if let Some(slot) = kcb.moved_away.iter().find(|slot| slot.pid.load(Ordering::Acquire) == pid) {
-        slot.pid.store(0, Ordering::Release);
+/// The process or thread `id` ended (or came back to its range's OSnode): its range may hand
+/// the id out again.
+pub fn forget_moved(id: u32) {
+    if let Some(table) = table_of(range_of(id)) {
+        table.forget(id);
     }
 }
 
