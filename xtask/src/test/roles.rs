@@ -209,6 +209,23 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 4)
         }),
     });
+    // Two cores: core 1's processes (five threads under a lock, a shell and its sleep) go to
+    // core 0, the only other TC, and core 1 then runs a program as an AC.
+    let script = "spawn 1 /bin/proctest --threads-for 800 & \
+                  spawn 1 /bin/busybox sh -c 'sleep 0.5; echo slept-on-core-0' & sleep 0.3; role 1 ac; wait; \
+                  execac 1 /bin/busybox echo ac-after-handover; role 1 tc; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "role-hands-processes-over-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(serial, &["(proctest) moved here from core 1: ", "core 1 is now an AC"])?;
+            printed(serial, "TEST proc-threads ok start-core=1 end-core=0 ", "the threads did not finish on core 0")?;
+            printed(serial, "slept-on-core-0", "the shell did not go on after the move")?;
+            printed(serial, "ac-after-handover", "core 1 did not run a program as an AC")?;
+            nothing_leaked(serial, 2)
+        }),
+    });
     // Roles change while the message stress runs between all four cores (led by core 1); an
     // AC runs a program meanwhile. The stress's counters must still balance.
     let script = "on 1 /bin/msg stress 200000 & sleep 0.3; role 2 ac; role 3 kc; role 2 kc; role 3 ac; \
