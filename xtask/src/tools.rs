@@ -182,8 +182,10 @@ pub const USER_PROGRAMS: [&str; 13] = [
 ];
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
-pub const REEF_LINKS: [&str; 13] =
-    ["help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac", "core"];
+pub const REEF_LINKS: [&str; 14] = [
+    "help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac", "move",
+    "core",
+];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";

@@ -161,8 +161,17 @@ pub struct CoreTimes {
     pub image_cached: u64,
 }
 
+/// `reef_move_process(pid, core) -> core`: moves process `pid` (0: the caller's) to
+/// timesharing core `core`, with its pid, memory, descriptors and threads (Popcorn's
+/// migration; what a TC leaving timesharing does to each of its processes). Returns once it
+/// runs there; a process moving itself gets the answer there. Errors: `EINVAL` (no such
+/// core), `ESRCH` (no such process), `EAGAIN` (the core is not running), `EBUSY` (the core is
+/// no timesharing core or is parked, or the process cannot move: more than 16 threads, a
+/// syspage, a thread on an application core), `ETIMEDOUT` (it did not get there in 3 s).
+pub const MOVE_PROCESS: u64 = FIRST + 11;
+
 /// One past the last Reef call this ABI defines.
-pub const END: u64 = FIRST + 11;
+pub const END: u64 = FIRST + 12;
 
 /// Whether `number` is one of Reef's own calls.
 pub const fn is_reef_call(number: u64) -> bool {

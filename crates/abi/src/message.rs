@@ -415,8 +415,11 @@ pub mod handler {
     /// cores that may take them), before its role changes; answers how many it started to
     /// move, or a refusal (see `kernel::core::role`).
     pub const EVACUATE: u16 = 22;
+    /// Move process `arguments[0]`, homed on the callee, to core `arguments[1]`: answers 0
+    /// once it is asked to, or a refusal (as [`EVACUATE`]'s).
+    pub const MOVE_PROCESS: u16 = 23;
     /// Highest id in use.
-    pub const MAX: u16 = 22;
+    pub const MAX: u16 = 23;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

@@ -1,4 +1,5 @@
-//! Core roles and application cores: `reef_role`, `reef_move_to_ac`, `reef_return_from_ac`.
+//! Core roles and application cores: `reef_role`, `reef_move_to_ac`, `reef_return_from_ac`;
+//! moving a process to another timesharing core: `reef_move_process`.
 
 use std::io;
 
@@ -62,6 +63,14 @@ pub fn move_to_ac(core: Option<usize>, syspage: bool) -> io::Result<usize> {
 pub fn return_from_ac() -> io::Result<()> {
     // SAFETY: `reef_return_from_ac` takes no arguments.
     unsafe { crate::reef_call(abi::call::RETURN_FROM_AC, [0; 4]) }.map(drop)
+}
+
+/// Moves process `pid` (`None`: this one) to timesharing core `core`, with its pid, memory,
+/// descriptors and threads; returns once it runs there (this process: it returns there).
+pub fn move_process(pid: Option<u32>, core: usize) -> io::Result<usize> {
+    let pid = pid.map_or(0, u64::from);
+    // SAFETY: `reef_move_process` takes two numbers and reads no memory.
+    unsafe { crate::reef_call(abi::call::MOVE_PROCESS, [pid, core as u64, 0, 0]) }.map(|core| core as usize)
 }
 
 #[cfg(test)]

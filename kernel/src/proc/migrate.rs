@@ -226,6 +226,89 @@ pub fn evacuate(destinations: u64, come_back: bool) -> Result<u32, (u32, CannotM
     Ok(processes.len() as u32)
 }
 
+/// How long `reef_move_process` waits for a process to get where it was sent.
+const MOVE_PROCESS_TIMEOUT_MS: u64 = 3000;
+
+/// `reef_move_process(pid, core)`: moves process `pid` (0: the caller's) to timesharing core
+/// `core`; returns once it lives there (the caller's own process: once it is asked to, the
+/// call's answer reaching it there).
+pub fn move_process(pid: u32, core: usize) -> Result<u64, Errno> {
+    let region = shared::get();
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    let kcb = region.listed_kcbs().get(core).filter(|_| core < count).ok_or(errno::EINVAL)?;
+    if kcb.state() != crate::core::kcb::CoreState::Running {
+        return Err(errno::EAGAIN);
+    }
+    if kcb.role() != Role::Timesharing || kcb.parking.host().is_some() {
+        return Err(errno::EBUSY);
+    }
+    let caller = sched::current_process().ok_or(errno::ESRCH)?;
+    let pid = if pid == 0 { caller.pid } else { pid };
+    let home = home_of(pid);
+    if home == core {
+        return find_anywhere(pid, core).map(|()| core as u64);
+    }
+    if pid == caller.pid {
+        // It moves on its way back to ring 3, this call's answer with it.
+        ask_to_move(&caller, core)?;
+        return Ok(core as u64);
+    }
+    if home == shared::this_core() as usize {
+        ask_to_move(&*find(pid).ok_or(errno::ESRCH)?, core)?;
+    } else {
+        let answer = crate::msg::icc::call(
+            home,
+            abi::message::handler::MOVE_PROCESS,
+            [u64::from(pid), core as u64, 0, 0, 0],
+            crate::msg::SEND_TIMEOUT_MS,
+        )
+        .map_err(|_| errno::ESRCH)?;
+        if answer != 0 {
+            return Err(answer as Errno);
+        }
+    }
+    let deadline = crate::time::deadline_after_ms(MOVE_PROCESS_TIMEOUT_MS);
+    while home_of(pid) != core {
+        let now = crate::arch::cpu::read_tsc();
+        if now >= deadline {
+            return Err(errno::ETIMEDOUT);
+        }
+        let _ = sched::block(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+    }
+    Ok(core as u64)
+}
+
+/// Whether process `pid` lives on `core`: `ESRCH` if not.
+fn find_anywhere(pid: u32, core: usize) -> Result<(), Errno> {
+    if core == shared::this_core() as usize {
+        return find(pid).map(drop).ok_or(errno::ESRCH);
+    }
+    // Its home says so; whether it exists there is the home's to know (a kill would tell).
+    Ok(())
+}
+
+/// Marks `process` (homed here) to move to `core`, unless it cannot.
+fn ask_to_move(process: &Process, core: usize) -> Result<(), Errno> {
+    if let Some(reason) = why_it_cannot_move(process) {
+        log::info!("process {} cannot move to core {core}: {reason}", process.pid);
+        return Err(errno::EBUSY);
+    }
+    process.moving.store(core as u32 + 1, Ordering::Relaxed);
+    sched::wake_for_move(process.pid);
+    Ok(())
+}
+
+/// ICC handler: move process `arguments[0]`, homed here, to core `arguments[1]` (0, or an
+/// errno).
+fn on_move_process(arguments: &[u64; abi::message::ICC_ARGUMENTS]) -> Result<u64, abi::message::IccStatus> {
+    let pid = u32::try_from(arguments[0]).map_err(|_| abi::message::IccStatus::BadArguments)?;
+    let core = usize::try_from(arguments[1]).map_err(|_| abi::message::IccStatus::BadArguments)?;
+    Ok(match find(pid) {
+        None => u64::from(errno::ESRCH),
+        Some(process) => ask_to_move(&process, core).err().map_or(0, u64::from),
+    })
+}
+
 /// Answers to moves this instance sent, by move id: `None` until the destination answers.
 static ANSWERS: Mutex<BTreeMap<u64, Option<u32>>> = Mutex::new(BTreeMap::new());
 static NEXT_MOVE: AtomicU64 = AtomicU64::new(1);
@@ -921,4 +1004,5 @@ pub fn init() {
     use crate::msg::{register, Handler};
     register(Kind::ProcessMove, Handler { high_priority: false, on_line: None, on_large: Some(on_move) });
     register(Kind::ProcessMoveReply, Handler { high_priority: false, on_line: Some(on_reply), on_large: None });
+    crate::msg::icc::register(abi::message::handler::MOVE_PROCESS, on_move_process);
 }

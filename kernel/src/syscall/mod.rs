@@ -239,6 +239,10 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::CONTROL => machine::control(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::ROLE => machine::role(a.0[0], a.0[1]),
+        _ if number == abi::call::MOVE_PROCESS => {
+            let pid = u32::try_from(a.0[0]).map_err(|_| errno::ESRCH)?;
+            crate::proc::migrate::move_process(pid, usize::try_from(a.0[1]).map_err(|_| errno::EINVAL)?)
+        }
         _ if number == abi::call::CORE_OPERATION => machine::core_operation(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         _ if number == abi::call::MOVE_TO_AC => crate::proc::remote::move_to_ac(a.0[0], a.0[1]),
         _ if number == abi::call::RETURN_FROM_AC => crate::proc::remote::return_from_ac(),

@@ -29,7 +29,7 @@ struct Command {
 }
 
 /// Every command, in the order `help` lists them.
-const COMMANDS: [Command; 13] = [
+const COMMANDS: [Command; 14] = [
     Command { name: "help", usage: "help", what: "list the commands", run: |_, _| help() },
     Command {
         name: "cores",
@@ -91,6 +91,12 @@ const COMMANDS: [Command; 13] = [
         usage: "execac [--syspage] <core|-1> <program> [args]",
         what: "run a program's thread on an application core (-1: any free AC), homed here",
         run: |_, arguments| roles::execac(arguments),
+    },
+    Command {
+        name: "move",
+        usage: "move <pid|self> <core>",
+        what: "move a process (pid, memory, files, threads) to another timesharing core",
+        run: |_, arguments| roles::move_process(arguments),
     },
     Command {
         name: "core",

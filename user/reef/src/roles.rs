@@ -50,6 +50,51 @@ pub fn role(words: &[&str]) -> u8 {
     }
 }
 
+/// `move <pid|self> <core>`: moves a process to another timesharing core.
+pub fn move_process(words: &[&str]) -> u8 {
+    const USAGE: &str = "move <pid|self> <core>";
+    let [pid, core] = words else {
+        eprintln!("move: usage: {USAGE}");
+        return USAGE_STATUS;
+    };
+    let pid = match *pid {
+        "self" => None,
+        word => match word.parse::<u32>() {
+            Ok(pid) if pid > 0 => Some(pid),
+            _ => {
+                eprintln!("move: `{word}` is not a pid (or `self`): see `ps`");
+                return USAGE_STATUS;
+            }
+        },
+    };
+    let Ok(core) = core.parse::<usize>() else {
+        eprintln!("move: `{core}` is not a core number: see `cores`");
+        return USAGE_STATUS;
+    };
+    let who = pid.map_or("this process".to_string(), |pid| format!("process {pid}"));
+    match roles::move_process(pid, core) {
+        Ok(core) => {
+            println!("{who} runs on core {core}");
+            0
+        }
+        Err(error) => {
+            let why = match error.raw_os_error() {
+                Some(libc::EINVAL) => "no such core: see `cores`",
+                Some(libc::ESRCH) => "no such process: see `ps` on its core",
+                Some(libc::EAGAIN) => "that core is not running: see `cores`",
+                Some(libc::EBUSY) => {
+                    "that core is no timesharing core, or the process cannot move (more than 16 threads, a syspage, a thread on an application core; the kernel log says which)"
+                }
+                Some(libc::ETIMEDOUT) => "it did not get there in 3 s",
+                Some(libc::ENOSYS) => "not on Reef: moving processes needs Reef's reef_move_process call",
+                _ => "failed",
+            };
+            eprintln!("move: {who} to core {core}: {why}");
+            FAILED_STATUS
+        }
+    }
+}
+
 /// What to say when `reef_move_to_ac` refused with `errno`.
 pub fn move_error_text(errno: Option<i32>) -> &'static str {
     match errno {

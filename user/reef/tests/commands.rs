@@ -19,7 +19,10 @@ fn help_lists_every_command_once_a_line() {
     let names: Vec<&str> = commands.iter().filter_map(|line| line.split_whitespace().next()).collect();
     assert_eq!(
         names,
-        ["help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac", "core"]
+        [
+            "help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac",
+            "move", "core"
+        ]
     );
     assert!(notes.iter().any(|note| note.contains("/bin/ps")), "where Reef's ps is, in sh: {notes:?}");
     assert_eq!(text(&reef(&["--help"]).stdout), listing);
@@ -74,6 +77,25 @@ fn unknown_commands_are_not_found() {
     assert_eq!(output.status.code(), Some(127));
     assert_eq!(text(&output.stderr), "reef: no command `frobnicate`: `reef help` lists them\n");
     assert_eq!(reef(&[]).status.code(), Some(2));
+}
+
+#[test]
+fn move_refuses_in_one_line() {
+    let output = reef(&["move", "self", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "move: this process to core 1: not on Reef: moving processes needs Reef's reef_move_process call\n"
+    );
+    for (words, start) in [
+        (&["move"][..], "move: usage: move <pid|self> <core>"),
+        (&["move", "0", "1"][..], "move: `0` is not a pid"),
+        (&["move", "12", "x"][..], "move: `x` is not a core number"),
+    ] {
+        let output = reef(words);
+        assert_eq!(output.status.code(), Some(2), "{words:?}");
+        assert!(text(&output.stderr).starts_with(start), "{words:?}: {}", text(&output.stderr));
+    }
 }
 
 #[test]

@@ -329,6 +329,7 @@ pub const RULES: &[Rule] = &[
         "reef_return_from_ac",
         "brings the fuzzer home from the application core `execac` put it on, so the rest of a run would test the trap path",
     ),
+    skip(abi::call::MOVE_PROCESS, "reef_move_process", "moves the fuzzer, or another process, to another core"),
 ];
 
 /// Highest Linux number the fuzzer draws.

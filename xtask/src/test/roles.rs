@@ -226,6 +226,37 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 2)
         }),
     });
+    // `move`: a process of five threads sent from core 2 to 3, again to 3 (nothing to do),
+    // then to 0; the refusals (no such core, no such process, a KC); a process moving itself.
+    let script = "spawn 2 /bin/proctest --threads-for 1200 & sleep 0.3; move 200001 3; move 200001 3; \
+                  move 200001 0; move 200001 9; move 424242 1; role 1 kc; move 200001 1; role 1 tc; \
+                  on 2 /bin/move self 1; wait; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "move-process-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "process 200001 runs on core 3",
+                    "process 200001 runs on core 3",
+                    "process 200001 runs on core 0",
+                    "move: process 200001 to core 9: no such core",
+                    "move: process 424242 to core 1: no such process",
+                    "move: process 200001 to core 1: that core is no timesharing core",
+                    "(move) moved here from core 2",
+                    "this process runs on core 1",
+                ],
+            )?;
+            printed(
+                serial,
+                "TEST proc-threads ok start-core=2 end-core=0 ",
+                "the moved threads did not finish on core 0",
+            )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
     // Roles change while the message stress runs between all four cores (led by core 1); an
     // AC runs a program meanwhile. The stress's counters must still balance.
     let script = "on 1 /bin/msg stress 200000 & sleep 0.3; role 2 ac; role 3 kc; role 2 kc; role 3 ac; \
