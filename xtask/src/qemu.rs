@@ -93,6 +93,12 @@ impl Machine {
         }
     }
 
+    /// The same machine, killed after `seconds` instead.
+    pub fn with_timeout(mut self, seconds: u64) -> Self {
+        self.timeout = std::time::Duration::from_secs(seconds);
+        self
+    }
+
     /// The QEMU command line for `kernel`.
     pub fn command(&self, kernel: &Path, interactive: bool) -> Command {
         let mut command = Command::new(emulator());

@@ -144,21 +144,9 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
 }
 
 /// Before a stop: the processes of timesharing core `core` move to the other TCs (with
-/// `come_back`, back to its next kernel). Refused when `core` asks for itself: the caller is
-/// one of them, and cannot move while it waits for the answer.
+/// `come_back`, back to its next kernel); see `role::hand_processes_over`.
 fn hand_processes_over(core: usize, come_back: bool) -> Result<(), CoreError> {
-    let region = shared::get();
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
-    let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count && core != 0) else { return Ok(()) };
-    let homed = kcb.processes.live.load(Ordering::Acquire) != 0;
-    // A parked core and a host are refused by the stop itself: their processes stay.
-    let parking = kcb.parking.host().is_some() || super::park::guests_of(core).next().is_some();
-    if !homed || parking || kcb.state() != CoreState::Running || kcb.role() != Role::Timesharing {
-        return Ok(());
-    }
-    if core == shared::this_core() as usize {
-        return Err(CoreError::Busy(RoleError::AskedByItsOwnProcess(core)));
-    }
     super::role::hand_processes_over(core, count, come_back).map_err(CoreError::Busy)
 }
 

@@ -127,14 +127,8 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
     }
     let me = shared::this_core();
     // NIX: a core that leaves timesharing hands its processes to the TCs first.
-    if role != Role::Timesharing && kcb.role() == Role::Timesharing && core != 0 {
-        let homed = kcb.processes.live.load(Ordering::Acquire);
-        if homed != 0 && core == me as usize {
-            return Err(RoleError::AskedByItsOwnProcess(core));
-        }
-        if homed != 0 {
-            hand_processes_over(core, count, false)?;
-        }
+    if role != Role::Timesharing {
+        hand_processes_over(core, count, false)?;
     }
     region.header.role_lock.lock(me);
     let result = change_locked(core, role, count);
@@ -149,11 +143,22 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
     result
 }
 
-/// Asks timesharing core `core` to hand every process it is home to over to the other TCs,
-/// and waits until it is home to none; with `come_back` (a restart) they go back to its next
-/// kernel.
+/// Asks `core`, if it is a running timesharing core home to processes, to hand them all over
+/// to the other TCs, and waits until it is home to none; with `come_back` (a restart) they go
+/// back to its next kernel. Core 0, a parked core and a host keep theirs (their role change or
+/// stop is refused for other reasons); a core asking for itself is refused (the asker is one
+/// of its processes, which cannot move while it waits for the answer).
 pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) -> Result<(), RoleError> {
     let region = shared::get();
+    let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count && core != 0) else { return Ok(()) };
+    let parking = kcb.parking.host().is_some() || super::park::guests_of(core).next().is_some();
+    let homed = kcb.processes.live.load(Ordering::Acquire) != 0;
+    if !homed || parking || kcb.state() != CoreState::Running || kcb.role() != Role::Timesharing {
+        return Ok(());
+    }
+    if core == shared::this_core() as usize {
+        return Err(RoleError::AskedByItsOwnProcess(core));
+    }
     let destinations = (0..count)
         .filter(|&c| c != core && c < 64)
         .filter(|&c| {
@@ -171,14 +176,9 @@ pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) ->
         let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
         return Err(RoleError::CannotMove(core, answer as u32, why));
     }
-    let live = || region.kcb(core).processes.live.load(Ordering::Acquire);
-    let deadline = crate::time::deadline_after_ms(HAND_OVER_TIMEOUT_MS);
-    while live() != 0 {
-        let now = crate::arch::cpu::read_tsc();
-        if now >= deadline {
-            return Err(RoleError::HasProcesses(core, live()));
-        }
-        let _ = crate::sched::block(crate::sched::WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+    let homed = || region.kcb(core).processes.live.load(Ordering::Acquire);
+    if !crate::sched::sleep_while(HAND_OVER_TIMEOUT_MS, || homed() != 0) {
+        return Err(RoleError::HasProcesses(core, homed()));
     }
     Ok(())
 }

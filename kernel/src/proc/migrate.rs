@@ -54,9 +54,11 @@ pub const NOT_MOVING: u32 = 0;
 const PACKING: u32 = 1 << 31;
 /// `Process::returns_to` when it goes back nowhere.
 pub const NO_RETURN: u64 = u64::MAX;
-/// Whether a process of this instance may go back to a restarted core, or an answer waits to
-/// be sent (looked at, at safe points, only while set).
+/// Whether a process of this instance may go back to a restarted core (looked at, at safe
+/// points, only while set).
 static RETURNING: AtomicBool = AtomicBool::new(false);
+/// Whether an answer to a move waits in [`UNSENT_ANSWERS`] (sent at the next safe point).
+static ANSWERS_HELD: AtomicBool = AtomicBool::new(false);
 
 /// How long a packed process waits for the destination's answer.
 const MOVE_TIMEOUT_MS: u64 = 2000;
@@ -246,7 +248,11 @@ pub fn move_process(pid: u32, core: usize) -> Result<u64, Errno> {
     let pid = if pid == 0 { caller.pid } else { pid };
     let home = home_of(pid);
     if home == core {
-        return find_anywhere(pid, core).map(|()| core as u64);
+        // There already (whether it lives is its home's to know: a kill would tell).
+        if core == shared::this_core() as usize && find(pid).is_none() {
+            return Err(errno::ESRCH);
+        }
+        return Ok(core as u64);
     }
     if pid == caller.pid {
         // It moves on its way back to ring 3, this call's answer with it.
@@ -267,24 +273,10 @@ pub fn move_process(pid: u32, core: usize) -> Result<u64, Errno> {
             return Err(answer as Errno);
         }
     }
-    let deadline = crate::time::deadline_after_ms(MOVE_PROCESS_TIMEOUT_MS);
-    while home_of(pid) != core {
-        let now = crate::arch::cpu::read_tsc();
-        if now >= deadline {
-            return Err(errno::ETIMEDOUT);
-        }
-        let _ = sched::block(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+    if !sched::sleep_while(MOVE_PROCESS_TIMEOUT_MS, || home_of(pid) != core) {
+        return Err(errno::ETIMEDOUT);
     }
     Ok(core as u64)
-}
-
-/// Whether process `pid` lives on `core`: `ESRCH` if not.
-fn find_anywhere(pid: u32, core: usize) -> Result<(), Errno> {
-    if core == shared::this_core() as usize {
-        return find(pid).map(drop).ok_or(errno::ESRCH);
-    }
-    // Its home says so; whether it exists there is the home's to know (a kill would tell).
-    Ok(())
 }
 
 /// Marks `process` (homed here) to move to `core`, unless it cannot.
@@ -666,21 +658,8 @@ fn area_kind(code: u32) -> Option<AreaKind> {
 /// memory and descriptors here are let go (the destination has copies), its pid stays taken
 /// (the range's KCB names its new home), its parent hears nothing.
 fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
-    let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
-    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
-    unsafe { crate::arch::paging::load_root(kernel_root) };
-    process.root.store(kernel_root, Ordering::Relaxed);
-    let cwd = {
-        let mut state = process.state.lock();
-        state.threads.clear();
-        state.memory.destroy();
-        state.files.close_all();
-        state.children.clear();
-        state.cwd.take()
-    };
-    drop(cwd);
-    crate::fs::client::flush_releases();
-    PROCESSES.lock().remove(&process.pid);
+    // Its children are the new copy's now.
+    drop(super::let_go(&process));
     // Their ranges' KCBs keep the pid and tids taken while they live elsewhere.
     let me = shared::this_core() as usize;
     let ids = core::iter::once(process.pid).chain(threads.iter().map(|t| t.tid));
@@ -734,7 +713,7 @@ fn answer(origin: usize, reply: MoveReply) {
         Ok(()) => {}
         Err(crate::msg::SendError::Channel(channel::ChannelError::Full)) => {
             UNSENT_ANSWERS.lock().push((origin, reply));
-            RETURNING.store(true, Ordering::Relaxed);
+            ANSWERS_HELD.store(true, Ordering::Relaxed);
         }
         Err(error) => log::warn!("the answer to core {origin}'s move was not sent: {error}"),
     }
@@ -742,6 +721,9 @@ fn answer(origin: usize, reply: MoveReply) {
 
 /// Sends the answers a full queue held back (at a safe point, never in a handler).
 fn send_held_answers() {
+    if !ANSWERS_HELD.swap(false, Ordering::Relaxed) {
+        return;
+    }
     let held = core::mem::take(&mut *UNSENT_ANSWERS.lock());
     for (origin, reply) in held {
         let message = crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out));
@@ -936,13 +918,14 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
     Ok(())
 }
 
-/// At a safe point: sends back the processes that left a core for its restart, once its next
-/// kernel runs there as a timesharing core (a core restarted as an AC keeps none).
+/// At a safe point: sends the answers to moves a full queue held back, and sends back the
+/// processes that left a core for its restart once its next kernel runs there as a
+/// timesharing core (a core restarted as an AC keeps none).
 pub fn at_safe_point() {
+    send_held_answers();
     if !RETURNING.load(Ordering::Relaxed) {
         return;
     }
-    send_held_answers();
     let mut waiting = false;
     let region = shared::get();
     for process in super::all() {

@@ -573,24 +573,10 @@ fn end_process(process: &Arc<Process>) {
         NO_STATUS => 0,
         status => status,
     };
-    // Leave its page tables before freeing them.
-    let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
-    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
-    unsafe { crate::arch::paging::load_root(kernel_root) };
-    process.root.store(kernel_root, Ordering::Relaxed);
     crate::fs::console::flush(process);
-    let (orphans, cwd) = {
-        let mut state = process.state.lock();
-        state.memory.destroy();
-        state.files.close_all();
-        (core::mem::take(&mut state.children), state.cwd.take())
-    };
-    drop(cwd);
-    crate::fs::client::flush_releases();
-    crate::fs::proc::report(process.pid, 0, false, "", &[]);
     // Orphans are reaped by nobody: forget them (their exits find no parent and are dropped).
-    drop(orphans);
-    PROCESSES.lock().remove(&process.pid);
+    drop(let_go(process));
+    crate::fs::proc::report(process.pid, 0, false, "", &[]);
     release_pid(process.pid);
     if status & 0x7f != 0 {
         shared::this_kcb().processes.killed.fetch_add(1, Ordering::Relaxed);
@@ -604,6 +590,27 @@ fn end_process(process: &Arc<Process>) {
     };
     migrate::forget_moved(process.pid);
     report_exit(process.parent.home() as u32, exited);
+}
+
+/// Lets go of what `process` holds on this instance, its last thread leaving (it ended, or
+/// moved to another core): its page tables (left first), memory, descriptors and directory,
+/// and its place in the process table; returns its children.
+fn let_go(process: &Process) -> Vec<Child> {
+    let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
+    unsafe { crate::arch::paging::load_root(kernel_root) };
+    process.root.store(kernel_root, Ordering::Relaxed);
+    let (children, cwd) = {
+        let mut state = process.state.lock();
+        state.threads.clear();
+        state.memory.destroy();
+        state.files.close_all();
+        (core::mem::take(&mut state.children), state.cwd.take())
+    };
+    drop(cwd);
+    crate::fs::client::flush_releases();
+    PROCESSES.lock().remove(&process.pid);
+    children
 }
 
 fn report_exit(parent_core: u32, exited: ChildExited) {

@@ -349,6 +349,21 @@ pub fn block(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {
     block_as(Wait { token, deadline_tsc, interruptible: true })
 }
 
+/// Sleeps in steps of half a millisecond while `condition` holds, for `timeout_ms` at most (a
+/// boot driver or a caller waiting for what other cores do, with nothing to be woken by);
+/// whether it stopped holding.
+pub fn sleep_while(timeout_ms: u64, condition: impl Fn() -> bool) -> bool {
+    let deadline = crate::time::deadline_after_ms(timeout_ms);
+    while condition() {
+        let now = cpu::read_tsc();
+        if now >= deadline {
+            return false;
+        }
+        let _ = block(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+    }
+    true
+}
+
 /// [`block`] that a signal does not end (only the process's end does): for waits the kernel
 /// must see through, such as the reply to a spawn request.
 pub fn block_uninterruptible(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {

@@ -183,11 +183,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-restart-under-a-process-4-cores".into(),
-        machine: {
-            let mut m = machine(4, &exec(script));
-            m.timeout = Duration::from_secs(240);
-            m
-        },
+        machine: machine(4, &exec(script)).with_timeout(240),
         expected_status: 0,
         check: Box::new(|serial| {
             printed_in_order(
@@ -224,11 +220,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   rm /tmp/ftq.txt /tmp/stress.txt /tmp/home.txt; core start 3; role 3 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-restart-under-a-thread-4-cores".into(),
-        machine: {
-            let mut m = machine(4, &exec(script));
-            m.timeout = Duration::from_secs(240);
-            m
-        },
+        machine: machine(4, &exec(script)).with_timeout(240),
         expected_status: 0,
         check: Box::new(|serial| {
             printed_in_order(
@@ -272,11 +264,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-park-unpark-4-cores".into(),
-        machine: {
-            let mut m = machine(4, &exec(script));
-            m.timeout = Duration::from_secs(240);
-            m
-        },
+        machine: machine(4, &exec(script)).with_timeout(240),
         expected_status: 0,
         check: Box::new(|serial| {
             printed(serial, "core 2 restarted with /boot/multi in ", "core 2 did not take the multi image")?;
@@ -367,11 +355,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   role 1 tc; role 2 tc; role 3 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "kernel-core-restart-under-syspages-4-cores".into(),
-        machine: {
-            let mut m = machine(4, &exec(script));
-            m.timeout = Duration::from_secs(240);
-            m
-        },
+        machine: machine(4, &exec(script)).with_timeout(240),
         expected_status: 0,
         check: Box::new(move |serial| {
             printed_in_order(

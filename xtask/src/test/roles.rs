@@ -4,7 +4,6 @@
 use super::{exec, nothing_leaked, printed, printed_in_order, test_lines_ok, Integration, ANY_STATUS};
 use crate::qemu::Machine;
 use crate::tools;
-use std::time::Duration;
 
 /// The host's SHA-256 of `/etc/hello.txt`, which busybox on an AC must print too.
 pub(super) fn hello_digest() -> String {
@@ -109,11 +108,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   role 1 tc; role 2 tc; role 3 tc; spawn 0 /bin/busybox echo kernels alive; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "syspages-4-cores".into(),
-        machine: {
-            let mut m = machine(4, &exec(script));
-            m.timeout = Duration::from_secs(300);
-            m
-        },
+        machine: machine(4, &exec(script)).with_timeout(300),
         expected_status: ANY_STATUS,
         check: Box::new(move |serial| {
             printed_in_order(serial, &["3     3     running       KC"])?;
