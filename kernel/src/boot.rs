@@ -245,13 +245,16 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
 
     // Own memory: heap first, then the frame allocator over the rest of the partition.
     let partition = kcb.partition();
-    let heap_start = kcb.reserved_end.load(Ordering::Relaxed);
+    // The same place for every image (the boot driver keeps the reserve below it).
+    let heap_start = partition.start + ::kcb::block::INSTANCE_RESERVE;
     // SAFETY: `[heap_start, heap_start + HEAP_SIZE)` and what follows up to the partition end
     // are this instance's own memory, unused so far, and covered by its direct map.
     unsafe {
         heap::init(heap_start);
         *frames::FRAMES.lock() = Some(frames::FrameAllocator::new(heap_start + heap::HEAP_SIZE, partition.end));
     }
+    // Processes a restart kept for this kernel: their frames first, before anything takes one.
+    let kept_pages = crate::proc::keep::take_kept_frames();
 
     let local = apic::init(facts.local_apic_physical);
     // The role is the KCB's and outlives the kernel. The rt image runs what needs no timer:
@@ -317,6 +320,10 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
             if features.rdrand { "yes" } else { "no (seeded generator)" }
         );
     }
+    // The kept processes' pages are theirs, not this instance's own use: the leak check
+    // counts them free at the baseline (they come back when the processes end).
+    kcb.processes.baseline_free_frames.fetch_add(kept_pages, Ordering::Relaxed);
+    crate::proc::keep::install_kept();
     kcb.running_tsc.store(cpu::read_tsc(), Ordering::Release);
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();

@@ -157,6 +157,7 @@ mod tests {
             data_end: BASE + 0x1000,
             pristine_start: BASE + 0x1000,
             image_end: BASE + 0x2000,
+            flags: 0,
         };
         let mut image = vec![0u8; 0x2000 + 64];
         let put = |image: &mut [u8], at: usize, bytes: &[u8]| image[at..at + bytes.len()].copy_from_slice(bytes);

@@ -187,7 +187,36 @@ pub struct Kcb {
     /// Processes whose pid is from this OSnode's range but which are homed elsewhere now
     /// (moved to another timesharing core): where each lives, for every core's routing.
     pub moved_away: [MovedProcess; MAX_MOVED_AWAY],
+    /// Processes kept in place through a restart (Barrelfish/DC: the KCB holds the OSnode's
+    /// processes): the stopping kernel writes their images into frames of its own partition,
+    /// the next kernel adopts them with their memory where it is.
+    pub kept: KeptProcesses,
 }
+
+/// The processes a restarting timesharing kernel keeps for the next kernel of its OSnode.
+///
+/// The images are one stream of records in a chain of frames of the OSnode's partition
+/// ([`crate::kept`]). The frames the images name and
+/// the chain's own lie above [`INSTANCE_RESERVE`] plus the heap, where every image's frame
+/// allocator starts, so the next kernel can keep them out of its free frames before it takes
+/// any.
+#[repr(C)]
+#[derive(Default)]
+pub struct KeptProcesses {
+    /// Physical address of the chain's first frame; 0: nothing kept. Written by the stopping
+    /// kernel before it publishes `stopped`, taken (swapped to 0) by the next at entry.
+    pub chain: AtomicU64,
+    /// Processes in the chain.
+    pub count: AtomicU32,
+    /// Processes of the running kernel stopped at their safe point, waiting for the stop that
+    /// a restart asked (the asker waits until every homed process is).
+    pub frozen: AtomicU32,
+}
+
+/// Bytes at the start of an OSnode's partition for its kernel's page tables, private data and
+/// stacks: the same for every image, so the heap and the frame allocator start at the same
+/// place whichever image runs, and a restart can keep frames above them.
+pub const INSTANCE_RESERVE: u64 = 1 << 20;
 
 /// Processes of one OSnode's pid range that may live on other cores at once.
 pub const MAX_MOVED_AWAY: usize = 16;
@@ -688,6 +717,7 @@ impl Default for Kcb {
             parking: Parking::default(),
             served_syspages: core::array::from_fn(|_| ServedSyspage::default()),
             moved_away: core::array::from_fn(|_| MovedProcess::default()),
+            kept: KeptProcesses::default(),
         }
     }
 }

@@ -4,11 +4,12 @@
 #![forbid(unsafe_code)]
 
 pub mod block;
+pub mod kept;
 mod sync;
 
 /// The KCB and shared-region layout this source tree defines. Bump it with every change of
 /// either layout: a kernel refuses a KCB of another version, a boot driver an image of one.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The note's owner name, NUL-terminated as ELF notes store it.
 pub const NOTE_NAME: &[u8; 5] = b"Reef\0";
@@ -45,7 +46,14 @@ pub struct ImageNote {
     /// The pristine `.data` template: `[pristine_start, image_end)`.
     pub pristine_start: u64,
     pub image_end: u64,
+    /// What the image can be: [`APPLICATION_ONLY`] or 0.
+    pub flags: u64,
 }
+
+/// [`ImageNote::flags`]: the image runs no timesharing (`rt`: an application core, or a kernel
+/// core that keeps serving its syspages). A boot driver restarting a timesharing core with it
+/// hands the core's processes to other TCs instead of keeping them for the new kernel.
+pub const APPLICATION_ONLY: u64 = 1;
 
 /// Why a note does not describe a loadable image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +90,7 @@ impl ImageNote {
             data_end: quad(64),
             pristine_start: quad(72),
             image_end: quad(80),
+            flags: quad(88),
         };
         if note.note_layout != NOTE_LAYOUT {
             return Err(NoteError::UnknownLayout(note.note_layout));
@@ -118,7 +127,7 @@ impl ImageNote {
         let mut bytes = [0u8; NOTE_SIZE];
         bytes[0..4].copy_from_slice(&self.kcb_version.to_le_bytes());
         bytes[4..8].copy_from_slice(&self.note_layout.to_le_bytes());
-        let quads = [self.checksum, self.instance_entry].into_iter().chain(self.bounds());
+        let quads = [self.checksum, self.instance_entry].into_iter().chain(self.bounds()).chain([self.flags]);
         for (i, quad) in quads.enumerate() {
             bytes[8 + 8 * i..16 + 8 * i].copy_from_slice(&quad.to_le_bytes());
         }
@@ -177,6 +186,7 @@ mod tests {
             data_end: base + 0x23_000,
             pristine_start: base + 0x23_000,
             image_end: base + 0x25_000,
+            flags: APPLICATION_ONLY,
         }
     }
 

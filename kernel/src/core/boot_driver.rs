@@ -142,6 +142,11 @@ fn prepare_instance(
     }
     let stack_top = KernelStack::Main.top();
 
+    // Every image's heap and frames start at the same place (`kcb::block::INSTANCE_RESERVE`),
+    // so frames a restart keeps for the next kernel are never inside its reserve.
+    if builder.next_free() > partition.start + ::kcb::block::INSTANCE_RESERVE {
+        return Err(BootError::PartitionFull);
+    }
     kcb.page_table_root.store(builder.root, Ordering::Relaxed);
     kcb.reserved_end.store(builder.next_free(), Ordering::Relaxed);
     kcb.image_from_file.store(u32::from(image.is_some()), Ordering::Relaxed);

@@ -16,7 +16,7 @@
 use super::boot_driver::{self, BootError, StartCycles};
 use super::kcb::{CoreState, Role};
 use super::kernel_image::{self, ImageError, KernelImage};
-use super::role::RoleError;
+use super::role::{HandOver, RoleError};
 use super::shared;
 use crate::arch::{apic, cpu};
 use crate::msg::icc;
@@ -139,15 +139,15 @@ impl core::fmt::Display for CoreError {
 /// A timesharing core hands its processes to the other TCs first, as Linux moves a CPU's
 /// tasks off before it goes offline.
 pub fn stop(core: usize) -> Result<u64, CoreError> {
-    hand_processes_over(core, false)?;
+    hand_processes_over(core, HandOver::Leave)?;
     stop_now(core)
 }
 
-/// Before a stop: the processes of timesharing core `core` move to the other TCs (with
-/// `come_back`, back to its next kernel); see `role::hand_processes_over`.
-fn hand_processes_over(core: usize, come_back: bool) -> Result<(), CoreError> {
+/// Before a stop: the processes of timesharing core `core` move to the other TCs, or stay
+/// for its next kernel; see `role::hand_processes_over`.
+fn hand_processes_over(core: usize, how: HandOver) -> Result<(), CoreError> {
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
-    super::role::hand_processes_over(core, count, come_back).map_err(CoreError::Busy)
+    super::role::hand_processes_over(core, count, how).map_err(CoreError::Busy)
 }
 
 fn stop_now(core: usize) -> Result<u64, CoreError> {
@@ -235,9 +235,13 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let loaded = cpu::read_tsc() - begun;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
     kcb.restart_pending.store(1, Ordering::Release);
-    // A TC's processes wait out the restart on the other TCs and come back to the new kernel
-    // (or to this one, if the stop does not happen: `restart_pending` is cleared below).
-    let result = hand_processes_over(core, true)
+    // A TC's processes stay, kept in its KCB for the new kernel; if that image runs no
+    // timesharing, they go to the other TCs instead (and come back if the old kernel runs
+    // on). If the stop does not happen they run on under the old kernel (`restart_pending`
+    // is cleared below).
+    let application_only = image.as_ref().is_some_and(|image| image.note.flags & ::kcb::APPLICATION_ONLY != 0);
+    let how = if application_only { HandOver::ComeBack } else { HandOver::Keep };
+    let result = hand_processes_over(core, how)
         .and_then(|()| stop_now(core))
         .and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
     kcb.restart_pending.store(0, Ordering::Release);
@@ -295,6 +299,11 @@ pub fn stop_if_asked() {
     if kcb.stop_requested.load(Ordering::Acquire) == 0 || crate::msg::is_collecting_large() {
         return;
     }
+    // Processes homed here stop it only if a restart keeps them all: one that came since the
+    // stop was asked keeps the core running (the asker gives the stop up).
+    if kcb.processes.live.load(Ordering::Relaxed) != 0 && !crate::proc::keep::all_frozen() {
+        return;
+    }
     cpu::disable_interrupts();
     apic::local().stop_timer();
     kcb.stop_requested.store(0, Ordering::Relaxed);
@@ -303,6 +312,8 @@ pub fn stop_if_asked() {
     crate::interrupt::release_shared_locks();
     // A kernel core's syspages outlive its kernel (only a restart stops one that has any).
     crate::syscall::syspage::keep_for_next_kernel();
+    // So are a timesharing core's processes a restart kept (`proc::keep`).
+    crate::proc::keep::keep_for_next_kernel();
     kcb.stopped_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
     // Release: a boot driver that sees `stopped` also sees every write before it, and the
     // receivers of this core's channels may treat what it half-sent as abandoned.

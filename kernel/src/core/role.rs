@@ -128,7 +128,7 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
     let me = shared::this_core();
     // NIX: a core that leaves timesharing hands its processes to the TCs first.
     if role != Role::Timesharing {
-        hand_processes_over(core, count, false)?;
+        hand_processes_over(core, count, HandOver::Leave)?;
     }
     region.header.role_lock.lock(me);
     let result = change_locked(core, role, count);
@@ -143,12 +143,29 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
     result
 }
 
+/// How long a restart's asker spins for the target's processes to freeze before it sleeps.
+const FREEZE_SPIN_MS: u64 = 20;
+
+/// What becomes of a timesharing core's processes before it stops or changes role.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum HandOver {
+    /// They move to the other TCs for good (a stop, a role change).
+    Leave,
+    /// They wait a restart out on the other TCs and come back to the next kernel (a restart
+    /// with an image that runs no timesharing never takes them back).
+    ComeBack,
+    /// They stay where they are, kept in the KCB for the next kernel (a restart with an
+    /// image that runs timesharing: `proc::keep`).
+    Keep,
+}
+
 /// Asks `core`, if it is a running timesharing core home to processes, to hand them all over
-/// to the other TCs, and waits until it is home to none; with `come_back` (a restart) they go
-/// back to its next kernel. Core 0, a parked core and a host keep theirs (their role change or
-/// stop is refused for other reasons); a core asking for itself is refused (the asker is one
-/// of its processes, which cannot move while it waits for the answer).
-pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) -> Result<(), RoleError> {
+/// to the other TCs and waits until it is home to none, or (`HandOver::Keep`) to keep them
+/// for its next kernel and waits until every one is frozen. Core 0, a parked core and a host
+/// keep theirs (their role change or stop is refused for other reasons); a core asking for
+/// itself is refused (the asker is one of its processes, which cannot move or freeze while it
+/// waits for the answer).
+pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> Result<(), RoleError> {
     let region = shared::get();
     let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count && core != 0) else { return Ok(()) };
     let parking = kcb.parking.host().is_some() || super::park::guests_of(core).next().is_some();
@@ -166,10 +183,15 @@ pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) ->
             other.state() == CoreState::Running && other.role() == Role::Timesharing && other.parking.host().is_none()
         })
         .fold(0u64, |set, c| set | 1 << c);
-    if destinations == 0 {
+    if destinations == 0 && how != HandOver::Keep {
         return Err(RoleError::LastTimesharingCore(core));
     }
-    let arguments = [destinations, u64::from(come_back), 0, 0, 0];
+    let mode = match how {
+        HandOver::Leave => 0,
+        HandOver::ComeBack => 1,
+        HandOver::Keep => crate::proc::migrate::KEEP,
+    };
+    let arguments = [destinations, mode, 0, 0, 0];
     let answer =
         icc::call(core, handler::EVACUATE, arguments, ROLE_CHANGE_TIMEOUT_MS).map_err(|_| RoleError::NoAnswer(core))?;
     if answer & REFUSED_MOVE != 0 {
@@ -177,7 +199,21 @@ pub(super) fn hand_processes_over(core: usize, count: usize, come_back: bool) ->
         return Err(RoleError::CannotMove(core, answer as u32, why));
     }
     let homed = || region.kcb(core).processes.live.load(Ordering::Acquire);
-    if !crate::sched::sleep_while(HAND_OVER_TIMEOUT_MS, || homed() != 0) {
+    let waiting = || match how {
+        HandOver::Keep => homed() != region.kcb(core).kept.frozen.load(Ordering::Acquire),
+        _ => homed() != 0,
+    };
+    if how == HandOver::Keep {
+        // A process freezes at its next kernel entry, which the ICC itself usually is: tens
+        // of microseconds. A sleep would wait for this core's next tick (10 ms), all of it a
+        // pause of the kept processes, so the asker spins a little first.
+        let quick = crate::time::deadline_after_ms(FREEZE_SPIN_MS);
+        while waiting() && crate::arch::cpu::read_tsc() < quick {
+            crate::msg::drain();
+            crate::arch::cpu::relax();
+        }
+    }
+    if !crate::sched::sleep_while(HAND_OVER_TIMEOUT_MS, waiting) {
         return Err(RoleError::HasProcesses(core, homed()));
     }
     Ok(())
@@ -271,7 +307,8 @@ pub(super) fn what_keeps_this_core(restart: bool) -> Option<u64> {
         return Some(REFUSED_HOSTING | guest as u64);
     }
     let processes = kcb.processes.live.load(Ordering::Relaxed);
-    if processes != 0 {
+    // A restart may stop a core whose processes are all kept for the next kernel.
+    if processes != 0 && !(restart && crate::proc::keep::all_frozen()) {
         return Some(REFUSED_PROCESSES | u64::from(processes));
     }
     if kcb.application_thread.load(Ordering::Acquire) != 0 {
@@ -313,7 +350,11 @@ pub fn current() -> Role {
 /// Registers the role ICC handlers of this instance.
 pub fn init() {
     icc::register(handler::EVACUATE, |arguments: &[u64; ICC_ARGUMENTS]| {
-        Ok(match crate::proc::migrate::evacuate(arguments[0], arguments[1] != 0) {
+        let asked = match arguments[1] {
+            crate::proc::migrate::KEEP => crate::proc::migrate::keep_all(),
+            come_back => crate::proc::migrate::evacuate(arguments[0], come_back != 0),
+        };
+        Ok(match asked {
             Ok(count) => u64::from(count),
             Err((pid, why)) => REFUSED_MOVE | u64::from(why.code()) << 32 | u64::from(pid),
         })

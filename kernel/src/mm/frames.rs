@@ -84,6 +84,21 @@ impl FrameAllocator {
         Ok(())
     }
 
+    /// Takes the free frame at `physical`: a frame a restart kept for this instance (a kept
+    /// process's page, or the chain holding the images). `NotAllocated` when it is outside
+    /// this allocator, unaligned or taken already.
+    pub fn claim(&mut self, physical: u64) -> Result<(), FrameError> {
+        let frame = physical.wrapping_sub(self.base) / PAGE_SIZE;
+        if physical < self.base || frame >= self.frames || !physical.is_multiple_of(PAGE_SIZE) {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        if self.bitmap[(frame / 64) as usize] & (1 << (frame % 64)) != 0 {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        self.mark_used(frame);
+        Ok(())
+    }
+
     /// Frames free now.
     pub fn free_frames(&self) -> u64 {
         self.free

@@ -62,6 +62,18 @@ pub struct Area {
     pub kind: AreaKind,
 }
 
+/// Writes the page at an address into the fresh frame given as bytes.
+pub type PageFill<'a> = dyn FnMut(u64, &mut [u8]) -> Result<(), MemoryError> + 'a;
+
+/// Where the pages of a rebuilt address space come from ([`AddressSpace::rebuild`]).
+pub enum PageSource<'a> {
+    /// A fresh frame per page, which this writes: a copy of another partition's page.
+    Copy(&'a mut PageFill<'a>),
+    /// The frame this names for each page's address: one of this instance's, which it took
+    /// for that page (a process kept through a restart keeps its memory where it is).
+    Adopt(&'a dyn Fn(u64) -> Option<u64>),
+}
+
 /// Why a memory operation failed, as the `errno` it becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemoryError {
@@ -561,15 +573,18 @@ impl AddressSpace {
         pages
     }
 
-    /// An address space of these areas and break whose pages are copies (a process moving in
-    /// from another core): each of `pages` (address, entry flags) gets a fresh frame that
-    /// `fill` writes. Refuses an area or page outside user space, unaligned, or a page
-    /// outside every area; frees what it built on any failure.
+    /// An address space of these areas and break for a process built from an image: one
+    /// moving in from another core (`PageSource::Copy`: each of `pages` (address, entry
+    /// flags) gets a fresh frame that the source writes), or one kept through a restart
+    /// (`PageSource::Adopt`: each page maps the frame the source names, which this instance
+    /// took for it). Refuses an area or page outside user space, unaligned, or a page outside
+    /// every area; frees what it built on any failure (adopted frames included: they are
+    /// this instance's).
     pub fn rebuild(
         areas: Vec<Area>,
         heap: (u64, u64),
         pages: impl Iterator<Item = (u64, u64)>,
-        mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), MemoryError>,
+        mut source: PageSource<'_>,
     ) -> Result<Self, MemoryError> {
         let aligned = |address: u64| address.is_multiple_of(PAGE_SIZE);
         let sane = areas.windows(2).all(|pair| pair[0].end <= pair[1].start)
@@ -588,11 +603,30 @@ impl AddressSpace {
             if !aligned(address) || memory.area_of(address).is_none() {
                 return Err(MemoryError::BadRange);
             }
-            let frame = memory.map_zeroed(address, Protection::READ_WRITE)?;
-            // SAFETY: a frame of this instance just mapped for this page, one page long.
-            let bytes =
-                unsafe { core::slice::from_raw_parts_mut(physical_to_virtual(frame) as *mut u8, PAGE_SIZE as usize) };
-            fill(address, bytes)?;
+            let frame = match &mut source {
+                PageSource::Copy(fill) => {
+                    let frame = memory.map_zeroed(address, Protection::READ_WRITE)?;
+                    // SAFETY: a frame of this instance just mapped for this page, one page long.
+                    let bytes = unsafe {
+                        core::slice::from_raw_parts_mut(physical_to_virtual(frame) as *mut u8, PAGE_SIZE as usize)
+                    };
+                    fill(address, bytes)?;
+                    frame
+                }
+                PageSource::Adopt(frame_of) => {
+                    let frame = frame_of(address).ok_or(MemoryError::BadRange)?;
+                    let entry = memory.entry(address, true)?.ok_or(MemoryError::OutOfMemory)?;
+                    // SAFETY: a page-table entry of this address space; the rights are
+                    // written below.
+                    if unsafe { entry.read() } & flags::PRESENT != 0 {
+                        return Err(MemoryError::BadRange);
+                    }
+                    // SAFETY: as above; the frame is this instance's, taken for this page.
+                    unsafe { entry.write(frame | flags::PRESENT) };
+                    memory.frames += 1;
+                    frame
+                }
+            };
             // Only the rights and the bits the hardware sets travel; the frame is ours.
             let kept = entry_flags
                 & (flags::PRESENT | flags::WRITABLE | flags::USER | flags::NO_EXECUTE | flags::ACCESSED | flags::DIRTY);

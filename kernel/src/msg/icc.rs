@@ -157,6 +157,8 @@ pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) 
     let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
     let request = IccRequest { from: shared::this_core() as u16, handler, call_id, arguments };
     let message = line(Kind::IccRequest, |out| request.encode(out));
+    // A call to a core between two kernels of a restart goes to the next kernel.
+    super::wait_out_restart(target);
     // Registered before sending: the reply may come back before `try_send` returns.
     if target < super::messaging_cores() {
         PENDING.lock().push(Pending { call_id, callee: target, incarnation: incarnation(target) });

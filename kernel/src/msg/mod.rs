@@ -364,6 +364,32 @@ pub fn is_live(core: usize) -> bool {
     shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live())
 }
 
+/// Whether a message for `core` reaches a kernel: it runs one, or it is between two kernels
+/// of a restart (a sender waits for the next one, [`wait_out_restart`]).
+pub fn is_reachable(core: usize) -> bool {
+    is_live(core) || shared::get().kcbs.get(core).is_some_and(|kcb| kcb.restart_pending.load(Ordering::Acquire) != 0)
+}
+
+/// How long a sender waits for a restarting core's next kernel.
+const RESTART_WAIT_MS: u64 = 2000;
+
+/// Waits while `target` is between two kernels of a restart (stopped or booting with a
+/// restart pending), handling this core's own messages meanwhile: what is sent to a core
+/// whose processes a restart keeps (a signal, a child's exit) goes to its next kernel rather
+/// than being lost. Returns at once for a core that runs, or that stopped for good.
+pub fn wait_out_restart(target: usize) {
+    let Some(kcb) = shared::get().kcbs.get(target) else { return };
+    if kcb.state().is_live() || kcb.restart_pending.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let deadline = crate::time::deadline_after_ms(RESTART_WAIT_MS);
+    while !kcb.state().is_live() && kcb.restart_pending.load(Ordering::Acquire) != 0 && cpu::read_tsc() < deadline {
+        crate::core::park::while_waiting();
+        drain();
+        cpu::relax();
+    }
+}
+
 /// Kernel instances running now.
 pub fn live_instances() -> usize {
     shared::get().listed_kcbs().iter().filter(|kcb| kcb.state() == CoreState::Running).count()
@@ -441,6 +467,7 @@ fn check_target(target: usize) -> Result<(), SendError> {
     if target >= messaging_cores() {
         return Err(SendError::NoSuchCore(target));
     }
+    wait_out_restart(target);
     let state = shared::get().kcb(target).state();
     if !state.is_live() {
         return Err(counted(SendError::TargetNotRunning { core: target, state }));

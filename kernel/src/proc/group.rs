@@ -30,7 +30,7 @@ pub fn ids(pid: u32) -> Result<ProcessIds, Errno> {
     if home == shared::this_core() as usize {
         return find(pid).map(|p| ids_of(&p)).ok_or(errno::ESRCH);
     }
-    if home >= crate::msg::messaging_cores() || !crate::msg::is_live(home) {
+    if home >= crate::msg::messaging_cores() || !crate::msg::is_reachable(home) {
         return Err(errno::ESRCH);
     }
     crate::msg::icc::call(home, handler::PROCESS_IDS, [u64::from(pid), 0, 0, 0, 0], crate::msg::SEND_TIMEOUT_MS)
@@ -46,7 +46,7 @@ fn group_exists(group: u32, session: u32) -> bool {
         return true;
     }
     let here = shared::this_core() as usize;
-    (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_live(c)).any(|core| {
+    (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_reachable(c)).any(|core| {
         crate::msg::icc::call(core, handler::GROUP_MEMBERS, query.encode(), crate::msg::SEND_TIMEOUT_MS)
             .is_ok_and(|count| count > 0)
     })

@@ -33,7 +33,7 @@ use crate::arch::user::{self, FpuState};
 use crate::core::kcb::{PartitionRange, Role};
 use crate::core::shared;
 use crate::fs::{FileTable, Handle};
-use crate::mm::user::{AddressSpace, Area, AreaKind, MemoryError, Protection};
+use crate::mm::user::{AddressSpace, Area, AreaKind, MemoryError, PageSource, Protection};
 use crate::sched::{self, Thread, WaitToken};
 use abi::message::Kind;
 use abi::migration::{
@@ -173,12 +173,17 @@ impl core::fmt::Display for CannotMove {
 }
 
 fn why_it_cannot_move(process: &Process) -> Option<CannotMove> {
+    why_it_cannot_go(process, true)
+}
+
+/// Why `process` cannot move (`to_another_core`) or be kept through a restart of this core.
+fn why_it_cannot_go(process: &Process, to_another_core: bool) -> Option<CannotMove> {
     if process.is_killed() {
         return Some(CannotMove::Ending);
     }
     let tids = process.state.lock().threads.clone();
     // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
-    if tids.len() > kcb::block::MAX_MOVED_AWAY {
+    if to_another_core && tids.len() > kcb::block::MAX_MOVED_AWAY {
         return Some(CannotMove::Threads(tids.len()));
     }
     for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
@@ -225,6 +230,23 @@ pub fn evacuate(destinations: u64, come_back: bool) -> Result<u32, (u32, CannotM
     }
     // Threads preempted on their way to ring 3 get there when they run; one computing in ring
     // 3 at its next kernel entry (the next tick at the latest).
+    Ok(processes.len() as u32)
+}
+
+/// `EVACUATE`'s second argument when the OSnode restarts with an image that runs
+/// timesharing: its processes stay, kept for the next kernel (`proc::keep`).
+pub const KEEP: u64 = 2;
+
+/// On the OSnode about to restart: asks every process to stay for the next kernel; returns
+/// how many, or the first that cannot (then none is asked).
+pub fn keep_all() -> Result<u32, (u32, CannotMove)> {
+    let processes = super::all();
+    for process in &processes {
+        if let Some(reason) = why_it_cannot_go(process, false) {
+            return Err((process.pid, reason));
+        }
+    }
+    processes.iter().for_each(super::keep::ask);
     Ok(processes.len() as u32)
 }
 
@@ -331,6 +353,11 @@ const GATHERING_POLL_MS: u64 = 10;
 pub fn move_current(frame: &mut InterruptFrame) {
     let me = sched::current();
     let Some(process) = me.process.clone() else { return };
+    if process.moving.load(Ordering::Relaxed) & !PACKING == shared::this_core() + 1 {
+        // Kept here for this core's next kernel.
+        drop((me, process));
+        return super::keep::stay_current(frame);
+    }
     let pid = process.pid;
     let mine = capture_thread(&me, frame);
     let live = || process.state.lock().threads.len();
@@ -428,7 +455,7 @@ fn error_text(error: Errno) -> &'static str {
 }
 
 /// The thread's state as the image carries it.
-fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedThread {
+pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedThread {
     let mut fpu = FpuState::initial();
     fpu.save();
     let stack = *thread.signals.alternate_stack.lock();
@@ -467,13 +494,37 @@ fn moved_signals(process: &Process, threads: &[MovedThread]) -> Vec<MovedSignal>
     pending
 }
 
-/// Packs `process` (its threads stopped as `threads` say) and sends it to `destination`;
-/// `Ok` once the destination runs it.
-fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<(), Errno> {
-    let packed_tsc = crate::arch::cpu::read_tsc();
-    // The rest of a line it printed goes out from here, before the destination prints more.
-    crate::fs::console::flush(process);
-    let pending = moved_signals(process, threads);
+/// A packed process: its image, and the references taken at the file service for the
+/// destination (none for a process kept through a restart: the old kernel's go to the next).
+pub(super) struct Packed {
+    pub bytes: Vec<u8>,
+    retained: Vec<Handle>,
+    pending: Vec<MovedSignal>,
+    move_id: u64,
+}
+
+/// Whether a packing takes one more reference at the file service for each open file: a
+/// move does (the origin lets go of its own); a process kept through a restart does not
+/// (the stopping kernel's references pass to the next kernel, as its memory does).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum References {
+    Retain,
+    PassOn,
+}
+
+/// Packs `process`, its threads stopped as `threads` say, as an image; `packed_tsc` is when
+/// it stopped.
+pub(super) fn pack(
+    process: &Process,
+    threads: &[MovedThread],
+    references: References,
+    packed_tsc: u64,
+) -> Result<Packed, Errno> {
+    let mut pending = moved_signals(process, threads);
+    if process.is_killed() && !pending.iter().any(|s| s.signal == signal::SIGKILL && s.thread == 0) {
+        // A kill that ended this copy after it stopped ends the next one.
+        pending.push(MovedSignal { thread: 0, signal: signal::SIGKILL, ..MovedSignal::default() });
+    }
     let actions: [MovedAction; SIGNALS] = process.signals.actions().map(|action| MovedAction {
         handler: action.handler,
         flags: action.flags,
@@ -530,7 +581,7 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
     let mut retained: Vec<Handle> = Vec::new();
     let mut descriptors = Vec::with_capacity(open_files.len());
     for (fd, handle, cloexec) in &open_files {
-        if !retained.iter().any(|r| r.id == handle.id) {
+        if references == References::Retain && !retained.iter().any(|r| r.id == handle.id) {
             retained.push(crate::fs::client::retain(handle)?);
         }
         descriptors.push(MovedDescriptor {
@@ -541,6 +592,7 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
         });
     }
     let working_directory = match &cwd {
+        Some(directory) if references == References::PassOn => directory.id,
         Some(directory) => {
             let copy = crate::fs::client::retain(directory)?;
             let id = copy.id;
@@ -585,12 +637,21 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
         path: path.as_bytes(),
         command_line: &command_line,
     };
-    let size = abi::migration::encoded_size(&parts);
-    if size > crate::msg::MAX_LARGE_MESSAGE {
+    let mut bytes = alloc::vec![0u8; abi::migration::encoded_size(&parts)];
+    abi::migration::encode(&mut bytes, &header, &parts).ok_or(errno::EINVAL)?;
+    Ok(Packed { bytes, retained, pending, move_id })
+}
+
+/// Packs `process` (its threads stopped as `threads` say) and sends it to `destination`;
+/// `Ok` once the destination runs it.
+fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<(), Errno> {
+    let packed_tsc = crate::arch::cpu::read_tsc();
+    // The rest of a line it printed goes out from here, before the destination prints more.
+    crate::fs::console::flush(process);
+    let Packed { bytes, retained, pending, move_id } = pack(process, threads, References::Retain, packed_tsc)?;
+    if bytes.len() > crate::msg::MAX_LARGE_MESSAGE {
         return Err(errno::E2BIG);
     }
-    let mut bytes = alloc::vec![0u8; size];
-    abi::migration::encode(&mut bytes, &header, &parts).ok_or(errno::EINVAL)?;
     ANSWERS.lock().insert(move_id, None);
     // Not the draining send: a handler run while it waits could send to the same queue, whose
     // sender record this send holds (the nested send would fail).
@@ -677,7 +738,7 @@ fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
     let image = MoveImage::decode(bytes)?;
     let header = image.header;
     let arrived = crate::arch::cpu::read_tsc();
-    let result = match install(&image) {
+    let result = match install(&image, Arrival::Moved) {
         Ok(()) => {
             let us = |cycles: u64| crate::time::cycles_to_ns(cycles) / 1000;
             let now = crate::arch::cpu::read_tsc();
@@ -733,19 +794,33 @@ fn send_held_answers() {
     }
 }
 
+/// How the process of an image comes to this kernel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// From another core: its pages are copied out of the sender's partition.
+    Moved,
+    /// From this OSnode's previous kernel, through a restart: its pages stay where they are
+    /// (frames of this partition the instance took for them at entry).
+    Kept,
+}
+
 /// Builds the process of `image` here. Refuses (changing nothing) when this core is no
 /// timesharing core, the pid lives here already, the image names frames outside its sender's
 /// partition or memory outside user space, or frames run out.
-fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
+pub(super) fn install(image: &MoveImage<'_>, arrival: Arrival) -> Result<(), Errno> {
     let header = &image.header;
     let origin = header.origin as usize;
     if crate::core::role::current() != Role::Timesharing {
         return Err(errno::EBUSY);
     }
-    if origin == shared::this_core() as usize || find(header.pid).is_some() || header.pid == 0 {
+    let from_here = origin == shared::this_core() as usize;
+    if from_here != (arrival == Arrival::Kept) || find(header.pid).is_some() || header.pid == 0 {
         return Err(errno::EEXIST);
     }
-    if range_of(header.pid) != shared::this_core() as usize && home_of(header.pid) != origin {
+    if arrival == Arrival::Moved
+        && range_of(header.pid) != shared::this_core() as usize
+        && home_of(header.pid) != origin
+    {
         // Its range's KCB must name the sender as its home, or the sender is its range.
         if range_of(header.pid) != origin {
             return Err(errno::EINVAL);
@@ -774,14 +849,20 @@ fn install(image: &MoveImage<'_>) -> Result<(), Errno> {
             kind: area_kind(area.kind).ok_or(errno::EINVAL)?,
         });
     }
+    let mut copy = |address: u64, bytes: &mut [u8]| {
+        let frame = frames.get(&address).copied().ok_or(MemoryError::BadRange)?;
+        copy_frame(frame, bytes)
+    };
+    let adopt = |address: u64| frames.get(&address).copied();
+    let source = match arrival {
+        Arrival::Moved => PageSource::Copy(&mut copy),
+        Arrival::Kept => PageSource::Adopt(&adopt),
+    };
     let memory = AddressSpace::rebuild(
         areas,
         (header.heap_start, header.heap_end),
         image.pages().map(|page| (page.address, page.flags)),
-        |address, bytes| {
-            let frame = frames.get(&address).copied().ok_or(MemoryError::BadRange)?;
-            copy_frame(frame, bytes)
-        },
+        source,
     )
     .map_err(|error| match error {
         MemoryError::OutOfMemory => errno::ENOMEM,

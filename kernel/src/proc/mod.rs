@@ -5,6 +5,7 @@
 
 pub mod elf;
 pub mod group;
+pub mod keep;
 pub mod migrate;
 pub mod remote;
 pub mod signal;

@@ -478,7 +478,7 @@ fn send(request: SignalRequest) -> Result<usize, Errno> {
         Some(core) => Ok(call_signal(core, &request)),
         None => {
             let mut reached = send_here(&request);
-            for core in (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_live(c)) {
+            for core in (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_reachable(c)) {
                 reached += call_signal(core, &request);
             }
             Ok(reached)

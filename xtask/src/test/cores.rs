@@ -173,14 +173,17 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
-    // Four cores: an FTQ process homed on TC 3 goes on through two restarts of its core
-    // (full-v2, then full) while cores 0, 1 and 2 run the message stress: it waits each out on
-    // another TC and comes back to the new kernel, same pid, one output.
+    // Four cores: an FTQ process and a five-thread process homed on TC 3 go on through two
+    // restarts of their core (full-v2, then full) while cores 1 and 2 run the message stress:
+    // the KCB keeps them, in place, for the next kernel (same pid, one output, the threads'
+    // lock count whole). Then a restart with rt (an AC image) hands a process to another TC.
     // (The stress leaves out core 0, the file service's: see role-hands-processes-over.)
-    let script = "spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
+    let script = "spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & spawn 3 /bin/proctest --threads-for 2500 & \
                   on 1 /bin/msg stress 150000 1,2 > /tmp/stress.txt & sleep 0.5; \
                   core restart 3 /boot/full-v2; sleep 0.2; /bin/ps | grep ftq; core restart 3 /boot/full; \
-                  wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; /bin/cores; /bin/ps";
+                  wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
+                  spawn 3 /bin/busybox sh -c 'sleep 0.6; echo slept-through-rt' & sleep 0.3; \
+                  core restart 3 /boot/rt; wait; core restart 3 /boot/full; role 3 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-restart-under-a-process-4-cores".into(),
         machine: machine(4, &exec(script)).with_timeout(240),
@@ -189,20 +192,37 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             printed_in_order(
                 serial,
                 &[
-                    "moved here from core 3",
+                    "(ftq) kept through the restart",
                     "core 3 restarted with /boot/full-v2 in ",
-                    "moved here from core ",
-                    "moved here from core 3",
+                    "(ftq) kept through the restart",
                     "core 3 restarted with /boot/full in ",
                 ],
             )?;
-            let back = serial.lines().filter(|l| l.starts_with("[c3 ") && l.contains("(ftq) moved here")).count();
-            if back != 2 {
-                return Err(format!("FTQ came back to core 3 {back} times after two restarts, not twice"));
+            for name in ["ftq", "proctest"] {
+                let kept = serial
+                    .lines()
+                    .filter(|l| l.starts_with("[c3 ") && l.contains(&format!("({name}) kept through the restart")))
+                    .count();
+                if kept != 2 {
+                    return Err(format!("{name} was kept through {kept} restarts of core 3, not two"));
+                }
             }
-            // One FTQ process from start to end, which started and ended on core 3.
+            if serial.contains("moved here from core 3: ") && !serial.contains("(busybox) moved here from core 3") {
+                return Err("a process left core 3 for a restart with an image that runs timesharing".into());
+            }
+            // One FTQ process from start to end, on core 3 all along.
             one_ftq_run(serial, 150000, 3)?;
+            printed(
+                serial,
+                "TEST proc-threads ok start-core=3 end-core=3 ",
+                "the five-thread process did not finish on core 3 with its lock count whole",
+            )?;
             stress_balanced(serial)?;
+            // rt runs no timesharing: the shell waits it out on another TC, and goes on.
+            printed_in_order(
+                serial,
+                &["(busybox) moved here from core 3", "core 3 restarted with /boot/rt in ", "slept-through-rt"],
+            )?;
             if serial.contains("FAULT core") {
                 return Err("a kernel faulted".into());
             }

@@ -26,11 +26,12 @@ global_asm!(
     .quad __data_end
     .quad __pristine_start
     .quad __image_end
-    .quad 0
+    .quad {flags}
     "#,
     size = const kcb::NOTE_SIZE,
     kind = const kcb::NOTE_TYPE,
     version = const kcb::VERSION,
     layout = const kcb::NOTE_LAYOUT,
+    flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
     entry = sym crate::instance_entry,
 );

@@ -1,0 +1,121 @@
+//! The format of the processes a restart keeps for the next kernel (`block::KeptProcesses`):
+//! a stream of records, each a little-endian `u64` length then that many bytes (one process's
+//! image), cut into a chain of frames, each starting with a [`FrameHeader`].
+//!
+//! The stopping kernel writes it, the next one reads it; the reader trusts nothing it finds
+//! (a length past the end ends the stream, a frame's count is cut to its page).
+
+/// Bytes of one chain frame (a page).
+pub const FRAME_SIZE: usize = 4096;
+/// Bytes of a chain frame before its stream bytes: the next frame's address and the count of
+/// stream bytes in this one.
+pub const FRAME_HEADER: usize = 16;
+/// Stream bytes one chain frame holds.
+pub const FRAME_ROOM: usize = FRAME_SIZE - FRAME_HEADER;
+
+/// The head of a chain frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Physical address of the next frame of the chain; 0 for the last.
+    pub next: u64,
+    /// Stream bytes in this frame, at most [`FRAME_ROOM`].
+    pub length: usize,
+}
+
+impl FrameHeader {
+    /// The header's bytes.
+    pub fn encode(self) -> [u8; FRAME_HEADER] {
+        let mut bytes = [0u8; FRAME_HEADER];
+        bytes[..8].copy_from_slice(&self.next.to_le_bytes());
+        bytes[8..].copy_from_slice(&(self.length.min(FRAME_ROOM) as u64).to_le_bytes());
+        bytes
+    }
+
+    /// The header at the start of `frame` (a frame's first bytes); the length is cut to
+    /// [`FRAME_ROOM`] and to what `frame` holds after the header. `None` if `frame` is
+    /// shorter than a header.
+    pub fn decode(frame: &[u8]) -> Option<Self> {
+        let word = |at: usize| u64::from_le_bytes(frame[at..at + 8].try_into().unwrap_or([0; 8]));
+        if frame.len() < FRAME_HEADER {
+            return None;
+        }
+        let room = (frame.len() - FRAME_HEADER).min(FRAME_ROOM);
+        Some(Self { next: word(0), length: usize::try_from(word(8)).unwrap_or(usize::MAX).min(room) })
+    }
+}
+
+/// A record's head in the stream: the image's length.
+pub fn record_header(length: usize) -> [u8; 8] {
+    (length as u64).to_le_bytes()
+}
+
+/// The records of a stream, in order; a record whose length runs past the end ends it.
+pub fn records(stream: &[u8]) -> Records<'_> {
+    Records { rest: stream }
+}
+
+/// Iterator of [`records`].
+pub struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let head: [u8; 8] = self.rest.get(..8)?.try_into().ok()?;
+        let length = usize::try_from(u64::from_le_bytes(head)).ok()?;
+        let end = length.checked_add(8)?;
+        let Some(record) = self.rest.get(8..end) else {
+            self.rest = &[];
+            return None;
+        };
+        self.rest = &self.rest[end..];
+        Some(record)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn records_round_trip_and_a_short_one_ends_the_stream() {
+        let mut stream = std::vec::Vec::new();
+        for image in [&b"first"[..], b"", b"third image"] {
+            stream.extend_from_slice(&record_header(image.len()));
+            stream.extend_from_slice(image);
+        }
+        let all: std::vec::Vec<&[u8]> = records(&stream).collect();
+        assert_eq!(all, [&b"first"[..], b"", b"third image"]);
+        // Cut inside the last record: the two before it, then nothing.
+        assert_eq!(records(&stream[..stream.len() - 1]).count(), 2);
+        assert_eq!(records(&[0xFF; 8]).count(), 0, "a length past the end");
+    }
+
+    #[test]
+    fn a_frame_header_is_cut_to_its_page() {
+        let header = FrameHeader { next: 0x1234_5000, length: 100 };
+        let mut frame = [0u8; FRAME_SIZE];
+        frame[..FRAME_HEADER].copy_from_slice(&header.encode());
+        assert_eq!(FrameHeader::decode(&frame), Some(header));
+        frame[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(FrameHeader::decode(&frame).map(|h| h.length), Some(FRAME_ROOM));
+        assert_eq!(FrameHeader::decode(&frame[..20]).map(|h| h.length), Some(4));
+        assert_eq!(FrameHeader::decode(&frame[..15]), None);
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(stream in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let total: usize = records(&stream).map(|record| record.len() + 8).sum();
+            prop_assert!(total <= stream.len());
+            if let Some(header) = FrameHeader::decode(&stream) {
+                prop_assert!(header.length <= stream.len() - FRAME_HEADER);
+            }
+        }
+    }
+}
