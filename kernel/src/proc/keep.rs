@@ -27,6 +27,7 @@ use super::{find, Process};
 use crate::arch::idt::InterruptFrame;
 use crate::arch::paging::{physical_to_virtual, PAGE_SIZE};
 use crate::core::shared;
+use crate::fs::Handle;
 use crate::mm::frames;
 use crate::sched::{self, WaitToken};
 use abi::migration::{MoveImage, MovedThread};
@@ -57,8 +58,16 @@ const POLL_MS: u64 = 10;
 const MAX_CHAIN_FRAMES: usize = 1024;
 
 /// The images a restart kept, taken out of their chain at entry, waiting for the kernel to
-/// be ready to build them.
-static TAKEN: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// be ready to build them; and the old kernel's references at the file service for each
+/// handle they name.
+static TAKEN: Mutex<Taken> = Mutex::new(Taken { images: Vec::new(), references: Vec::new() });
+
+#[derive(Default)]
+struct Taken {
+    images: Vec<Vec<u8>>,
+    /// (handle id, references the old kernel held).
+    references: Vec<(u64, u64)>,
+}
 
 /// On the way back to ring 3 of a thread whose process is kept for a restart: checks in with
 /// its state and waits. Never returns if the core stops (the next kernel runs the thread on
@@ -128,11 +137,37 @@ pub fn keep_for_next_kernel() {
     let kcb = shared::this_kcb();
     kcb.kept.frozen.store(0, Ordering::Relaxed);
     let frozen = core::mem::take(&mut *FROZEN.lock());
+    let kept: Vec<(Arc<Process>, &Frozen)> =
+        frozen.iter().filter(|(_, one)| one.complete).filter_map(|(pid, one)| Some((find(*pid)?, one))).collect();
+    if kept.is_empty() {
+        return;
+    }
+    // First record: how many references this kernel holds at the file service for each
+    // handle the kept processes name (one per `Arc<Handle>`: a fork shares its parent's).
+    let mut arcs: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (process, _) in &kept {
+        let state = process.state.lock();
+        let handles = state.files.all().map(|(_, handle, _)| handle).chain(state.cwd.as_ref());
+        for handle in handles.filter(|handle| handle.id != abi::file::CONSOLE_HANDLE) {
+            let holders = arcs.entry(handle.id).or_default();
+            let holder = Arc::as_ptr(handle) as usize;
+            if !holders.contains(&holder) {
+                holders.push(holder);
+            }
+        }
+    }
+    let mut references = Vec::with_capacity(8 + arcs.len() * 16);
+    references.extend_from_slice(&(arcs.len() as u64).to_le_bytes());
+    for (id, holders) in &arcs {
+        references.extend_from_slice(&id.to_le_bytes());
+        references.extend_from_slice(&(holders.len() as u64).to_le_bytes());
+    }
     let mut stream = Vec::new();
+    stream.extend_from_slice(&format::record_header(references.len()));
+    stream.extend_from_slice(&references);
     let mut count = 0u32;
-    for (pid, one) in frozen.iter().filter(|(_, one)| one.complete) {
-        let Some(process) = find(*pid) else { continue };
-        if let Ok(packed) = migrate::pack(&process, &one.threads, References::PassOn, one.since) {
+    for (process, one) in &kept {
+        if let Ok(packed) = migrate::pack(process, &one.threads, References::PassOn, one.since) {
             stream.extend_from_slice(&format::record_header(packed.bytes.len()));
             stream.extend_from_slice(&packed.bytes);
             count += 1;
@@ -213,7 +248,9 @@ pub fn take_kept_frames() -> u64 {
     }
     let mut images = Vec::new();
     let mut pages = 0u64;
-    for bytes in format::records(&stream) {
+    let mut records = format::records(&stream);
+    let references = records.next().map(decode_references).unwrap_or_default();
+    for bytes in records {
         let Ok(image) = MoveImage::decode(bytes) else {
             log::error!("a kept process image is malformed: dropped");
             continue;
@@ -238,21 +275,31 @@ pub fn take_kept_frames() -> u64 {
     if images.len() != expected as usize {
         log::error!("{} processes were kept through the restart, {} can go on", expected, images.len());
     }
-    *TAKEN.lock() = images;
+    *TAKEN.lock() = Taken { images, references };
     pages
+}
+
+/// The references record: a count, then (handle id, references) pairs; garbage gives what
+/// decodes.
+fn decode_references(record: &[u8]) -> Vec<(u64, u64)> {
+    let word = |at: usize| record.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let count = word(0).unwrap_or(0).min(record.len() as u64 / 16) as usize;
+    (0..count).filter_map(|i| Some((word(8 + 16 * i)?, word(16 + 16 * i)?))).collect()
 }
 
 /// Before the kernel reports running: builds each process [`take_kept_frames`] held, on the
 /// frames it kept, with the same pid and tids; their threads run on from where they stopped.
 pub fn install_kept() {
-    let images = core::mem::take(&mut *TAKEN.lock());
+    let Taken { images, references } = core::mem::take(&mut *TAKEN.lock());
+    // One reference per handle, shared by every kept process that names it.
+    let mut handles = BTreeMap::new();
     let kcb = shared::this_kcb();
     let (asked, stopped) = (kcb.stop_asked_tsc.load(Ordering::Relaxed), kcb.stopped_tsc.load(Ordering::Relaxed));
     for bytes in images {
         let Ok(image) = MoveImage::decode(&bytes) else { continue };
         let header = image.header;
         let us = |from: u64, to: u64| crate::time::cycles_to_ns(to.saturating_sub(from)) / 1000;
-        match migrate::install(&image, Arrival::Kept) {
+        match migrate::install(&image, Arrival::Kept, Some(&mut handles)) {
             Ok(()) => log::info!(
                 "process {} ({}) kept through the restart: {} threads, {} pages, {} us since it stopped \
                  ({} us to the stop's request, {} us to the stop, {} us for the next kernel)",
@@ -269,6 +316,13 @@ pub fn install_kept() {
                 // `install` freed what it built, the adopted frames with it.
                 log::error!("process {} kept through the restart could not be built (errno {error}): lost", header.pid);
             }
+        }
+    }
+    // The old kernel held `count` references where this one holds one: the rest go back
+    // (a dropped handle queues its release).
+    for (id, count) in references {
+        for _ in 1..count.min(1 << 16) {
+            drop(Handle::adopt(id, abi::file::HandleKind::Regular));
         }
     }
 }

@@ -738,7 +738,7 @@ fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
     let image = MoveImage::decode(bytes)?;
     let header = image.header;
     let arrived = crate::arch::cpu::read_tsc();
-    let result = match install(&image, Arrival::Moved) {
+    let result = match install(&image, Arrival::Moved, None) {
         Ok(()) => {
             let us = |cycles: u64| crate::time::cycles_to_ns(cycles) / 1000;
             let now = crate::arch::cpu::read_tsc();
@@ -807,7 +807,11 @@ pub(super) enum Arrival {
 /// Builds the process of `image` here. Refuses (changing nothing) when this core is no
 /// timesharing core, the pid lives here already, the image names frames outside its sender's
 /// partition or memory outside user space, or frames run out.
-pub(super) fn install(image: &MoveImage<'_>, arrival: Arrival) -> Result<(), Errno> {
+pub(super) fn install(
+    image: &MoveImage<'_>,
+    arrival: Arrival,
+    handles: Option<&mut BTreeMap<u64, Arc<Handle>>>,
+) -> Result<(), Errno> {
     let header = &image.header;
     let origin = header.origin as usize;
     if crate::core::role::current() != Role::Timesharing {
@@ -868,27 +872,29 @@ pub(super) fn install(image: &MoveImage<'_>, arrival: Arrival) -> Result<(), Err
         MemoryError::OutOfMemory => errno::ENOMEM,
         _ => errno::EINVAL,
     })?;
-    // The descriptors: one adopted reference per handle, shared by the descriptors naming it.
+    // The descriptors: one adopted reference per handle, shared by the descriptors naming it
+    // (and, for kept processes, by every kept process naming it: `handles` is theirs).
     let mut files = FileTable::empty();
-    let mut adopted: Vec<Arc<Handle>> = Vec::new();
+    let mut own = BTreeMap::new();
+    let handles = handles.unwrap_or(&mut own);
+    let mut adopt = |id: u64, kind| {
+        handles
+            .entry(id)
+            .or_insert_with(|| {
+                Arc::new(if id == abi::file::CONSOLE_HANDLE { Handle::console() } else { Handle::adopt(id, kind) })
+            })
+            .clone()
+    };
     for descriptor in image.descriptors() {
         let Some(kind) = abi::file::HandleKind::from_u64(u64::from(descriptor.kind)) else { continue };
-        let open = match adopted.iter().find(|h| h.id == descriptor.handle) {
-            Some(open) => open.clone(),
-            None => {
-                let open = Arc::new(if descriptor.handle == abi::file::CONSOLE_HANDLE {
-                    Handle::console()
-                } else {
-                    Handle::adopt(descriptor.handle, kind)
-                });
-                adopted.push(open.clone());
-                open
-            }
-        };
-        let _ = files.install_at(descriptor.fd as usize, open, descriptor.close_on_exec != 0);
+        let _ = files.install_at(descriptor.fd as usize, adopt(descriptor.handle, kind), descriptor.close_on_exec != 0);
     }
-    let cwd = (header.working_directory != abi::file::NONE)
-        .then(|| Arc::new(Handle::adopt(header.working_directory, abi::file::HandleKind::Directory)));
+    // A moved process's directory is a reference of its own (`pack` took one for it).
+    let cwd = match (header.working_directory, arrival) {
+        (abi::file::NONE, _) => None,
+        (id, Arrival::Moved) => Some(Arc::new(Handle::adopt(id, abi::file::HandleKind::Directory))),
+        (id, Arrival::Kept) => Some(adopt(id, abi::file::HandleKind::Directory)),
+    };
     let mut actions = [signal::Action::default(); SIGNALS];
     for (action, moved) in actions.iter_mut().zip(image.actions.iter()) {
         *action =

@@ -230,6 +230,39 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Two cores: FTQ and a busybox shell with its child `sleep` (a fork: the two share their
+    // descriptors' references at the file service) kept on core 1 through two restarts; the
+    // shell's file and FTQ's output are whole after (a reference released twice would close
+    // them under their users).
+    let script = "spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & \
+                  spawn 1 /bin/busybox sh -c 'sleep 0.8; echo slept-through > /tmp/sh.txt; \
+                  /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & sleep 0.4; \
+                  core restart 1 /boot/full-v2; sleep 0.1; core restart 1 /boot/full; wait; \
+                  cat /tmp/ftq.txt /tmp/sh.txt; rm /tmp/ftq.txt /tmp/sh.txt; /bin/cores; /bin/ps";
+    let expected_digest = super::roles::hello_digest();
+    list.push(Integration {
+        name: "core-restart-under-a-process-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            for name in ["ftq", "busybox", "sleep"] {
+                let kept = serial
+                    .lines()
+                    .filter(|l| l.starts_with("[c1 ") && l.contains(&format!("({name}) kept through the restart")))
+                    .count();
+                if kept == 0 {
+                    return Err(format!("{name} was not kept through a restart of core 1"));
+                }
+            }
+            one_ftq_run(serial, 100000, 1)?;
+            printed_in_order(serial, &["slept-through", &format!("{expected_digest}  /etc/hello.txt")])?;
+            if serial.contains("can't open") || serial.contains("FAULT core") {
+                return Err("a file of a kept process was lost, or a kernel faulted".into());
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+
     // Four cores: an FTQ thread on AC 3 goes on through three restarts (rt, full-v2, full),
     // while cores 0, 1 and 2 run the message stress; then a plain stop takes a thread home.
     let script = "role 3 ac; execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
