@@ -134,9 +134,16 @@ impl Syspage {
     /// stay to be taken with [`retval`](Self::retval). The error is the kick's, if the kernel
     /// no longer serves the page.
     pub fn wait_all(&mut self) -> io::Result<()> {
-        // Every one, not just the newest: the KC completes the calls it answers itself at
-        // once and the ones it hands to the home later, so completion is not in ring order.
+        // The newest first: the kernel core takes calls in ring order, so while this spins
+        // on the newest entry's line it leaves the lines of the entries being served alone (a
+        // load of a line the kernel core is about to complete pulls it back to this core, and
+        // under TCG each such transfer costs more than the call). Then every other one: the
+        // KC completes the calls it answers itself at once and the ones it hands to the home
+        // later, so completion is not in ring order.
         let submitter = self.submitter;
+        if let Some(newest) = submitter.newest_pending() {
+            self.wait_for(newest)?;
+        }
         for index in submitter.pending_entries() {
             self.wait_for(index)?;
         }
