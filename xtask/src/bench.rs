@@ -18,7 +18,10 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("syscall") => crate::syscall_bench::run(&arguments[1..]),
         Some("ftq") => crate::ftq::bench(&arguments[1..]),
         Some("cores") => crate::core_bench::bench(&arguments[1..]),
-        Some(other) => Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores")),
+        Some("pingpong") => crate::pingpong_bench::run(&arguments[1..]),
+        Some(other) => {
+            Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores, pingpong"))
+        }
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

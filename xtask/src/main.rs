@@ -12,6 +12,7 @@ mod ftq;
 mod interrupts;
 mod kernel_images;
 mod peer;
+mod pingpong_bench;
 mod plot;
 mod proc_bench;
 mod qemu;
@@ -82,6 +83,12 @@ cargo xtask <command>
         each (default 20), idle then with every other core busy; with results/linux-cores.json
         (peer cores) also Reef / Linux for stop and start against the goals; writes
         results/cores.json, cores.png (and cores-vs-linux.png)
+  bench pingpong [--rounds N] [--interval-us U] [--accel kvm|tcg]
+        Barrelfish/DC figure 4's service: a ping-pong through two pipes (user/pingpong), its
+        server on core 3, its client on core 1 timing one round trip every U us (default
+        10000 every 250), while core 3 is restarted twice with /boot/full-v2 (its KCB keeps the
+        server), parked on core 2 (/boot/multi) and unparked; the undisturbed round trips and
+        the longest through each operation; writes results/pingpong.json and pingpong.png
   peer cores [--runs N] [--core N] [--accel kvm|tcg]
         corebench in the Linux guest (4 CPUs, as root): CPU 1 offline and online by its online
         file, idle and loaded; writes results/linux-cores.json and linux-cores.png

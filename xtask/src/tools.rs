@@ -165,7 +165,7 @@ pub fn build_kernel_unsealed() -> Result<PathBuf, String> {
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 13] = [
+pub const USER_PROGRAMS: [&str; 14] = [
     "init",
     "proctest",
     "fstest",
@@ -176,6 +176,7 @@ pub const USER_PROGRAMS: [&str; 13] = [
     "syscallbench",
     "ftq",
     "corebench",
+    "pingpong",
     "tiny",
     "isolation",
     "reef",
