@@ -210,7 +210,7 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         let quick = crate::time::deadline_after_ms(FREEZE_SPIN_MS);
         while waiting() && crate::arch::cpu::read_tsc() < quick {
             crate::msg::drain();
-            crate::arch::cpu::relax();
+            crate::sched::yield_now();
         }
     }
     if !crate::sched::sleep_while(HAND_OVER_TIMEOUT_MS, waiting) {

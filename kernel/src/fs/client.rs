@@ -207,7 +207,15 @@ fn call_with(
         }
         let wake_ns = deadline_ns.filter(|_| !cancelled).unwrap_or(now + 1_000_000_000).min(now + 1_000_000_000);
         let wake = crate::arch::cpu::read_tsc() + crate::time::ns_to_cycles(wake_ns.saturating_sub(now));
-        match sched::block(WaitToken::Reply(request_id), Some(wake)) {
+        // Once cancelled, the answer is on its way: the wait is no longer one a signal or a
+        // move ends (it would end at once, again and again, and the thread would spin without
+        // letting this core take the message that brings the answer).
+        let wakeup = if cancelled {
+            sched::block_uninterruptible(WaitToken::Reply(request_id), Some(wake))
+        } else {
+            sched::block(WaitToken::Reply(request_id), Some(wake))
+        };
+        match wakeup {
             Wakeup::Woken => {}
             Wakeup::TimedOut => {
                 if !crate::msg::is_live(SERVICE_CORE) {

@@ -263,6 +263,31 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Four cores: a ping-pong service with its server kept on core 3 through a restart: every
+    // round trip comes back (BF/DC figure 4's service; `cargo xtask bench pingpong` times it).
+    let script = "spawn 1 /bin/pingpong --rounds 2000 --interval-us 200 > /tmp/pp.txt & sleep 0.4; \
+                  core restart 3 /boot/full-v2; wait; cat /tmp/pp.txt; rm /tmp/pp.txt; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "pingpong-through-a-restart-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["(pingpong) moved here from core 1", "(pingpong) kept through the restart", "PINGPONG rounds=2000 "],
+            )?;
+            let samples: usize =
+                lines_with(serial, "PINGPONG-SAMPLES ").map(|line| line.split_whitespace().count() - 1).sum();
+            if samples != 2000 {
+                return Err(format!("{samples} round trips printed, not 2000"));
+            }
+            if serial.contains("PINGPONG-ERROR") || serial.contains("FAULT core") {
+                return Err("the ping-pong failed, or a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+
     // Four cores: an FTQ thread on AC 3 goes on through three restarts (rt, full-v2, full),
     // while cores 0, 1 and 2 run the message stress; then a plain stop takes a thread home.
     let script = "role 3 ac; execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & \
