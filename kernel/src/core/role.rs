@@ -205,12 +205,17 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
     };
     if how == HandOver::Keep {
         // A process freezes at its next kernel entry, which the ICC itself usually is: tens
-        // of microseconds. A sleep would wait for this core's next tick (10 ms), all of it a
-        // pause of the kept processes, so the asker spins a little first.
+        // of microseconds. A sleep, or a yield to a busy thread, would wait for this core's
+        // next tick (10 ms), all of it a pause of the kept processes, so the asker spins a
+        // little first.
         let quick = crate::time::deadline_after_ms(FREEZE_SPIN_MS);
         while waiting() && crate::arch::cpu::read_tsc() < quick {
+            // This core's messages and file service go on meanwhile: a thread waiting for the
+            // service (a pipe read) freezes once its cancelled request is answered, and the
+            // asker may be the service's core.
             crate::msg::drain();
-            crate::sched::yield_now();
+            crate::fs::at_safe_point();
+            crate::arch::cpu::relax();
         }
     }
     if !crate::sched::sleep_while(HAND_OVER_TIMEOUT_MS, waiting) {

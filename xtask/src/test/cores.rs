@@ -234,11 +234,15 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // descriptors' references at the file service) kept on core 1 through two restarts; the
     // shell's file and FTQ's output are whole after (a reference released twice would close
     // them under their users).
+    // The message stress runs between cores 0 and 1 meanwhile: what core 0 sends to core 1
+    // between its two kernels waits for the next one.
     let script = "spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & \
                   spawn 1 /bin/busybox sh -c 'sleep 0.8; echo slept-through > /tmp/sh.txt; \
-                  /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & sleep 0.4; \
+                  /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & \
+                  /bin/msg stress 3000000 0,1 > /tmp/stress.txt & sleep 0.4; \
                   core restart 1 /boot/full-v2; sleep 0.1; core restart 1 /boot/full; wait; \
-                  cat /tmp/ftq.txt /tmp/sh.txt; rm /tmp/ftq.txt /tmp/sh.txt; /bin/cores; /bin/ps";
+                  cat /tmp/ftq.txt /tmp/sh.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/sh.txt /tmp/stress.txt; \
+                  /bin/cores; /bin/ps";
     let expected_digest = super::roles::hello_digest();
     list.push(Integration {
         name: "core-restart-under-a-process-2-cores".into(),
@@ -259,6 +263,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             if serial.contains("can't open") || serial.contains("FAULT core") {
                 return Err("a file of a kept process was lost, or a kernel faulted".into());
             }
+            stress_balanced(serial)?;
             nothing_leaked(serial, 2)
         }),
     });
