@@ -6,7 +6,8 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p kcb --release --features loom --test loom`
 //!
-//! The stopping core writes its last record (here `stopped_tsc` and a counter) and publishes
+//! The stopping core writes its last record (here `stopped_tsc`, a counter and the chain of the
+//! processes a restart keeps) and publishes
 //! `stopped` with Release; two boot drivers race to claim the KCB. Checked: at most one claim
 //! succeeds, and only once the core is stopped; the winner sees everything the stopped kernel
 //! wrote before it said so; the incarnation goes up exactly once per claim.
@@ -27,8 +28,9 @@ fn violated(what: String) {
     VIOLATION.lock().unwrap().get_or_insert(what);
 }
 
-/// What a boot driver saw when its claim succeeded: the stop time and the stop count.
-type Seen = Option<(u64, u64)>;
+/// What a boot driver saw when its claim succeeded: the stop time, the stop count and the
+/// kept processes' chain (what the next kernel adopts).
+type Seen = Option<(u64, u64, u64)>;
 
 fn driver(kcb: &Kcb) -> Seen {
     // A boot driver claims only what it saw stopped (the stop's own wait), then reads what
@@ -37,7 +39,11 @@ fn driver(kcb: &Kcb) -> Seen {
         return None;
     }
     kcb.claim_for_boot()?;
-    Some((kcb.stopped_tsc.load(Ordering::Relaxed), kcb.stops.load(Ordering::Relaxed)))
+    Some((
+        kcb.stopped_tsc.load(Ordering::Relaxed),
+        kcb.stops.load(Ordering::Relaxed),
+        kcb.kept.chain.load(Ordering::Acquire),
+    ))
 }
 
 #[test]
@@ -48,8 +54,11 @@ fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
         let stopping = {
             let kcb = kcb.clone();
             thread::spawn(move || {
-                // `lifecycle::stop_if_asked`: the record, then the state (Release).
+                // `lifecycle::stop_if_asked`: the record, the kept processes
+                // (`proc::keep::keep_for_next_kernel`), then the state (Release).
                 kcb.stops.fetch_add(1, Ordering::Relaxed);
+                kcb.kept.count.store(2, Ordering::Relaxed);
+                kcb.kept.chain.store(0x5000, Ordering::Release);
                 kcb.stopped_tsc.store(77, Ordering::Relaxed);
                 kcb.set_state(CoreState::Stopped);
             })
@@ -62,11 +71,11 @@ fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
             .collect();
         stopping.join().unwrap();
         let seen: Vec<Seen> = drivers.into_iter().map(|driver| driver.join().unwrap()).collect();
-        let winners: Vec<(u64, u64)> = seen.into_iter().flatten().collect();
+        let winners: Vec<(u64, u64, u64)> = seen.into_iter().flatten().collect();
         if winners.len() > 1 {
             violated(format!("two boot drivers claimed one KCB: {winners:?}"));
         }
-        if winners.iter().any(|winner| *winner != (77, 1)) {
+        if winners.iter().any(|winner| *winner != (77, 1, 0x5000)) {
             violated(format!("the claimer missed the stopped kernel's last writes: {winners:?}"));
         }
         if kcb.incarnation.load(Ordering::Relaxed) != winners.len() as u64 {
