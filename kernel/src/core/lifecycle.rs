@@ -101,6 +101,7 @@ impl core::fmt::Display for CoreError {
                 | RoleError::HostsParked(..)
                 | RoleError::NotTimesharing(_)
                 | RoleError::CannotMove(..)
+                | RoleError::CannotStay(..)
                 | RoleError::AskedByItsOwnProcess(_)),
             ) => {
                 write!(f, "{reason}")

@@ -39,6 +39,8 @@ pub enum RoleError {
     AskedByItsOwnProcess(usize),
     /// A process of the core cannot move to another TC: its pid, and why.
     CannotMove(usize, u32, crate::proc::migrate::CannotMove),
+    /// A process of the core cannot be kept through its restart: its pid, and why.
+    CannotStay(usize, u32, crate::proc::migrate::CannotMove),
     /// The application core runs a thread.
     RunsThread(usize),
     /// The kernel core serves syspages.
@@ -66,6 +68,7 @@ impl RoleError {
             Self::LastTimesharingCore(_)
             | Self::HasProcesses(..)
             | Self::CannotMove(..)
+            | Self::CannotStay(..)
             | Self::AskedByItsOwnProcess(_)
             | Self::RunsThread(_)
             | Self::ServesSyspages(..)
@@ -84,9 +87,11 @@ impl core::fmt::Display for RoleError {
             Self::NotRunning(core, state) => write!(f, "core {core} is {}, not running", state.name()),
             Self::LastTimesharingCore(core) => write!(f, "core {core} is the last timesharing core"),
             Self::CoreZero => write!(f, "core 0 owns the devices, the file service and init, and stays a TC"),
-            Self::HasProcesses(core, count) => {
-                write!(f, "core {core} is home to {count} processes that did not move to other TCs")
-            }
+            Self::HasProcesses(core, count) => write!(
+                f,
+                "core {core} is home to {count} processes that did not move to other TCs (or, for a restart, \
+                 did not stop to be kept)"
+            ),
             Self::AskedByItsOwnProcess(core) => write!(
                 f,
                 "core {core} is home to processes, among them the one asking, which cannot move while it \
@@ -94,6 +99,9 @@ impl core::fmt::Display for RoleError {
             ),
             Self::CannotMove(core, pid, why) => {
                 write!(f, "process {pid} of core {core} cannot move to another TC: {why}; end it first")
+            }
+            Self::CannotStay(core, pid, why) => {
+                write!(f, "process {pid} of core {core} cannot be kept through the restart: {why}; end it first")
             }
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
             Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
@@ -196,7 +204,10 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         icc::call(core, handler::EVACUATE, arguments, ROLE_CHANGE_TIMEOUT_MS).map_err(|_| RoleError::NoAnswer(core))?;
     if answer & REFUSED_MOVE != 0 {
         let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
-        return Err(RoleError::CannotMove(core, answer as u32, why));
+        return Err(match how {
+            HandOver::Keep => RoleError::CannotStay(core, answer as u32, why),
+            _ => RoleError::CannotMove(core, answer as u32, why),
+        });
     }
     let homed = || region.kcb(core).processes.live.load(Ordering::Acquire);
     let waiting = || match how {

@@ -183,7 +183,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   core restart 3 /boot/full-v2; sleep 0.2; /bin/ps | grep ftq; core restart 3 /boot/full; \
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
                   spawn 3 /bin/busybox sh -c 'sleep 0.6; echo slept-through-rt' & sleep 0.3; \
-                  core restart 3 /boot/rt; wait; core restart 3 /boot/full; role 3 tc; /bin/cores; /bin/ps";
+                  core restart 3 /boot/rt; wait; core restart 3 /boot/full; role 3 tc; role 2 kc; \
+                  spawn 3 /bin/syscallbench --syspage --kc 2 --only batch --batch 64 --repeat 30 > /dev/null & \
+                  sleep 0.6; core restart 3 /boot/full; wait; role 2 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-restart-under-a-process-4-cores".into(),
         machine: machine(4, &exec(script)).with_timeout(240),
@@ -218,6 +220,12 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "the five-thread process did not finish on core 3 with its lock count whole",
             )?;
             stress_balanced(serial)?;
+            // A process with a syspage cannot be kept: the restart is refused, nothing changes.
+            printed(
+                serial,
+                "cannot be kept through the restart: a thread of it has a syspage",
+                "a restart under a process with a syspage was not refused",
+            )?;
             // rt runs no timesharing: the shell waits it out on another TC, and goes on.
             printed_in_order(
                 serial,
