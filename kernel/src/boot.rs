@@ -254,7 +254,12 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         *frames::FRAMES.lock() = Some(frames::FrameAllocator::new(heap_start + heap::HEAP_SIZE, partition.end));
     }
     // Processes a restart kept for this kernel: their frames first, before anything takes one.
-    let kept_pages = crate::proc::keep::take_kept_frames();
+    // The frames that holds past its own work are the kept processes' (the leak check counts
+    // them free at the baseline: they come back when the processes end). Measured on the
+    // allocator, so a chain frame the adoption forgot to give back shows as a leak.
+    let free_before_kept = frames::counts().0;
+    crate::proc::keep::take_kept_frames();
+    let kept_frames = free_before_kept - frames::counts().0;
 
     let local = apic::init(facts.local_apic_physical);
     // The role is the KCB's and outlives the kernel. The rt image runs what needs no timer:
@@ -320,9 +325,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
             if features.rdrand { "yes" } else { "no (seeded generator)" }
         );
     }
-    // The kept processes' pages are theirs, not this instance's own use: the leak check
-    // counts them free at the baseline (they come back when the processes end).
-    kcb.processes.baseline_free_frames.fetch_add(kept_pages, Ordering::Relaxed);
+    kcb.processes.baseline_free_frames.fetch_add(kept_frames, Ordering::Relaxed);
     crate::proc::keep::install_kept();
     kcb.running_tsc.store(cpu::read_tsc(), Ordering::Release);
     kcb.set_state(CoreState::Running);

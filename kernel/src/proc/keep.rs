@@ -216,17 +216,16 @@ fn write_chain(stream: &[u8]) -> Result<u64, ()> {
 /// takes the chain a restart kept in the KCB, keeps its frames and the frames of every image
 /// in it out of the free frames, and holds the images for [`install_kept`]. An image naming a
 /// frame outside this allocator, or one taken already, is dropped (its process is lost, and
-/// the log says so); the rest are kept. Returns the pages taken for the processes (the leak
-/// check counts them as the processes' own).
-pub fn take_kept_frames() -> u64 {
+/// the log says so); the rest are kept.
+pub fn take_kept_frames() {
     let kcb = shared::this_kcb();
     let first = kcb.kept.chain.swap(0, Ordering::Acquire);
     let expected = kcb.kept.count.swap(0, Ordering::Relaxed);
     if first == 0 {
-        return 0;
+        return;
     }
     let mut guard = frames::FRAMES.lock();
-    let Some(allocator) = guard.as_mut() else { return 0 };
+    let Some(allocator) = guard.as_mut() else { return };
     let mut stream = Vec::new();
     let mut chain = Vec::new();
     let mut at = first;
@@ -247,7 +246,6 @@ pub fn take_kept_frames() -> u64 {
         let _ = allocator.free(frame);
     }
     let mut images = Vec::new();
-    let mut pages = 0u64;
     let mut records = format::records(&stream);
     let references = records.next().map(decode_references).unwrap_or_default();
     for bytes in records {
@@ -269,14 +267,12 @@ pub fn take_kept_frames() -> u64 {
             }
             continue;
         }
-        pages += claimed.len() as u64;
         images.push(bytes.to_vec());
     }
     if images.len() != expected as usize {
         log::error!("{} processes were kept through the restart, {} can go on", expected, images.len());
     }
     *TAKEN.lock() = Taken { images, references };
-    pages
 }
 
 /// The references record: a count, then (handle id, references) pairs; garbage gives what

@@ -276,6 +276,34 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Four cores: twenty restarts in a row under two kept processes, then the leak check:
+    // nothing of a kept process (its chain of images, its adopted frames, its file
+    // references) piles up from one kernel to the next.
+    let script = "spawn 3 /bin/ftq 300000 20 > /tmp/ftq.txt & \
+                  spawn 3 /bin/busybox sh -c 'sleep 5; echo shell-done' & sleep 0.3; i=0; \
+                  while [ $i -lt 20 ]; do core restart 3 /boot/full > /dev/null || echo restart-failed; \
+                  i=$((i+1)); done; echo restart-loop-done; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
+                  /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "core-restart-loop-under-processes-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(serial, &["restart-loop-done", "shell-done"])?;
+            if serial.contains("restart-failed") || serial.contains("FAULT core") {
+                return Err("a restart in the loop failed, or a kernel faulted".into());
+            }
+            for name in ["ftq", "busybox"] {
+                let kept = serial.lines().filter(|l| l.contains(&format!("({name}) kept through the restart"))).count();
+                if kept != 20 {
+                    return Err(format!("{name} was kept through {kept} of the 20 restarts"));
+                }
+            }
+            one_ftq_run(serial, 300000, 3)?;
+            nothing_leaked(serial, 4)
+        }),
+    });
+
     // Four cores: a ping-pong service with its server kept on core 3 through a restart: every
     // round trip comes back (BF/DC figure 4's service; `cargo xtask bench pingpong` times it).
     let script = "spawn 1 /bin/pingpong --rounds 2000 --interval-us 200 > /tmp/pp.txt & sleep 0.4; \
