@@ -82,17 +82,42 @@ impl From<BuildError> for BootError {
     }
 }
 
-/// Writes the new instance's address space, data copy and stack into its partition through
-/// `view`; returns (page-table root, stack top) and records the reserved prefix in its KCB.
+/// A new kernel instance laid out in its partition, not started yet.
+#[derive(Clone, Copy, Debug)]
+pub struct Prepared {
+    root: u64,
+    stack_top: u64,
+    reserved_end: u64,
+    /// The incarnation it was laid out for (which half of the reserve it took).
+    incarnation: u64,
+    /// TSC cycles the preparation took.
+    cycles: u64,
+}
+
+/// The half of an OSnode's instance reserve (`kcb::block::INSTANCE_RESERVE`) that the kernel
+/// of `incarnation` lays its page tables, private data and stacks out in. Successive kernels
+/// alternate, so a restart prepares the next kernel in the half the running one does not use,
+/// before it stops that one.
+fn reserve_for(partition: Range, incarnation: u64) -> Range {
+    let half = ::kcb::block::INSTANCE_RESERVE / 2;
+    let start = partition.start + (incarnation & 1) * half;
+    Range { start, end: (start + half).min(partition.end) }
+}
+
+/// Writes the address space, data copy and stack of `kcb`'s kernel of `incarnation` into its
+/// partition through `view`. The KCB is not written ([`record`] does, once the core is
+/// claimed).
 fn prepare_instance(
     view: &dyn PhysicalView,
     shared: &SharedRegion,
     kcb: &Kcb,
     image: Option<&KernelImage>,
-) -> Result<(u64, u64), BootError> {
+    incarnation: u64,
+) -> Result<Prepared, BootError> {
+    let begun = read_tsc();
     let facts = &shared.header.facts;
     let partition = kcb.partition();
-    let mut builder = Builder::new(view, partition)?;
+    let mut builder = Builder::new(view, reserve_for(partition, incarnation))?;
     if builder.root >= 1 << 32 {
         return Err(BootError::RootAbove4GiB);
     }
@@ -142,15 +167,22 @@ fn prepare_instance(
     }
     let stack_top = KernelStack::Main.top();
 
-    // Every image's heap and frames start at the same place (`kcb::block::INSTANCE_RESERVE`),
-    // so frames a restart keeps for the next kernel are never inside its reserve.
-    if builder.next_free() > partition.start + ::kcb::block::INSTANCE_RESERVE {
-        return Err(BootError::PartitionFull);
-    }
-    kcb.page_table_root.store(builder.root, Ordering::Relaxed);
-    kcb.reserved_end.store(builder.next_free(), Ordering::Relaxed);
+    // The builder stays inside its half of the reserve, so every image's heap and frames
+    // start at the same place and frames a restart keeps are never under the next kernel's.
+    Ok(Prepared {
+        root: builder.root,
+        stack_top,
+        reserved_end: builder.next_free(),
+        incarnation,
+        cycles: read_tsc() - begun,
+    })
+}
+
+/// Writes what the kernel `prepared` needs of its KCB, once the core is claimed for it.
+fn record(kcb: &Kcb, prepared: &Prepared, image: Option<&KernelImage>) {
+    kcb.page_table_root.store(prepared.root, Ordering::Relaxed);
+    kcb.reserved_end.store(prepared.reserved_end, Ordering::Relaxed);
     kcb.image_from_file.store(u32::from(image.is_some()), Ordering::Relaxed);
-    Ok((builder.root, stack_top))
 }
 
 /// The image QEMU booted, which this instance runs too: its one physical copy of text and
@@ -275,10 +307,13 @@ pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
     let kcb = shared.kcb(0);
     let claimed = kcb.claim_for_boot();
     assert!(claimed.is_some(), "core 0 must be offline at boot");
-    let (root, stack_top) = match prepare_instance(&DirectView, shared, kcb, None) {
+    let incarnation = kcb.incarnation.load(Ordering::Relaxed);
+    let prepared = match prepare_instance(&DirectView, shared, kcb, None, incarnation) {
         Ok(prepared) => prepared,
         Err(error) => panic!("cannot prepare kernel instance 0: {error}"),
     };
+    record(kcb, &prepared, None);
+    let (root, stack_top) = (prepared.root, prepared.stack_top);
     // SAFETY: `root` maps the kernel image, the new stack and the shared region (which holds
     // the KCB); `instance_entry` never returns.
     unsafe { crate::arch::paging::enter_instance(root, stack_top, crate::instance_entry, kcb as *const Kcb as u64) }
@@ -312,6 +347,50 @@ pub struct StartCycles {
 /// Starts logical core `target` from this running instance with `image` (`None`: the image
 /// this instance runs, when it is the booted one).
 pub fn start_core_with(target: usize, image: Option<&KernelImage>) -> Result<StartCycles, BootError> {
+    start(target, image, None)
+}
+
+/// For a restart: lays core `target`'s next kernel out in its partition while the running one
+/// goes on (in the half of the reserve that one does not use), so that only the wake-up is
+/// left for after the stop ([`start_prepared`]). The caller keeps other boot drivers off the
+/// core meanwhile (`restart_pending`).
+pub fn prepare_next(target: usize, image: Option<&KernelImage>) -> Result<Prepared, BootError> {
+    let shared = shared::get();
+    if target >= shared.header.facts.core_count as usize {
+        return Err(BootError::NoSuchCore(target));
+    }
+    let kcb = shared.kcb(target);
+    let incarnation = kcb.incarnation.load(Ordering::Relaxed) + 1;
+    shared.header.boot_driver_lock.lock(shared::this_core());
+    let prepared = prepare_in_window(shared, kcb, image, incarnation);
+    shared.header.boot_driver_lock.unlock();
+    prepared
+}
+
+/// Starts stopped core `target` with the kernel [`prepare_next`] laid out; the preparation
+/// counts in the boot driver's part.
+pub fn start_prepared(
+    target: usize,
+    image: Option<&KernelImage>,
+    prepared: Prepared,
+) -> Result<StartCycles, BootError> {
+    start(target, image, Some(prepared))
+}
+
+fn prepare_in_window(
+    shared: &SharedRegion,
+    kcb: &Kcb,
+    image: Option<&KernelImage>,
+    incarnation: u64,
+) -> Result<Prepared, BootError> {
+    let partition = kcb.partition();
+    crate::mm::window::map(partition).map_err(|_| BootError::WindowUnavailable)?;
+    let prepared = prepare_instance(&WindowView { partition }, shared, kcb, image, incarnation);
+    crate::mm::window::unmap(partition);
+    prepared
+}
+
+fn start(target: usize, image: Option<&KernelImage>, prepared: Option<Prepared>) -> Result<StartCycles, BootError> {
     let begun = read_tsc();
     let shared = shared::get();
     let facts = &shared.header.facts;
@@ -327,10 +406,24 @@ pub fn start_core_with(target: usize, image: Option<&KernelImage>) -> Result<Sta
     };
     let me = shared::this_core();
     shared.header.boot_driver_lock.lock(me);
-    let result = boot_claimed_core(shared, kcb, image);
+    let incarnation = kcb.incarnation.load(Ordering::Relaxed);
+    // A preparation for another incarnation (another start came between) is laid out in the
+    // half the kernel of this one may not use: lay it out again.
+    let early = prepared.filter(|p| p.incarnation == incarnation);
+    let prepared = match early {
+        Some(prepared) => Ok(prepared),
+        None => prepare_in_window(shared, kcb, image, incarnation),
+    };
+    let result = prepared.and_then(|prepared| {
+        record(kcb, &prepared, image);
+        wake_instance(shared, kcb, image, &prepared).map(|()| prepared.cycles)
+    });
     shared.header.boot_driver_lock.unlock();
-    match result {
-        Ok(()) => log::debug!("boot driver: core {target} started"),
+    let prepared_cycles = match result {
+        Ok(cycles) => {
+            log::debug!("boot driver: core {target} started");
+            cycles
+        }
         Err(error) => {
             // A core that never ran the new kernel is as it was; one that took INIT and did
             // not answer is unresponsive.
@@ -338,26 +431,31 @@ pub fn start_core_with(target: usize, image: Option<&KernelImage>) -> Result<Sta
             kcb.set_state(state);
             return Err(error);
         }
-    }
+    };
     if kcb.state() == CoreState::Faulted {
         // The new kernel refused its KCB (another layout version) before it could run.
         return Err(BootError::RefusedKcb);
     }
     let startup = kcb.startup_tsc.load(Ordering::Relaxed);
     let running = kcb.running_tsc.load(Ordering::Acquire);
-    Ok(StartCycles { driver: startup.saturating_sub(begun), target: running.saturating_sub(startup) })
+    // A preparation made before the claim adds its own time to the driver's part.
+    let earlier = if early.is_some() { prepared_cycles } else { 0 };
+    Ok(StartCycles { driver: startup.saturating_sub(begun) + earlier, target: running.saturating_sub(startup) })
 }
 
-fn boot_claimed_core(shared: &SharedRegion, kcb: &Kcb, image: Option<&KernelImage>) -> Result<(), BootError> {
-    let partition = kcb.partition();
-    crate::mm::window::map(partition).map_err(|_| BootError::WindowUnavailable)?;
-    let prepared = prepare_instance(&WindowView { partition }, shared, kcb, image);
-    crate::mm::window::unmap(partition);
-    let (root, stack_top) = prepared?;
-
+fn wake_instance(
+    shared: &SharedRegion,
+    kcb: &Kcb,
+    image: Option<&KernelImage>,
+    prepared: &Prepared,
+) -> Result<(), BootError> {
     let entry = image.map_or(crate::instance_entry as *const () as u64, |image| image.note.instance_entry);
-    let parameters = TrampolineParameters { page_table_root: root, stack_top, entry, kcb: kcb as *const Kcb as u64 };
-
+    let parameters = TrampolineParameters {
+        page_table_root: prepared.root,
+        stack_top: prepared.stack_top,
+        entry,
+        kcb: kcb as *const Kcb as u64,
+    };
     let apic_id = kcb.apic_id.load(Ordering::Relaxed);
     wake_processor(shared, apic_id, parameters, &kcb.startup_tsc, || kcb.state() != CoreState::Booting)
 }

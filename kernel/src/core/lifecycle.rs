@@ -59,6 +59,8 @@ pub enum CoreError {
     NotParked(usize),
     /// The destination core's processor is in use (by that OSnode, or by another one).
     ProcessorBusy(usize, usize),
+    /// Another boot driver is restarting the core.
+    RestartUnderWay(usize),
 }
 
 impl CoreError {
@@ -81,6 +83,7 @@ impl CoreError {
             Self::ParkOnItself(_) | Self::NotParked(_) | Self::AskedByItself(_) => errno::EINVAL,
             Self::CannotHost(_) => errno::EOPNOTSUPP,
             Self::ProcessorBusy(..) => errno::EBUSY,
+            Self::RestartUnderWay(_) => errno::EAGAIN,
         }
     }
 }
@@ -132,6 +135,7 @@ impl core::fmt::Display for CoreError {
                 write!(f, "core {core} runs: only a stopped core's processor can take a parked core")
             }
             Self::ProcessorBusy(core, user) => write!(f, "core {core}'s processor runs core {user} now"),
+            Self::RestartUnderWay(core) => write!(f, "core {core} is being restarted already: wait for it, then ask"),
         }
     }
 }
@@ -223,7 +227,7 @@ pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTime
     }
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
-    let (mut cycles, ended) = boot(core, image.as_deref())?;
+    let (mut cycles, ended) = boot(core, image.as_deref(), None)?;
     cycles.driver += loaded;
     Ok(times(begun, ended, 0, cycles, cached))
 }
@@ -235,16 +239,29 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
-    kcb.restart_pending.store(1, Ordering::Release);
+    // One restart of a core at a time: the next kernel is laid out before the stop, in the
+    // half of the reserve the running one does not use, which a second would write too.
+    if kcb.restart_pending.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return Err(CoreError::RestartUnderWay(core));
+    }
+    // The next kernel is laid out while the old one runs (nothing stops if that fails), so
+    // after the stop only the wake-up is left: the pause of what the core keeps is shorter.
+    let prepared = match kcb.state() {
+        CoreState::Running => boot_driver::prepare_next(core, image.as_deref()).map(Some),
+        _ => Ok(None),
+    }
+    .map_err(|error| CoreError::Boot(core, error));
     // A TC's processes stay, kept in its KCB for the new kernel; if that image runs no
     // timesharing, they go to the other TCs instead (and come back if the old kernel runs
     // on). If the stop does not happen they run on under the old kernel (`restart_pending`
     // is cleared below).
     let application_only = image.as_ref().is_some_and(|image| image.note.flags & ::kcb::APPLICATION_ONLY != 0);
     let how = if application_only { HandOver::ComeBack } else { HandOver::Keep };
-    let result = hand_processes_over(core, how)
-        .and_then(|()| stop_now(core))
-        .and_then(|stop_cycles| Ok((stop_cycles, boot(core, image.as_deref())?)));
+    let result = prepared.and_then(|prepared| {
+        hand_processes_over(core, how)?;
+        let stop_cycles = stop_now(core)?;
+        Ok((stop_cycles, boot(core, image.as_deref(), prepared)?))
+    });
     kcb.restart_pending.store(0, Ordering::Release);
     let (stop_cycles, (mut cycles, ended)) = result?;
     cycles.driver += loaded;
@@ -268,8 +285,16 @@ pub fn set_online(core: usize, online: bool) -> Result<(), u32> {
 }
 
 /// Boots `core`; returns the boot's parts and the TSC when it ended (before the log line).
-fn boot(core: usize, image: Option<&KernelImage>) -> Result<(StartCycles, u64), CoreError> {
-    let cycles = boot_driver::start_core_with(core, image).map_err(|error| CoreError::Boot(core, error))?;
+fn boot(
+    core: usize,
+    image: Option<&KernelImage>,
+    prepared: Option<boot_driver::Prepared>,
+) -> Result<(StartCycles, u64), CoreError> {
+    let cycles = match prepared {
+        Some(prepared) => boot_driver::start_prepared(core, image, prepared),
+        None => boot_driver::start_core_with(core, image),
+    }
+    .map_err(|error| CoreError::Boot(core, error))?;
     let ended = cpu::read_tsc();
     log::debug!(
         "core {core} started with {}: boot driver {} us, target {} us",

@@ -184,8 +184,8 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
                   spawn 3 /bin/busybox sh -c 'sleep 0.6; echo slept-through-rt' & sleep 0.3; \
                   core restart 3 /boot/rt; wait; core restart 3 /boot/full; role 3 tc; role 2 kc; \
-                  spawn 3 /bin/syscallbench --syspage --kc 2 --only batch --batch 64 --repeat 30 > /dev/null & \
-                  sleep 0.6; core restart 3 /boot/full; wait; role 2 tc; /bin/cores; /bin/ps";
+                  spawn 3 /bin/syscallbench --syspage --kc 2 --only batch --batch 64 --repeat 120 > /dev/null & \
+                  sleep 0.5; core restart 3 /boot/full; wait; role 2 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-restart-under-a-process-4-cores".into(),
         machine: machine(4, &exec(script)).with_timeout(240),
