@@ -278,7 +278,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
     kcb.set_image_name(image::IMAGE_NAME);
     let build_id = image::build_id();
-    log::info!(
+    let up = alloc::format!(
         "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}{}",
         local.id(),
         match local.mode() {
@@ -292,6 +292,12 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
         ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
         if kcb.incarnation.load(Ordering::Relaxed) > 1 { ", restarted: taking over its channels" } else { "" },
     );
+    // With processes kept for it, the line waits until they ran (`console::defer_info`).
+    if crate::proc::keep::adopts_any() {
+        crate::console::defer_info(up);
+    } else {
+        log::info!("{up}");
+    }
     crate::msg::init();
     if core == 0 {
         crate::console::route_input(facts);

@@ -128,6 +128,39 @@ impl log::Log for Logger {
 
 static LOGGER: Logger = Logger;
 
+/// Info lines held back for later (`defer_info`), and when the first was: a new kernel that
+/// adopted kept processes prints its lines once they ran, since a line on the serial console
+/// costs hundreds of microseconds under TCG, which the processes would wait through.
+static DEFERRED: spin::Mutex<(alloc::vec::Vec<alloc::string::String>, u64)> =
+    spin::Mutex::new((alloc::vec::Vec::new(), 0));
+/// How long a deferred line waits at most for this core to have nothing ready.
+const DEFER_AT_MOST_MS: u64 = 20;
+
+/// Logs `line` at info level at this core's next idle moment ([`print_deferred`]).
+pub fn defer_info(line: alloc::string::String) {
+    let mut deferred = DEFERRED.lock();
+    if deferred.0.is_empty() {
+        deferred.1 = crate::arch::cpu::read_tsc();
+    }
+    deferred.0.push(line);
+}
+
+/// Logs the deferred lines if this core has nothing else ready (`idle`), or once the oldest
+/// waited [`DEFER_AT_MOST_MS`].
+pub fn print_deferred(idle: bool) {
+    let lines = {
+        let mut deferred = DEFERRED.lock();
+        let due = crate::time::ns_to_cycles(DEFER_AT_MOST_MS * 1_000_000);
+        if deferred.0.is_empty() || !(idle || crate::arch::cpu::read_tsc().wrapping_sub(deferred.1) > due) {
+            return;
+        }
+        core::mem::take(&mut deferred.0)
+    };
+    for line in lines {
+        log::info!("{line}");
+    }
+}
+
 /// Installs the logger of this instance (its own copy of the `log` crate's statics).
 pub fn init_logging(level: LogLevel) {
     let _ = log::set_logger(&LOGGER);

@@ -275,6 +275,11 @@ pub fn take_kept_frames() {
     *TAKEN.lock() = Taken { images, references };
 }
 
+/// Whether this kernel took kept processes to build ([`take_kept_frames`]).
+pub fn adopts_any() -> bool {
+    !TAKEN.lock().images.is_empty()
+}
+
 /// The references record: a count, then (handle id, references) pairs; garbage gives what
 /// decodes.
 fn decode_references(record: &[u8]) -> Vec<(u64, u64)> {
@@ -296,7 +301,9 @@ pub fn install_kept() {
         let header = image.header;
         let us = |from: u64, to: u64| crate::time::cycles_to_ns(to.saturating_sub(from)) / 1000;
         match migrate::install(&image, Arrival::Kept, Some(&mut handles)) {
-            Ok(()) => log::info!(
+            // Printed once the processes ran (`console::defer_info`): the line would add to
+            // their pause.
+            Ok(()) => crate::console::defer_info(alloc::format!(
                 "process {} ({}) kept through the restart: {} threads, {} pages, {} us since it stopped \
                  ({} us to the stop's request, {} us to the stop, {} us for the next kernel)",
                 header.pid,
@@ -307,7 +314,7 @@ pub fn install_kept() {
                 us(header.packed_tsc, asked),
                 us(asked, stopped),
                 us(stopped, crate::arch::cpu::read_tsc()),
-            ),
+            )),
             Err(error) => {
                 // `install` freed what it built, the adopted frames with it.
                 log::error!("process {} kept through the restart could not be built (errno {error}): lost", header.pid);

@@ -320,7 +320,9 @@ pub fn idle_once() {
         }
         crate::core::kcb::Role::Timesharing => {}
     }
-    if with_scheduler(|s| !s.ready.is_empty()) {
+    let ready = with_scheduler(|s| !s.ready.is_empty());
+    crate::console::print_deferred(!ready);
+    if ready {
         yield_now();
     } else {
         crate::msg::wait_for_messages();
