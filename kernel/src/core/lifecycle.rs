@@ -330,6 +330,9 @@ pub fn stop_if_asked() {
     if kcb.processes.live.load(Ordering::Relaxed) != 0 && !crate::proc::keep::all_frozen() {
         return;
     }
+    // Lines this kernel held back are printed before it goes (a restart soon after another
+    // would lose them with it).
+    crate::console::print_deferred(true);
     cpu::disable_interrupts();
     apic::local().stop_timer();
     kcb.stop_requested.store(0, Ordering::Relaxed);

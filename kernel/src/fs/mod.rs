@@ -20,18 +20,16 @@ use initramfs::{Archive, Entry, LookupError};
 use linux_raw_sys::errno;
 use spin::Once;
 
-static INITRAMFS: Once<Archive<'static>> = Once::new();
+/// The initramfs this instance maps, and its archive once read.
+static INITRAMFS_BYTES: Once<&'static [u8]> = Once::new();
+static INITRAMFS: Once<Option<Archive<'static>>> = Once::new();
 
-/// Takes the initramfs this instance maps (read-only, the same bytes on every instance).
+/// Takes the initramfs this instance maps (read-only, the same bytes on every instance). It is
+/// read as an archive at its first use: walking its records takes some 200 µs under TCG,
+/// which a restarted kernel would add to the pause of the processes it keeps.
 pub fn init(bytes: &'static [u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    match Archive::parse(bytes) {
-        Ok(archive) => {
-            INITRAMFS.call_once(|| archive);
-        }
-        Err(error) => log::error!("the initramfs is not a cpio newc archive ({error:?}): no programs to run"),
+    if !bytes.is_empty() {
+        INITRAMFS_BYTES.call_once(|| bytes);
     }
 }
 
@@ -53,9 +51,23 @@ pub fn at_safe_point() {
     service::poll_console();
 }
 
-/// The initramfs, if QEMU was given one.
+/// The initramfs, if QEMU was given one (read as an archive at the first call).
 pub fn archive() -> Option<&'static Archive<'static>> {
-    INITRAMFS.get()
+    if let Some(archive) = INITRAMFS.get() {
+        return archive.as_ref();
+    }
+    // The first read with interrupts off: a handler that wanted the archive meanwhile would
+    // otherwise wait on this core for a read it interrupted.
+    crate::arch::cpu::without_interrupts(|| {
+        INITRAMFS.call_once(|| match Archive::parse(INITRAMFS_BYTES.get()?) {
+            Ok(archive) => Some(archive),
+            Err(error) => {
+                log::error!("the initramfs is not a cpio newc archive ({error:?}): no programs to run");
+                None
+            }
+        })
+    })
+    .as_ref()
 }
 
 fn lookup_errno(error: LookupError) -> Errno {
