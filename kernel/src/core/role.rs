@@ -200,8 +200,14 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         HandOver::Keep => crate::proc::migrate::KEEP,
     };
     let arguments = [destinations, mode, 0, 0, 0];
-    let answer =
-        icc::call(core, handler::EVACUATE, arguments, ROLE_CHANGE_TIMEOUT_MS).map_err(|_| RoleError::NoAnswer(core))?;
+    // An IPI after the call: a core running user code looks at its messages only when
+    // something interrupts it, and its processes stop from the moment they are asked.
+    let answer = icc::call_async(core, handler::EVACUATE, arguments)
+        .and_then(|call| {
+            crate::msg::notify(core, crate::msg::NotifyMode::Ipi);
+            icc::wait(call, ROLE_CHANGE_TIMEOUT_MS)
+        })
+        .map_err(|_| RoleError::NoAnswer(core))?;
     if answer & REFUSED_MOVE != 0 {
         let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
         return Err(match how {

@@ -44,7 +44,7 @@ struct Frozen {
     threads: Vec<MovedThread>,
     /// Every thread of the process checked in: it is counted in `Kcb::kept.frozen`.
     complete: bool,
-    /// When it became complete (the image's `packed_tsc`: where its pause began).
+    /// When it was asked to stay (the image's `packed_tsc`: where its pause began).
     since: u64,
 }
 
@@ -87,7 +87,13 @@ pub fn stay_current(frame: &InterruptFrame) {
             let now = !one.complete && one.threads.len() >= threads_now;
             if now {
                 one.complete = true;
-                one.since = crate::arch::cpu::read_tsc();
+                // The pause began when the process was asked (its thread was interrupted
+                // then, or was waiting), not when its last thread checked in.
+                one.since = ASKED_TSC.load(Ordering::Relaxed).min(crate::arch::cpu::read_tsc());
+                log::debug!(
+                    "process {pid} frozen {} us after it was asked",
+                    crate::time::cycles_to_ns(crate::arch::cpu::read_tsc().saturating_sub(one.since)) / 1000
+                );
             }
             now
         };
@@ -332,6 +338,11 @@ pub fn install_kept() {
 
 /// Keeps `process` for the restart of this core: marks it and wakes its threads, as a move.
 pub fn ask(process: &Arc<Process>) {
+    ASKED_TSC.store(crate::arch::cpu::read_tsc(), Ordering::Relaxed);
     process.moving.store(shared::this_core() + 1, Ordering::Relaxed);
     sched::wake_for_move(process.pid);
 }
+
+/// When this core's processes were last asked to stay for a restart: where their pause
+/// begins (a thread stops running its own code there, at the latest at its next tick).
+static ASKED_TSC: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
