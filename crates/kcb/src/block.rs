@@ -206,8 +206,6 @@ pub struct KeptProcesses {
     /// Physical address of the chain's first frame; 0: nothing kept. Written by the stopping
     /// kernel before it publishes `stopped`, taken (swapped to 0) by the next at entry.
     pub chain: AtomicU64,
-    /// Processes in the chain.
-    pub count: AtomicU32,
     /// Processes of the running kernel stopped at their safe point, waiting for the stop that
     /// a restart asked (the asker waits until every homed process is).
     pub frozen: AtomicU32,

@@ -1,6 +1,8 @@
 //! The format of the processes a restart keeps for the next kernel (`block::KeptProcesses`):
-//! a stream of records, each a little-endian `u64` length then that many bytes (one process's
-//! image), cut into a chain of frames, each starting with a [`FrameHeader`].
+//! a stream of records, each a little-endian `u64` length then that many bytes, cut into a
+//! chain of frames, each starting with a [`FrameHeader`]. The first record says how many
+//! references the stopping kernel held at the file service for each handle the processes
+//! name ([`encode_references`]); each further one is one process's image.
 //!
 //! The stopping kernel writes it, the next one reads it; the reader trusts nothing it finds
 //! (a length past the end ends the stream, a frame's count is cut to its page).
@@ -47,6 +49,39 @@ impl FrameHeader {
 /// A record's head in the stream: the image's length.
 pub fn record_header(length: usize) -> [u8; 8] {
     (length as u64).to_le_bytes()
+}
+
+/// Bytes of the references record of `count` handles.
+pub const fn references_size(count: usize) -> usize {
+    8 + 16 * count
+}
+
+/// Writes the references record of `references` (handle id, references held) into `out`,
+/// which is [`references_size`] of them long: the count, then the pairs, little-endian. `None`
+/// when `out` has another length.
+pub fn encode_references(references: &[(u64, u64)], out: &mut [u8]) -> Option<()> {
+    if out.len() != references_size(references.len()) {
+        return None;
+    }
+    out[..8].copy_from_slice(&(references.len() as u64).to_le_bytes());
+    for (pair, &(id, count)) in out[8..].chunks_exact_mut(16).zip(references) {
+        pair[..8].copy_from_slice(&id.to_le_bytes());
+        pair[8..].copy_from_slice(&count.to_le_bytes());
+    }
+    Some(())
+}
+
+/// The (handle id, references held) pairs of a references record; a count larger than the
+/// record gives the pairs it holds.
+pub fn decode_references(record: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+    let count = record.get(..8).map_or(0, word);
+    record
+        .get(8..)
+        .unwrap_or(&[])
+        .chunks_exact(16)
+        .take(usize::try_from(count).unwrap_or(usize::MAX))
+        .map(move |pair| (word(&pair[..8]), word(&pair[8..])))
 }
 
 /// The records of a stream, in order; a record whose length runs past the end ends it.
@@ -108,11 +143,24 @@ mod tests {
         assert_eq!(FrameHeader::decode(&frame[..15]), None);
     }
 
+    #[test]
+    fn the_references_round_trip_and_a_short_record_gives_what_it_holds() {
+        let references = [(7u64, 2u64), (0x1_0000_0001, 1)];
+        let mut record = [0u8; references_size(2)];
+        assert_eq!(encode_references(&references, &mut record), Some(()));
+        let back: std::vec::Vec<(u64, u64)> = decode_references(&record).collect();
+        assert_eq!(back, references);
+        assert_eq!(decode_references(&record[..24]).count(), 1, "the count says 2, one pair is there");
+        assert_eq!(decode_references(&[]).count(), 0);
+        assert_eq!(encode_references(&references, &mut [0u8; 9]), None);
+    }
+
     proptest! {
         #[test]
         fn garbage_never_panics(stream in proptest::collection::vec(any::<u8>(), 0..256)) {
             let total: usize = records(&stream).map(|record| record.len() + 8).sum();
             prop_assert!(total <= stream.len());
+            prop_assert!(decode_references(&stream).count() * 16 + 8 <= stream.len().max(8));
             if let Some(header) = FrameHeader::decode(&stream) {
                 prop_assert!(header.length <= stream.len() - FRAME_HEADER);
             }

@@ -57,7 +57,6 @@ fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
                 // `lifecycle::stop_if_asked`: the record, the kept processes
                 // (`proc::keep::keep_for_next_kernel`), then the state (Release).
                 kcb.stops.fetch_add(1, Ordering::Relaxed);
-                kcb.kept.count.store(2, Ordering::Relaxed);
                 kcb.kept.chain.store(0x5000, Ordering::Release);
                 kcb.stopped_tsc.store(77, Ordering::Relaxed);
                 kcb.set_state(CoreState::Stopped);

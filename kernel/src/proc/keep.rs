@@ -137,8 +137,8 @@ pub fn all_frozen() -> bool {
 
 /// At the stopping kernel's idle point, before it publishes `stopped`: packs every frozen
 /// process into a chain of frames of this partition and names it in the KCB. No log line
-/// (the console would be most of the stop's time); a process that cannot be packed (no frame
-/// for its image) is counted in the KCB as lost.
+/// (the console would be most of the stop's time); a process that cannot be packed, or all of
+/// them if no frame is left for the chain, is lost with this kernel.
 pub fn keep_for_next_kernel() {
     let kcb = shared::this_kcb();
     kcb.kept.frozen.store(0, Ordering::Relaxed);
@@ -162,33 +162,26 @@ pub fn keep_for_next_kernel() {
             }
         }
     }
-    let mut references = Vec::with_capacity(8 + arcs.len() * 16);
-    references.extend_from_slice(&(arcs.len() as u64).to_le_bytes());
-    for (id, holders) in &arcs {
-        references.extend_from_slice(&id.to_le_bytes());
-        references.extend_from_slice(&(holders.len() as u64).to_le_bytes());
-    }
+    let counts: Vec<(u64, u64)> = arcs.iter().map(|(id, holders)| (*id, holders.len() as u64)).collect();
+    let mut references = alloc::vec![0u8; format::references_size(counts.len())];
+    let _ = format::encode_references(&counts, &mut references);
     let mut stream = Vec::new();
     stream.extend_from_slice(&format::record_header(references.len()));
     stream.extend_from_slice(&references);
-    let mut count = 0u32;
+    let mut packed_any = false;
     for (process, one) in &kept {
         if let Ok(packed) = migrate::pack(process, &one.threads, References::PassOn, one.since) {
             stream.extend_from_slice(&format::record_header(packed.bytes.len()));
             stream.extend_from_slice(&packed.bytes);
-            count += 1;
+            packed_any = true;
         }
     }
-    if count == 0 {
+    if !packed_any {
         return;
     }
-    match write_chain(&stream) {
-        Ok(first) => {
-            kcb.kept.count.store(count, Ordering::Relaxed);
-            // Release: the next kernel that takes the chain reads what was written into it.
-            kcb.kept.chain.store(first, Ordering::Release);
-        }
-        Err(()) => kcb.kept.count.store(0, Ordering::Relaxed),
+    if let Ok(first) = write_chain(&stream) {
+        // Release: the next kernel that takes the chain reads what was written into it.
+        kcb.kept.chain.store(first, Ordering::Release);
     }
 }
 
@@ -226,7 +219,6 @@ fn write_chain(stream: &[u8]) -> Result<u64, ()> {
 pub fn take_kept_frames() {
     let kcb = shared::this_kcb();
     let first = kcb.kept.chain.swap(0, Ordering::Acquire);
-    let expected = kcb.kept.count.swap(0, Ordering::Relaxed);
     if first == 0 {
         return;
     }
@@ -253,7 +245,7 @@ pub fn take_kept_frames() {
     }
     let mut images = Vec::new();
     let mut records = format::records(&stream);
-    let references = records.next().map(decode_references).unwrap_or_default();
+    let references = records.next().map(|record| format::decode_references(record).collect()).unwrap_or_default();
     for bytes in records {
         let Ok(image) = MoveImage::decode(bytes) else {
             log::error!("a kept process image is malformed: dropped");
@@ -275,23 +267,12 @@ pub fn take_kept_frames() {
         }
         images.push(bytes.to_vec());
     }
-    if images.len() != expected as usize {
-        log::error!("{} processes were kept through the restart, {} can go on", expected, images.len());
-    }
     *TAKEN.lock() = Taken { images, references };
 }
 
 /// Whether this kernel took kept processes to build ([`take_kept_frames`]).
 pub fn adopts_any() -> bool {
     !TAKEN.lock().images.is_empty()
-}
-
-/// The references record: a count, then (handle id, references) pairs; garbage gives what
-/// decodes.
-fn decode_references(record: &[u8]) -> Vec<(u64, u64)> {
-    let word = |at: usize| record.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-    let count = word(0).unwrap_or(0).min(record.len() as u64 / 16) as usize;
-    (0..count).filter_map(|i| Some((word(8 + 16 * i)?, word(16 + 16 * i)?))).collect()
 }
 
 /// Before the kernel reports running: builds each process [`take_kept_frames`] held, on the
