@@ -121,6 +121,18 @@ fn remember(reef: bool) {
     WHERE.store(if reef { REEF } else { ELSEWHERE }, Ordering::Relaxed);
 }
 
+/// A pipe, `(read end, write end)`, both close-on-exec: a child gets an end only by a redirect.
+pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut ends = [0 as libc::c_int; 2];
+    // SAFETY: `ends` is a live array of two ints, where `pipe2` stores the two descriptors.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `pipe2` succeeded, so both are fresh open descriptors that nothing else owns.
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(ends[0]), std::os::fd::OwnedFd::from_raw_fd(ends[1])) })
+}
+
 /// Whether this program runs on Reef: asks once (`reef_core`), then remembers.
 pub fn on_reef() -> bool {
     match WHERE.load(Ordering::Relaxed) {

@@ -95,16 +95,7 @@ impl Command {
     }
 }
 
-/// A pipe, `(read end, write end)`, both close-on-exec: a child gets an end only by a redirect.
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut ends = [0 as libc::c_int; 2];
-    // SAFETY: `ends` is a live array of two ints, where `pipe2` stores the two descriptors.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `pipe2` succeeded, so both are fresh open descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
-}
+pub use rt::pipe;
 
 /// A close-on-exec copy of `fd` numbered 10 or above (`F_DUPFD_CLOEXEC`), to put it back later.
 pub fn save(fd: RawFd) -> io::Result<OwnedFd> {

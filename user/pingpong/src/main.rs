@@ -5,7 +5,6 @@
 use rt::place::Place;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::FromRawFd;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -108,19 +107,9 @@ fn go_to(core: usize) -> Result<(), String> {
     }
 }
 
-/// A pipe's (read, write) ends.
-fn pipe() -> io::Result<(File, File)> {
-    let mut ends = [0; 2];
-    // SAFETY: `ends` has room for the two descriptors pipe(2) writes.
-    if unsafe { libc::pipe(ends.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just opened and belong to nothing else.
-    Ok(unsafe { (File::from_raw_fd(ends[0]), File::from_raw_fd(ends[1])) })
-}
-
 fn run(options: &Options) -> Result<(), String> {
     let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
+    let pipe = || rt::pipe().map(|(read, write)| (File::from(read), File::from(write)));
     let (requests_out, requests_in) = pipe().map_err(|error| format!("pipe: {error}"))?;
     let (answers_out, answers_in) = pipe().map_err(|error| format!("pipe: {error}"))?;
     // SAFETY: the process has one thread here, so the child may run any code after fork.

@@ -6,6 +6,7 @@
 //! a byte twice, or never stop taking.)
 
 use rt::syspage::Syspage;
+use std::os::fd::AsRawFd;
 use syspage::ENTRIES;
 
 /// Rounds of a full ring each, without `--rounds`.
@@ -16,11 +17,9 @@ pub const MAX_ROUNDS: usize = 1_000_000;
 pub fn run(kernel_core: usize, rounds: usize) -> Result<String, String> {
     let mut syspage =
         Syspage::register(kernel_core).map_err(|error| format!("reef_syspage_register refused: {error}"))?;
-    let mut ends = [0; 2];
-    // SAFETY: `ends` is two writable ints, all pipe2 writes.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
-    }
+    // Closed when they go out of scope.
+    let pipe = rt::pipe().map_err(|error| format!("pipe2: {error}"))?;
+    let ends = [pipe.0.as_raw_fd(), pipe.1.as_raw_fd()];
     let parent = i64::from(std::os::unix::process::parent_id());
     // One byte per entry, each its own: the pipe's contents say which write ran when.
     let bytes: Vec<u8> = (0..ENTRIES as u8).collect();
@@ -69,11 +68,6 @@ pub fn run(kernel_core: usize, rounds: usize) -> Result<String, String> {
                 expected.len()
             ));
         }
-    }
-    // SAFETY: the pipe's two ends, opened above and used by nothing else.
-    unsafe {
-        libc::close(ends[0]);
-        libc::close(ends[1]);
     }
     Ok(format!("rounds={rounds} writes={writes} answered-by-kc={answered_here} each-once-in-order"))
 }
