@@ -133,6 +133,8 @@ static LOGGER: Logger = Logger;
 /// costs hundreds of microseconds under TCG, which the processes would wait through.
 static DEFERRED: spin::Mutex<(alloc::vec::Vec<alloc::string::String>, u64)> =
     spin::Mutex::new((alloc::vec::Vec::new(), 0));
+/// Whether [`DEFERRED`] holds a line: the idle loop looks here, not at the lock.
+static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
 /// How long a deferred line waits at most for this core to have nothing ready.
 const DEFER_AT_MOST_MS: u64 = 20;
 
@@ -143,17 +145,22 @@ pub fn defer_info(line: alloc::string::String) {
         deferred.1 = crate::arch::cpu::read_tsc();
     }
     deferred.0.push(line);
+    HAS_DEFERRED.store(true, Ordering::Relaxed);
 }
 
 /// Logs the deferred lines if this core has nothing else ready (`idle`), or once the oldest
 /// waited [`DEFER_AT_MOST_MS`].
 pub fn print_deferred(idle: bool) {
+    if !HAS_DEFERRED.load(Ordering::Relaxed) {
+        return;
+    }
     let lines = {
         let mut deferred = DEFERRED.lock();
         let due = crate::time::ns_to_cycles(DEFER_AT_MOST_MS * 1_000_000);
         if deferred.0.is_empty() || !(idle || crate::arch::cpu::read_tsc().wrapping_sub(deferred.1) > due) {
             return;
         }
+        HAS_DEFERRED.store(false, Ordering::Relaxed);
         core::mem::take(&mut deferred.0)
     };
     for line in lines {
