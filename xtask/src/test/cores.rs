@@ -17,6 +17,12 @@ fn lines_with<'a>(serial: &'a str, text: &'a str) -> impl Iterator<Item = &'a st
     serial.lines().filter(move |line| line.contains(text))
 }
 
+/// How many times core `core`'s new kernels said they kept process `name` through a restart.
+fn times_kept(serial: &str, core: usize, name: &str) -> usize {
+    let (prefix, line) = (format!("[c{core} "), format!("({name}) kept through the restart"));
+    serial.lines().filter(|l| l.starts_with(&prefix) && l.contains(&line)).count()
+}
+
 /// Checks one FTQ run of `quanta` from start to end on `core`: one configuration line and one
 /// summary (the process went on through whatever happened to its kernel).
 fn one_ftq_run(serial: &str, quanta: u32, core: usize) -> Result<(), String> {
@@ -198,10 +204,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 &["core 3 restarted with /boot/full-v2 in ", "core 3 restarted with /boot/full in "],
             )?;
             for name in ["ftq", "proctest"] {
-                let kept = serial
-                    .lines()
-                    .filter(|l| l.starts_with("[c3 ") && l.contains(&format!("({name}) kept through the restart")))
-                    .count();
+                let kept = times_kept(serial, 3, name);
                 if kept != 2 {
                     return Err(format!("{name} was kept through {kept} restarts of core 3, not two"));
                 }
@@ -255,11 +258,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         expected_status: 0,
         check: Box::new(move |serial| {
             for name in ["ftq", "busybox", "sleep"] {
-                let kept = serial
-                    .lines()
-                    .filter(|l| l.starts_with("[c1 ") && l.contains(&format!("({name}) kept through the restart")))
-                    .count();
-                if kept == 0 {
+                if times_kept(serial, 1, name) == 0 {
                     return Err(format!("{name} was not kept through a restart of core 1"));
                 }
             }
@@ -291,7 +290,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 return Err("a restart in the loop failed, or a kernel faulted".into());
             }
             for name in ["ftq", "busybox"] {
-                let kept = serial.lines().filter(|l| l.contains(&format!("({name}) kept through the restart"))).count();
+                let kept = times_kept(serial, 3, name);
                 if kept != 20 {
                     return Err(format!("{name} was kept through {kept} of the 20 restarts"));
                 }
