@@ -30,7 +30,8 @@ pub enum BootError {
     NoSuchCore(usize),
     /// The core runs or is being started.
     NotOffline(CoreState),
-    /// Its partition cannot hold page tables, data and stack.
+    /// Its partition, or its half of the instance reserve, cannot hold page tables, data and
+    /// stacks.
     PartitionFull,
     /// The page-table root would be above 4 GiB, out of the 32-bit trampoline's reach.
     RootAbove4GiB,
@@ -57,7 +58,11 @@ impl core::fmt::Display for BootError {
                     state.name()
                 )
             }
-            Self::PartitionFull => write!(f, "partition too small for the kernel instance: give QEMU more memory (-m)"),
+            Self::PartitionFull => write!(
+                f,
+                "the kernel instance does not fit: its partition is too small (give QEMU more memory, -m), or the \
+                 image needs more than its half of the instance reserve (kcb::block::INSTANCE_RESERVE)"
+            ),
             Self::RootAbove4GiB => write!(f, "partition above 4 GiB: the trampoline cannot load its page tables"),
             Self::NoResponse => write!(f, "core did not answer INIT-SIPI-SIPI; it is marked unresponsive"),
             Self::WindowUnavailable => {
