@@ -198,12 +198,19 @@ pub struct MovedAction {
 
 /// No sleep to finish, in [`MovedThread::restart_until_ns`].
 pub const NO_RESTART: u64 = u64::MAX;
+/// The thread's user code runs at home, in [`MovedThread::application_core`].
+pub const AT_HOME: u32 = u32::MAX;
 
 /// A thread of the process, stopped on its way back to ring 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MovedThread {
     pub tid: u32,
     pub alternate_stack_flags: u32,
+    /// The application core its user code runs on (NIX execac), or [`AT_HOME`]; only a
+    /// process kept through its home's restart has one (`call::MOVE_*` flags in
+    /// `application_flags`): the next kernel sends the thread back there.
+    pub application_core: u32,
+    pub application_flags: u32,
     pub fs_base: u64,
     pub clear_child_tid: u64,
     pub blocked: u64,
@@ -224,6 +231,8 @@ impl Default for MovedThread {
         Self {
             tid: 0,
             alternate_stack_flags: 0,
+            application_core: AT_HOME,
+            application_flags: 0,
             fs_base: 0,
             clear_child_tid: 0,
             blocked: 0,
@@ -238,11 +247,13 @@ impl Default for MovedThread {
 }
 
 impl MovedThread {
-    pub const SIZE: usize = 8 + 7 * 8 + REGISTERS * 8 + FPU_STATE_SIZE;
+    pub const SIZE: usize = 16 + 7 * 8 + REGISTERS * 8 + FPU_STATE_SIZE;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u32(self.tid)?;
         out.u32(self.alternate_stack_flags)?;
+        out.u32(self.application_core)?;
+        out.u32(self.application_flags)?;
         for value in [
             self.fs_base,
             self.clear_child_tid,
@@ -264,6 +275,8 @@ impl MovedThread {
         let mut thread = Self {
             tid: input.u32()?,
             alternate_stack_flags: input.u32()?,
+            application_core: input.u32()?,
+            application_flags: input.u32()?,
             fs_base: input.u64()?,
             clear_child_tid: input.u64()?,
             blocked: input.u64()?,
@@ -587,7 +600,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn sample_thread() -> MovedThread {
-        let mut thread = MovedThread { tid: 200_007, fs_base: 0x7000_1000, blocked: 1 << 9, ..MovedThread::default() };
+        let mut thread = MovedThread {
+            tid: 200_007,
+            application_core: 3,
+            application_flags: 1,
+            fs_base: 0x7000_1000,
+            blocked: 1 << 9,
+            ..MovedThread::default()
+        };
         thread.registers[17] = 0x40_1000;
         thread.fpu[0] = 0x7f;
         thread

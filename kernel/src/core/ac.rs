@@ -52,15 +52,26 @@ static RECALLED: AtomicBool = AtomicBool::new(false);
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// The guest left because this core stops: its home keeps it, so no `Ended` is sent.
 static SUSPENDED: AtomicBool = AtomicBool::new(false);
+/// The home restarts and builds the guest's tables anew: let go of the borrowed ones.
+static HOME_RESTARTS: AtomicBool = AtomicBool::new(false);
 /// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
-/// The guest's root while it runs, and what it was last loaded with: the home's mapping generation and
-/// top-level entries. A run that brings the same leaves the translations this core cached of
-/// the guest's memory alone: reloading the root on every forwarded call cost a quarter of it
-/// under TCG, which drops its whole software TLB.
+/// The guest's root while it runs, and what it was last loaded with. A run that brings the
+/// same leaves the translations this core cached of the guest's memory alone: reloading the
+/// root on every forwarded call cost a quarter of it under TCG, which drops its whole
+/// software TLB.
 struct GuestRoot {
     root: BorrowedRoot,
-    loaded: Option<(u64, Vec<(u16, u64)>)>,
+    loaded: Option<Loaded>,
+}
+
+/// What a root was loaded with: the home kernel's incarnation (a restarted home builds the
+/// tables anew, perhaps in the same frames with the same generation), its mapping generation
+/// and its top-level entries.
+struct Loaded {
+    home_incarnation: u64,
+    mappings: u64,
+    entries: Vec<(u16, u64)>,
 }
 
 static ROOT: Mutex<Option<GuestRoot>> = Mutex::new(None);
@@ -132,15 +143,29 @@ fn load_state(command: &AcCommand) {
     fpu.restore();
     user::set_fs_base(command.fs_base);
     if let Some(guest) = ROOT.lock().as_mut() {
-        let same = guest
-            .loaded
-            .as_ref()
-            .is_some_and(|(mappings, entries)| *mappings == command.mappings && entries == command.root_entries());
+        let home_incarnation =
+            shared::get().kcbs.get(usize::from(command.home)).map_or(0, |kcb| kcb.incarnation.load(Ordering::Acquire));
+        let same = guest.loaded.as_ref().is_some_and(|loaded| {
+            loaded.home_incarnation == home_incarnation
+                && loaded.mappings == command.mappings
+                && loaded.entries == command.root_entries()
+        });
         if !same || !guest.root.is_loaded() {
             guest.root.set_user_entries(command.root_entries());
             guest.root.load();
-            guest.loaded = Some((command.mappings, command.root_entries().to_vec()));
+            guest.loaded =
+                Some(Loaded { home_incarnation, mappings: command.mappings, entries: command.root_entries().to_vec() });
         }
+    }
+}
+
+/// Lets go of the home's tables (an empty user half) until the next run brings them again:
+/// the home's next kernel builds them anew in frames the old one may have used for anything.
+fn drop_borrowed_tables() {
+    if let Some(guest) = ROOT.lock().as_mut() {
+        guest.root.set_user_entries(&[]);
+        guest.root.load();
+        guest.loaded = None;
     }
 }
 
@@ -277,10 +302,16 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
     }
     // An AC has nothing else to do: it polls for the answer (no interrupt, the NIX way) for a
     // while, and only a long wait (a read of the console, a sleep) halts until an IPI.
-    let poll_until = cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(ANSWER_POLL_NS));
+    let mut poll_until = cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(ANSWER_POLL_NS));
     loop {
         if ENDED.load(Ordering::Acquire) {
             leave();
+        }
+        if HOME_RESTARTS.swap(false, Ordering::AcqRel) {
+            drop_borrowed_tables();
+            // The answer comes from the home's next kernel, milliseconds away: halt until it
+            // sends (a polling core would take a host CPU from the booting one under TCG).
+            poll_until = 0;
         }
         let command = INBOX.lock().pop_front();
         if stopping() {
@@ -307,9 +338,14 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             }
             continue;
         }
-        if !crate::msg::is_live(guest.home) {
+        // A home between two kernels of a restart keeps the thread: its next kernel sends it
+        // on.
+        if !crate::msg::is_reachable(guest.home) {
             log::warn!("home core {} of thread {} stopped: the thread ends here", guest.home, guest.tid);
             leave();
+        }
+        if !crate::msg::is_live(guest.home) {
+            poll_until = 0;
         }
         if cpu::read_tsc() < poll_until {
             crate::msg::drain();
@@ -363,7 +399,12 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
             RECALLED.store(false, Ordering::Release);
             INBOX.lock().push_back(command);
         }
-        CommandKind::Recall if ours => RECALLED.store(true, Ordering::Release),
+        CommandKind::Recall if ours => {
+            if command.flags & abi::application::RECALL_FOR_RESTART != 0 {
+                HOME_RESTARTS.store(true, Ordering::Release);
+            }
+            RECALLED.store(true, Ordering::Release);
+        }
         CommandKind::End if ours => ENDED.store(true, Ordering::Release),
         CommandKind::Flush if ours => {
             drop(guest);

@@ -187,7 +187,10 @@ fn why_it_cannot_go(process: &Process, to_another_core: bool) -> Option<CannotMo
         return Some(CannotMove::Threads(tids.len()));
     }
     for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
-        if thread.away.lock().is_some() {
+        // A thread on an AC names its home in the AC's records: it may stay (its next kernel
+        // is the same home) but not go elsewhere. One whose calls go through a syspage has
+        // one (below).
+        if thread.away.lock().is_some() && to_another_core {
             return Some(CannotMove::OnApplicationCore);
         }
         if crate::syscall::syspage::of_thread(thread.tid).is_some() {
@@ -345,6 +348,11 @@ const GATHERING: u64 = 1 << 62;
 /// exited meanwhile makes it so without checking in).
 const GATHERING_POLL_MS: u64 = 10;
 
+/// Whether `process` is asked to stay for this core's next kernel (`proc::keep`).
+pub fn is_kept_here(process: &Process) -> bool {
+    process.moving.load(Ordering::Relaxed) & !PACKING == shared::this_core() + 1
+}
+
 /// On the way back to ring 3 of the running thread, whose process was asked to move: the
 /// thread checks in with its state; the last of the process's threads to do so packs the
 /// process and hands it over, the others wait for the outcome. Returns only if the move
@@ -353,7 +361,7 @@ const GATHERING_POLL_MS: u64 = 10;
 pub fn move_current(frame: &mut InterruptFrame) {
     let me = sched::current();
     let Some(process) = me.process.clone() else { return };
-    if process.moving.load(Ordering::Relaxed) & !PACKING == shared::this_core() + 1 {
+    if is_kept_here(&process) {
         // Kept here for this core's next kernel.
         drop((me, process));
         return super::keep::stay_current(frame);
@@ -460,9 +468,12 @@ pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedTh
     fpu.save();
     let stack = *thread.signals.alternate_stack.lock();
     let restart = *thread.restart_sleep.lock();
+    let away = *thread.away.lock();
     MovedThread {
         tid: thread.tid,
         alternate_stack_flags: stack.flags,
+        application_core: away.map_or(abi::migration::AT_HOME, |away| away.core as u32),
+        application_flags: away.map_or(0, |away| away.flags as u32),
         fs_base: thread.fs_base.load(Ordering::Relaxed),
         clear_child_tid: thread.clear_child_tid.load(Ordering::Relaxed),
         blocked: thread.signals.blocked.load(Ordering::Relaxed),
@@ -961,6 +972,14 @@ pub(super) fn install(
         )
         .map_err(|_| errno::ENOMEM)?;
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
+        if moved.application_core != abi::migration::AT_HOME {
+            // Only a kept thread comes with an AC (a move refuses one): it goes back there
+            // from its first way to ring 3.
+            if arrival != Arrival::Kept {
+                return Err(errno::EINVAL);
+            }
+            super::remote::adopt_away(&thread, moved.application_core as usize, u64::from(moved.application_flags));
+        }
         if moved.restart_until_ns != NO_RESTART {
             *thread.restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
         }

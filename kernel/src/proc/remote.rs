@@ -182,6 +182,22 @@ pub fn current_core() -> usize {
     }
 }
 
+/// A thread of a process kept through this home's restart, whose user code ran on `core`:
+/// it is away again, and goes back there from its first way to ring 3 ([`serve_first`]).
+pub fn adopt_away(thread: &sched::Thread, core: usize, flags: u64) {
+    *thread.away.lock() = Some(Away { core, flags, started: true, visiting: false });
+}
+
+/// At a thread's first entry to ring 3: a thread adopted away ([`adopt_away`]) goes to its AC
+/// instead.
+pub fn serve_first(frame: &mut InterruptFrame) {
+    if current_away().is_some() {
+        crate::arch::cpu::enable_interrupts();
+        serve(frame);
+        crate::arch::cpu::disable_interrupts();
+    }
+}
+
 /// Whether the running thread is away (a cheap test on every system call's way out).
 fn current_away() -> Option<Away> {
     sched::with_current_thread(|thread| *thread.away.lock()).flatten()
@@ -411,6 +427,15 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
     loop {
         if let Some(event) = take_event(thread.tid) {
             return Waited::Event(Box::new(event));
+        }
+        if !recalled && thread.process.as_ref().is_some_and(|process| super::migrate::is_kept_here(process)) {
+            // This home restarts and keeps the process: the thread checks in at home with
+            // its registers, and the AC lets go of the tables the next kernel builds anew.
+            recalled = true;
+            let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+            let mut recall = AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid);
+            recall.flags = abi::application::RECALL_FOR_RESTART;
+            send(core, &recall);
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();

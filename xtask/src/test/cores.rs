@@ -238,6 +238,43 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Four cores: processes homed on TC 2 whose threads run on AC 3 (execac) are kept through
+    // restarts of their home: FTQ computing there (recalled with its registers, sent back by
+    // the next kernel), then a busybox shell whose call waits at home (its child's sleep);
+    // both go on on core 3. The message stress runs between cores 0 and 1 meanwhile.
+    let script = "role 3 ac; /bin/msg stress 1500000 0,1 > /tmp/stress.txt & \
+                  spawn 2 /bin/execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & sleep 0.5; \
+                  core restart 2 /boot/full-v2; sleep 0.2; core restart 2 /boot/full; wait; \
+                  cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
+                  spawn 2 /bin/execac 3 /bin/busybox sh -c 'sleep 0.6; echo slept-on-ac; \
+                  /bin/busybox sha256sum /etc/hello.txt' & sleep 0.3; \
+                  core restart 2 /boot/full; wait; role 3 tc; /bin/cores; /bin/ps";
+    let expected_digest = super::roles::hello_digest();
+    list.push(Integration {
+        name: "core-restart-under-an-execac-process-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            if times_kept(serial, 2, "ftq") != 2 {
+                return Err("FTQ, on AC 3, was not kept through both restarts of its home".into());
+            }
+            if times_kept(serial, 2, "busybox") != 1 {
+                return Err("the shell on AC 3 was not kept through the restart of its home".into());
+            }
+            if serial.contains("the thread ends here") || serial.contains("cannot be kept") {
+                return Err("a thread on the AC was dropped, or a restart refused".into());
+            }
+            // One FTQ run, from start to end on core 3: same process, output uninterrupted.
+            one_ftq_run(serial, 150000, 3)?;
+            stress_balanced(serial)?;
+            printed_in_order(serial, &["slept-on-ac", &format!("{expected_digest}  /etc/hello.txt")])?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+
     // Two cores: FTQ and a busybox shell with its child `sleep` (a fork: the two share their
     // descriptors' references at the file service) kept on core 1 through two restarts; the
     // shell's file and FTQ's output are whole after (a reference released twice would close

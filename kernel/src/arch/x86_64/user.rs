@@ -106,6 +106,7 @@ global_asm!(
     // A new thread's first switch returns here, with its user frame at the stack pointer.
     .global thread_first_entry
     thread_first_entry:
+        mov rdi, rsp
         call {started}
         jmp interrupt_return
 
