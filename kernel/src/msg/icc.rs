@@ -16,7 +16,18 @@ use spin::Mutex;
 /// An ICC handler: arguments in, a value or a status out.
 pub type IccHandler = fn(&[u64; ICC_ARGUMENTS]) -> Result<u64, IccStatus>;
 
-static HANDLERS: Mutex<[Option<IccHandler>; handler::MAX as usize + 1]> = Mutex::new([None; handler::MAX as usize + 1]);
+static HANDLERS: Mutex<[Option<Registered>; handler::MAX as usize + 1]> = Mutex::new([None; handler::MAX as usize + 1]);
+
+#[derive(Clone, Copy)]
+struct Registered {
+    function: IccHandler,
+    /// It runs only where this core holds no reservation ([`register_outside_sends`]).
+    outside_sends: bool,
+}
+
+/// Requests for handlers that run outside sends, received inside one: run once it is done.
+static POSTPONED: Mutex<Vec<IccRequest>> = Mutex::new(Vec::new());
+static POSTPONED_COUNT: AtomicU32 = AtomicU32::new(0);
 static COMPLETED: Mutex<Vec<IccReply>> = Mutex::new(Vec::new());
 /// Calls sent and not yet answered: (call id, callee). A reply to anything else (a call given
 /// up on) is dropped, so `COMPLETED` cannot grow without bound.
@@ -75,7 +86,26 @@ impl ::core::fmt::Display for IccError {
 
 /// Registers an ICC handler on this instance.
 pub fn register(id: u16, function: IccHandler) {
-    HANDLERS.lock()[id as usize] = Some(function);
+    HANDLERS.lock()[id as usize] = Some(Registered { function, outside_sends: false });
+}
+
+/// Registers an ICC handler that sends much, and so must not run inside this core's own
+/// large send (its sends to that send's target would all wait behind it, `super::nested`): a
+/// request received there waits until the send is done.
+pub fn register_outside_sends(id: u16, function: IccHandler) {
+    HANDLERS.lock()[id as usize] = Some(Registered { function, outside_sends: true });
+}
+
+/// Runs the requests postponed until this core held no reservation (from `drain`).
+pub(super) fn run_postponed() {
+    if POSTPONED_COUNT.load(Ordering::Relaxed) == 0 || super::nested::any_held() {
+        return;
+    }
+    let requests = core::mem::take(&mut *POSTPONED.lock());
+    POSTPONED_COUNT.store(0, Ordering::Relaxed);
+    for request in requests {
+        answer(&request);
+    }
 }
 
 pub(super) fn register_handlers() {
@@ -125,8 +155,21 @@ fn serve(message: &Message) -> HandlerResult {
     if request.from as usize >= super::messaging_cores() {
         return Err(abi::message::DecodeError::BadField("from"));
     }
-    let function = HANDLERS.lock().get(request.handler as usize).copied().flatten();
-    let (status, value) = match function.map(|f| f(&request.arguments)) {
+    let registered = HANDLERS.lock().get(request.handler as usize).copied().flatten();
+    if registered.is_some_and(|r| r.outside_sends) && super::nested::any_held() {
+        let mut postponed = POSTPONED.lock();
+        postponed.push(request);
+        POSTPONED_COUNT.store(postponed.len() as u32, Ordering::Relaxed);
+        return Ok(());
+    }
+    answer(&request);
+    Ok(())
+}
+
+/// Runs `request`'s handler and sends its reply.
+fn answer(request: &IccRequest) {
+    let registered = HANDLERS.lock().get(request.handler as usize).copied().flatten();
+    let (status, value) = match registered.map(|r| (r.function)(&request.arguments)) {
         None => (IccStatus::NoSuchHandler, 0),
         Some(Ok(value)) => (IccStatus::Done, value),
         Some(Err(status)) => (status, 0),
@@ -135,7 +178,6 @@ fn serve(message: &Message) -> HandlerResult {
     if let Err(error) = send_blocking(request.from as usize, &line(Kind::IccReply, |out| reply.encode(out))) {
         log::debug!("reply to call {} of core {} not sent: {error}", request.call_id, request.from);
     }
-    Ok(())
 }
 
 fn complete(message: &Message) -> HandlerResult {
@@ -154,6 +196,11 @@ fn complete(message: &Message) -> HandlerResult {
 
 /// Sends a call and returns its id without waiting.
 pub fn call_async(target: usize, handler: u16, arguments: [u64; ICC_ARGUMENTS]) -> Result<u32, IccError> {
+    if super::nested::must_wait(target) {
+        // Inside this core's own large send to `target`: the request would wait behind that
+        // send, which cannot go on before this call returns.
+        return Err(IccError::Send(super::counted(SendError::Channel(channel::ChannelError::EndpointTaken))));
+    }
     let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
     let request = IccRequest { from: shared::this_core() as u16, handler, call_id, arguments };
     let message = line(Kind::IccRequest, |out| request.encode(out));

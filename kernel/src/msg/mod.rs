@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod icc;
+pub mod nested;
 pub mod stress;
 
 use crate::arch::{apic, cpu, idt};
@@ -521,8 +522,17 @@ pub fn queue_mode(target: usize) -> NotifyMode {
 }
 
 /// Sends one line to `target`'s receive queue (high or normal as its registry says) and
-/// notifies it; fails at once if the queue is full.
+/// notifies it; fails at once if the queue is full. From a handler run inside this core's own
+/// large send to `target`, the line waits until that send is done ([`nested`]).
 pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
+    if nested::must_wait(target) {
+        check_target(target)?;
+        return nested::defer_line(target, message);
+    }
+    try_send_now(target, message)
+}
+
+fn try_send_now(target: usize, message: &Message) -> Result<(), SendError> {
     check_target(target)?;
     // Counted before the ticket is taken: should this core die holding it, the receiver skips
     // the slot and counts it lost, and sent = received + dropped + lost still holds.
@@ -540,9 +550,22 @@ pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
 /// two cores sending to each other never deadlock. Gives up, with a named and counted error,
 /// as soon as the target stops running or after [`SEND_TIMEOUT_MS`].
 pub fn send_blocking(target: usize, message: &Message) -> Result<(), SendError> {
+    send_blocking_with(target, message, try_send)
+}
+
+/// [`send_blocking`] of a line deferred behind a large send, once that is done.
+fn send_blocking_now(target: usize, message: &Message) -> Result<(), SendError> {
+    send_blocking_with(target, message, try_send_now)
+}
+
+fn send_blocking_with(
+    target: usize,
+    message: &Message,
+    send: fn(usize, &Message) -> Result<(), SendError>,
+) -> Result<(), SendError> {
     let patience = Patience::new(target, SEND_TIMEOUT_MS);
     loop {
-        match try_send(target, message) {
+        match send(target, message) {
             Err(SendError::Channel(ChannelError::Full)) => {
                 patience.check()?;
                 drain();
@@ -568,6 +591,14 @@ pub fn send_large_draining(target: usize, kind: Kind, bytes: &[u8]) -> Result<()
 }
 
 fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -> Result<(), SendError> {
+    if nested::must_wait(target) {
+        check_target(target)?;
+        return nested::defer_large(target, kind, bytes);
+    }
+    send_large_now(target, kind, bytes, draining)
+}
+
+fn send_large_now(target: usize, kind: Kind, bytes: &[u8], draining: bool) -> Result<(), SendError> {
     check_target(target)?;
     if bytes.len() > MAX_LARGE_MESSAGE {
         return Err(SendError::Channel(ChannelError::TooLong));
@@ -599,7 +630,11 @@ fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -
         }
     };
     let queue = queue_for(target, kind as u16);
-    match channel::send_large_within(queue, shared::this_core() as usize, kind as u16, bytes, keep_waiting) {
+    // A handler run while this waits (draining) and sending to `target` waits behind it; what
+    // it sent goes out when `held` is dropped, after this send.
+    let held = draining.then(|| nested::Held::take(target));
+    let result = channel::send_large_within(queue, shared::this_core() as usize, kind as u16, bytes, keep_waiting);
+    let outcome = match result {
         Ok(()) => {
             notify(target, queue_mode(target));
             Ok(())
@@ -613,7 +648,9 @@ fn send_large_waiting(target: usize, kind: Kind, bytes: &[u8], draining: bool) -
             sent.store(sent.load(Ordering::Relaxed) - chunks, Ordering::Relaxed);
             Err(SendError::Channel(error))
         }
-    }
+    };
+    drop(held);
+    outcome
 }
 
 /// Sends one line on the URPC ring from this core to `target`.
@@ -837,6 +874,7 @@ pub fn is_collecting_large() -> bool {
 
 /// Handles every message waiting on this core's channels; returns how many.
 pub fn drain() -> usize {
+    icc::run_postponed();
     let mut handled = 0;
     while let Some(incoming) = receive_one() {
         dispatch(&incoming);

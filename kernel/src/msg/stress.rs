@@ -38,7 +38,7 @@ pub(super) fn register_handlers() {
     }
     super::register(Kind::Stress, Handler { high_priority: false, on_line: Some(on_stress), on_large: None });
     super::register(Kind::StressLarge, Handler { high_priority: false, on_line: None, on_large: Some(on_large) });
-    icc::register(handler::STRESS_SENDER, |arguments| {
+    icc::register_outside_sends(handler::STRESS_SENDER, |arguments| {
         send_share(arguments[0], arguments[1] != 0, arguments[2]);
         Ok(0)
     });
