@@ -189,6 +189,13 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
         if syspages != 0 {
             writeln!(out, "      serves {syspages} syspages")?;
         }
+        if state != CoreState::Running && kcb.kept.chain.load(Ordering::Acquire) != 0 {
+            writeln!(
+                out,
+                "      keeps its processes in its KCB until it starts (core start {})",
+                kcb.core_id.load(Ordering::Relaxed)
+            )?;
+        }
         let id = kcb.core_id.load(Ordering::Relaxed) as usize;
         let processor = region.header.osnodes[id].load(Ordering::Acquire);
         if let Some(host) = kcb.parking.host() {

@@ -118,13 +118,15 @@ pub mod role {
 /// `ENOENT` (no such image), `ENOEXEC` (the file is no kernel image, or is corrupt),
 /// `EPROTO` (the image was built for another KCB version), `ETIMEDOUT` (the core did not
 /// answer), `EFAULT` (a bad pointer), `EOPNOTSUPP` (parking onto a core whose image cannot
-/// host); `EBUSY` also for a parked core (stop, start, role) and a host of one, `EINVAL`
-/// for unparking a core that is not parked. A refused request changes nothing.
+/// host); `EBUSY` also for a parked core (stop, start, role) and a host of one, and for a
+/// start with an image that runs no timesharing of a core that keeps processes (a
+/// `STOP | KEEP`), `EINVAL` for unparking a core that is not parked. A refused request
+/// changes nothing.
 pub const CORE_OPERATION: u64 = FIRST + 10;
 
 /// The operations of [`CORE_OPERATION`], in its low byte; the flags above it.
 pub mod core_operation {
-    /// Save the core's KCB and halt it.
+    /// Save the core's KCB and halt it (with [`KEEP`], its processes in it).
     pub const STOP: u64 = 0;
     /// Boot a stopped (or never started) core on its KCB, with the given image.
     pub const START: u64 = 1;
@@ -140,8 +142,12 @@ pub mod core_operation {
     pub const OWN_CORE: u64 = u64::MAX;
     /// Flag: load the image from the initramfs afresh instead of from the boot driver's cache.
     pub const UNCACHED: u64 = 1 << 8;
+    /// [`STOP`]'s flag: a timesharing core's processes stay, frozen, in its KCB (Barrelfish/DC:
+    /// the KCB holds the OSnode's state) until a [`START`] boots a kernel that takes them on;
+    /// without it they move to the other TCs, as Linux moves a CPU's tasks off.
+    pub const KEEP: u64 = 1 << 9;
     /// Every flag.
-    pub const FLAGS: u64 = UNCACHED;
+    pub const FLAGS: u64 = UNCACHED | KEEP;
 }
 
 /// What a [`CORE_OPERATION`] took, in nanoseconds of the TSC; a part that did not happen is 0.

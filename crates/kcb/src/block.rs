@@ -165,8 +165,10 @@ pub struct Kcb {
     pub syspages: AtomicU32,
     /// Set by a boot driver's stop request; the core stops at its next idle point.
     pub stop_requested: AtomicU32,
-    /// Set by a boot driver for the whole of a restart: the homes of an application core's
-    /// thread wait for the new kernel instead of taking the thread back for good.
+    /// Set by a boot driver for the whole of a restart ([`RESTARTING`]), or for a stop that
+    /// keeps the core's processes for a later start ([`STOPPING_TO_KEEP`]): the homes of an
+    /// application core's thread wait for the new kernel instead of taking the thread back
+    /// for good, and messages for the core wait for its next kernel.
     pub restart_pending: AtomicU32,
     /// Times of the last stop and start (TSC): stop asked, stopped; STARTUP IPI sent, running.
     pub stop_asked_tsc: AtomicU64,
@@ -218,6 +220,12 @@ pub const INSTANCE_RESERVE: u64 = 1 << 20;
 
 /// Processes of one OSnode's pid range that may live on other cores at once.
 pub const MAX_MOVED_AWAY: usize = 16;
+
+/// [`Kcb::restart_pending`]: a boot driver restarts the core.
+pub const RESTARTING: u32 = 1;
+/// [`Kcb::restart_pending`]: a boot driver stops the core, its processes kept in the KCB for a
+/// later start.
+pub const STOPPING_TO_KEEP: u32 = 2;
 
 /// A process of an OSnode's pid range homed on another core: `pid` (0: the slot is free) and
 /// the core it lives on. Whoever moves the process writes `core`; a slot is taken by a

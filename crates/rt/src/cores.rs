@@ -4,9 +4,16 @@ use std::io;
 
 pub use abi::call::CoreTimes;
 
-/// Stops `core`: its kernel saves its KCB and halts; its processes stay homed on the KCB.
+/// Stops `core`: its kernel saves its KCB and halts; a timesharing core's processes move to
+/// the other TCs first.
 pub fn stop(core: usize) -> io::Result<CoreTimes> {
     operation(abi::call::core_operation::STOP, core, None, false)
+}
+
+/// Stops `core` with its processes frozen in its KCB: they go on where they stopped once a
+/// [`start`] boots a kernel there (Barrelfish/DC).
+pub fn stop_keeping(core: usize) -> io::Result<CoreTimes> {
+    operation(abi::call::core_operation::STOP | abi::call::core_operation::KEEP, core, None, false)
 }
 
 /// Starts a stopped (or never started) `core` with the kernel image at `image` (`None`: the

@@ -16,7 +16,7 @@
 use super::boot_driver::{self, BootError, StartCycles};
 use super::kcb::{CoreState, Role};
 use super::kernel_image::{self, ImageError, KernelImage};
-use super::role::{HandOver, RoleError};
+use super::role::{HandOver, RoleError, StopKind};
 use super::shared;
 use crate::arch::{apic, cpu};
 use crate::msg::icc;
@@ -61,6 +61,9 @@ pub enum CoreError {
     ProcessorBusy(usize, usize),
     /// Another boot driver is restarting the core.
     RestartUnderWay(usize),
+    /// The stopped core's KCB holds processes a `stop --keep` kept, which this image cannot
+    /// take on (it runs no timesharing).
+    KeepsProcesses(usize),
 }
 
 impl CoreError {
@@ -84,6 +87,7 @@ impl CoreError {
             Self::CannotHost(_) => errno::EOPNOTSUPP,
             Self::ProcessorBusy(..) => errno::EBUSY,
             Self::RestartUnderWay(_) => errno::EAGAIN,
+            Self::KeepsProcesses(_) => errno::EBUSY,
         }
     }
 }
@@ -136,6 +140,11 @@ impl core::fmt::Display for CoreError {
             }
             Self::ProcessorBusy(core, user) => write!(f, "core {core}'s processor runs core {user} now"),
             Self::RestartUnderWay(core) => write!(f, "core {core} is being restarted already: wait for it, then ask"),
+            Self::KeepsProcesses(core) => write!(
+                f,
+                "core {core} keeps the processes it had when it stopped, and this image runs no timesharing: \
+                 start it with one that does (core start {core} /boot/full)"
+            ),
         }
     }
 }
@@ -146,6 +155,22 @@ impl core::fmt::Display for CoreError {
 pub fn stop(core: usize) -> Result<u64, CoreError> {
     hand_processes_over(core, HandOver::Leave)?;
     stop_now(core)
+}
+
+/// Stops `core` with its processes frozen in its KCB (Barrelfish/DC: the KCB holds the
+/// OSnode's state while no kernel runs it); a later [`start`] boots a kernel that takes them
+/// on where they stopped, as a restart does. Meanwhile they run nowhere: signals for them
+/// fail, and their parents' waits wait.
+pub fn stop_keeping(core: usize) -> Result<u64, CoreError> {
+    let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
+    let keeping = ::kcb::block::STOPPING_TO_KEEP;
+    if kcb.restart_pending.compare_exchange(0, keeping, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return Err(CoreError::RestartUnderWay(core));
+    }
+    let result = hand_processes_over(core, HandOver::KeepUntilStart).and_then(|()| stop_now(core));
+    // Stopped, the frozen threads are gone with their kernel; given up, they thaw and run on.
+    kcb.restart_pending.store(0, Ordering::Release);
+    result
 }
 
 /// Before a stop: the processes of timesharing core `core` move to the other TCs, or stay
@@ -226,6 +251,10 @@ pub fn start(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTime
         return Err(CoreError::Busy(RoleError::Parked(core, host)));
     }
     let (image, cached) = image(path, uncached)?;
+    let keeps = shared::get().listed_kcbs().get(core).is_some_and(|kcb| kcb.kept.chain.load(Ordering::Acquire) != 0);
+    if keeps && image.as_ref().is_some_and(|image| image.note.flags & ::kcb::APPLICATION_ONLY != 0) {
+        return Err(CoreError::KeepsProcesses(core));
+    }
     let loaded = cpu::read_tsc() - begun;
     let (mut cycles, ended) = boot(core, image.as_deref(), None)?;
     cycles.driver += loaded;
@@ -241,7 +270,8 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
     // One restart of a core at a time: the next kernel is laid out before the stop, in the
     // half of the reserve the running one does not use, which a second would write too.
-    if kcb.restart_pending.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    let restarting = ::kcb::block::RESTARTING;
+    if kcb.restart_pending.compare_exchange(0, restarting, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return Err(CoreError::RestartUnderWay(core));
     }
     // The next kernel is laid out while the old one runs (nothing stops if that fails), so
@@ -357,9 +387,8 @@ pub fn init() {
         // on a syspage: its call is in a kernel core's hands.
         let hands_back = super::ac::can_suspend();
         // A kernel core's syspages stay in its KCB for the next kernel: a restart keeps
-        // them; a plain stop would strand their calls.
-        let restarting = shared::this_kcb().restart_pending.load(Ordering::Acquire) != 0;
-        if let Some(refusal) = super::role::what_keeps_this_core(restarting).filter(|_| !hands_back) {
+        // them; another stop would strand their calls. Processes stay if the stop keeps them.
+        if let Some(refusal) = super::role::what_keeps_this_core(StopKind::asked()).filter(|_| !hands_back) {
             return Ok(refusal);
         }
         shared::this_kcb().stop_requested.store(1, Ordering::Release);

@@ -101,7 +101,7 @@ impl core::fmt::Display for RoleError {
                 write!(f, "process {pid} of core {core} cannot move to another TC: {why}; end it first")
             }
             Self::CannotStay(core, pid, why) => {
-                write!(f, "process {pid} of core {core} cannot be kept through the restart: {why}; end it first")
+                write!(f, "process {pid} of core {core} cannot be kept in its KCB: {why}; end it first")
             }
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
             Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
@@ -165,6 +165,37 @@ pub enum HandOver {
     /// They stay where they are, kept in the KCB for the next kernel (a restart with an
     /// image that runs timesharing: `proc::keep`).
     Keep,
+    /// They stay, kept in the KCB, through a stop until a start (`core stop --keep`): as
+    /// `Keep`, but a thread on an AC cannot wait that long.
+    KeepUntilStart,
+}
+
+impl HandOver {
+    fn keeps(self) -> bool {
+        matches!(self, Self::Keep | Self::KeepUntilStart)
+    }
+}
+
+/// What a stop may leave in the KCB for the next kernel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum StopKind {
+    /// Nothing: processes, an AC's thread and a KC's syspages refuse it.
+    Plain,
+    /// The processes homed here, all frozen (`core stop --keep`).
+    KeepProcesses,
+    /// Frozen processes and served syspages (a restart: the next kernel follows at once).
+    Restart,
+}
+
+impl StopKind {
+    /// The stop a boot driver asked for, as its `restart_pending` says.
+    pub(super) fn asked() -> Self {
+        match shared::this_kcb().restart_pending.load(Ordering::Acquire) {
+            0 => Self::Plain,
+            ::kcb::block::STOPPING_TO_KEEP => Self::KeepProcesses,
+            _ => Self::Restart,
+        }
+    }
 }
 
 /// Asks `core`, if it is a running timesharing core home to processes, to hand them all over
@@ -191,13 +222,14 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
             other.state() == CoreState::Running && other.role() == Role::Timesharing && other.parking.host().is_none()
         })
         .fold(0u64, |set, c| set | 1 << c);
-    if destinations == 0 && how != HandOver::Keep {
+    if destinations == 0 && !how.keeps() {
         return Err(RoleError::LastTimesharingCore(core));
     }
     let mode = match how {
         HandOver::Leave => 0,
         HandOver::ComeBack => 1,
         HandOver::Keep => crate::proc::migrate::KEEP,
+        HandOver::KeepUntilStart => crate::proc::migrate::KEEP_UNTIL_START,
     };
     let arguments = [destinations, mode, 0, 0, 0];
     // An IPI after the call: a core running user code looks at its messages only when
@@ -210,17 +242,21 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         .map_err(|_| RoleError::NoAnswer(core))?;
     if answer & REFUSED_MOVE != 0 {
         let why = crate::proc::migrate::CannotMove::from_code((answer >> 32) as u32 & 0x7FFF_FFFF);
-        return Err(match how {
-            HandOver::Keep => RoleError::CannotStay(core, answer as u32, why),
-            _ => RoleError::CannotMove(core, answer as u32, why),
+        return Err(if how.keeps() {
+            RoleError::CannotStay(core, answer as u32, why)
+        } else {
+            RoleError::CannotMove(core, answer as u32, why)
         });
     }
     let homed = || region.kcb(core).processes.live.load(Ordering::Acquire);
-    let waiting = || match how {
-        HandOver::Keep => homed() != region.kcb(core).kept.frozen.load(Ordering::Acquire),
-        _ => homed() != 0,
+    let waiting = || {
+        if how.keeps() {
+            homed() != region.kcb(core).kept.frozen.load(Ordering::Acquire)
+        } else {
+            homed() != 0
+        }
     };
-    if how == HandOver::Keep {
+    if how.keeps() {
         // A process freezes at its next kernel entry, which the ICC itself usually is: tens
         // of microseconds. A sleep, or a yield to a busy thread, would wait for this core's
         // next tick (10 ms), all of it a pause of the kept processes, so the asker spins a
@@ -304,7 +340,9 @@ fn apply(role: Role) -> Result<(), u64> {
     if role != Role::Timesharing && processes != 0 {
         return Err(REFUSED_PROCESSES | u64::from(processes));
     }
-    if let Some(refusal) = what_keeps_this_core(false).filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES) {
+    if let Some(refusal) =
+        what_keeps_this_core(StopKind::Plain).filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES)
+    {
         return Err(refusal);
     }
     kcb.role.store(role as u32, Ordering::Release);
@@ -318,9 +356,10 @@ fn apply(role: Role) -> Result<(), u64> {
 }
 
 /// What runs on this core that a role change or a stop would leave behind: it is parked or
-/// hosts a parked core, processes homed here, an application thread, syspages served (but for
-/// a `restart`: the KCB keeps them for the next kernel); encoded as in [`decode_refusal`].
-pub(super) fn what_keeps_this_core(restart: bool) -> Option<u64> {
+/// hosts a parked core, processes homed here (but those a `stop` keeps frozen in the KCB for
+/// the next kernel), an application thread, syspages served (but for a restart, which keeps
+/// them too); encoded as in [`decode_refusal`].
+pub(super) fn what_keeps_this_core(stop: StopKind) -> Option<u64> {
     let kcb = shared::this_kcb();
     if let Some(host) = kcb.parking.host() {
         return Some(REFUSED_PARKED | host as u64);
@@ -329,15 +368,16 @@ pub(super) fn what_keeps_this_core(restart: bool) -> Option<u64> {
         return Some(REFUSED_HOSTING | guest as u64);
     }
     let processes = kcb.processes.live.load(Ordering::Relaxed);
-    // A restart may stop a core whose processes are all kept for the next kernel.
-    if processes != 0 && !(restart && crate::proc::keep::all_frozen()) {
+    // A restart, or a stop that keeps them, may stop a core whose processes are all frozen
+    // for the next kernel.
+    if processes != 0 && !(stop != StopKind::Plain && crate::proc::keep::all_frozen()) {
         return Some(REFUSED_PROCESSES | u64::from(processes));
     }
     if kcb.application_thread.load(Ordering::Acquire) != 0 {
         return Some(REFUSED_THREAD);
     }
     let syspages = kcb.syspages.load(Ordering::Acquire);
-    if syspages != 0 && !restart {
+    if syspages != 0 && stop != StopKind::Restart {
         return Some(REFUSED_SYSPAGES | u64::from(syspages));
     }
     None
@@ -373,7 +413,8 @@ pub fn current() -> Role {
 pub fn init() {
     icc::register(handler::EVACUATE, |arguments: &[u64; ICC_ARGUMENTS]| {
         let asked = match arguments[1] {
-            crate::proc::migrate::KEEP => crate::proc::migrate::keep_all(),
+            crate::proc::migrate::KEEP => crate::proc::migrate::keep_all(false),
+            crate::proc::migrate::KEEP_UNTIL_START => crate::proc::migrate::keep_all(true),
             come_back => crate::proc::migrate::evacuate(arguments[0], come_back != 0),
         };
         Ok(match asked {

@@ -283,6 +283,9 @@ pub fn install_kept() {
     let mut handles = BTreeMap::new();
     let kcb = shared::this_kcb();
     let (asked, stopped) = (kcb.stop_asked_tsc.load(Ordering::Relaxed), kcb.stopped_tsc.load(Ordering::Relaxed));
+    // The asker of a restart waits for this kernel with the flag set; a start after a
+    // `stop --keep` finds it clear.
+    let through = if kcb.restart_pending.load(Ordering::Acquire) != 0 { "restart" } else { "stop" };
     for bytes in images {
         let Ok(image) = MoveImage::decode(&bytes) else { continue };
         let header = image.header;
@@ -291,7 +294,7 @@ pub fn install_kept() {
             // Printed once the processes ran (`console::defer_info`): the line would add to
             // their pause.
             Ok(()) => crate::console::defer_info(alloc::format!(
-                "process {} ({}) kept through the restart: {} threads, {} pages, {} us since it stopped \
+                "process {} ({}) kept through the {through}: {} threads, {} pages, {} us since it stopped \
                  ({} us to the stop's request, {} us to the stop, {} us for the next kernel)",
                 header.pid,
                 core::str::from_utf8(image.name).unwrap_or("?"),

@@ -173,24 +173,36 @@ impl core::fmt::Display for CannotMove {
 }
 
 fn why_it_cannot_move(process: &Process) -> Option<CannotMove> {
-    why_it_cannot_go(process, true)
+    why_it_cannot_go(process, Going::Elsewhere)
 }
 
-/// Why `process` cannot move (`to_another_core`) or be kept through a restart of this core.
-fn why_it_cannot_go(process: &Process, to_another_core: bool) -> Option<CannotMove> {
+/// Where a process is asked to go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Going {
+    /// To another core.
+    Elsewhere,
+    /// Nowhere: kept for this OSnode's next kernel, which follows at once (a restart).
+    ThroughRestart,
+    /// Nowhere: kept in the KCB until a start, however long the core stays stopped.
+    UntilStart,
+}
+
+/// Why `process` cannot go as asked.
+fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
     if process.is_killed() {
         return Some(CannotMove::Ending);
     }
     let tids = process.state.lock().threads.clone();
     // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
-    if to_another_core && tids.len() > kcb::block::MAX_MOVED_AWAY {
+    if going == Going::Elsewhere && tids.len() > kcb::block::MAX_MOVED_AWAY {
         return Some(CannotMove::Threads(tids.len()));
     }
     for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
-        // A thread on an AC names its home in the AC's records: it may stay (its next kernel
-        // is the same home) but not go elsewhere. One whose calls go through a syspage has
-        // one (below).
-        if thread.away.lock().is_some() && to_another_core {
+        // A thread on an AC names its home in the AC's records: it may wait out a restart of
+        // its home (the next kernel is the same home), but not go elsewhere, nor hold its AC
+        // through a stop of unknown length. One whose calls go through a syspage has one
+        // (below).
+        if thread.away.lock().is_some() && going != Going::ThroughRestart {
             return Some(CannotMove::OnApplicationCore);
         }
         if crate::syscall::syspage::of_thread(thread.tid).is_some() {
@@ -240,12 +252,18 @@ pub fn evacuate(destinations: u64, come_back: bool) -> Result<u32, (u32, CannotM
 /// timesharing: its processes stay, kept for the next kernel (`proc::keep`).
 pub const KEEP: u64 = 2;
 
-/// On the OSnode about to restart: asks every process to stay for the next kernel; returns
-/// how many, or the first that cannot (then none is asked).
-pub fn keep_all() -> Result<u32, (u32, CannotMove)> {
+/// `EVACUATE`'s second argument for a stop that keeps the OSnode's processes in its KCB until
+/// a start (`core stop --keep`).
+pub const KEEP_UNTIL_START: u64 = 3;
+
+/// On the OSnode about to restart (or to stop, `until_start`): asks every process to stay for
+/// the next kernel; returns how many, or the first that cannot (then none is asked). A
+/// thread on an AC waits out a restart there, but not a stop of unknown length.
+pub fn keep_all(until_start: bool) -> Result<u32, (u32, CannotMove)> {
     let processes = super::all();
     for process in &processes {
-        if let Some(reason) = why_it_cannot_go(process, false) {
+        let going = if until_start { Going::UntilStart } else { Going::ThroughRestart };
+        if let Some(reason) = why_it_cannot_go(process, going) {
             return Err((process.pid, reason));
         }
     }

@@ -150,6 +150,8 @@ struct CoreRequest {
     /// `PARK`'s host, `UNPARK`'s destination (`None`: the OSnode's own core).
     other_core: Option<usize>,
     uncached: bool,
+    /// `STOP`'s `KEEP`: the processes stay in the KCB.
+    keep: bool,
     times: u64,
 }
 
@@ -181,7 +183,7 @@ fn decode_core_request(
             op::OWN_CORE => None,
             other => Some(usize::try_from(other).map_err(|_| errno::EINVAL)?),
         };
-        return Ok(CoreRequest { operation: kind, core, image: None, other_core, uncached: false, times });
+        return Ok(CoreRequest { operation: kind, core, image: None, other_core, uncached: false, keep: false, times });
     }
     let image = match image_length {
         0 => None,
@@ -196,14 +198,22 @@ fn decode_core_request(
             Some(path)
         }
     };
-    if image.is_some() && kind == op::STOP {
+    if (image.is_some() && kind == op::STOP) || (flags & op::KEEP != 0 && kind != op::STOP) {
         return Err(errno::EINVAL);
     }
     if times != 0 {
         // Checked before anything happens, so a bad pointer changes nothing.
         write_user(times, &abi::call::CoreTimes::default())?;
     }
-    Ok(CoreRequest { operation: kind, core, image, other_core: None, uncached: flags & op::UNCACHED != 0, times })
+    Ok(CoreRequest {
+        operation: kind,
+        core,
+        image,
+        other_core: None,
+        uncached: flags & op::UNCACHED != 0,
+        keep: flags & op::KEEP != 0,
+        times,
+    })
 }
 
 /// `reef_core_operation(operation, core, image, image_length, times)`: stops, starts or restarts a
@@ -213,11 +223,13 @@ pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, 
     use abi::call::core_operation as op;
     let request = decode_core_request(operation, core, image, image_length, times)?;
     let image = request.image.as_deref();
+    let stopped = |cycles| {
+        let ns = crate::time::cycles_to_ns(cycles);
+        abi::call::CoreTimes { total_ns: ns, stop_ns: ns, ..Default::default() }
+    };
     let result = match request.operation {
-        op::STOP => lifecycle::stop(request.core).map(|cycles| {
-            let ns = crate::time::cycles_to_ns(cycles);
-            abi::call::CoreTimes { total_ns: ns, stop_ns: ns, ..Default::default() }
-        }),
+        op::STOP if request.keep => lifecycle::stop_keeping(request.core).map(stopped),
+        op::STOP => lifecycle::stop(request.core).map(stopped),
         op::START => lifecycle::start(request.core, image, request.uncached),
         op::PARK => crate::core::park::park(request.core, request.other_core.unwrap_or(usize::MAX)),
         op::UNPARK => crate::core::park::unpark(request.core, request.other_core),

@@ -343,7 +343,7 @@ pub fn run_forwarded() {
 
 /// Whether a boot driver is restarting `kernel_core`: its syspages outlive its kernel.
 fn is_restarting(kernel_core: usize) -> bool {
-    shared::get().kcb(kernel_core).restart_pending.load(Ordering::Acquire) != 0
+    shared::get().kcb(kernel_core).restart_pending.load(Ordering::Acquire) == ::kcb::block::RESTARTING
 }
 
 /// Sends `line` to `kernel_core`, waiting out a restart of it: the entry it completes is

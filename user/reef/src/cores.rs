@@ -4,7 +4,7 @@
 use crate::{FAILED_STATUS, USAGE_STATUS};
 use rt::cores::{self, CoreTimes};
 
-const USAGE: &str = "core stop <core> | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached] | core park <core> <host> | core unpark <core> [destination]";
+const USAGE: &str = "core stop <core> [--keep] | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached] | core park <core> <host> | core unpark <core> [destination]";
 
 /// What to say when `reef_core_operation` refused with `errno`, and what to do about it.
 pub fn core_error_text(errno: Option<i32>) -> &'static str {
@@ -12,7 +12,7 @@ pub fn core_error_text(errno: Option<i32>) -> &'static str {
         Some(libc::EINVAL) => "no such core, a bad image path, or a core that is not parked: see `cores` and `ls /boot`",
         Some(libc::EPERM) => "core 0 owns the devices, the file service and init, and never stops",
         Some(libc::EBUSY) => {
-            "something keeps it: a process homed there that cannot move to another TC or be kept through a restart (a TC's processes move before it stops and stay through a restart; ask from another core), an application thread, syspages, a parked core (unpark it), or it is parked or no timesharing core (the kernel log says which)"
+            "something keeps it: a process homed there that cannot move to another TC or be kept through a restart (a TC's processes move before it stops and stay through a restart or a stop --keep; ask from another core), an application thread, syspages, a parked core (unpark it), a stopped core keeping processes started with an image that runs no timesharing, or it is parked or no timesharing core (the kernel log says which)"
         }
         Some(libc::EOPNOTSUPP) => {
             "that core's image cannot do this: a host must run /boot/multi (core restart <host> /boot/multi)"
@@ -95,9 +95,14 @@ pub fn core(words: &[&str]) -> u8 {
         return park_or_unpark(words);
     }
     let uncached = words.contains(&"--uncached");
-    let words: Vec<&str> = words.iter().copied().filter(|word| *word != "--uncached").collect();
+    let keep = words.contains(&"--keep");
+    let words: Vec<&str> = words.iter().copied().filter(|word| !matches!(*word, "--uncached" | "--keep")).collect();
     let (operation, core, image) = match words.as_slice() {
-        [operation @ "stop", core] => (*operation, *core, None),
+        [operation @ "stop", core] if !uncached => (*operation, *core, None),
+        _ if keep => {
+            eprintln!("core: --keep goes with stop only: core stop <core> --keep");
+            return USAGE_STATUS;
+        }
         [operation @ "start", core] => (*operation, *core, None),
         [operation @ ("start" | "restart"), core, image] => (*operation, *core, Some(*image)),
         _ => {
@@ -110,6 +115,7 @@ pub fn core(words: &[&str]) -> u8 {
         return USAGE_STATUS;
     };
     let (result, done) = match operation {
+        "stop" if keep => (cores::stop_keeping(core), "stopped, its processes kept in its KCB,"),
         "stop" => (cores::stop(core), "stopped"),
         "start" => (cores::start(core, image, uncached), "started"),
         _ => (cores::restart(core, image, uncached), "restarted"),
@@ -140,6 +146,9 @@ mod tests {
         assert_eq!(core(&["stop"]), USAGE_STATUS);
         assert_eq!(core(&["stop", "x"]), USAGE_STATUS);
         assert_eq!(core(&["stop", "1", "/boot/rt"]), USAGE_STATUS);
+        assert_eq!(core(&["stop", "1", "--uncached"]), USAGE_STATUS);
+        assert_eq!(core(&["start", "1", "--keep"]), USAGE_STATUS);
+        assert_eq!(core(&["restart", "1", "/boot/full", "--keep"]), USAGE_STATUS);
         assert_eq!(core(&["restart", "1"]), USAGE_STATUS);
         assert_eq!(core(&["park", "1"]), USAGE_STATUS);
         assert_eq!(core(&["park", "1", "x"]), USAGE_STATUS);

@@ -100,8 +100,8 @@ const COMMANDS: [Command; 14] = [
     },
     Command {
         name: "core",
-        usage: "core stop|start|restart|park|unpark <core> [image|host|destination]",
-        what: "stop, start or restart a core with a kernel image (/boot/full, /boot/rt, ...); park it on a multi core",
+        usage: "core stop|start|restart|park|unpark <core> [image|host|destination] [--keep|--uncached]",
+        what: "stop, start or restart a core with a kernel image (/boot/full, /boot/rt, ...); park it on a multi core; stop --keep holds its processes until a start",
         run: |_, arguments| cores::core(arguments),
     },
 ];

@@ -19,7 +19,13 @@ fn lines_with<'a>(serial: &'a str, text: &'a str) -> impl Iterator<Item = &'a st
 
 /// How many times core `core`'s new kernels said they kept process `name` through a restart.
 fn times_kept(serial: &str, core: usize, name: &str) -> usize {
-    let (prefix, line) = (format!("[c{core} "), format!("({name}) kept through the restart"));
+    times_kept_through(serial, core, name, "restart")
+}
+
+/// How many times core `core`'s new kernels said they kept process `name` through a
+/// `restart`, or through a `stop` (`core stop --keep`, then a start).
+fn times_kept_through(serial: &str, core: usize, name: &str, through: &str) -> usize {
+    let (prefix, line) = (format!("[c{core} "), format!("({name}) kept through the {through}:"));
     serial.lines().filter(|l| l.starts_with(&prefix) && l.contains(&line)).count()
 }
 
@@ -180,12 +186,12 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     });
 
     // Four cores: an FTQ process and a five-thread process homed on TC 3 go on through two
-    // restarts of their core (full-v2, then full) while cores 1 and 2 run the message stress:
+    // restarts of their core (full-v2, then full) while cores 0, 1 and 2 run the message stress:
     // the KCB keeps them, in place, for the next kernel (same pid, one output, the threads'
     // lock count whole). Then a restart with rt (an AC image) hands a process to another TC.
-    // (The stress leaves out core 0, the file service's: see role-hands-processes-over.)
+    // (Core 0, the file service's, takes part: see role-hands-processes-over.)
     let script = "spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & spawn 3 /bin/proctest --threads-for 2500 & \
-                  on 1 /bin/msg stress 150000 1,2 > /tmp/stress.txt & sleep 0.5; \
+                  on 1 /bin/msg stress 150000 0,1,2 > /tmp/stress.txt & sleep 0.5; \
                   core restart 3 /boot/full-v2; sleep 0.2; /bin/ps | grep ftq; core restart 3 /boot/full; \
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
                   spawn 3 /bin/busybox sh -c 'sleep 0.6; echo slept-through-rt' & sleep 0.3; \
@@ -223,7 +229,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             // A process with a syspage cannot be kept: the restart is refused, nothing changes.
             printed(
                 serial,
-                "cannot be kept through the restart: a thread of it has a syspage",
+                "cannot be kept in its KCB: a thread of it has a syspage",
                 "a restart under a process with a syspage was not refused",
             )?;
             // rt runs no timesharing: the shell waits it out on another TC, and goes on.
@@ -248,7 +254,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
                   spawn 2 /bin/execac 3 /bin/busybox sh -c 'sleep 0.6; echo slept-on-ac; \
                   /bin/busybox sha256sum /etc/hello.txt' & sleep 0.3; \
-                  core restart 2 /boot/full; wait; role 3 tc; /bin/cores; /bin/ps";
+                  core restart 2 /boot/full; wait; \
+                  spawn 2 /bin/execac 3 /bin/busybox sleep 0.4 & sleep 0.2; core stop 2 --keep; wait; \
+                  role 3 tc; /bin/cores; /bin/ps";
     let expected_digest = super::roles::hello_digest();
     list.push(Integration {
         name: "core-restart-under-an-execac-process-4-cores".into(),
@@ -261,8 +269,17 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             if times_kept(serial, 2, "busybox") != 1 {
                 return Err("the shell on AC 3 was not kept through the restart of its home".into());
             }
-            if serial.contains("the thread ends here") || serial.contains("cannot be kept") {
-                return Err("a thread on the AC was dropped, or a restart refused".into());
+            if serial.contains("the thread ends here") {
+                return Err("a thread on the AC was dropped".into());
+            }
+            // A stop that keeps processes until a start refuses one with a thread on an AC.
+            printed(
+                serial,
+                "cannot be kept in its KCB: a thread of it runs on an application core",
+                "a stop --keep under a process with a thread on an AC was not refused",
+            )?;
+            if serial.matches("cannot be kept in its KCB").count() != 1 {
+                return Err("a restart under a process with a thread on an AC was refused".into());
             }
             // One FTQ run, from start to end on core 3: same process, output uninterrupted.
             one_ftq_run(serial, 150000, 3)?;
@@ -272,6 +289,45 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 return Err("a kernel faulted".into());
             }
             nothing_leaked(serial, 4)
+        }),
+    });
+
+    // Two cores: `core stop 1 --keep` freezes FTQ and a sleeping shell in core 1's KCB
+    // (Barrelfish/DC: the KCB holds the OSnode's state while no kernel runs it); they run
+    // nowhere until `core start 1`, whose kernel takes them on where they stopped. A start with
+    // an image that runs no timesharing is refused meanwhile.
+    let script = "spawn 1 /bin/busybox sh -c 'sleep 0.3; echo woke-after-start; \
+                  /bin/busybox sha256sum /etc/hello.txt' & spawn 1 /bin/ftq 30000 50 > /tmp/ftq.txt & \
+                  sleep 0.1; core stop 1 --keep; /bin/cores; core start 1 /boot/rt; sleep 0.8; \
+                  echo before-start; core start 1; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; /bin/cores; /bin/ps";
+    let expected_digest = super::roles::hello_digest();
+    list.push(Integration {
+        name: "core-stop-keep-start-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "core 1 stopped, its processes kept in its KCB, in ",
+                    "keeps its processes in its KCB until it starts (core start 1)",
+                    "keeps the processes it had when it stopped, and this image runs no timesharing",
+                    "before-start",
+                    "core 1 started in ",
+                    "woke-after-start",
+                    &format!("{expected_digest}  /etc/hello.txt"),
+                ],
+            )?;
+            for name in ["busybox", "sleep", "ftq"] {
+                if times_kept_through(serial, 1, name, "stop") != 1 {
+                    return Err(format!("{name} was not kept once through the stop of core 1"));
+                }
+            }
+            if serial.contains("moved here from core 1") || serial.contains("FAULT core") {
+                return Err("a process left core 1 for its stop, or a kernel faulted".into());
+            }
+            one_ftq_run(serial, 30000, 1)?;
+            nothing_leaked(serial, 2)
         }),
     });
 
