@@ -200,6 +200,11 @@ pub struct MovedAction {
 pub const NO_RESTART: u64 = u64::MAX;
 /// The thread's user code runs at home, in [`MovedThread::application_core`].
 pub const AT_HOME: u32 = u32::MAX;
+/// The thread has no syspage, in [`MovedThread::syspage_core`].
+pub const NO_SYSPAGE: u32 = u32::MAX;
+/// [`MovedThread::syspage_flags`]: the kernel made the page (`execac --syspage`), not the
+/// program.
+pub const SYSPAGE_KERNEL_MADE: u32 = 1;
 
 /// A thread of the process, stopped on its way back to ring 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,6 +216,12 @@ pub struct MovedThread {
     /// `application_flags`): the next kernel sends the thread back there.
     pub application_core: u32,
     pub application_flags: u32,
+    /// The kernel core serving the thread's syspage, or [`NO_SYSPAGE`]; only a process kept
+    /// through its home's restart has one: the KC serves the page on, and the next kernel
+    /// takes the registration over (`syspage_page`, its user address; `syspage_flags`).
+    pub syspage_core: u32,
+    pub syspage_flags: u32,
+    pub syspage_page: u64,
     pub fs_base: u64,
     pub clear_child_tid: u64,
     pub blocked: u64,
@@ -233,6 +244,9 @@ impl Default for MovedThread {
             alternate_stack_flags: 0,
             application_core: AT_HOME,
             application_flags: 0,
+            syspage_core: NO_SYSPAGE,
+            syspage_flags: 0,
+            syspage_page: 0,
             fs_base: 0,
             clear_child_tid: 0,
             blocked: 0,
@@ -247,14 +261,17 @@ impl Default for MovedThread {
 }
 
 impl MovedThread {
-    pub const SIZE: usize = 16 + 7 * 8 + REGISTERS * 8 + FPU_STATE_SIZE;
+    pub const SIZE: usize = 24 + 8 * 8 + REGISTERS * 8 + FPU_STATE_SIZE;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u32(self.tid)?;
         out.u32(self.alternate_stack_flags)?;
         out.u32(self.application_core)?;
         out.u32(self.application_flags)?;
+        out.u32(self.syspage_core)?;
+        out.u32(self.syspage_flags)?;
         for value in [
+            self.syspage_page,
             self.fs_base,
             self.clear_child_tid,
             self.blocked,
@@ -277,6 +294,9 @@ impl MovedThread {
             alternate_stack_flags: input.u32()?,
             application_core: input.u32()?,
             application_flags: input.u32()?,
+            syspage_core: input.u32()?,
+            syspage_flags: input.u32()?,
+            syspage_page: input.u64()?,
             fs_base: input.u64()?,
             clear_child_tid: input.u64()?,
             blocked: input.u64()?,
@@ -604,6 +624,9 @@ mod tests {
             tid: 200_007,
             application_core: 3,
             application_flags: 1,
+            syspage_core: 2,
+            syspage_flags: SYSPAGE_KERNEL_MADE,
+            syspage_page: 0x7000_5000,
             fs_base: 0x7000_1000,
             blocked: 1 << 9,
             ..MovedThread::default()

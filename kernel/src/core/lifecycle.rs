@@ -360,6 +360,12 @@ pub fn stop_if_asked() {
     if kcb.processes.live.load(Ordering::Relaxed) != 0 && !crate::proc::keep::all_frozen() {
         return;
     }
+    // Calls kernel cores handed back for a kept thread's syspage run first, in that thread
+    // (woken for them): none may be left in this kernel's memory. (Nothing takes a message
+    // between this look and the stop.)
+    if crate::syscall::syspage::has_forwarded() {
+        return;
+    }
     // Lines this kernel held back are printed before it goes (a restart soon after another
     // would lose them with it).
     crate::console::print_deferred(true);

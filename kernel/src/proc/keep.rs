@@ -102,6 +102,9 @@ pub fn stay_current(frame: &InterruptFrame) {
             crate::fs::console::flush(&process);
             kcb.kept.frozen.fetch_add(1, Ordering::Release);
         }
+        // Calls a kernel core handed back for this thread's syspage meanwhile run here, in its
+        // context (the stop waits until none is left: `core::lifecycle::stop_if_asked`).
+        crate::syscall::syspage::run_forwarded();
         // The restart was given up; or the process is being killed: it ends here, its exit
         // reported as usual, and the stop waits until it has.
         if kcb.restart_pending.load(Ordering::Acquire) == 0 || process.is_killed() {
@@ -317,6 +320,14 @@ pub fn install_kept() {
         for _ in 1..count.min(1 << 16) {
             drop(Handle::adopt(id, abi::file::HandleKind::Regular));
         }
+    }
+}
+
+/// A kernel core handed back a call of a thread of process `pid`: if it is frozen, its
+/// threads run the call where they wait ([`stay_current`]).
+pub fn nudge(pid: u32) {
+    if FROZEN.lock().contains_key(&pid) {
+        sched::wake(WaitToken::Reply(FROZEN_TOKEN | u64::from(pid)), usize::MAX);
     }
 }
 

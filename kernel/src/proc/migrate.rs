@@ -198,14 +198,17 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
         return Some(CannotMove::Threads(tids.len()));
     }
     for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
-        // A thread on an AC names its home in the AC's records: it may wait out a restart of
-        // its home (the next kernel is the same home), but not go elsewhere, nor hold its AC
-        // through a stop of unknown length. One whose calls go through a syspage has one
-        // (below).
-        if thread.away.lock().is_some() && going != Going::ThroughRestart {
-            return Some(CannotMove::OnApplicationCore);
+        // A thread on an AC, or with a syspage, is named in the AC's or the KC's records as
+        // this home's: it may wait out a restart of its home (the next kernel is the same
+        // home), but not go elsewhere, nor hold its AC or its KC's calls through a stop of
+        // unknown length. A thread on an AC that waits on its syspage cannot be recalled
+        // while its call is in the KC's hands.
+        let away = thread.away.lock().is_some();
+        let syspage = crate::syscall::syspage::of_thread(thread.tid).is_some();
+        if away && (going != Going::ThroughRestart || syspage) {
+            return Some(if syspage { CannotMove::HasSyspage } else { CannotMove::OnApplicationCore });
         }
-        if crate::syscall::syspage::of_thread(thread.tid).is_some() {
+        if syspage && going != Going::ThroughRestart {
             return Some(CannotMove::HasSyspage);
         }
     }
@@ -487,11 +490,15 @@ pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedTh
     let stack = *thread.signals.alternate_stack.lock();
     let restart = *thread.restart_sleep.lock();
     let away = *thread.away.lock();
+    let syspage = crate::syscall::syspage::kept_registration(thread.tid);
     MovedThread {
         tid: thread.tid,
         alternate_stack_flags: stack.flags,
         application_core: away.map_or(abi::migration::AT_HOME, |away| away.core as u32),
         application_flags: away.map_or(0, |away| away.flags as u32),
+        syspage_core: syspage.map_or(abi::migration::NO_SYSPAGE, |(core, _, _)| core as u32),
+        syspage_flags: syspage.map_or(0, |(_, _, made)| if made { abi::migration::SYSPAGE_KERNEL_MADE } else { 0 }),
+        syspage_page: syspage.map_or(0, |(_, page, _)| page),
         fs_base: thread.fs_base.load(Ordering::Relaxed),
         clear_child_tid: thread.clear_child_tid.load(Ordering::Relaxed),
         blocked: thread.signals.blocked.load(Ordering::Relaxed),
@@ -990,12 +997,14 @@ pub(super) fn install(
         )
         .map_err(|_| errno::ENOMEM)?;
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
+        // Only a kept thread comes with an AC or a syspage (a move refuses both).
+        let away_or_syspage =
+            moved.application_core != abi::migration::AT_HOME || moved.syspage_core != abi::migration::NO_SYSPAGE;
+        if away_or_syspage && arrival != Arrival::Kept {
+            return Err(errno::EINVAL);
+        }
         if moved.application_core != abi::migration::AT_HOME {
-            // Only a kept thread comes with an AC (a move refuses one): it goes back there
-            // from its first way to ring 3.
-            if arrival != Arrival::Kept {
-                return Err(errno::EINVAL);
-            }
+            // It goes back to its AC from its first way to ring 3.
             super::remote::adopt_away(&thread, moved.application_core as usize, u64::from(moved.application_flags));
         }
         if moved.restart_until_ns != NO_RESTART {
@@ -1036,6 +1045,25 @@ pub(super) fn install(
     super::report_to_proc(&process);
     PROCESSES.lock().insert(header.pid, process);
     super::publish_counts();
+    // A kept thread's syspage: its kernel core serves it on; this kernel takes over the
+    // registration (what the thread's end, an unmap over the page or a kick need).
+    for (moved, thread) in image.threads().zip(&threads) {
+        if moved.syspage_core == abi::migration::NO_SYSPAGE {
+            continue;
+        }
+        let made = moved.syspage_flags & abi::migration::SYSPAGE_KERNEL_MADE != 0;
+        if let Err(error) =
+            crate::syscall::syspage::adopt_registration(thread, moved.syspage_core as usize, moved.syspage_page, made)
+        {
+            log::warn!(
+                "thread {}'s syspage at {:#x} is not served by core {} as kept (errno {error}): its calls go on \
+                 without it",
+                thread.tid,
+                moved.syspage_page,
+                moved.syspage_core
+            );
+        }
+    }
     for thread in threads {
         sched::make_ready(thread);
     }

@@ -261,6 +261,42 @@ pub fn of_thread(tid: u32) -> Option<(usize, u64)> {
     REGISTRATIONS.lock().iter().find(|r| r.tid == tid).map(|r| (r.kernel_core, r.physical))
 }
 
+/// Thread `tid`'s syspage as a restart keeps it: its kernel core, its user address, and
+/// whether the kernel made it.
+pub fn kept_registration(tid: u32) -> Option<(usize, u64, bool)> {
+    REGISTRATIONS.lock().iter().find(|r| r.tid == tid).map(|r| (r.kernel_core, r.user_page, r.kernel_made))
+}
+
+/// In the next kernel of a restart that kept `thread`'s process: takes its syspage's
+/// registration over. The kernel core serves the page on (its KCB says whose it is); the page
+/// lies in the frame it had, so the kernel core's mapping of it stays good. Fails if the
+/// page is not where the kept process's memory has it.
+pub fn adopt_registration(thread: &Thread, kernel_core: usize, user_page: u64, kernel_made: bool) -> Result<(), Errno> {
+    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
+    let served = shared::get().kcbs.get(kernel_core).is_some_and(|kcb| {
+        kcb.served_syspages.iter().any(|record| {
+            let word = record.read();
+            word.state != served::FREE
+                && usize::from(word.home) == shared::this_core() as usize
+                && record.tid.load(Ordering::Relaxed) == thread.tid
+                && u64::from(record.frame.load(Ordering::Relaxed)) == physical / PAGE_SIZE
+        })
+    });
+    if !served {
+        return Err(errno::ENOENT);
+    }
+    REGISTRATIONS.lock().push(Registration {
+        pid: process.pid,
+        tid: thread.tid,
+        kernel_core,
+        user_page,
+        physical,
+        kernel_made,
+    });
+    Ok(())
+}
+
 /// Calls that change the calling thread's registers or where it runs cannot travel by
 /// syspage: the home has no trap frame of the thread to change.
 fn travels_by_syspage(number: u64) -> bool {
@@ -288,8 +324,10 @@ fn on_call(bytes: &[u8]) -> crate::msg::HandlerResult {
         forwarded.push_back(call);
         FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
     }
-    // Away on an AC, the thread waits here; at home it takes them on its way to ring 3.
+    // Away on an AC, the thread waits here; at home it takes them on its way to ring 3, or
+    // where it waits, frozen, for a restart.
     sched::wake(sched::WaitToken::Away(tid), 1);
+    crate::proc::keep::nudge(call.pid);
     Ok(())
 }
 
