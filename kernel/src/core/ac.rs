@@ -221,7 +221,10 @@ fn refuse_current(errno: u32) {
 /// home; the thread resumes with what comes back.
 pub fn on_system_call(frame: &mut InterruptFrame) {
     let Some(guest) = *GUEST.lock() else { leave() };
+    // A recalled thread's call goes home with its registers (the home wants the thread
+    // there), not through the syspage.
     if guest.flags & abi::call::MOVE_SYSPAGE as u8 != 0
+        && !RECALLED.load(Ordering::Acquire)
         && crate::syscall::syspage::submit_for_ac(frame, guest.kernel_core as usize, guest.syspage)
     {
         // A signal for the thread meanwhile: the home delivers it.

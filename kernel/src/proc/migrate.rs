@@ -201,15 +201,14 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
         // A thread on an AC, or with a syspage, is named in the AC's or the KC's records as
         // this home's: it may wait out a restart of its home (the next kernel is the same
         // home), but not go elsewhere, nor hold its AC or its KC's calls through a stop of
-        // unknown length. A thread on an AC that waits on its syspage cannot be recalled
-        // while its call is in the KC's hands.
-        let away = thread.away.lock().is_some();
-        let syspage = crate::syscall::syspage::of_thread(thread.tid).is_some();
-        if away && (going != Going::ThroughRestart || syspage) {
-            return Some(if syspage { CannotMove::HasSyspage } else { CannotMove::OnApplicationCore });
-        }
-        if syspage && going != Going::ThroughRestart {
-            return Some(CannotMove::HasSyspage);
+        // unknown length.
+        if going != Going::ThroughRestart {
+            if thread.away.lock().is_some() {
+                return Some(CannotMove::OnApplicationCore);
+            }
+            if crate::syscall::syspage::of_thread(thread.tid).is_some() {
+                return Some(CannotMove::HasSyspage);
+            }
         }
     }
     None

@@ -258,15 +258,16 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
 
     // Four cores: processes homed on TC 2 whose threads run on AC 3 (execac) are kept through
     // restarts of their home: FTQ computing there (recalled with its registers, sent back by
-    // the next kernel), then a busybox shell whose call waits at home (its child's sleep);
-    // both go on on core 3. The message stress runs between cores 0 and 1 meanwhile.
+    // the next kernel) while the message stress runs between cores 0 and 1; then a busybox
+    // shell whose calls go through a syspage served by KC 1 (`execac --syspage`), one of them
+    // waiting at home (its child's sleep); both go on on core 3.
     let script = "role 3 ac; /bin/msg stress 1500000 0,1 > /tmp/stress.txt & \
                   spawn 2 /bin/execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & sleep 0.5; \
                   core restart 2 /boot/full-v2; sleep 0.2; core restart 2 /boot/full; wait; \
-                  cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
-                  spawn 2 /bin/execac 3 /bin/busybox sh -c 'sleep 0.6; echo slept-on-ac; \
+                  cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; role 1 kc; \
+                  spawn 2 /bin/execac --syspage 3 /bin/busybox sh -c 'sleep 0.6; echo slept-on-ac; \
                   /bin/busybox sha256sum /etc/hello.txt' & sleep 0.3; \
-                  core restart 2 /boot/full; wait; \
+                  core restart 2 /boot/full; wait; syscalls 1; role 1 tc; \
                   spawn 2 /bin/execac 3 /bin/busybox sleep 0.4 & sleep 0.2; core stop 2 --keep; wait; \
                   role 3 tc; /bin/cores; /bin/ps";
     let expected_digest = super::roles::hello_digest();
@@ -296,7 +297,14 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             // One FTQ run, from start to end on core 3: same process, output uninterrupted.
             one_ftq_run(serial, 150000, 3)?;
             stress_balanced(serial)?;
-            printed_in_order(serial, &["slept-on-ac", &format!("{expected_digest}  /etc/hello.txt")])?;
+            printed_in_order(
+                serial,
+                &[
+                    "slept-on-ac",
+                    &format!("{expected_digest}  /etc/hello.txt"),
+                    "handed to their home, 0 results dropped",
+                ],
+            )?;
             if serial.contains("FAULT core") {
                 return Err("a kernel faulted".into());
             }
