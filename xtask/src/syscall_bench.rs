@@ -105,9 +105,9 @@ fn configurations(quick: bool) -> Vec<Configuration> {
             cores: 4,
             what: "batch-64 syspage throughput of AC 1 alone, then of ACs 1 and 2 at once, both served by KC 3",
             line: format!(
-                "{four}; execac 1 /bin/syscallbench --syspage --kc 3 {batch_only} --label one-ac; \
-                 execac 1 /bin/syscallbench --syspage --kc 3 {batch_only} --label two-acs-1 & \
-                 execac 2 /bin/syscallbench --syspage --kc 3 {batch_only} --label two-acs-2 & wait"
+                "{four}; execac 1 /bin/syscallbench --syspage --kc 3 {batch_only} --label one-ac; rm -f /tmp/two-acs; \
+                 execac 1 /bin/syscallbench --syspage --kc 3 {batch_only} --start-with /tmp/two-acs 2 --label two-acs-1 & \
+                 execac 2 /bin/syscallbench --syspage --kc 3 {batch_only} --start-with /tmp/two-acs 2 --label two-acs-2 & wait"
             ),
         },
     ]

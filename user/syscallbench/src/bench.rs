@@ -4,7 +4,8 @@ use crate::options::{Mechanism, MAX_BATCH};
 use crate::uring::Nops;
 use rt::syspage::Syspage;
 use rt::tsc;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
 
 /// `getppid`'s number.
 const GETPPID: u64 = libc::SYS_getppid as u64;
@@ -117,8 +118,49 @@ pub struct Runs {
     pub nr_kicks: u64,
 }
 
+/// `--start-with`'s file and count, until the first timed figure met the others there.
+static START_WITH: Mutex<Option<(String, usize)>> = Mutex::new(None);
+
+/// Holds the first timed figure back until `count` programs given `path` are ready for theirs
+/// (their syspages registered, their untimed calls made): programs measured together then time
+/// overlapping windows, instead of starting one after the other as a shell starts them.
+pub fn start_with(path: &str, count: usize) {
+    *START_WITH.lock().unwrap() = Some((path.to_string(), count));
+}
+
+/// How long `--start-with` waits for the other programs.
+const START_WITH_PATIENCE: Duration = Duration::from_secs(20);
+
+/// Adds this program's byte to `path` and waits until `count` programs did.
+fn meet(path: &str, count: usize) -> Result<(), String> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|error| format!("cannot open it: {error}"))?;
+    file.write_all(b".").map_err(|error| format!("cannot write it: {error}"))?;
+    let deadline = std::time::Instant::now() + START_WITH_PATIENCE;
+    loop {
+        let arrived = std::fs::metadata(path).map_err(|error| format!("cannot read it: {error}"))?.len();
+        if arrived >= count as u64 {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "{arrived} of {count} programs came in {} s: start them together, with a fresh file",
+                START_WITH_PATIENCE.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Times `runs` runs of `run`.
 fn timed(runs: usize, mut run: impl FnMut() -> Result<(), String>) -> Result<Runs, String> {
+    if let Some((path, count)) = START_WITH.lock().unwrap().take() {
+        meet(&path, count).map_err(|error| format!("--start-with {path} {count}: {error}"))?;
+    }
     let mut cycles = Vec::with_capacity(runs);
     let first_tsc = tsc::read();
     for _ in 0..runs {
@@ -210,6 +252,21 @@ pub fn threads(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_started_with_one_file_wait_for_each_other() {
+        let path = std::env::temp_dir().join(format!("syscallbench-start-{}", std::process::id()));
+        let path = path.to_str().unwrap().to_string();
+        let _ = std::fs::remove_file(&path);
+        let other = {
+            let path = path.clone();
+            std::thread::spawn(move || meet(&path, 2))
+        };
+        assert_eq!(meet(&path, 2), Ok(()));
+        assert_eq!(other.join().unwrap(), Ok(()));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2);
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn trap_figures_on_the_host() {

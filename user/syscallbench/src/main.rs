@@ -28,6 +28,9 @@ fn main() -> ExitCode {
     }
     let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
     println!("{}", config_line(&options, reef, tsc_hz));
+    if let Some((path, count)) = &options.start_with {
+        bench::start_with(path, *count);
+    }
     let mut failed = false;
     for benchmark in options.benchmarks.clone() {
         for mechanism in mechanisms(&options, reef) {

@@ -85,6 +85,9 @@ pub struct Options {
     pub pin: Option<usize>,
     /// Linux: the CPU of the SQPOLL thread.
     pub sqpoll_cpu: Option<u32>,
+    /// Start only once this many programs (this one included) reached the file: programs
+    /// measured together then time the same window.
+    pub start_with: Option<(String, usize)>,
 }
 
 impl Default for Options {
@@ -102,6 +105,7 @@ impl Default for Options {
             label: "-".into(),
             pin: None,
             sqpoll_cpu: None,
+            start_with: None,
         }
     }
 }
@@ -121,7 +125,7 @@ pub const USAGE: &str = "\
 usage: syscallbench [--trap] [--syspage] [--uring] [--uring-sqpoll] [--kc CORE]
                     [--only blocking,batch,threads] [--counts N,N,...] [--batch N,N,...]
                     [--calls N] [--threads N] [--per-thread N] [--repeat N] [--label WORD]
-                    [--pin CPU] [--sqpoll-cpu CPU]
+                    [--pin CPU] [--sqpoll-cpu CPU] [--start-with FILE N]
 
   --trap, --syspage, --uring, --uring-sqpoll
                 the mechanisms to measure (several may be given); without any, every one that
@@ -137,6 +141,9 @@ usage: syscallbench [--trap] [--syspage] [--uring] [--uring-sqpoll] [--kc CORE]
   --repeat N    runs of each figure (default 5; short blocking figures take more, to 1000)
   --label WORD  printed on every line (default -)
   --pin CPU     Linux: pin the program and its threads to CPU (as an AC holds its thread)
+  --start-with FILE N
+                start measuring only once N programs given the same FILE (a fresh one: each
+                adds a byte to it) are ready, so programs measured together overlap
   --sqpoll-cpu CPU
                 Linux: run the SQPOLL thread on CPU (as a KC serves the syspages)
 
@@ -189,6 +196,10 @@ pub fn parse(arguments: &[String]) -> Result<Request, String> {
             "--repeat" => options.repeat = number("--repeat", words.next(), 1..=MAX_REPEAT)?,
             "--pin" => options.pin = Some(number("--pin", words.next(), 0..=4095)?),
             "--sqpoll-cpu" => options.sqpoll_cpu = Some(number("--sqpoll-cpu", words.next(), 0..=4095)? as u32),
+            "--start-with" => {
+                let path = words.next().ok_or("--start-with needs a file and a count")?;
+                options.start_with = Some((path.clone(), number("--start-with", words.next(), 1..=64)?));
+            }
             "--label" => {
                 let label = words.next().ok_or("--label needs a value")?;
                 if label.is_empty() || label.contains(char::is_whitespace) || label.contains('=') {
@@ -258,7 +269,11 @@ mod tests {
             "--label",
             "ac-syspage",
             "--syspage",
+            "--start-with",
+            "/tmp/go",
+            "2",
         ]);
+        assert_eq!(options.start_with, Some(("/tmp/go".to_string(), 2)));
         assert_eq!(options.mechanisms, [Mechanism::Trap, Mechanism::Syspage], "sorted, once each");
         assert_eq!(options.kc, Some(2));
         assert_eq!(options.benchmarks, [Benchmark::Batch, Benchmark::Threads]);
@@ -279,5 +294,7 @@ mod tests {
         assert!(error(&["--label", "a b"]).contains("one word"));
         assert!(error(&["--threads", "0"]).contains("1 to 256"));
         assert!(error(&["--fast"]).contains("`--fast`"));
+        assert!(error(&["--start-with", "/tmp/go"]).contains("needs a value"));
+        assert!(error(&["--start-with", "/tmp/go", "0"]).contains("1 to 64"));
     }
 }
