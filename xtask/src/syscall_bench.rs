@@ -768,12 +768,16 @@ SYSCALLBENCH-DONE label=ac-syspage
         assert!(configurations[1].line.contains("execac 1 /bin/syscallbench --trap --label ac-trap "));
         assert!(configurations[2].line.contains("execac 1 /bin/syscallbench --syspage --kc 2 --label ac-syspage "));
         let two = &configurations[3].line;
-        assert!(two.contains(
-            "execac 1 /bin/syscallbench --syspage --kc 3 --only batch --batch 64 --repeat 3 --label two-acs-1 &"
-        ));
-        assert!(two.contains(
-            "execac 2 /bin/syscallbench --syspage --kc 3 --only batch --batch 64 --repeat 3 --label two-acs-2 & wait"
-        ));
+        // The two meet on a fresh file before their timed runs, so their windows overlap.
+        assert!(two.contains("rm -f /tmp/two-acs; "));
+        for ac in [1, 2] {
+            let line = format!(
+                "execac {ac} /bin/syscallbench --syspage --kc 3 --only batch --batch 64 --repeat 3 \
+                 --start-with /tmp/two-acs 2 --label two-acs-{ac} &"
+            );
+            assert!(two.contains(&line), "{two}");
+        }
+        assert!(two.ends_with("& wait"));
         assert!(linux_line(true).contains("--calls 10000"));
     }
 

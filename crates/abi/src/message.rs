@@ -396,9 +396,12 @@ pub mod handler {
     /// (`EBUSY`: it runs processes, a thread, or serves syspages).
     pub const SET_ROLE: u16 = 16;
     /// Asks a kernel core to serve a syspage: `arguments` = (physical frame, `pid << 32 |
-    /// tid`, `home << 32 | ppid`); returns 0 or a Linux errno (`ENXIO`: not a KC, `EBUSY`,
-    /// `ENOMEM`).
+    /// tid`, `home << 32 | ppid`, and [`SYSPAGE_HEAD_GIVEN`] `|` the ring's head, or 0 for
+    /// the page's first submitted entry); returns 0 or a Linux errno (`ENXIO`: not a KC,
+    /// `EBUSY`, `ENOMEM`).
     pub const SYSPAGE_ATTACH: u16 = 17;
+    /// [`SYSPAGE_ATTACH`]'s fourth argument names the head in its low byte.
+    pub const SYSPAGE_HEAD_GIVEN: u64 = 1 << 8;
     /// A kernel core stops serving thread `arguments[0]` (`pid << 32 | tid`) of home
     /// `arguments[1]`: its untaken entries are dropped, results in flight are discarded.
     pub const SYSPAGE_DETACH: u16 = 18;
@@ -418,8 +421,13 @@ pub mod handler {
     /// Move process `arguments[0]`, homed on the callee, to core `arguments[1]`: answers 0
     /// once it is asked to, or a refusal (as [`EVACUATE`]'s).
     pub const MOVE_PROCESS: u16 = 23;
+    /// A kernel core leaving its role asks the home of thread `arguments[0]` (`pid << 32 |
+    /// tid`) to move its syspage to kernel core `arguments[1]`, its ring's head being
+    /// `arguments[2]` and `arguments[3]` = `leaving core << 32 | ppid`: the home attaches it
+    /// there and answers 0, or a Linux errno (`ENOENT`: the thread let go of it meanwhile).
+    pub const SYSPAGE_MOVE: u16 = 24;
     /// Highest id in use.
-    pub const MAX: u16 = 23;
+    pub const MAX: u16 = 24;
 }
 
 const _: () = assert!(Ping::SIZE <= PAYLOAD_SIZE);

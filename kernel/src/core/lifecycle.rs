@@ -109,6 +109,7 @@ impl core::fmt::Display for CoreError {
                 | RoleError::NotTimesharing(_)
                 | RoleError::CannotMove(..)
                 | RoleError::CannotStay(..)
+                | RoleError::ServesSyspages(..)
                 | RoleError::AskedByItsOwnProcess(_)),
             ) => {
                 write!(f, "{reason}")
@@ -392,9 +393,15 @@ pub fn init() {
         // An application thread is handed back to its home (`ac::suspend`), unless it waits
         // on a syspage: its call is in a kernel core's hands.
         let hands_back = super::ac::can_suspend();
-        // A kernel core's syspages stay in its KCB for the next kernel: a restart keeps
-        // them; another stop would strand their calls. Processes stay if the stop keeps them.
-        if let Some(refusal) = super::role::what_keeps_this_core(StopKind::asked()).filter(|_| !hands_back) {
+        // A kernel core's syspages stay in its KCB for the next kernel of a restart; before
+        // another stop they go to another kernel core, if one runs (else they would strand
+        // their calls, and the stop is refused). Processes stay if the stop keeps them.
+        let stop = StopKind::asked();
+        let kcb = shared::this_kcb();
+        if stop != StopKind::Restart && kcb.role() == Role::Kernel && kcb.syspages.load(Ordering::Acquire) != 0 {
+            crate::syscall::syspage::hand_over();
+        }
+        if let Some(refusal) = super::role::what_keeps_this_core(stop).filter(|_| !hands_back) {
             return Ok(refusal);
         }
         shared::this_kcb().stop_requested.store(1, Ordering::Release);

@@ -104,7 +104,11 @@ impl core::fmt::Display for RoleError {
                 write!(f, "process {pid} of core {core} cannot be kept in its KCB: {why}; end it first")
             }
             Self::RunsThread(core) => write!(f, "application core {core} runs a thread"),
-            Self::ServesSyspages(core, count) => write!(f, "kernel core {core} serves {count} syspages"),
+            Self::ServesSyspages(core, count) => write!(
+                f,
+                "kernel core {core} serves {count} syspages and no other kernel core could take them over: \
+                 make another core a KC first (role <core> kc), or end the programs using them"
+            ),
             Self::NoAnswer(core) => write!(f, "core {core} did not answer"),
             Self::RoleFixedByImage(core) => {
                 write!(f, "core {core} runs the rt image, whose role cannot change: restart it with /boot/full")
@@ -339,6 +343,10 @@ fn apply(role: Role) -> Result<(), u64> {
     let processes = kcb.processes.live.load(Ordering::Relaxed);
     if role != Role::Timesharing && processes != 0 {
         return Err(REFUSED_PROCESSES | u64::from(processes));
+    }
+    // A kernel core's syspages go to another kernel core (if one runs) before it leaves.
+    if current == Role::Kernel && kcb.syspages.load(Ordering::Acquire) != 0 {
+        crate::syscall::syspage::hand_over();
     }
     if let Some(refusal) =
         what_keeps_this_core(StopKind::Plain).filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES)

@@ -27,7 +27,7 @@ use abi::application::{SyspageCall, SyspageResult};
 use abi::message::{handler, Kind, ICC_ARGUMENTS};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 use spin::Mutex;
@@ -373,7 +373,9 @@ pub fn run_forwarded() {
             value,
         };
         let line = crate::msg::line(Kind::SyspageResult, |out| result.encode(out));
-        if let Err(error) = send_to_kernel_core(usize::from(call.kernel_core), &line) {
+        // The KC serving the page now: it may have moved since it handed the call here.
+        let kernel_core = of_thread(tid).map_or(usize::from(call.kernel_core), |(core, _)| core);
+        if let Err(error) = send_to_kernel_core(kernel_core, &line) {
             log::warn!("a syspage result for thread {tid} was not sent: {error}");
         }
     }
@@ -419,6 +421,8 @@ impl Served {
 }
 
 static SERVED: Mutex<Vec<Served>> = Mutex::new(Vec::new());
+/// This KC hands its syspages to another: its scan takes nothing meanwhile.
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
 
 fn window(slot: usize) -> u64 {
     crate::mm::window::SYSPAGE_WINDOW_BASE + (slot as u64) * PAGE_SIZE
@@ -450,9 +454,14 @@ fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
     if physical / PAGE_SIZE > u64::from(u32::MAX) || crate::mm::window::map_frame(window(slot), physical).is_err() {
         return u64::from(errno::ENOMEM);
     }
-    // A page registered again may hold entries of before: serve from its first submitted one.
+    // A page another KC served comes with its ring's head; a page registered again may hold
+    // entries of before: serve from its first submitted one.
     let page = page_at(window(slot));
-    let head = (0..ENTRIES).find(|&i| page.entry(i).header().status == syspage::status::SUBMITTED).unwrap_or(0);
+    let head = if arguments[3] & handler::SYSPAGE_HEAD_GIVEN != 0 {
+        (arguments[3] & 0xFF) as usize % ENTRIES
+    } else {
+        (0..ENTRIES).find(|&i| page.entry(i).header().status == syspage::status::SUBMITTED).unwrap_or(0)
+    };
     let one = Served { home, pid, tid, ppid, slot, ring: Ring::starting_at(head) };
     let record = &shared::this_kcb().served_syspages[slot];
     record.pid.store(pid, Ordering::Relaxed);
@@ -469,14 +478,102 @@ fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
 fn detach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
     let tid = arguments[0] as u32;
     let home = arguments[1] as usize;
+    if forget_here(tid, home) {
+        0
+    } else {
+        u64::from(errno::ENOENT)
+    }
+}
+
+/// Stops serving thread `tid`'s syspage of `home`: unmaps it and frees its KCB record;
+/// whether it was served here.
+fn forget_here(tid: u32, home: usize) -> bool {
     let mut served = SERVED.lock();
     let Some(index) = served.iter().position(|s| s.tid == tid && s.home == home) else {
-        return u64::from(errno::ENOENT);
+        return false;
     };
     let gone = served.swap_remove(index);
     crate::mm::window::unmap_frame(window(gone.slot));
     shared::this_kcb().served_syspages[gone.slot].word.store(0, Ordering::Release);
     shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
+    true
+}
+
+/// On a kernel core leaving its role, or stopping for good: hands every syspage it serves to
+/// another running kernel core, through each page's home (the home owns the registration, so
+/// a thread letting go meanwhile never leaves a kernel core serving a frame it gave back).
+/// The scan takes no entry meanwhile, so the other core serves on from the same head. Calls
+/// this core handed home and not yet answered are not waited for: the home sends each result
+/// to whichever kernel core its registration names when the call is done, the new one once
+/// the page moved, and results it sent before that are in this core's queue by the time the
+/// home answers the move (and are handled before the page is let go here). Returns how many
+/// syspages are left here: all of them when no other kernel core runs.
+pub fn hand_over() -> usize {
+    let me = shared::this_core() as usize;
+    let region = shared::get();
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    let to = (0..count).find(|&core| {
+        let kcb = region.kcb(core);
+        core != me
+            && kcb.state() == crate::core::kcb::CoreState::Running
+            && kcb.role() == Role::Kernel
+            && kcb.stop_requested.load(Ordering::Acquire) == 0
+    });
+    let Some(to) = to else { return SERVED.lock().len() };
+    HANDING_OVER.store(true, Ordering::Relaxed);
+    let pages: Vec<(usize, u32, u32, u32, usize)> =
+        SERVED.lock().iter().map(|one| (one.home, one.pid, one.tid, one.ppid, one.ring.head())).collect();
+    for (home, pid, tid, ppid, head) in pages {
+        let arguments =
+            [u64::from(pid) << 32 | u64::from(tid), to as u64, head as u64, (me as u64) << 32 | u64::from(ppid), 0];
+        match icc::call(home, handler::SYSPAGE_MOVE, arguments, ATTACH_TIMEOUT_MS) {
+            // The home moved it (core `to` serves it now), or its thread let go of it meanwhile
+            // (its detach came here, or comes: nothing is left to serve either way). Results
+            // the home sent here before it answered complete their entries first.
+            Ok(0) => {
+                crate::msg::drain();
+                forget_here(tid, home);
+            }
+            Ok(refusal) if refusal == u64::from(errno::ENOENT) => {}
+            Ok(refusal) => log::warn!("home {home} kept thread {tid}'s syspage here (errno {refusal})"),
+            Err(error) => log::warn!("home {home} did not move thread {tid}'s syspage: {error}"),
+        }
+    }
+    HANDING_OVER.store(false, Ordering::Relaxed);
+    let left = SERVED.lock().len();
+    if left == 0 {
+        log::info!("kernel core {me} handed its syspages to kernel core {to}");
+    }
+    left
+}
+
+/// On a home, asked by a kernel core leaving its role (`SYSPAGE_MOVE`): moves the thread's
+/// registration to the kernel core named, which maps the page and serves on from the head
+/// given. The registration decides: a thread that let go of its page meanwhile gets `ENOENT`.
+fn move_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
+    let (pid, tid) = ((arguments[0] >> 32) as u32, arguments[0] as u32);
+    let to = arguments[1] as usize;
+    let head = arguments[2] & 0xFF;
+    let (from, ppid) = ((arguments[3] >> 32) as usize, arguments[3] as u32);
+    let mine = |r: &Registration| r.pid == pid && r.tid == tid && r.kernel_core == from;
+    let Some(physical) = REGISTRATIONS.lock().iter().find(|r| mine(r)).map(|r| r.physical) else {
+        return u64::from(errno::ENOENT);
+    };
+    let home = shared::this_core() as u64;
+    let attach = [physical, arguments[0], home << 32 | u64::from(ppid), handler::SYSPAGE_HEAD_GIVEN | head, 0];
+    match icc::call(to, handler::SYSPAGE_ATTACH, attach, ATTACH_TIMEOUT_MS) {
+        Ok(0) => {}
+        Ok(refusal) => return refusal,
+        Err(_) => return u64::from(errno::EAGAIN),
+    }
+    // No thread of this core ran meanwhile (a handler runs to its end), so the registration is
+    // still there: it names the new kernel core from now on. Should it be gone all the same,
+    // the new kernel core lets go of the frame again.
+    let moved = REGISTRATIONS.lock().iter_mut().find(|r| mine(r)).map(|registration| registration.kernel_core = to);
+    if moved.is_none() {
+        let _ = icc::call(to, handler::SYSPAGE_DETACH, [arguments[0], home, 0, 0, 0], ATTACH_TIMEOUT_MS);
+        return u64::from(errno::ENOENT);
+    }
     0
 }
 
@@ -495,6 +592,9 @@ fn answer_here(served: &Served, number: u32) -> Option<i64> {
 
 /// One pass over every ring's head; returns whether any entry was taken.
 fn scan() -> bool {
+    if HANDING_OVER.load(Ordering::Relaxed) {
+        return false;
+    }
     let mut handed: Vec<SyspageCall> = Vec::new();
     let mut worked = false;
     // Counted here and added once a pass: an atomic add per entry would cost more than the
@@ -623,6 +723,9 @@ const OWN_SLOT: usize = 0;
 /// KC that stopped).
 pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u64) -> bool {
     let number = frame.rax;
+    // The KC the home named at the last run, unless it left its role since (its syspages went
+    // to another KC, which the KCBs name).
+    let kernel_core = if is_running_kernel_core(kernel_core) { kernel_core } else { server_of(physical, kernel_core) };
     if physical == 0 || !travels_by_syspage(number) || !crate::msg::is_live(kernel_core) {
         return false;
     }
@@ -643,6 +746,35 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
         Submitted::Ended => crate::core::ac::leave(),
     }
 }
+
+/// Whether `core` runs as a kernel core (a cheap look: no record is read).
+fn is_running_kernel_core(core: usize) -> bool {
+    shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live() && kcb.role() == Role::Kernel)
+}
+
+/// The kernel core whose KCB says it serves the syspage in frame `physical` (`hint` if it
+/// does, or if none does): after a KC handed its syspages to another, an AC's guest learns
+/// the new one only at its next run from home.
+fn server_of(physical: u64, hint: usize) -> usize {
+    let region = shared::get();
+    let serves = |core: usize| {
+        region.kcbs.get(core).is_some_and(|kcb| {
+            kcb.role() == Role::Kernel
+                && kcb.served_syspages.iter().any(|record| {
+                    record.read().state != served::FREE
+                        && u64::from(record.frame.load(Ordering::Relaxed)) == physical / PAGE_SIZE
+                })
+        })
+    };
+    if serves(hint) {
+        return hint;
+    }
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    (0..count).find(|&core| serves(core)).unwrap_or(hint)
+}
+
+/// Polls of an AC's syspage entry between two looks at which KC serves the page.
+const SERVER_LOOK_EVERY: u32 = 4096;
 
 /// What came of an AC's syspage entry.
 enum Submitted {
@@ -670,10 +802,16 @@ fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64) ->
     let arguments = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
     let Ok(index) = own.submitter.add(page, frame.rax as u32, arguments) else { return Submitted::NotTaken };
     ring_doorbell(kernel_core);
+    let mut kernel_core = kernel_core;
     let mut polls = 0u32;
     while !Submitter::is_done(page, index) {
         if crate::core::ac::is_ended() {
             return Submitted::Ended;
+        }
+        if polls.is_multiple_of(SERVER_LOOK_EVERY) && polls != 0 {
+            // Its KC may have handed the page to another meanwhile, which may be halted.
+            kernel_core = server_of(physical, kernel_core);
+            ring_doorbell(kernel_core);
         }
         if !crate::msg::is_live(kernel_core) && !is_restarting(kernel_core) {
             log::warn!("kernel core {kernel_core} stopped with a call of this AC's thread in its syspage");
@@ -757,4 +895,5 @@ pub fn init() {
     register(Kind::SyspageResult, Handler { high_priority: false, on_line: Some(on_result), on_large: None });
     icc::register(handler::SYSPAGE_ATTACH, |arguments| Ok(attach_here(arguments)));
     icc::register(handler::SYSPAGE_DETACH, |arguments| Ok(detach_here(arguments)));
+    icc::register(handler::SYSPAGE_MOVE, |arguments| Ok(move_here(arguments)));
 }

@@ -15,7 +15,7 @@ pub fn role_error_text(errno: Option<i32>) -> &'static str {
         Some(libc::EAGAIN) => "that core is not running (or did not answer): see `cores`",
         Some(libc::EPERM) => "core 0 owns the devices, the file service and init, and stays a TC",
         Some(libc::EBUSY) => {
-            "the change would leave no timesharing core, or a process there cannot move to another TC, or the core runs a thread or serves syspages (the kernel log says which): end them first"
+            "the change would leave no timesharing core, or a process there cannot move to another TC, or the core runs a thread, or serves syspages with no other kernel core to take them (the kernel log says which): end them first, or make another core a KC"
         }
         Some(libc::EOPNOTSUPP) => "that core runs the rt image, whose role cannot change: restart it with /boot/full",
         Some(libc::ENOSYS) => "not on Reef: roles need Reef's reef_role call",

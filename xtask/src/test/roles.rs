@@ -146,6 +146,42 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 4)
         }),
     });
+    // Four cores: a KC leaving its role, or stopping, hands its syspages to another KC through
+    // their homes, while they are in use: a full-ring fuzzer from TC 0 (calls handed home,
+    // each run once and in order) and busybox on AC 1 through `execac --syspage`. With no
+    // other KC the role change is refused.
+    let script = "role 2 kc; role 1 ac; spawn 0 /bin/sysfuzz --full-ring 2 --rounds 600 > /tmp/ring.txt & \
+                  execac --syspage 1 /bin/busybox sh -c 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.1; \
+                  /bin/busybox sha256sum /etc/hello.txt; done; echo ac-done' & sleep 0.3; \
+                  role 2 tc; role 3 kc; role 2 tc; sleep 0.2; role 2 kc; core stop 3; wait; \
+                  cat /tmp/ring.txt; rm /tmp/ring.txt; syscalls 2; core start 3; role 3 tc; role 2 tc; role 1 tc; \
+                  /bin/cores; /bin/ps";
+    let digest = hello_digest();
+    list.push(Integration {
+        name: "kernel-core-hands-syspages-over-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "kernel core 2 serves 2 syspages and no other kernel core could take them over",
+                    "kernel core 2 handed its syspages to kernel core 3",
+                    "kernel core 3 handed its syspages to kernel core 2",
+                    "core 3 stopped in ",
+                ],
+            )?;
+            if count(serial, &format!("{digest}  /etc/hello.txt")) != 12 || !serial.contains("ac-done") {
+                return Err("busybox on the AC did not print its twelve digests through the moves".into());
+            }
+            test_lines_ok(serial, "sysfuzz-full-ring", 1)?;
+            printed(serial, "handed to their home, 0 results dropped", "a syspage result was dropped")?;
+            if serial.contains("FAULT core") || count(serial, "running       TC") < 4 {
+                return Err("a kernel faulted, or not every core is a running TC at the end".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
     // A TC that becomes an AC hands its processes to the other TCs (NIX), while the message
     // stress runs: FTQ writing to a file, a shell sleeping in its child's wait, that child
     // sleeping, and a process of five threads sharing a lock, all on core 2, go on elsewhere
