@@ -107,7 +107,10 @@ pub fn park(core: usize, host: usize) -> Result<CoreTimes, CoreError> {
         if let Some(its_host) = kcb.parking.host() {
             return Err(CoreError::Busy(RoleError::Parked(id, its_host)));
         }
-        if kcb.role() != Role::Timesharing {
+        // A KC parks too (it serves its syspages in its slices of the host); an AC's thread
+        // runs with no interrupt, which time-sharing cannot give it; only a TC hosts.
+        let allowed = if id == host { kcb.role() == Role::Timesharing } else { kcb.role() != Role::Application };
+        if !allowed {
             return Err(CoreError::Busy(RoleError::NotTimesharing(id)));
         }
     }
@@ -243,6 +246,13 @@ fn wait_for(mut done: impl FnMut() -> bool) -> bool {
 
 /// At an idle point: leaves this core for the host a boot driver asked for (returns once a
 /// processor runs this instance again: the host's, or after an unpark one of its own).
+/// Whether a boot driver asked this instance to park or to unpark (a kernel core's scan goes
+/// back to its idle point, where that happens).
+pub fn is_asked() -> bool {
+    let parking = &shared::this_kcb().parking;
+    parking.park_to.load(Ordering::Relaxed) != NOBODY || parking.unpark_to.load(Ordering::Relaxed) != NOBODY
+}
+
 pub fn park_if_asked() {
     let kcb = shared::this_kcb();
     let host = kcb.parking.park_to.load(Ordering::Acquire);

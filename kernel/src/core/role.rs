@@ -120,7 +120,10 @@ impl core::fmt::Display for RoleError {
                 write!(f, "core {core} hosts parked core {guest}: unpark that first (core unpark {guest})")
             }
             Self::NotTimesharing(core) => {
-                write!(f, "core {core} is not a timesharing core: only a TC parks or hosts (role {core} tc)")
+                write!(
+                    f,
+                    "core {core} cannot take part: a TC or a KC parks, only a TC hosts, an AC does neither (role {core} tc)"
+                )
             }
         }
     }
@@ -392,8 +395,9 @@ pub(super) fn what_keeps_this_core(stop: StopKind) -> Option<u64> {
 }
 
 /// What keeps this core from parking on another's kernel: it is parked already, hosts a
-/// parked core, or is no timesharing core (an AC's thread and a KC's syspages stay behind);
-/// encoded as in [`decode_refusal`]. Processes go with it.
+/// parked core, or is an application core (its thread runs with no interrupt, which a host's
+/// time-sharing cannot give it); encoded as in [`decode_refusal`]. Processes go with it, and
+/// so do a kernel core's syspages (it serves them in its slices of the host).
 pub(super) fn what_keeps_this_core_parked() -> Option<u64> {
     let kcb = shared::this_kcb();
     if let Some(host) = kcb.parking.host() {
@@ -402,7 +406,7 @@ pub(super) fn what_keeps_this_core_parked() -> Option<u64> {
     if let Some(guest) = super::park::guests().next() {
         return Some(REFUSED_HOSTING | guest as u64);
     }
-    (kcb.role() != Role::Timesharing).then_some(REFUSED_ROLE)
+    (kcb.role() == Role::Application).then_some(REFUSED_ROLE)
 }
 
 /// Starts this core's periodic LAPIC timer at the command line's `timer_hz`.

@@ -503,6 +503,12 @@ pub fn interrupt_one(candidates: &[Arc<Thread>]) {
 }
 
 /// From the timer interrupt: wakes threads whose deadline passed and ends the slice.
+/// Whether a tick ended this instance's slice since the last look (a parked kernel core's
+/// scan gives its host the processor then).
+pub fn slice_ended() -> bool {
+    NEED_SWITCH.swap(false, Ordering::Relaxed)
+}
+
 pub fn on_tick() {
     wake_expired();
     NEED_SWITCH.store(true, Ordering::Relaxed);

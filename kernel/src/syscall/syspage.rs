@@ -687,9 +687,15 @@ pub fn serve_as_kernel_core() {
         // look at every channel costs more than a pass over the ring heads.
         if passes.is_multiple_of(MESSAGE_LOOK_EVERY) {
             crate::msg::drain();
-            if shared::this_kcb().stop_requested.load(Ordering::Relaxed) != 0 {
-                // A boot driver asked: the idle point is where the core stops.
+            if shared::this_kcb().stop_requested.load(Ordering::Relaxed) != 0 || crate::core::park::is_asked() {
+                // A boot driver asked: the idle point is where the core stops, parks or
+                // unparks.
                 return;
+            }
+            // Parked: the host's tick ends this slice, and the host (and its other guests)
+            // run before this scan goes on.
+            if crate::core::park::is_guest() && crate::sched::slice_ended() {
+                crate::core::park::while_waiting();
             }
         }
         passes = passes.wrapping_add(1);

@@ -475,6 +475,44 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
 
+    // Four cores: KC 2 parks on core 3 (multi) while it serves a full-ring fuzzer from TC 0 and
+    // busybox on AC 1 (`execac --syspage`): it scans their rings in its slices of the host, the
+    // AC's doorbell reaching it through the OSnode table; then it unparks. An AC does not park.
+    let script = "role 2 kc; role 1 ac; core restart 3 /boot/multi; \
+                  spawn 0 /bin/sysfuzz --full-ring 2 --rounds 400 > /tmp/ring.txt & \
+                  execac --syspage 1 /bin/busybox sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; \
+                  /bin/busybox sha256sum /etc/hello.txt; done; echo ac-done' & sleep 0.3; \
+                  core park 2 3; core park 1 3; /bin/cores | grep parked; sleep 0.5; core unpark 2; wait; \
+                  cat /tmp/ring.txt; rm /tmp/ring.txt; syscalls 2; role 2 tc; role 1 tc; \
+                  core restart 3 /boot/full; /bin/cores; /bin/ps";
+    let expected_digest = super::roles::hello_digest();
+    list.push(Integration {
+        name: "kernel-core-parks-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "core 2 parked on core 3 in ",
+                    "core 1 cannot take part: a TC or a KC parks, only a TC hosts, an AC does neither",
+                    "parked on core 3 (",
+                    "core 2 unparked in ",
+                    "handed to their home, 0 results dropped",
+                ],
+            )?;
+            if serial.matches(&format!("{expected_digest}  /etc/hello.txt")).count() != 10
+                || !serial.contains("ac-done")
+            {
+                return Err("busybox on the AC did not print its ten digests through the park".into());
+            }
+            if !serial.contains("TEST sysfuzz-full-ring ok rounds=400 ") || serial.contains("FAULT core") {
+                return Err("the fuzzer's ring was not served whole through the park, or a kernel faulted".into());
+            }
+            nothing_leaked(serial, 4)
+        }),
+    });
+
     // Four cores: core 3 runs an FTQ process and takes part in the message stress while it is
     // parked on core 2 (restarted with the multi image) and unparked; every refusal; twenty
     // park-unpark cycles; an unpark onto another core's processor and back.
