@@ -400,6 +400,7 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
                 .store(u64::from(command.pid) << 32 | u64::from(command.tid), Ordering::Release);
             ENDED.store(false, Ordering::Release);
             RECALLED.store(false, Ordering::Release);
+            HOME_RESTARTS.store(false, Ordering::Release);
             INBOX.lock().push_back(command);
         }
         CommandKind::Recall if ours => {
