@@ -1,0 +1,91 @@
+//! System calls through syspages (Memsc): registration at the home, the kernel core's scan,
+//! and the home's part in calls a kernel core hands back.
+//!
+//! A thread registers one page of its own memory with a kernel core (KC). The home pins the
+//! page (it stays mapped while registered: `munmap`, `mprotect`, `exec` and the thread's end
+//! unregister it first) and lends its frame to the KC by an ICC. The KC maps the frame in its
+//! kernel half and scans only the head entry of each ring, round-robin (Memsc 3.3); at a
+//! submitted head it takes every pending entry (3.4), each copied to its own stack before
+//! anything looks at it (4.6, `syspage::Ring::take`). Calls whose answer it holds (the
+//! process's identity: `getpid`, `getppid`, `gettid`, the ids, `sched_yield`) it completes at
+//! once; every other call goes to the home as a [`SyspageCall`], which the thread itself runs
+//! at its next way back to ring 3 (or, away on an AC, at once), and the answer completes the
+//! entry. With nothing to do for `kc_spin_us` (a kernel command-line option, 2 ms by
+//! default: io_uring's SQPOLL thread idles a whole second) the KC arms its notification line
+//! and halts; `reef_syspage_kick` (or an AC's submit) rings it. The syspages a KC serves are
+//! recorded in its KCB, so a restarted KC serves them on (`docs/dynamic-cores.md`).
+//!
+//! The three sides live in their own files: [`home`] (registration, and the calls a KC hands
+//! back), [`kernel_core`] (the scan, and the syspages a KC keeps through a restart or hands to
+//! another KC) and [`application`] (an AC turning its guest's calls into entries).
+
+mod application;
+mod home;
+mod kernel_core;
+
+pub use application::{release_own, submit_for_ac};
+pub use home::{
+    adopt_registration, forget_range, has_forwarded, holds_kernel_page, kept_registration, kick, of_thread,
+    prepare_for_ac, register, run_forwarded, thread_leaves, unregister,
+};
+pub use kernel_core::{hand_over, keep_for_next_kernel, serve_as_kernel_core};
+
+use super::SyscallResult;
+use crate::arch::idt::InterruptFrame;
+use crate::arch::{cpu, paging::PAGE_SIZE};
+use crate::core::kcb::{served, Role, ServedWord};
+use crate::core::shared;
+use crate::msg::icc;
+use crate::proc::Errno;
+use crate::sched::{self, Thread};
+use abi::application::{SyspageCall, SyspageResult};
+use abi::message::{handler, Kind, ICC_ARGUMENTS};
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use linux_raw_sys::errno;
+use linux_raw_sys::general as nr;
+use spin::Mutex;
+use syspage::{Page, Request, Ring, Submitter, ENTRIES};
+
+/// How long registration waits for the KC.
+const ATTACH_TIMEOUT_MS: u64 = 1000;
+/// Syspages one KC serves at most (window slots, and records in its KCB).
+const MAX_SERVED: usize = crate::core::kcb::MAX_SERVED_SYSPAGES;
+/// How long a home waits for a restarting KC to come back: to hand it a result, or to ask it
+/// to let go of a syspage.
+const RESTART_PATIENCE_MS: u64 = 2000;
+/// Passes over the ring heads between two looks at the KC's message channels.
+const MESSAGE_LOOK_EVERY: u32 = 16;
+
+fn counters() -> &'static crate::core::kcb::SyscallCounters {
+    &shared::this_kcb().syscalls
+}
+
+fn window(slot: usize) -> u64 {
+    crate::mm::window::SYSPAGE_WINDOW_BASE + (slot as u64) * PAGE_SIZE
+}
+
+fn page_at(address: u64) -> &'static Page {
+    // SAFETY: `address` is a window slot mapped (by `attach_here` or the AC's `map_own`) to a
+    // syspage frame the home lent and keeps pinned until this core unmapped it; `Page` is
+    // only atomics, so the process writing it meanwhile is no data race, and any bit
+    // pattern is a valid `Page`.
+    unsafe { &*(address as *const Page) }
+}
+
+/// Registers the handlers of both sides.
+pub fn init() {
+    if shared::this_kcb().role() == Role::Kernel {
+        kernel_core::serve_kept_syspages();
+    }
+    use crate::msg::{register, Handler};
+    register(Kind::SyspageCall, Handler { high_priority: false, on_line: None, on_large: Some(home::on_call) });
+    register(
+        Kind::SyspageResult,
+        Handler { high_priority: false, on_line: Some(kernel_core::on_result), on_large: None },
+    );
+    icc::register(handler::SYSPAGE_ATTACH, |arguments| Ok(kernel_core::attach_here(arguments)));
+    icc::register(handler::SYSPAGE_DETACH, |arguments| Ok(kernel_core::detach_here(arguments)));
+    icc::register(handler::SYSPAGE_MOVE, |arguments| Ok(home::move_here(arguments)));
+}
