@@ -27,6 +27,19 @@ pub fn options_or_exit<T>(program: &str, usage: &str, parsed: Result<Command<T>,
     }
 }
 
+/// How a run ends: success, or `<TAG>-ERROR <message on one line>` on standard output for the
+/// harness that reads it, the message on standard error, and status 1.
+pub fn exit_status(program: &str, tag: &str, result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            println!("{tag}-ERROR {}", message.replace('\n', " "));
+            eprintln!("{program}: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,5 +49,11 @@ mod tests {
         assert_eq!(options_or_exit("p", "usage", Ok(Command::Run(5))), Ok(5));
         assert_eq!(options_or_exit::<u8>("p", "usage", Ok(Command::Help)), Err(ExitCode::SUCCESS));
         assert_eq!(options_or_exit::<u8>("p", "usage", Err("bad".into())), Err(ExitCode::from(2)));
+    }
+
+    #[test]
+    fn a_failed_run_ends_with_status_one() {
+        assert_eq!(exit_status("p", "P", Ok(())), ExitCode::SUCCESS);
+        assert_eq!(exit_status("p", "P", Err("two\nlines".into())), ExitCode::FAILURE);
     }
 }

@@ -22,14 +22,7 @@ fn main() -> ExitCode {
         Ok(options) => options,
         Err(status) => return status,
     };
-    match run(&options) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            println!("FTQ-ERROR {}", message.replace('\n', " "));
-            eprintln!("ftq: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    rt::cli::exit_status("ftq", "FTQ", run(&options))
 }
 
 /// Puts the program on `cpu`: pins it on Linux; on Reef it must be there already (a process

@@ -85,14 +85,7 @@ fn main() -> ExitCode {
         }
         Mode::Run(options) => run(&options),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            println!("PINGPONG-ERROR {}", message.replace('\n', " "));
-            eprintln!("pingpong: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    rt::cli::exit_status("pingpong", "PINGPONG", result)
 }
 
 /// Puts the calling process on `core`: on Reef it moves there (a process may move itself),
