@@ -24,8 +24,7 @@ pub enum CommandKind {
     /// Run (or resume) the thread in ring 3 with these registers.
     Run = 1,
     /// Stop the thread at its next kernel entry and send its registers back
-    /// ([`EventKind::Recalled`]): a signal or a kill needs the home, or the home restarts
-    /// ([`RECALL_FOR_RESTART`]).
+    /// ([`EventKind::Recalled`]): a signal or a kill needs the home, or the home restarts.
     Recall = 2,
     /// The thread is over here (it exited, was killed, or went home): drop it.
     End = 3,
@@ -58,16 +57,10 @@ pub enum EventKind {
 }
 
 /// A command from the home TC.
-/// [`CommandKind::Recall`]'s flag: the home's kernel restarts and the thread's process is kept
-/// for the next one, which builds the process's page tables anew. The AC lets go of the
-/// tables it borrowed as soon as it answered, and reloads them from the next run.
-pub const RECALL_FOR_RESTART: u8 = 1;
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcCommand {
     pub kind: CommandKind,
-    /// Flags of the move (`call::MOVE_SYSPAGE`) for a run, [`RECALL_FOR_RESTART`] for a
-    /// recall.
+    /// Flags of the move (`call::MOVE_SYSPAGE`).
     pub flags: u8,
     /// The home's logical core.
     pub home: u16,

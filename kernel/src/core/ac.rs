@@ -52,8 +52,6 @@ static RECALLED: AtomicBool = AtomicBool::new(false);
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// The guest left because this core stops: its home keeps it, so no `Ended` is sent.
 static SUSPENDED: AtomicBool = AtomicBool::new(false);
-/// The home restarts and builds the guest's tables anew: let go of the borrowed ones.
-static HOME_RESTARTS: AtomicBool = AtomicBool::new(false);
 /// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
 static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
 /// The guest's root while it runs, and what it was last loaded with. A run that brings the
@@ -156,16 +154,6 @@ fn load_state(command: &AcCommand) {
             guest.loaded =
                 Some(Loaded { home_incarnation, mappings: command.mappings, entries: command.root_entries().to_vec() });
         }
-    }
-}
-
-/// Lets go of the home's tables (an empty user half) until the next run brings them again:
-/// the home's next kernel builds them anew in frames the old one may have used for anything.
-fn drop_borrowed_tables() {
-    if let Some(guest) = ROOT.lock().as_mut() {
-        guest.root.set_user_entries(&[]);
-        guest.root.load();
-        guest.loaded = None;
     }
 }
 
@@ -310,12 +298,6 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
         if ENDED.load(Ordering::Acquire) {
             leave();
         }
-        if HOME_RESTARTS.swap(false, Ordering::AcqRel) {
-            drop_borrowed_tables();
-            // The answer comes from the home's next kernel, milliseconds away: halt until it
-            // sends (a polling core would take a host CPU from the booting one under TCG).
-            poll_until = 0;
-        }
         let command = INBOX.lock().pop_front();
         if stopping() {
             match command {
@@ -347,7 +329,11 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             log::warn!("home core {} of thread {} stopped: the thread ends here", guest.home, guest.tid);
             leave();
         }
-        if !crate::msg::is_live(guest.home) {
+        // A home asked to restart answers from its next kernel, milliseconds away: halt until
+        // it sends (a polling core would take a host CPU from the booting one under TCG). That
+        // kernel builds the tables anew, and the run it sends reloads them (`load_state`).
+        let home = shared::get().kcb(guest.home);
+        if !home.state().is_live() || home.restart_pending.load(Ordering::Acquire) != 0 {
             poll_until = 0;
         }
         if cpu::read_tsc() < poll_until {
@@ -400,15 +386,9 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
                 .store(u64::from(command.pid) << 32 | u64::from(command.tid), Ordering::Release);
             ENDED.store(false, Ordering::Release);
             RECALLED.store(false, Ordering::Release);
-            HOME_RESTARTS.store(false, Ordering::Release);
             INBOX.lock().push_back(command);
         }
-        CommandKind::Recall if ours => {
-            if command.flags & abi::application::RECALL_FOR_RESTART != 0 {
-                HOME_RESTARTS.store(true, Ordering::Release);
-            }
-            RECALLED.store(true, Ordering::Release);
-        }
+        CommandKind::Recall if ours => RECALLED.store(true, Ordering::Release),
         CommandKind::End if ours => ENDED.store(true, Ordering::Release),
         CommandKind::Flush if ours => {
             drop(guest);

@@ -430,12 +430,10 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         }
         if !recalled && thread.process.as_ref().is_some_and(|process| super::migrate::is_kept_here(process)) {
             // This home restarts and keeps the process: the thread checks in at home with
-            // its registers, and the AC lets go of the tables the next kernel builds anew.
+            // its registers, as for a signal.
             recalled = true;
             let pid = thread.process.as_ref().map_or(0, |p| p.pid);
-            let mut recall = AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid);
-            recall.flags = abi::application::RECALL_FOR_RESTART;
-            send(core, &recall);
+            send(core, &AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid));
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
         crate::syscall::syspage::run_forwarded();
