@@ -104,7 +104,7 @@ pub(super) fn run_postponed() {
     let requests = core::mem::take(&mut *POSTPONED.lock());
     POSTPONED_COUNT.store(0, Ordering::Relaxed);
     for request in requests {
-        answer(&request);
+        answer(&request, registered(request.handler));
     }
 }
 
@@ -155,20 +155,23 @@ fn serve(message: &Message) -> HandlerResult {
     if request.from as usize >= super::messaging_cores() {
         return Err(abi::message::DecodeError::BadField("from"));
     }
-    let registered = HANDLERS.lock().get(request.handler as usize).copied().flatten();
+    let registered = registered(request.handler);
     if registered.is_some_and(|r| r.outside_sends) && super::nested::any_held() {
         let mut postponed = POSTPONED.lock();
         postponed.push(request);
         POSTPONED_COUNT.store(postponed.len() as u32, Ordering::Relaxed);
         return Ok(());
     }
-    answer(&request);
+    answer(&request, registered);
     Ok(())
 }
 
-/// Runs `request`'s handler and sends its reply.
-fn answer(request: &IccRequest) {
-    let registered = HANDLERS.lock().get(request.handler as usize).copied().flatten();
+fn registered(handler: u16) -> Option<Registered> {
+    HANDLERS.lock().get(handler as usize).copied().flatten()
+}
+
+/// Runs `request`'s handler (`registered`, if any) and sends its reply.
+fn answer(request: &IccRequest, registered: Option<Registered>) {
     let (status, value) = match registered.map(|r| (r.function)(&request.arguments)) {
         None => (IccStatus::NoSuchHandler, 0),
         Some(Ok(value)) => (IccStatus::Done, value),
