@@ -397,8 +397,7 @@ pub fn init() {
         // another stop they go to another kernel core, if one runs (else they would strand
         // their calls, and the stop is refused). Processes stay if the stop keeps them.
         let stop = StopKind::asked();
-        let kcb = shared::this_kcb();
-        if stop != StopKind::Restart && kcb.role() == Role::Kernel && kcb.syspages.load(Ordering::Acquire) != 0 {
+        if stop != StopKind::Restart {
             crate::syscall::syspage::hand_over();
         }
         if let Some(refusal) = super::role::what_keeps_this_core(stop).filter(|_| !hands_back) {

@@ -348,9 +348,7 @@ fn apply(role: Role) -> Result<(), u64> {
         return Err(REFUSED_PROCESSES | u64::from(processes));
     }
     // A kernel core's syspages go to another kernel core (if one runs) before it leaves.
-    if current == Role::Kernel && kcb.syspages.load(Ordering::Acquire) != 0 {
-        crate::syscall::syspage::hand_over();
-    }
+    crate::syscall::syspage::hand_over();
     if let Some(refusal) =
         what_keeps_this_core(StopKind::Plain).filter(|refusal| refusal & !0xFFFF_FFFF != REFUSED_PROCESSES)
     {

@@ -93,9 +93,13 @@ fn forget_here(tid: u32, home: usize) -> bool {
 /// this core handed home and not yet answered are not waited for: the home sends each result
 /// to whichever kernel core its registration names when the call is done, the new one once
 /// the page moved, and results it sent before that are in this core's queue by the time the
-/// home answers the move (and are handled before the page is let go here). Returns how many
-/// syspages are left here: all of them when no other kernel core runs.
-pub fn hand_over() -> usize {
+/// home answers the move (and are handled before the page is let go here). Nothing happens on
+/// a core that serves none; with no other kernel core running, they all stay (and the caller's
+/// check of what keeps the core refuses the change).
+pub fn hand_over() {
+    if SERVED.lock().is_empty() {
+        return;
+    }
     let me = shared::this_core() as usize;
     let region = shared::get();
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
@@ -106,7 +110,7 @@ pub fn hand_over() -> usize {
             && kcb.role() == Role::Kernel
             && kcb.stop_requested.load(Ordering::Acquire) == 0
     });
-    let Some(to) = to else { return SERVED.lock().len() };
+    let Some(to) = to else { return };
     HANDING_OVER.store(true, Ordering::Relaxed);
     let pages: Vec<(usize, u32, u32, u32, usize)> =
         SERVED.lock().iter().map(|one| (one.home, one.pid, one.tid, one.ppid, one.ring.head())).collect();
@@ -127,11 +131,9 @@ pub fn hand_over() -> usize {
         }
     }
     HANDING_OVER.store(false, Ordering::Relaxed);
-    let left = SERVED.lock().len();
-    if left == 0 {
+    if SERVED.lock().is_empty() {
         log::info!("kernel core {me} handed its syspages to kernel core {to}");
     }
-    left
 }
 
 /// The answer this KC holds for a call, if it holds one: the process's identity, fixed for
