@@ -189,6 +189,9 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
         if syspages != 0 {
             writeln!(out, "      serves {syspages} syspages")?;
         }
+        if kcb.core_id.load(Ordering::Relaxed) as usize == crate::fs::service::SERVICE_CORE {
+            writeln!(out, "      serves the files and the console")?;
+        }
         if state != CoreState::Running && kcb.kept.chain.load(Ordering::Acquire) != 0 {
             writeln!(
                 out,

@@ -1153,7 +1153,9 @@ fn control_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
         expected_status: 0,
         check: Box::new(move |serial| {
             let header = "core  apic  state         role  image  partition                      uptime";
-            let tables = program_and_kernel_tables(serial, header, 2, digit_first)?;
+            // Two cores, and the line under core 0 that says it serves the files.
+            let core_or_detail = |line: &str| digit_first(line) || line.starts_with("      ");
+            let tables = program_and_kernel_tables(serial, header, 3, core_or_detail)?;
             // Everything but the uptime: id, APIC id, state, role, image, partition, its size.
             same_leading_words(&tables, 8)?;
             printed(serial, "cores: status 0", "/bin/cores did not exit with status 0")

@@ -34,7 +34,7 @@ const STOP_TIMEOUT_MS: u64 = 1000;
 pub enum CoreError {
     /// No such core.
     NoSuchCore(usize),
-    /// Core 0 owns the devices, the file service and init: it never stops.
+    /// Core 0 owns the devices and the file service: it never stops.
     CoreZero { last_timesharing: bool },
     /// The core is stopped (or was never started) already.
     AlreadyStopped(usize, CoreState),
@@ -98,7 +98,7 @@ impl core::fmt::Display for CoreError {
             Self::NoSuchCore(core) => write!(f, "there is no core {core} (see `cores`)"),
             Self::CoreZero { last_timesharing } => write!(
                 f,
-                "core 0 owns the devices, the file service and init, and never stops{}",
+                "core 0 owns the devices and the file service, and never stops{}",
                 if *last_timesharing { "; it is also the last timesharing core" } else { "" }
             ),
             Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
@@ -175,8 +175,12 @@ pub fn stop_keeping(core: usize) -> Result<u64, CoreError> {
 }
 
 /// Before a stop: the processes of timesharing core `core` move to the other TCs, or stay
-/// for its next kernel; see `role::hand_processes_over`.
+/// for its next kernel; see `role::hand_processes_over`. Core 0 keeps its own: it never stops
+/// (the stop refuses it next), and a refused request changes nothing.
 fn hand_processes_over(core: usize, how: HandOver) -> Result<(), CoreError> {
+    if core == 0 {
+        return Ok(());
+    }
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
     super::role::hand_processes_over(core, count, how).map_err(CoreError::Busy)
 }

@@ -29,7 +29,8 @@ pub enum RoleError {
     NotRunning(usize, CoreState),
     /// The change would leave no timesharing core.
     LastTimesharingCore(usize),
-    /// Core 0 owns the devices, the file service and init.
+    /// Core 0 owns the devices and the file service, which an application core (one user
+    /// thread, no interrupts) could not serve.
     CoreZero,
     /// The core has processes homed on it (they did not all move to other TCs in time, or
     /// the core asked for itself).
@@ -86,7 +87,10 @@ impl core::fmt::Display for RoleError {
             Self::NoSuchCore(core) => write!(f, "there is no core {core}"),
             Self::NotRunning(core, state) => write!(f, "core {core} is {}, not running", state.name()),
             Self::LastTimesharingCore(core) => write!(f, "core {core} is the last timesharing core"),
-            Self::CoreZero => write!(f, "core 0 owns the devices, the file service and init, and stays a TC"),
+            Self::CoreZero => write!(
+                f,
+                "core 0 owns the devices and the file service: it can be a TC or a KC (which serves them), not an AC"
+            ),
             Self::HasProcesses(core, count) => write!(
                 f,
                 "core {core} is home to {count} processes that did not move to other TCs (or, for a restart, \
@@ -141,7 +145,16 @@ pub fn change(core: usize, role: Role) -> Result<(), RoleError> {
         return Err(RoleError::NotRunning(core, kcb.state()));
     }
     let me = shared::this_core();
-    // NIX: a core that leaves timesharing hands its processes to the TCs first.
+    // Checked before any process moves, so that a refused change changes nothing (the last
+    // TC is checked again under the lock).
+    if role != Role::Timesharing && !other_timesharing(core, count) {
+        return Err(RoleError::LastTimesharingCore(core));
+    }
+    if core == 0 && role == Role::Application {
+        return Err(RoleError::CoreZero);
+    }
+    // NIX: a core that leaves timesharing hands its processes to the TCs first (core 0's too,
+    // init among them, when it becomes the file service's KC).
     if role != Role::Timesharing {
         hand_processes_over(core, count, HandOver::Leave)?;
     }
@@ -207,20 +220,17 @@ impl StopKind {
 
 /// Asks `core`, if it is a running timesharing core home to processes, to hand them all over
 /// to the other TCs and waits until it is home to none, or (`HandOver::Keep`) to keep them
-/// for its next kernel and waits until every one is frozen. Core 0, a parked core and a host
-/// keep theirs (their role change or stop is refused for other reasons); a core asking for
-/// itself is refused (the asker is one of its processes, which cannot move or freeze while it
-/// waits for the answer).
+/// for its next kernel and waits until every one is frozen. A parked core and a host keep
+/// theirs (their role change or stop is refused for other reasons); a core asking for itself
+/// is refused (the asker is one of its processes, which cannot move or freeze while it waits
+/// for the answer).
 pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> Result<(), RoleError> {
     let region = shared::get();
-    let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count && core != 0) else { return Ok(()) };
+    let Some(kcb) = region.listed_kcbs().get(core).filter(|_| core < count) else { return Ok(()) };
     let parking = kcb.parking.host().is_some() || super::park::guests_of(core).next().is_some();
     let homed = kcb.processes.live.load(Ordering::Acquire) != 0;
     if !homed || parking || kcb.state() != CoreState::Running || kcb.role() != Role::Timesharing {
         return Ok(());
-    }
-    if core == shared::this_core() as usize {
-        return Err(RoleError::AskedByItsOwnProcess(core));
     }
     let destinations = (0..count)
         .filter(|&c| c != core && c < 64)
@@ -231,6 +241,9 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         .fold(0u64, |set, c| set | 1 << c);
     if destinations == 0 && !how.keeps() {
         return Err(RoleError::LastTimesharingCore(core));
+    }
+    if core == shared::this_core() as usize {
+        return Err(RoleError::AskedByItsOwnProcess(core));
     }
     let mode = match how {
         HandOver::Leave => 0,
@@ -285,17 +298,8 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
 }
 
 fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError> {
-    let region = shared::get();
-    if role != Role::Timesharing {
-        let other_timesharing = (0..count)
-            .filter(|&c| c != core)
-            .any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing);
-        if !other_timesharing {
-            return Err(RoleError::LastTimesharingCore(core));
-        }
-        if core == 0 {
-            return Err(RoleError::CoreZero);
-        }
+    if role != Role::Timesharing && !other_timesharing(core, count) {
+        return Err(RoleError::LastTimesharingCore(core));
     }
     if core == shared::this_core() as usize {
         return apply(role).map_err(|status| decode_refusal(core, status));
@@ -305,6 +309,14 @@ fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError>
         Ok(refusal) => Err(decode_refusal(core, refusal)),
         Err(_) => Err(RoleError::NoAnswer(core)),
     }
+}
+
+/// Whether a live core other than `core` is a timesharing core.
+fn other_timesharing(core: usize, count: usize) -> bool {
+    let region = shared::get();
+    (0..count)
+        .filter(|&c| c != core)
+        .any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing)
 }
 
 /// Refusals travel as small numbers in the ICC's value: which rule, and a count.

@@ -37,10 +37,15 @@ pub fn init(bytes: &'static [u8]) {
 /// service itself (and `/proc`'s process records) on the service's instance.
 pub fn start() {
     client::init();
-    if crate::core::shared::this_core() as usize == service::SERVICE_CORE {
+    if serves_files_here() {
         proc::init();
         service::start(archive().copied());
     }
+}
+
+/// Whether this instance runs the file service (and owns the console).
+pub fn serves_files_here() -> bool {
+    crate::core::shared::this_core() as usize == service::SERVICE_CORE
 }
 
 /// Work at safe points (idle, return to user): releases dropped handles left, console input.

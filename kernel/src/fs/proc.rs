@@ -255,7 +255,7 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             let _ = writeln!(
                 text,
                 "open files {}, pipes {}, pipe pages {}, parked requests {}, tmpfs nodes {}, tmpfs pages {}/{}, \
-                 requests {} ({} from other cores), refused {}",
+                 requests {} ({} from other cores, {} served as a kernel core), refused {}",
                 counts.open_files,
                 counts.pipes,
                 counts.pipe_pages,
@@ -265,6 +265,7 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
                 counts.tmpfs_page_limit,
                 counts.requests,
                 counts.remote_requests,
+                counts.kernel_core_requests,
                 counts.refused
             );
             Ok(())

@@ -171,6 +171,8 @@ pub struct Counts {
     pub tmpfs_page_limit: usize,
     pub requests: u64,
     pub remote_requests: u64,
+    /// Requests served while the service's core was a kernel core (`role 0 kc`).
+    pub kernel_core_requests: u64,
     pub refused: u64,
 }
 
@@ -186,6 +188,7 @@ struct Service {
     changed: bool,
     requests: u64,
     remote_requests: u64,
+    kernel_core_requests: u64,
     refused: u64,
 }
 
@@ -235,6 +238,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         changed: false,
         requests: 0,
         remote_requests: 0,
+        kernel_core_requests: 0,
         refused: 0,
     };
     service.open.insert(
@@ -271,6 +275,9 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
         service.requests += 1;
         if client != SERVICE_CORE {
             service.remote_requests += 1;
+        }
+        if crate::core::role::current() == crate::core::kcb::Role::Kernel {
+            service.kernel_core_requests += 1;
         }
         let outcome = service.handle(request.pid, request.op, &request.words, request.first, request.second, 0);
         let now = match outcome {
@@ -385,6 +392,15 @@ pub fn handle_inbox() {
     }
 }
 
+/// Whether the service has work that came outside a message look: requests in its inbox, or
+/// console input. A kernel core, which takes no tick, looks before it halts.
+pub fn has_work() -> bool {
+    shared::this_core() as usize == SERVICE_CORE
+        && (INBOX_WAITING.load(Ordering::Relaxed)
+            || CONSOLE_INPUT.load(Ordering::Relaxed)
+            || crate::arch::legacy::com1::has_input())
+}
+
 /// From the COM1 interrupt: input waits; the service takes it in thread context.
 pub fn note_console_input() {
     CONSOLE_INPUT.store(true, Ordering::Relaxed);
@@ -447,6 +463,7 @@ impl Service {
             tmpfs_page_limit: vfs.tmpfs_page_limit,
             requests: self.requests,
             remote_requests: self.remote_requests,
+            kernel_core_requests: self.kernel_core_requests,
             refused: self.refused,
         }
     }

@@ -612,7 +612,13 @@ fn schedule() {
                 crate::fs::at_safe_point();
                 wake_expired();
                 if with_scheduler(|s| s.ready.is_empty()) {
-                    crate::msg::wait_for_messages();
+                    if crate::core::role::current() == crate::core::kcb::Role::Kernel {
+                        // Core 0 as a KC, its boot thread waiting for init: serve syspages and
+                        // files here until a thread is ready.
+                        crate::syscall::syspage::serve_as_kernel_core();
+                    } else {
+                        crate::msg::wait_for_messages();
+                    }
                 }
                 cpu::disable_interrupts();
             }

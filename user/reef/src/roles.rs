@@ -13,7 +13,9 @@ pub fn role_error_text(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::EINVAL) => "no such core: see `cores`",
         Some(libc::EAGAIN) => "that core is not running (or did not answer): see `cores`",
-        Some(libc::EPERM) => "core 0 owns the devices, the file service and init, and stays a TC",
+        Some(libc::EPERM) => {
+            "core 0 owns the devices and the file service: it can be a TC or a KC (which serves them), not an AC"
+        }
         Some(libc::EBUSY) => {
             "the change would leave no timesharing core, or a process there cannot move to another TC, or the core runs a thread, or serves syspages with no other kernel core to take them (the kernel log says which): end them first, or make another core a KC"
         }

@@ -315,4 +315,100 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 4)
         }),
     });
+    file_service_on_a_kernel_core(list, machine);
+}
+
+/// The requests `/proc/reef/files` says the file service served as a kernel core.
+fn served_as_kernel_core(serial: &str) -> Result<u64, String> {
+    let line = serial.lines().find(|l| l.starts_with("open files ")).ok_or("/proc/reef/files was not printed")?;
+    let (before, _) = line.split_once(" served as a kernel core").ok_or(format!("no kernel-core count in: {line}"))?;
+    before.rsplit(' ').next().and_then(|n| n.parse().ok()).ok_or(format!("no kernel-core count in: {line}"))
+}
+
+/// Core 0 becomes a KC that serves the files and the console (Corey's kernel cores): its
+/// processes, init among them, move to the TCs first; the refusals; files, busybox, syspages
+/// and the fuzzers served by it; init's exit from another core still ends the machine.
+fn file_service_on_a_kernel_core(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    // Two cores, there and back: init and the shell come home to core 0 for the leak check.
+    let script = "role 0 ac; role 0 kc; on 1 role 0 ac; on 1 role 0 kc; /bin/cores; \
+                  echo written-on-a-kc > /tmp/kc.txt; cat /tmp/kc.txt; rm /tmp/kc.txt; \
+                  /bin/busybox sha256sum /etc/hello.txt; on 1 role 1 kc; cat /proc/reef/files; \
+                  on 1 role 0 tc; move 1 0; move $$ 0; /bin/cores; /bin/ps";
+    let digest = hello_digest();
+    list.push(Integration {
+        name: "file-service-on-a-kernel-core-2-cores".into(),
+        machine: machine(2, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "role: core 0 to AC: core 0 owns the devices and the file service: it can be a TC or a KC",
+                    "core 0 is home to processes, among them the one asking",
+                    "role: core 0 to AC: core 0 owns the devices",
+                    "(init) moved here from core 0",
+                    "core 0 is now a KC",
+                    "0     0     running       KC",
+                    "      serves the files and the console",
+                    "written-on-a-kc",
+                    &format!("{digest}  /etc/hello.txt"),
+                    "role change of core 1 refused: core 1 is the last timesharing core",
+                    "core 0 is now a TC",
+                    "process 1 runs on core 0",
+                    "process 2 runs on core 0",
+                ],
+            )?;
+            if served_as_kernel_core(serial)? == 0 {
+                return Err("the file service served nothing as a kernel core".into());
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+    // Four cores: core 0 becomes a KC while the message stress runs between all four (led by
+    // core 1, asked from core 3), then serves busybox's syspage from AC 2, a fuzzer scribbling
+    // on its own syspage and full rings handed home, and the files; the shell's `exit 5`
+    // travels from init, now on another core, to the kernel on KC 0, which ends the machine.
+    let script = "on 1 /bin/msg stress 600000 0,1,2,3 & sleep 0.2; on 3 role 0 kc; on 3 role 2 ac; wait; \
+                  execac --syspage 2 /bin/busybox sha256sum /etc/hello.txt; \
+                  on 1 /bin/sysfuzz --scribble 0 --seed 21 --calls 1500; \
+                  on 3 /bin/sysfuzz --full-ring 0 --rounds 200; \
+                  echo kc-file > /tmp/kc.txt; on 3 cat /tmp/kc.txt; rm /tmp/kc.txt; \
+                  syscalls 0; cat /proc/reef/files; /bin/cores; on 1 /bin/ps; exit 5";
+    let digest = hello_digest();
+    list.push(Integration {
+        name: "file-service-on-a-kernel-core-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(300),
+        expected_status: 5,
+        check: Box::new(move |serial| {
+            printed_in_order(serial, &["(init) moved here from core 0", "core 0 is now a KC", "core 2 is now an AC"])?;
+            stress_ok(serial)?;
+            printed(
+                serial,
+                &format!("{digest}  /etc/hello.txt"),
+                "busybox through a syspage of KC 0 did not print the host's digest",
+            )?;
+            test_lines_ok(serial, "sysfuzz-scribble", 1)?;
+            test_lines_ok(serial, "sysfuzz-full-ring", 1)?;
+            printed(serial, "kc-file", "a file written with core 0 a KC did not read back")?;
+            let kc_line = serial
+                .lines()
+                .find(|l| l.contains("as a kernel core: "))
+                .ok_or("`syscalls 0` shows no syspage entries on KC 0")?;
+            if kc_line.contains(" 0 syspage entries served here") {
+                return Err(format!("KC 0 served no syspage entry itself: {kc_line}"));
+            }
+            if served_as_kernel_core(serial)? == 0 {
+                return Err("the file service served nothing as a kernel core".into());
+            }
+            printed_in_order(serial, &["0     0     running       KC", "      serves the files and the console"])?;
+            if serial.contains("FAULT core") {
+                return Err("a kernel faulted".into());
+            }
+            let rows = super::process_rows(serial);
+            if rows.len() != 4 || rows.iter().any(|row| row[6] != 0) {
+                return Err(format!("expected four `ps` rows with no leaked frame, got {rows:?}"));
+            }
+            Ok(())
+        }),
+    });
 }

@@ -236,19 +236,29 @@ fn any_pending() -> bool {
 }
 
 /// A kernel core's idle work: scan the syspages until nothing came for `kc_spin_us`, then
-/// halt with the doorbell armed (a message, a kick or an AC's submit wakes it).
+/// halt with the doorbell armed (a message, a kick, an AC's submit or, on the file service's
+/// core, console input wakes it). The file service's core serves its requests here too
+/// (Corey's kernel cores: a KC runs the kernel's services for the others); its boot thread,
+/// which waits for init, runs again as soon as init ends.
 pub fn serve_as_kernel_core() {
     let spin = crate::time::ns_to_cycles(u64::from(shared::facts().options.kc_spin_us) * 1000);
     let mut idle_since = cpu::read_tsc();
     let mut passes = 0u32;
+    let serves_files = crate::fs::serves_files_here();
     while shared::this_kcb().role() == Role::Kernel {
-        // Messages (registrations, results from homes) are looked at every few passes: a
-        // look at every channel costs more than a pass over the ring heads.
+        // Messages (registrations, results from homes, file requests) are looked at every
+        // few passes: a look at every channel costs more than a pass over the ring heads.
         if passes.is_multiple_of(MESSAGE_LOOK_EVERY) {
             crate::msg::drain();
-            if shared::this_kcb().stop_requested.load(Ordering::Relaxed) != 0 || crate::core::park::is_asked() {
-                // A boot driver asked: the idle point is where the core stops, parks or
-                // unparks.
+            if serves_files {
+                crate::fs::at_safe_point();
+            }
+            if shared::this_kcb().stop_requested.load(Ordering::Relaxed) != 0
+                || crate::core::park::is_asked()
+                || crate::sched::others_ready()
+            {
+                // A boot driver asked (the idle point is where the core stops, parks or
+                // unparks), or a kernel thread is ready.
                 return;
             }
             // Parked: the host's tick ends this slice, and the host (and its other guests)
@@ -263,7 +273,9 @@ pub fn serve_as_kernel_core() {
             continue;
         }
         if cpu::read_tsc() - idle_since > spin {
-            crate::msg::sleep_unless(any_pending);
+            crate::msg::sleep_unless(|| {
+                any_pending() || crate::fs::service::has_work() || crate::sched::others_ready()
+            });
             return;
         }
         cpu::relax();
