@@ -32,3 +32,42 @@ pub fn realtime_ns() -> u64 {
 pub fn deadline_after_ms(ms: u64) -> u64 {
     crate::arch::cpu::read_tsc().saturating_add(ns_to_cycles(ms.saturating_mul(1_000_000)))
 }
+
+/// A busy wait's deadline that reads the TSC once every [`SpinDeadline::POLLS_PER_READ`]
+/// polls rather than at each.
+///
+/// Under QEMU's TCG every guest RDTSC takes one spinlock that all vCPUs share
+/// (`cpu_get_ticks`, which also writes the last value beside it). A core that spins on the
+/// TSC slows every other core that reads it: FTQ on one core did 15–30 % of its usual work
+/// per quantum beside an FTQ on another, and 93–99 % beside a loop that reads no clock
+/// (`docs/dynamic-cores.md`). When the host preempts the vCPU holding that lock, the others
+/// spin on it for the host's time slice. A boot driver, an ICC caller or an idle core waiting
+/// for a message spins this way while processes on other cores run. On hardware a poll costs
+/// tens of nanoseconds, so the wait ends at most a few microseconds late.
+pub struct SpinDeadline {
+    end: u64,
+    polls: u32,
+}
+
+impl SpinDeadline {
+    /// Polls between two reads of the TSC.
+    pub const POLLS_PER_READ: u32 = 32;
+
+    /// The deadline `cycles` TSC ticks from now.
+    pub fn after_cycles(cycles: u64) -> Self {
+        Self { end: read_tsc().saturating_add(cycles), polls: 0 }
+    }
+
+    /// The deadline `ms` milliseconds from now.
+    pub fn after_ms(ms: u64) -> Self {
+        Self { end: deadline_after_ms(ms), polls: 0 }
+    }
+
+    /// One poll: whether the deadline has passed, as last read (the TSC is read at the first
+    /// poll and then every [`Self::POLLS_PER_READ`]).
+    pub fn passed(&mut self) -> bool {
+        let read = self.polls.is_multiple_of(Self::POLLS_PER_READ);
+        self.polls = self.polls.wrapping_add(1);
+        read && read_tsc() >= self.end
+    }
+}

@@ -20,6 +20,7 @@ use crate::arch::world_switch;
 use crate::core::kcb::PartitionRange;
 use crate::mm::address_space::{BuildError, Builder, DirectView, PhysicalView};
 use crate::mm::image::ImageLayout;
+use crate::time::SpinDeadline;
 use core::sync::atomic::Ordering;
 use platform::memmap::Range;
 
@@ -488,8 +489,8 @@ fn wake_processor(
     let tsc_hz = shared.header.facts.tsc_hz;
     let microseconds = |us: u64| tsc_hz / 1_000_000 * us;
     let wait_left_trampoline = |timeout: u64| {
-        let start = read_tsc();
-        while read_tsc() - start < timeout {
+        let mut deadline = SpinDeadline::after_cycles(timeout);
+        while !deadline.passed() {
             if left() {
                 return true;
             }
@@ -554,8 +555,8 @@ pub fn resume_on(destination: usize, guest: &Kcb) -> Result<u64, BootError> {
 }
 
 fn spin_for(cycles: u64) {
-    let start = read_tsc();
-    while read_tsc() - start < cycles {
+    let mut deadline = SpinDeadline::after_cycles(cycles);
+    while !deadline.passed() {
         relax();
     }
 }

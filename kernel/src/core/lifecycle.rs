@@ -203,7 +203,7 @@ fn stop_now(core: usize) -> Result<u64, CoreError> {
         return Err(CoreError::CoreZero { last_timesharing: !other_timesharing });
     }
     let begun = cpu::read_tsc();
-    let deadline = crate::time::deadline_after_ms(STOP_TIMEOUT_MS);
+    let mut deadline = crate::time::SpinDeadline::after_ms(STOP_TIMEOUT_MS);
     kcb.stop_asked_tsc.store(begun, Ordering::Relaxed);
     // An IPI after the call: an application core running user code looks at its messages
     // only when something interrupts it.
@@ -217,7 +217,7 @@ fn stop_now(core: usize) -> Result<u64, CoreError> {
         Err(_) => return Err(give_up_stop(core)),
     }
     while kcb.state() != CoreState::Stopped {
-        if cpu::read_tsc() > deadline {
+        if deadline.passed() {
             return Err(give_up_stop(core));
         }
         cpu::relax();

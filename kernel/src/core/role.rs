@@ -281,8 +281,8 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         // of microseconds. A sleep, or a yield to a busy thread, would wait for this core's
         // next tick (10 ms), all of it a pause of the kept processes, so the asker spins a
         // little first.
-        let quick = crate::time::deadline_after_ms(FREEZE_SPIN_MS);
-        while waiting() && crate::arch::cpu::read_tsc() < quick {
+        let mut quick = crate::time::SpinDeadline::after_ms(FREEZE_SPIN_MS);
+        while waiting() && !quick.passed() {
             // This core's messages and file service go on meanwhile: a thread waiting for the
             // service (a pipe read) freezes once its cancelled request is answered, and the
             // asker may be the service's core.

@@ -204,12 +204,19 @@ pub struct Patience {
     target: usize,
     started: u64,
     limit_cycles: u64,
+    /// Checks so far: the TSC is read at one in `SpinDeadline::POLLS_PER_READ`.
+    checks: core::cell::Cell<u32>,
 }
 
 impl Patience {
     /// Starts waiting for `target`, for at most `timeout_ms`.
     pub fn new(target: usize, timeout_ms: u64) -> Self {
-        Self { target, started: cpu::read_tsc(), limit_cycles: shared::facts().tsc_hz / 1000 * timeout_ms }
+        Self {
+            target,
+            started: cpu::read_tsc(),
+            limit_cycles: shared::facts().tsc_hz / 1000 * timeout_ms,
+            checks: core::cell::Cell::new(0),
+        }
     }
 
     /// `Ok` while the target runs and time is left; else the (counted) reason to give up.
@@ -220,6 +227,13 @@ impl Patience {
         let state = shared::get().kcb(self.target).state();
         if !state.is_live() {
             return Err(counted(SendError::TargetNotRunning { core: self.target, state }));
+        }
+        // The clock at the first check and then at one in `POLLS_PER_READ` (see `SpinDeadline`:
+        // under TCG every read takes a lock all vCPUs share).
+        let checks = self.checks.get();
+        self.checks.set(checks.wrapping_add(1));
+        if !checks.is_multiple_of(crate::time::SpinDeadline::POLLS_PER_READ) {
+            return Ok(());
         }
         let waited = cpu::read_tsc().wrapping_sub(self.started);
         if waited > self.limit_cycles {
@@ -383,8 +397,8 @@ pub fn wait_out_restart(target: usize) {
     if kcb.state().is_live() || kcb.restart_pending.load(Ordering::Acquire) == 0 {
         return;
     }
-    let deadline = crate::time::deadline_after_ms(RESTART_WAIT_MS);
-    while !kcb.state().is_live() && kcb.restart_pending.load(Ordering::Acquire) != 0 && cpu::read_tsc() < deadline {
+    let mut deadline = crate::time::SpinDeadline::after_ms(RESTART_WAIT_MS);
+    while !kcb.state().is_live() && kcb.restart_pending.load(Ordering::Acquire) != 0 && !deadline.passed() {
         crate::core::park::while_waiting();
         drain();
         cpu::relax();
@@ -941,9 +955,8 @@ pub fn wait_for_messages() {
         return;
     }
     if mode == NotifyMode::Hybrid {
-        let start = cpu::read_tsc();
-        let spin = line.spin_cycles.load(Ordering::Relaxed);
-        while cpu::read_tsc() - start < spin {
+        let mut spin = crate::time::SpinDeadline::after_cycles(line.spin_cycles.load(Ordering::Relaxed));
+        while !spin.passed() {
             if let Some(incoming) = receive_one() {
                 dispatch(&incoming);
                 return;

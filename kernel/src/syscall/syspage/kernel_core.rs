@@ -1,6 +1,7 @@
 //! The kernel core's side of syspages: the scan, and what outlives its kernel or its role.
 
 use super::*;
+use crate::time::SpinDeadline;
 
 /// A syspage this KC serves.
 struct Served {
@@ -242,7 +243,9 @@ fn any_pending() -> bool {
 /// which waits for init, runs again as soon as init ends.
 pub fn serve_as_kernel_core() {
     let spin = crate::time::ns_to_cycles(u64::from(shared::facts().options.kc_spin_us) * 1000);
-    let mut idle_since = cpu::read_tsc();
+    // An empty pass reads the clock at one in `POLLS_PER_READ` (see `SpinDeadline`: under
+    // TCG every read takes a lock all vCPUs share).
+    let mut idle = SpinDeadline::after_cycles(spin);
     let mut passes = 0u32;
     let serves_files = crate::fs::serves_files_here();
     while shared::this_kcb().role() == Role::Kernel {
@@ -269,10 +272,10 @@ pub fn serve_as_kernel_core() {
         }
         passes = passes.wrapping_add(1);
         if scan() {
-            idle_since = cpu::read_tsc();
+            idle = SpinDeadline::after_cycles(spin);
             continue;
         }
-        if cpu::read_tsc() - idle_since > spin {
+        if idle.passed() {
             crate::msg::sleep_unless(|| {
                 any_pending() || crate::fs::service::has_work() || crate::sched::others_ready()
             });
