@@ -74,6 +74,7 @@ impl CoreError {
             Self::CoreZero { .. } => errno::EPERM,
             Self::AlreadyStopped(..) => errno::EALREADY,
             Self::NotRunning(..) => errno::EAGAIN,
+            Self::Busy(refusal @ super::role::RoleError::AskedByItsOwnProcess(_)) => refusal.errno(),
             Self::Busy(_) => errno::EBUSY,
             Self::NoAnswer(_) => errno::ETIMEDOUT,
             Self::Image(error) => error.errno(),

@@ -66,11 +66,12 @@ impl RoleError {
             Self::NoSuchCore(_) => errno::EINVAL,
             Self::NotRunning(..) | Self::NoAnswer(_) => errno::EAGAIN,
             Self::CoreZero => errno::EPERM,
+            // The asker would wait for itself to move.
+            Self::AskedByItsOwnProcess(_) => errno::EDEADLK,
             Self::LastTimesharingCore(_)
             | Self::HasProcesses(..)
             | Self::CannotMove(..)
             | Self::CannotStay(..)
-            | Self::AskedByItsOwnProcess(_)
             | Self::RunsThread(_)
             | Self::ServesSyspages(..)
             | Self::Parked(..)

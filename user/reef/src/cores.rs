@@ -11,6 +11,9 @@ pub fn core_error_text(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::EINVAL) => "no such core, a bad image path, or a core that is not parked: see `cores` and `ls /boot`",
         Some(libc::EPERM) => "core 0 owns the devices and the file service, and never stops",
+        Some(libc::EDEADLK) => {
+            "this program runs on that core, whose processes move (or freeze) first, and it cannot while it asks: ask from another core, e.g. `on <other core> core ...`"
+        }
         Some(libc::EBUSY) => {
             "something keeps it: a process homed there that cannot move to another TC or be kept through a restart (a TC's processes move before it stops and stay through a restart or a stop --keep; ask from another core), an application thread, syspages, a parked core (unpark it), a stopped core keeping processes started with an image that runs no timesharing, or it is parked, an AC (which neither parks nor hosts) or a KC asked to host (the kernel log says which)"
         }

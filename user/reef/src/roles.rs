@@ -8,6 +8,11 @@ use std::os::unix::process::CommandExt;
 /// Where programs are looked for when `$PATH` is not set.
 const DEFAULT_PATH: &str = "/bin:/sbin";
 
+/// A TC's processes move before it changes role or stops, and the program asking is one of
+/// them: it cannot move while it waits for the answer.
+const ASKED_FROM_THE_CORE: &str =
+    "this program runs on that core, whose processes move first, and it cannot move while it asks: ask from another core, e.g. `on <other core> role ...`";
+
 /// What to say when `reef_role` refused with `errno`, and what to do about it.
 pub fn role_error_text(errno: Option<i32>) -> &'static str {
     match errno {
@@ -20,6 +25,7 @@ pub fn role_error_text(errno: Option<i32>) -> &'static str {
             "the change would leave no timesharing core, or a process there cannot move to another TC, or the core runs a thread, or serves syspages with no other kernel core to take them (the kernel log says which): end them first, or make another core a KC"
         }
         Some(libc::EOPNOTSUPP) => "that core runs the rt image, whose role cannot change: restart it with /boot/full",
+        Some(libc::EDEADLK) => ASKED_FROM_THE_CORE,
         Some(libc::ENOSYS) => "not on Reef: roles need Reef's reef_role call",
         _ => "failed",
     }

@@ -113,7 +113,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 ("core: restart core 1: that file is no Reef kernel image, or it is corrupt", "a corrupt image"),
                 ("core: restart core 1: that image was built for another KCB layout version", "another KCB version"),
                 ("core: stop core 1: the core is in that state already", "stopping a stopped core"),
-                ("core: stop core 1: something keeps it", "a stop asked by the core's own process"),
+                ("core: stop core 1: this program runs on that core", "a stop asked by the core's own process"),
                 ("role: core 1 to TC: that core runs the rt image", "a TC role on the rt image"),
             ];
             for (line, what) in refusals {

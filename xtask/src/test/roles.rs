@@ -239,6 +239,11 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "role change of core 3 refused: core 3 is home to processes, among them the one asking",
                 "a core asked by its own process was not refused",
             )?;
+            printed(
+                serial,
+                "role: core 3 to KC: this program runs on that core, whose processes move first",
+                "the refusal of a core asked by its own process did not say to ask from another",
+            )?;
             printed_in_order(serial, &["core 3 is now a KC", "core 3 is now a TC"])?;
             stress_ok(serial)?;
             nothing_leaked(serial, 4)
@@ -345,6 +350,7 @@ fn file_service_on_a_kernel_core(list: &mut Vec<Integration>, machine: &dyn Fn(u
                 &[
                     "role: core 0 to AC: core 0 owns the devices and the file service: it can be a TC or a KC",
                     "core 0 is home to processes, among them the one asking",
+                    "role: core 0 to KC: this program runs on that core, whose processes move first",
                     "role: core 0 to AC: core 0 owns the devices",
                     "(init) moved here from core 0",
                     "core 0 is now a KC",
