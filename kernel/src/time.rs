@@ -47,6 +47,8 @@ pub fn deadline_after_ms(ms: u64) -> u64 {
 pub struct SpinDeadline {
     end: u64,
     polls: u32,
+    /// A read found the deadline passed: every later poll says so without reading.
+    passed: bool,
 }
 
 impl SpinDeadline {
@@ -55,19 +57,21 @@ impl SpinDeadline {
 
     /// The deadline `cycles` TSC ticks from now.
     pub fn after_cycles(cycles: u64) -> Self {
-        Self { end: read_tsc().saturating_add(cycles), polls: 0 }
+        Self { end: read_tsc().saturating_add(cycles), polls: 0, passed: false }
     }
 
     /// The deadline `ms` milliseconds from now.
     pub fn after_ms(ms: u64) -> Self {
-        Self { end: deadline_after_ms(ms), polls: 0 }
+        Self { end: deadline_after_ms(ms), polls: 0, passed: false }
     }
 
     /// One poll: whether the deadline has passed, as last read (the TSC is read at the first
-    /// poll and then every [`Self::POLLS_PER_READ`]).
+    /// poll and then every [`Self::POLLS_PER_READ`]); once it has, every later poll says so.
     pub fn passed(&mut self) -> bool {
-        let read = self.polls.is_multiple_of(Self::POLLS_PER_READ);
+        if !self.passed && self.polls.is_multiple_of(Self::POLLS_PER_READ) {
+            self.passed = read_tsc() >= self.end;
+        }
         self.polls = self.polls.wrapping_add(1);
-        read && read_tsc() >= self.end
+        self.passed
     }
 }

@@ -293,7 +293,8 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
     }
     // An AC has nothing else to do: it polls for the answer (no interrupt, the NIX way) for a
     // while, and only a long wait (a read of the console, a sleep) halts until an IPI.
-    let mut poll_until = cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(ANSWER_POLL_NS));
+    let mut polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(ANSWER_POLL_NS));
+    let mut halt = false;
     loop {
         if ENDED.load(Ordering::Acquire) {
             leave();
@@ -334,9 +335,9 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
         // kernel builds the tables anew, and the run it sends reloads them (`load_state`).
         let home = shared::get().kcb(guest.home);
         if !home.state().is_live() || home.restart_pending.load(Ordering::Acquire) != 0 {
-            poll_until = 0;
+            halt = true;
         }
-        if cpu::read_tsc() < poll_until {
+        if !halt && !polling.passed() {
             crate::msg::drain();
             cpu::relax();
         } else {

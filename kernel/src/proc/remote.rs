@@ -452,8 +452,8 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
             return take_event(thread.tid).map_or(Waited::Lost, |event| Waited::Event(Box::new(event)));
         }
         if !recalled && !sched::others_ready() {
-            let poll_until = crate::arch::cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(EVENT_POLL_NS));
-            while crate::arch::cpu::read_tsc() < poll_until && !sched::others_ready() {
+            let mut polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(EVENT_POLL_NS));
+            while !polling.passed() && !sched::others_ready() {
                 crate::msg::drain();
                 if let Some(event) = take_event(thread.tid) {
                     return Waited::Event(Box::new(event));
