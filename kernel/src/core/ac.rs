@@ -63,10 +63,12 @@ struct GuestRoot {
     loaded: Option<Loaded>,
 }
 
-/// What a root was loaded with: the home kernel's incarnation (a restarted home builds the
-/// tables anew, perhaps in the same frames with the same generation), its mapping generation
-/// and its top-level entries.
+/// What a root was loaded with: the home (a process that moved has its tables built anew by
+/// another) and its kernel's incarnation (a restarted home builds the tables anew, perhaps in
+/// the same frames with the same generation), its mapping generation and its top-level
+/// entries.
 struct Loaded {
+    home: u16,
     home_incarnation: u64,
     mappings: u64,
     entries: Vec<(u16, u64)>,
@@ -144,15 +146,20 @@ fn load_state(command: &AcCommand) {
         let home_incarnation =
             shared::get().kcbs.get(usize::from(command.home)).map_or(0, |kcb| kcb.incarnation.load(Ordering::Acquire));
         let same = guest.loaded.as_ref().is_some_and(|loaded| {
-            loaded.home_incarnation == home_incarnation
+            loaded.home == command.home
+                && loaded.home_incarnation == home_incarnation
                 && loaded.mappings == command.mappings
                 && loaded.entries == command.root_entries()
         });
         if !same || !guest.root.is_loaded() {
             guest.root.set_user_entries(command.root_entries());
             guest.root.load();
-            guest.loaded =
-                Some(Loaded { home_incarnation, mappings: command.mappings, entries: command.root_entries().to_vec() });
+            guest.loaded = Some(Loaded {
+                home: command.home,
+                home_incarnation,
+                mappings: command.mappings,
+                entries: command.root_entries().to_vec(),
+            });
         }
     }
 }
@@ -325,15 +332,17 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
             continue;
         }
         // A home between two kernels of a restart keeps the thread: its next kernel sends it
-        // on.
-        if !crate::msg::is_reachable(guest.home) {
-            log::warn!("home core {} of thread {} stopped: the thread ends here", guest.home, guest.tid);
+        // on. A process that moved to another TC meanwhile is that TC's, which ships it on
+        // (its old home may stop once it let go of it).
+        let home_now = crate::proc::home_of(guest.pid);
+        if !crate::msg::is_reachable(home_now) {
+            log::warn!("home core {home_now} of thread {} stopped: the thread ends here", guest.tid);
             leave();
         }
         // A home asked to restart answers from its next kernel, milliseconds away: halt until
         // it sends (a polling core would take a host CPU from the booting one under TCG). That
         // kernel builds the tables anew, and the run it sends reloads them (`load_state`).
-        let home = shared::get().kcb(guest.home);
+        let home = shared::get().kcb(home_now);
         if !home.state().is_live() || home.restart_pending.load(Ordering::Acquire) != 0 {
             halt = true;
         }
@@ -359,8 +368,22 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
     }
     let mut guest = GUEST.lock();
     let ours = guest.is_some_and(|g| g.tid == command.tid && g.home == home && g.pid == command.pid);
+    // The guest's process moved to another TC (a role change or a stop of its home): its new
+    // home ships it, and the pid's range names that home (written before the process ran
+    // there, so before this run was sent).
+    let rehomed = command.kind == CommandKind::Run
+        && guest.is_some_and(|g| {
+            g.tid == command.tid && g.pid == command.pid && g.home != home && crate::proc::home_of(g.pid) == home
+        });
     match command.kind {
         CommandKind::Run if ours => INBOX.lock().push_back(command),
+        CommandKind::Run if rehomed => {
+            if let Some(guest) = guest.as_mut() {
+                log::debug!("thread {} of process {} now homed on core {home}", guest.tid, guest.pid);
+                guest.home = home;
+            }
+            INBOX.lock().push_back(command);
+        }
         CommandKind::Run => {
             let refusal = if guest.is_some() {
                 Some(errno::EBUSY)

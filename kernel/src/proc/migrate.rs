@@ -198,17 +198,17 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
         return Some(CannotMove::Threads(tids.len()));
     }
     for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
-        // A thread on an AC, or with a syspage, is named in the AC's or the KC's records as
-        // this home's: it may wait out a restart of its home (the next kernel is the same
-        // home), but not go elsewhere, nor hold its AC or its KC's calls through a stop of
-        // unknown length.
-        if going != Going::ThroughRestart {
-            if thread.away.lock().is_some() {
-                return Some(CannotMove::OnApplicationCore);
-            }
-            if crate::syscall::syspage::of_thread(thread.tid).is_some() {
-                return Some(CannotMove::HasSyspage);
-            }
+        // A thread on an AC is recalled and goes with its process: its new home ships it back
+        // to the AC, which takes it from the home the pid's range names (NIX's execac, with
+        // a home that changes). It cannot hold its AC through a stop of unknown length.
+        if going == Going::UntilStart && thread.away.lock().is_some() {
+            return Some(CannotMove::OnApplicationCore);
+        }
+        // A syspage is named in its KC's records as this home's: it may wait out a restart of
+        // its home (the next kernel is the same home), but not go elsewhere (its frame would
+        // change), nor hold its KC's calls through a stop of unknown length.
+        if going != Going::ThroughRestart && crate::syscall::syspage::of_thread(thread.tid).is_some() {
+            return Some(CannotMove::HasSyspage);
         }
     }
     None
@@ -450,6 +450,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
     }
     sched::wake(WaitToken::Reply(GATHERING | u64::from(pid)), usize::MAX);
     if result.is_ok() {
+        super::remote::moved_away_from_here(&me);
         drop(me);
         leave(process, &threads)
     }
@@ -458,6 +459,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
 /// A thread of a process that moved ends here without ending the process (its copy runs on
 /// the destination); the last of them takes the process down ([`leave`]).
 fn exit_moved_thread(me: Arc<Thread>) -> ! {
+    super::remote::moved_away_from_here(&me);
     if let Some(process) = me.process.as_ref() {
         process.state.lock().threads.retain(|&tid| tid != me.tid);
     }
@@ -996,14 +998,13 @@ pub(super) fn install(
         )
         .map_err(|_| errno::ENOMEM)?;
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
-        // Only a kept thread comes with an AC or a syspage (a move refuses both).
-        let away_or_syspage =
-            moved.application_core != abi::migration::AT_HOME || moved.syspage_core != abi::migration::NO_SYSPAGE;
-        if away_or_syspage && arrival != Arrival::Kept {
+        // Only a kept thread comes with a syspage (a move refuses it).
+        if moved.syspage_core != abi::migration::NO_SYSPAGE && arrival != Arrival::Kept {
             return Err(errno::EINVAL);
         }
         if moved.application_core != abi::migration::AT_HOME {
-            // It goes back to its AC from its first way to ring 3.
+            // It goes back to its AC from its first way to ring 3 (from this new home, for a
+            // move: the AC checks that the pid's range names it).
             super::remote::adopt_away(&thread, moved.application_core as usize, u64::from(moved.application_flags));
         }
         if moved.restart_until_ns != NO_RESTART {

@@ -428,9 +428,15 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         if let Some(event) = take_event(thread.tid) {
             return Waited::Event(Box::new(event));
         }
-        if !recalled && thread.process.as_ref().is_some_and(|process| super::migrate::is_kept_here(process)) {
-            // This home restarts and keeps the process: the thread checks in at home with
-            // its registers, as for a signal.
+        if !recalled
+            && thread
+                .process
+                .as_ref()
+                .is_some_and(|process| super::migrate::is_kept_here(process) || super::migrate::is_asked(process))
+        {
+            // This home restarts and keeps the process, or it moves to another TC: the thread
+            // checks in at home with its registers, as for a signal (the AC holds it until
+            // the home it then has ships it back).
             recalled = true;
             let pid = thread.process.as_ref().map_or(0, |p| p.pid);
             send(core, &AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid));
@@ -535,6 +541,12 @@ fn end_on(thread: &sched::Thread, core: usize, wait: bool) {
 fn leave(thread: &sched::Thread) {
     take_away(thread);
     EVENTS.lock().retain(|event| event.tid != thread.tid);
+}
+
+/// The thread's process moved to another TC, whose copy of the thread ships it back to its
+/// AC: this home forgets it there without ending it.
+pub fn moved_away_from_here(thread: &sched::Thread) {
+    leave(thread);
 }
 
 /// The thread is ending (exit, kill): its AC drops it.

@@ -321,6 +321,40 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
     file_service_on_a_kernel_core(list, machine);
+    // A process whose thread runs on an AC moves with its home's role change, and with a
+    // plain stop of its home: the home recalls the thread, the process moves, the new home
+    // ships the thread back to the AC. FTQ under `execac` on AC 3 (homed on TC 2) while the
+    // message stress runs between cores 0 and 1; then a busybox shell under `execac` whose
+    // `sleep` child waits at home when core 2 stops.
+    let script = "role 3 ac; spawn 2 /bin/execac 3 /bin/ftq 150000 20 > /tmp/ftq.txt & sleep 0.4; \
+                  on 1 /bin/msg stress 200000 0,1 & sleep 0.1; role 2 kc; /bin/cores; wait; \
+                  cat /tmp/ftq.txt; rm /tmp/ftq.txt; role 2 tc; \
+                  spawn 2 /bin/execac 3 /bin/busybox sh -c 'sleep 0.6; /bin/busybox sha256sum /etc/hello.txt' & \
+                  sleep 0.3; core stop 2; wait; core start 2; role 3 tc; /bin/cores; /bin/ps";
+    let digest = hello_digest();
+    list.push(Integration {
+        name: "execac-process-moves-with-its-home-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            printed_in_order(
+                serial,
+                &["(ftq) moved here from core 2", "core 2 is now a KC", "      runs thread 200001 of process 200001"],
+            )?;
+            let ftq = serial.lines().filter(|l| l.starts_with("FTQ quanta=150000 ")).collect::<Vec<_>>();
+            if ftq.len() != 1 || !ftq[0].ends_with(" core=3") {
+                return Err(format!("FTQ on AC 3 did not end there with one summary: {ftq:?}"));
+            }
+            stress_ok(serial)?;
+            printed_in_order(serial, &["(busybox) moved here from core 2", "core 2 stopped in "])?;
+            printed(
+                serial,
+                &format!("{digest}  /etc/hello.txt"),
+                "the shell on the AC did not go on after its home stopped",
+            )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
 }
 
 /// The requests `/proc/reef/files` says the file service served as a kernel core.
