@@ -367,23 +367,20 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
         return Ok(());
     }
     let mut guest = GUEST.lock();
-    let ours = guest.is_some_and(|g| g.tid == command.tid && g.home == home && g.pid == command.pid);
     // The guest's process moved to another TC (a role change or a stop of its home): its new
-    // home ships it, and the pid's range names that home (written before the process ran
-    // there, so before this run was sent).
-    let rehomed = command.kind == CommandKind::Run
-        && guest.is_some_and(|g| {
-            g.tid == command.tid && g.pid == command.pid && g.home != home && crate::proc::home_of(g.pid) == home
-        });
+    // home ships it (or ends it, if it was killed before it shipped it), and the pid's range
+    // names that home (written before the process ran there, so before anything was sent).
+    if let Some(moved) = guest
+        .as_mut()
+        .filter(|g| g.tid == command.tid && g.pid == command.pid && g.home != home)
+        .filter(|g| crate::proc::home_of(g.pid) == home)
+    {
+        log::debug!("thread {} of process {} now homed on core {home}", moved.tid, moved.pid);
+        moved.home = home;
+    }
+    let ours = guest.is_some_and(|g| g.tid == command.tid && g.home == home && g.pid == command.pid);
     match command.kind {
         CommandKind::Run if ours => INBOX.lock().push_back(command),
-        CommandKind::Run if rehomed => {
-            if let Some(guest) = guest.as_mut() {
-                log::debug!("thread {} of process {} now homed on core {home}", guest.tid, guest.pid);
-                guest.home = home;
-            }
-            INBOX.lock().push_back(command);
-        }
         CommandKind::Run => {
             let refusal = if guest.is_some() {
                 Some(errno::EBUSY)

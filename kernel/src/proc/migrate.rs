@@ -34,7 +34,7 @@ use crate::core::kcb::{PartitionRange, Role};
 use crate::core::shared;
 use crate::fs::{FileTable, Handle};
 use crate::mm::user::{AddressSpace, Area, AreaKind, MemoryError, PageSource, Protection};
-use crate::sched::{self, Thread, WaitToken};
+use crate::sched::{self, Thread, WaitToken, Wakeup};
 use abi::message::Kind;
 use abi::migration::{
     MoveHeader, MoveImage, MoveParts, MoveReply, MovedAction, MovedArea, MovedChild, MovedDescriptor, MovedPage,
@@ -705,8 +705,14 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
         if crate::arch::cpu::read_tsc() >= deadline {
             break None;
         }
-        // Not interruptible: the answer decides where the process lives.
-        let _ = sched::block_uninterruptible(WaitToken::Reply(move_id), Some(deadline));
+        // Not interruptible: the answer decides where the process lives. A kill ends every
+        // wait of the process at once, so a killed packer looks at its messages itself (the
+        // answer comes as one): else it spun until the deadline, gave up while the destination
+        // ran the process, and both copies let go of the same file references.
+        if sched::block_uninterruptible(WaitToken::Reply(move_id), Some(deadline)) == Wakeup::Killed {
+            crate::msg::drain();
+            crate::arch::cpu::relax();
+        }
     };
     ANSWERS.lock().remove(&move_id);
     match answer {

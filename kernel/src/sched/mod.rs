@@ -380,12 +380,9 @@ fn block_as(wait: Wait) -> Wakeup {
             Some(Wakeup::Killed)
         } else if wait.interruptible && signal::would_interrupt(&me, process) {
             Some(Wakeup::Interrupted)
-        } else if wait.interruptible
-            && crate::proc::migrate::is_asked(process)
-            && (me.away.lock().is_none() || crate::proc::migrate::is_kept_here(process))
-        {
-            // A thread away on an AC is never moved; kept through a restart, it checks in at
-            // home like the others (its home recalls it from its AC).
+        } else if wait.interruptible && crate::proc::migrate::is_asked(process) {
+            // A thread away on an AC checks in at home like the others: its home-side self
+            // recalls it from its AC, then waits uninterruptibly for its registers.
             Some(Wakeup::Moving)
         } else {
             None
