@@ -119,6 +119,7 @@ fn enter(command: &AcCommand) {
     SYSCALL_STACK_TOP.store(stack.top(), Ordering::Relaxed);
     cpu::disable_interrupts();
     load_state(command);
+    interrupt_guest_if_notified();
     RUNNING.store(true, Ordering::Relaxed);
     // SAFETY: interrupts are masked; the prepared stack enters ring 3 with the guest's frame;
     // the boot thread's stack pointer is saved where `leave` finds it.
@@ -224,6 +225,8 @@ pub fn on_system_call(frame: &mut InterruptFrame) {
     {
         // A signal for the thread meanwhile: the home delivers it.
         after_interrupt(frame);
+        cpu::disable_interrupts();
+        interrupt_guest_if_notified();
         return;
     }
     shared::this_kcb().syscalls.sent_home.fetch_add(1, Ordering::Relaxed);
@@ -233,6 +236,17 @@ pub fn on_system_call(frame: &mut InterruptFrame) {
 /// An exception of the guest (from ring 3): its home decides.
 pub fn on_exception(frame: &mut InterruptFrame, fault_address: u64) {
     exchange(frame, EventKind::Fault, fault_address);
+}
+
+/// With interrupts masked until the guest runs: if a message notification came while this
+/// core was in the kernel since it last looked (an end or a recall, which interrupts the
+/// guest to be seen), interrupts the guest again as soon as it runs, so that it looks. An AC
+/// takes no tick: without this, the message waited for the guest's next system call (a
+/// kill of a thread computing on an AC waited seconds).
+fn interrupt_guest_if_notified() {
+    if crate::sched::take_message_notification() {
+        crate::msg::notify(shared::this_core() as usize, crate::msg::NotifyMode::Ipi);
+    }
 }
 
 /// After an interrupt that stopped the guest's user code: obeys a recall, an end, or a boot
@@ -327,6 +341,8 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
                     guest.kernel_core = command.kernel_core;
                     guest.syspage = command.syspage;
                 }
+                cpu::disable_interrupts();
+                interrupt_guest_if_notified();
                 return;
             }
             continue;
@@ -368,12 +384,15 @@ fn on_command(bytes: &[u8]) -> crate::msg::HandlerResult {
     }
     let mut guest = GUEST.lock();
     // The guest's process moved to another TC (a role change or a stop of its home): its new
-    // home ships it (or ends it, if it was killed before it shipped it), and the pid's range
-    // names that home (written before the process ran there, so before anything was sent).
+    // home ships it, and the pid's range names that home (written before the process ran
+    // there, so before anything was sent). Or it ends it: a process killed before its new home
+    // shipped the thread may be gone from the range's records by the time its end comes, so
+    // an end is taken from whichever kernel sends it (only a kernel that holds the process
+    // sends one: the old home forgets a thread that moved without ending it).
     if let Some(moved) = guest
         .as_mut()
         .filter(|g| g.tid == command.tid && g.pid == command.pid && g.home != home)
-        .filter(|g| crate::proc::home_of(g.pid) == home)
+        .filter(|g| command.kind == CommandKind::End || crate::proc::home_of(g.pid) == home)
     {
         log::debug!("thread {} of process {} now homed on core {home}", moved.tid, moved.pid);
         moved.home = home;

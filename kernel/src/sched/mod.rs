@@ -244,6 +244,12 @@ pub fn on_message_notification() {
     LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
 }
 
+/// Whether a message notification came since the last look at them, clearing the note (an
+/// application core about to resume its guest, which nothing else will interrupt).
+pub fn take_message_notification() -> bool {
+    LOOK_AT_MESSAGES.swap(false, Ordering::Relaxed)
+}
+
 fn with_scheduler<T>(work: impl FnOnce(&mut Scheduler) -> T) -> T {
     cpu::without_interrupts(|| work(&mut SCHEDULER.lock()))
 }

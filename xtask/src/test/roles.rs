@@ -325,10 +325,14 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // answer): the process lives in one place only and dies there, its files are released
     // once (a second release closed the shell's console: `Bad file descriptor`), and nothing
     // leaks. Four rounds, the kill a few milliseconds after the role change is asked. Before
-    // the packer looked at its messages when killed, three runs in four went wrong.
+    // the packer looked at its messages when killed, three runs in four went wrong. Then three
+    // rounds with the process's thread on AC 3 (`execac`): the AC must be free after each
+    // (an end from the new home, sent before it shipped the thread, was once ignored).
     let script = "p=200001; for d in 0.005 0.003 0.007 0.005; do spawn 2 /bin/ftq 100000 20 > /dev/null & \
                   sleep 0.5; role 2 kc & sleep $d; kill -9 $p; wait; role 2 tc; p=$((p+1)); done; \
-                  echo shell-ok; /bin/cores; /bin/ps";
+                  role 3 ac; for d in 0.005 0.003 0.007; do spawn 2 /bin/execac 3 /bin/ftq 100000 20 > /dev/null & \
+                  sleep 0.5; role 2 kc & sleep $d; kill -9 $p; wait; echo ac-threads $(/bin/cores | grep -c 'runs thread'); \
+                  role 2 tc; p=$((p+1)); done; role 3 tc; echo shell-ok; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "kill-during-a-move-4-cores".into(),
         machine: machine(4, &exec(script)),
@@ -340,8 +344,12 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     return Err(format!("a kill during a move: `{wrong}`"));
                 }
             }
-            for pid in 200001..=200004 {
-                let moved = serial.contains(&format!("process {pid} (ftq) moved here"));
+            if serial.lines().filter(|l| l.starts_with("ac-threads 0")).count() != 3 {
+                return Err("an AC still held the thread of a process killed as it moved".into());
+            }
+            for pid in 200001..=200007 {
+                let moved = serial.contains(&format!("process {pid} (ftq) moved here"))
+                    || serial.contains(&format!("process {pid} (execac) moved here"));
                 let stayed = serial.contains(&format!("process {pid} could not move"));
                 if moved && stayed {
                     return Err(format!("process {pid} both moved and stayed: two copies"));
