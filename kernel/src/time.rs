@@ -2,6 +2,7 @@
 
 use crate::arch::cpu::read_tsc;
 use crate::core::shared;
+use core::cell::Cell;
 
 /// Nanoseconds in `cycles` TSC ticks.
 pub fn cycles_to_ns(cycles: u64) -> u64 {
@@ -46,9 +47,9 @@ pub fn deadline_after_ms(ms: u64) -> u64 {
 /// tens of nanoseconds, so the wait ends at most a few microseconds late.
 pub struct SpinDeadline {
     end: u64,
-    polls: u32,
+    polls: Cell<u32>,
     /// A read found the deadline passed: every later poll says so without reading.
-    passed: bool,
+    passed: Cell<bool>,
 }
 
 impl SpinDeadline {
@@ -57,21 +58,26 @@ impl SpinDeadline {
 
     /// The deadline `cycles` TSC ticks from now.
     pub fn after_cycles(cycles: u64) -> Self {
-        Self { end: read_tsc().saturating_add(cycles), polls: 0, passed: false }
+        Self::at(read_tsc().saturating_add(cycles))
     }
 
     /// The deadline `ms` milliseconds from now.
     pub fn after_ms(ms: u64) -> Self {
-        Self { end: deadline_after_ms(ms), polls: 0, passed: false }
+        Self::at(deadline_after_ms(ms))
+    }
+
+    fn at(end: u64) -> Self {
+        Self { end, polls: Cell::new(0), passed: Cell::new(false) }
     }
 
     /// One poll: whether the deadline has passed, as last read (the TSC is read at the first
     /// poll and then every [`Self::POLLS_PER_READ`]); once it has, every later poll says so.
-    pub fn passed(&mut self) -> bool {
-        if !self.passed && self.polls.is_multiple_of(Self::POLLS_PER_READ) {
-            self.passed = read_tsc() >= self.end;
+    pub fn passed(&self) -> bool {
+        let polls = self.polls.get();
+        if !self.passed.get() && polls.is_multiple_of(Self::POLLS_PER_READ) {
+            self.passed.set(read_tsc() >= self.end);
         }
-        self.polls = self.polls.wrapping_add(1);
-        self.passed
+        self.polls.set(polls.wrapping_add(1));
+        self.passed.get()
     }
 }

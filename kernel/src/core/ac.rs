@@ -314,7 +314,7 @@ fn exchange(frame: &mut InterruptFrame, kind: EventKind, fault_address: u64) {
     }
     // An AC has nothing else to do: it polls for the answer (no interrupt, the NIX way) for a
     // while, and only a long wait (a read of the console, a sleep) halts until an IPI.
-    let mut polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(ANSWER_POLL_NS));
+    let polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(ANSWER_POLL_NS));
     let mut halt = false;
     loop {
         if ENDED.load(Ordering::Acquire) {

@@ -489,7 +489,7 @@ fn wake_processor(
     let tsc_hz = shared.header.facts.tsc_hz;
     let microseconds = |us: u64| tsc_hz / 1_000_000 * us;
     let wait_left_trampoline = |timeout: u64| {
-        let mut deadline = SpinDeadline::after_cycles(timeout);
+        let deadline = SpinDeadline::after_cycles(timeout);
         while !deadline.passed() {
             if left() {
                 return true;
@@ -555,7 +555,7 @@ pub fn resume_on(destination: usize, guest: &Kcb) -> Result<u64, BootError> {
 }
 
 fn spin_for(cycles: u64) {
-    let mut deadline = SpinDeadline::after_cycles(cycles);
+    let deadline = SpinDeadline::after_cycles(cycles);
     while !deadline.passed() {
         relax();
     }

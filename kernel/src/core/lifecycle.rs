@@ -14,7 +14,7 @@
 //!   The image is checked before the stop, so a bad image changes nothing.
 
 use super::boot_driver::{self, BootError, StartCycles};
-use super::kcb::{CoreState, Role};
+use super::kcb::CoreState;
 use super::kernel_image::{self, ImageError, KernelImage};
 use super::role::{HandOver, RoleError, StopKind};
 use super::shared;
@@ -155,6 +155,7 @@ impl core::fmt::Display for CoreError {
 /// A timesharing core hands its processes to the other TCs first, as Linux moves a CPU's
 /// tasks off before it goes offline.
 pub fn stop(core: usize) -> Result<u64, CoreError> {
+    refuse_core_zero(core)?;
     hand_processes_over(core, HandOver::Leave)?;
     stop_now(core)
 }
@@ -164,6 +165,7 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
 /// on where they stopped, as a restart does. Meanwhile they run nowhere: signals for them
 /// fail, and their parents' waits wait.
 pub fn stop_keeping(core: usize) -> Result<u64, CoreError> {
+    refuse_core_zero(core)?;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
     let keeping = ::kcb::block::STOPPING_TO_KEEP;
     if kcb.restart_pending.compare_exchange(0, keeping, Ordering::AcqRel, Ordering::Acquire).is_err() {
@@ -175,13 +177,19 @@ pub fn stop_keeping(core: usize) -> Result<u64, CoreError> {
     result
 }
 
-/// Before a stop: the processes of timesharing core `core` move to the other TCs, or stay
-/// for its next kernel; see `role::hand_processes_over`. Core 0 keeps its own: it never stops
-/// (the stop refuses it next), and a refused request changes nothing.
-fn hand_processes_over(core: usize, how: HandOver) -> Result<(), CoreError> {
-    if core == 0 {
+/// Core 0 owns the devices and the file service and never stops: refused before anything
+/// moves or is laid out, so the refusal changes nothing.
+fn refuse_core_zero(core: usize) -> Result<(), CoreError> {
+    if core != 0 {
         return Ok(());
     }
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    Err(CoreError::CoreZero { last_timesharing: !super::role::other_timesharing(0, count) })
+}
+
+/// Before a stop: the processes of timesharing core `core` move to the other TCs, or stay
+/// for its next kernel; see `role::hand_processes_over`.
+fn hand_processes_over(core: usize, how: HandOver) -> Result<(), CoreError> {
     let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
     super::role::hand_processes_over(core, count, how).map_err(CoreError::Busy)
 }
@@ -198,13 +206,8 @@ fn stop_now(core: usize) -> Result<u64, CoreError> {
         state @ (CoreState::Stopped | CoreState::Offline) => return Err(CoreError::AlreadyStopped(core, state)),
         state => return Err(CoreError::NotRunning(core, state)),
     }
-    if core == 0 {
-        let other_timesharing =
-            (1..count).any(|c| region.kcb(c).state().is_live() && region.kcb(c).role() == Role::Timesharing);
-        return Err(CoreError::CoreZero { last_timesharing: !other_timesharing });
-    }
     let begun = cpu::read_tsc();
-    let mut deadline = crate::time::SpinDeadline::after_ms(STOP_TIMEOUT_MS);
+    let deadline = crate::time::SpinDeadline::after_ms(STOP_TIMEOUT_MS);
     kcb.stop_asked_tsc.store(begun, Ordering::Relaxed);
     // An IPI after the call: an application core running user code looks at its messages
     // only when something interrupts it.
@@ -273,6 +276,7 @@ pub fn restart(core: usize, path: Option<&str>, uncached: bool) -> Result<CoreTi
     let begun = cpu::read_tsc();
     let (image, cached) = image(path, uncached)?;
     let loaded = cpu::read_tsc() - begun;
+    refuse_core_zero(core)?;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;
     // One restart of a core at a time: the next kernel is laid out before the stop, in the
     // half of the reserve the running one does not use, which a second would write too.

@@ -282,7 +282,7 @@ pub(super) fn hand_processes_over(core: usize, count: usize, how: HandOver) -> R
         // of microseconds. A sleep, or a yield to a busy thread, would wait for this core's
         // next tick (10 ms), all of it a pause of the kept processes, so the asker spins a
         // little first.
-        let mut quick = crate::time::SpinDeadline::after_ms(FREEZE_SPIN_MS);
+        let quick = crate::time::SpinDeadline::after_ms(FREEZE_SPIN_MS);
         while waiting() && !quick.passed() {
             // This core's messages and file service go on meanwhile: a thread waiting for the
             // service (a pipe read) freezes once its cancelled request is answered, and the
@@ -313,7 +313,7 @@ fn change_locked(core: usize, role: Role, count: usize) -> Result<(), RoleError>
 }
 
 /// Whether a live core other than `core` is a timesharing core.
-fn other_timesharing(core: usize, count: usize) -> bool {
+pub(super) fn other_timesharing(core: usize, count: usize) -> bool {
     let region = shared::get();
     (0..count)
         .filter(|&c| c != core)

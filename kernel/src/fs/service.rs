@@ -395,7 +395,7 @@ pub fn handle_inbox() {
 /// Whether the service has work that came outside a message look: requests in its inbox, or
 /// console input. A kernel core, which takes no tick, looks before it halts.
 pub fn has_work() -> bool {
-    shared::this_core() as usize == SERVICE_CORE
+    super::serves_files_here()
         && (INBOX_WAITING.load(Ordering::Relaxed)
             || CONSOLE_INPUT.load(Ordering::Relaxed)
             || crate::arch::legacy::com1::has_input())

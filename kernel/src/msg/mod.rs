@@ -203,20 +203,15 @@ fn counted(error: SendError) -> SendError {
 pub struct Patience {
     target: usize,
     started: u64,
-    limit_cycles: u64,
-    /// Checks so far: the TSC is read at one in `SpinDeadline::POLLS_PER_READ`.
-    checks: core::cell::Cell<u32>,
+    /// Read at one check in `SpinDeadline::POLLS_PER_READ` (under TCG every read of the
+    /// clock takes a lock all vCPUs share).
+    deadline: crate::time::SpinDeadline,
 }
 
 impl Patience {
     /// Starts waiting for `target`, for at most `timeout_ms`.
     pub fn new(target: usize, timeout_ms: u64) -> Self {
-        Self {
-            target,
-            started: cpu::read_tsc(),
-            limit_cycles: shared::facts().tsc_hz / 1000 * timeout_ms,
-            checks: core::cell::Cell::new(0),
-        }
+        Self { target, started: cpu::read_tsc(), deadline: crate::time::SpinDeadline::after_ms(timeout_ms) }
     }
 
     /// `Ok` while the target runs and time is left; else the (counted) reason to give up.
@@ -228,15 +223,8 @@ impl Patience {
         if !state.is_live() {
             return Err(counted(SendError::TargetNotRunning { core: self.target, state }));
         }
-        // The clock at the first check and then at one in `POLLS_PER_READ` (see `SpinDeadline`:
-        // under TCG every read takes a lock all vCPUs share).
-        let checks = self.checks.get();
-        self.checks.set(checks.wrapping_add(1));
-        if !checks.is_multiple_of(crate::time::SpinDeadline::POLLS_PER_READ) {
-            return Ok(());
-        }
-        let waited = cpu::read_tsc().wrapping_sub(self.started);
-        if waited > self.limit_cycles {
+        if self.deadline.passed() {
+            let waited = cpu::read_tsc().wrapping_sub(self.started);
             let waited_ms = waited / (shared::facts().tsc_hz / 1000).max(1);
             return Err(counted(SendError::Timeout { core: self.target, waited_ms }));
         }
@@ -397,7 +385,7 @@ pub fn wait_out_restart(target: usize) {
     if kcb.state().is_live() || kcb.restart_pending.load(Ordering::Acquire) == 0 {
         return;
     }
-    let mut deadline = crate::time::SpinDeadline::after_ms(RESTART_WAIT_MS);
+    let deadline = crate::time::SpinDeadline::after_ms(RESTART_WAIT_MS);
     while !kcb.state().is_live() && kcb.restart_pending.load(Ordering::Acquire) != 0 && !deadline.passed() {
         crate::core::park::while_waiting();
         drain();
@@ -955,7 +943,7 @@ pub fn wait_for_messages() {
         return;
     }
     if mode == NotifyMode::Hybrid {
-        let mut spin = crate::time::SpinDeadline::after_cycles(line.spin_cycles.load(Ordering::Relaxed));
+        let spin = crate::time::SpinDeadline::after_cycles(line.spin_cycles.load(Ordering::Relaxed));
         while !spin.passed() {
             if let Some(incoming) = receive_one() {
                 dispatch(&incoming);

@@ -428,12 +428,8 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
         if let Some(event) = take_event(thread.tid) {
             return Waited::Event(Box::new(event));
         }
-        if !recalled
-            && thread
-                .process
-                .as_ref()
-                .is_some_and(|process| super::migrate::is_kept_here(process) || super::migrate::is_asked(process))
-        {
+        // (A process kept here is asked too: `is_asked` covers both.)
+        if !recalled && thread.process.as_ref().is_some_and(|process| super::migrate::is_asked(process)) {
             // This home restarts and keeps the process, or it moves to another TC: the thread
             // checks in at home with its registers, as for a signal (the AC holds it until
             // the home it then has ships it back).
@@ -458,7 +454,7 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
             return take_event(thread.tid).map_or(Waited::Lost, |event| Waited::Event(Box::new(event)));
         }
         if !recalled && !sched::others_ready() {
-            let mut polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(EVENT_POLL_NS));
+            let polling = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(EVENT_POLL_NS));
             while !polling.passed() && !sched::others_ready() {
                 crate::msg::drain();
                 if let Some(event) = take_event(thread.tid) {
