@@ -94,6 +94,7 @@ impl Syspage {
     /// Posts system call `number` with `arguments` and returns its entry's index, without
     /// waiting (Memsc's `memsc_add`). `WouldBlock` when every entry holds a call whose value
     /// was not taken; `InvalidInput` for a number above `u32::MAX`.
+    #[inline]
     pub fn add(&mut self, number: u64, arguments: [u64; ARGUMENTS]) -> io::Result<usize> {
         let number = u32::try_from(number).map_err(|_| {
             io::Error::new(
@@ -109,12 +110,14 @@ impl Syspage {
 
     /// Whether the call in entry `index` is done and its value not taken yet (Memsc's
     /// `memsc_ready`).
+    #[inline]
     pub fn ready(&self, index: usize) -> bool {
         self.submitter.is_pending(index) && Submitter::is_done(self.page(), index)
     }
 
     /// The value of the call in entry `index` if it is done, which frees the entry: once per
     /// call (Memsc's `memsc_retval`). Linux's convention: `-errno` for an error.
+    #[inline]
     pub fn retval(&mut self, index: usize) -> Option<i64> {
         let (page, submitter) = self.parts();
         submitter.take_value(page, index)
@@ -133,6 +136,7 @@ impl Syspage {
     /// Spins until every call posted so far is done (Memsc's `memsc_wait_all`); their values
     /// stay to be taken with [`retval`](Self::retval). The error is the kick's, if the kernel
     /// no longer serves the page.
+    #[inline]
     pub fn wait_all(&mut self) -> io::Result<()> {
         // The newest first: the kernel core takes calls in ring order, so while this spins
         // on the newest entry's line it leaves the lines of the entries being served alone (a
@@ -170,12 +174,14 @@ impl Syspage {
     }
 
     /// Spins until entry `index` is done.
+    #[inline]
     fn wait_for(&mut self, index: usize) -> io::Result<()> {
         self.wait_until(|syspage| Submitter::is_done(syspage.page(), index).then_some(index)).map(drop)
     }
 
     /// Spins until `done` finds an entry, kicking the kernel core after every
     /// [`SPINS_BEFORE_KICK`] polls that found none.
+    #[inline]
     fn wait_until(&mut self, done: impl Fn(&Self) -> Option<usize>) -> io::Result<usize> {
         let mut polls = 0;
         loop {

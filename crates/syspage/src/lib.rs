@@ -12,7 +12,7 @@ mod ring;
 mod submitter;
 
 pub use page::{status, Entry, Header, Page, ARGUMENTS, ENTRIES, ENTRY_SIZE, PAGE_SIZE};
-pub use ring::{complete, Request, Ring};
+pub use ring::{complete, Head, Request, Ring};
 pub use submitter::{Full, Submitter};
 
 #[cfg(all(test, not(loom)))]
@@ -125,6 +125,49 @@ mod tests {
             status::TAKEN
         );
         assert!(!complete(&Page::new(), &request, 1), "a free entry is not completed");
+    }
+
+    #[test]
+    fn a_call_answered_in_place_goes_straight_to_done() {
+        let page = Page::new();
+        let mut submitter = Submitter::new();
+        let mut ring = Ring::new();
+        submitter.add(&page, 110, [1; 6]).unwrap();
+        submitter.add(&page, 0, [2; 6]).unwrap();
+        let answer = |number: u32| (number == 110).then_some(7);
+        // Entry 0: answered, no claim, and the head moves on.
+        assert_eq!(ring.answer_or_take(&page, answer), Head::Answered);
+        assert_eq!(page.entries[0].header().status, status::DONE);
+        assert_eq!(ring.head(), 1);
+        // Entry 1: no answer here, so it is taken as `take` would.
+        let Head::Taken(request) = ring.answer_or_take(&page, answer) else { panic!("entry 1 is taken") };
+        assert_eq!((request.index, request.number, request.arguments), (1, 0, [2; 6]));
+        assert_eq!(page.entries[1].header().status, status::TAKEN);
+        assert_eq!(ring.answer_or_take(&page, answer), Head::Empty);
+        assert_eq!(submitter.take_value(&page, 0), Some(7));
+        assert!(complete(&page, &request, -9));
+        assert_eq!(submitter.take_value(&page, 1), Some(-9));
+        assert_eq!(page.nr_in_use(), 0);
+    }
+
+    #[test]
+    fn a_header_rewritten_during_an_answer_is_left_as_written() {
+        // The process rewrites the header between the look and the completion: the
+        // completion fails, the head stays, and the next look sees the new call.
+        let page = Page::new();
+        let mut ring = Ring::new();
+        let first = Header { status: status::SUBMITTED, sequence: 0, number: 110 }.pack();
+        let second = Header { status: status::SUBMITTED, sequence: 1, number: 39 }.pack();
+        page.entries[0].header.store(first, core::sync::atomic::Ordering::Relaxed);
+        let rewrite = |number: u32| {
+            page.entries[0].header.store(second, core::sync::atomic::Ordering::Relaxed);
+            Some(i64::from(number))
+        };
+        assert_eq!(ring.answer_or_take(&page, rewrite), Head::Empty);
+        assert_eq!(page.entries[0].header.load(core::sync::atomic::Ordering::Relaxed), second);
+        assert_eq!(ring.head(), 0);
+        let Head::Taken(request) = ring.answer_or_take(&page, |_| None) else { panic!("the new call is taken") };
+        assert_eq!((request.sequence, request.number), (1, 39));
     }
 
     #[test]

@@ -59,11 +59,13 @@ impl Header {
     pub const SEQUENCE_MASK: u32 = (1 << 24) - 1;
 
     /// The header as its word (the sequence cut to 24 bits).
+    #[inline]
     pub const fn pack(self) -> u64 {
         self.status as u64 | ((self.sequence & Self::SEQUENCE_MASK) as u64) << 8 | (self.number as u64) << 32
     }
 
     /// The fields of a header word; every word is some header.
+    #[inline]
     pub const fn unpack(word: u64) -> Self {
         Header { status: word as u8, sequence: (word >> 8) as u32 & Self::SEQUENCE_MASK, number: (word >> 32) as u32 }
     }
@@ -96,6 +98,7 @@ impl Entry {
 
     /// The header, read with Acquire: what the writer of this header wrote before it (the
     /// arguments, or the value) is visible after.
+    #[inline]
     pub fn header(&self) -> Header {
         Header::unpack(self.header.load(Ordering::Acquire))
     }
@@ -124,6 +127,7 @@ impl Page {
     }
 
     /// The entry at `index` modulo [`ENTRIES`] (an index from anywhere never panics).
+    #[inline]
     pub fn entry(&self, index: usize) -> &Entry {
         &self.entries[index % ENTRIES]
     }

@@ -18,6 +18,17 @@ pub struct Request {
     pub arguments: [u64; ARGUMENTS],
 }
 
+/// What [`Ring::answer_or_take`] did with the head entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Nothing: the head is not submitted, or the process rewrote it while it was looked at.
+    Empty,
+    /// Completed in place (*submitted* → *done*) with the kernel core's own answer.
+    Answered,
+    /// Taken (*submitted* → *taken*): to execute elsewhere and finish with [`complete`].
+    Taken(Request),
+}
+
 /// The kernel core's private state for one syspage: the index of the head entry, the next one
 /// to execute. It lives in the kernel's memory, never in the page, so nothing the process
 /// writes can move it.
@@ -45,6 +56,7 @@ impl Ring {
 
     /// Whether the head entry is submitted, without taking it: the scanner's look (Memsc 3.3),
     /// one load of one word.
+    #[inline]
     pub fn is_pending(&self, page: &Page) -> bool {
         Header::unpack(page.entries[self.head].header.load(Ordering::Relaxed)).status == status::SUBMITTED
     }
@@ -59,25 +71,54 @@ impl Ring {
     /// `None` too when the process rewrote the header while it was being copied (the claim
     /// fails): the copy may mix two calls, so it is dropped, and the next look at the head
     /// sees what the process left there.
+    #[inline]
     pub fn take(&mut self, page: &Page) -> Option<Request> {
+        match self.answer_or_take(page, |_| None) {
+            Head::Taken(request) => Some(request),
+            Head::Empty | Head::Answered => None,
+        }
+    }
+
+    /// The kernel core's look at the head entry, for a kernel core that holds the answer of
+    /// some calls itself. If the head is submitted and `answer` gives its call number a value,
+    /// the entry is completed in place: the value is written and the header goes *submitted*
+    /// → *done* in one compare-exchange of the word read, with no copy and no claim (nothing
+    /// of the entry but its number is used, and nothing of it is left to run). Else the call
+    /// is taken as by [`take`](Self::take). The head moves on past an entry answered or taken.
+    ///
+    /// [`Head::Empty`] when the head is not submitted, or when the process rewrote its header
+    /// in the meantime (the head stays, as for a failed claim). In that last case the value
+    /// may have been written into the process's entry: its own page, and a value word the
+    /// process reads only once a later completion marks the entry done, with a new value.
+    #[inline]
+    pub fn answer_or_take(&mut self, page: &Page, answer: impl FnOnce(u32) -> Option<i64>) -> Head {
         let entry = &page.entries[self.head];
         // Acquire: pairs with the submitter's Release store of the header, so the arguments
         // it wrote before are the ones read below.
         let word = entry.header.load(Ordering::Acquire);
         let header = Header::unpack(word);
         if header.status != status::SUBMITTED {
-            return None;
+            return Head::Empty;
         }
-        let arguments = core::array::from_fn(|i| entry.arguments[i].load(Ordering::Relaxed));
-        let taken = Header { status: status::TAKEN, ..header }.pack();
-        // Acquire on success: the argument loads above stay before the claim. Relaxed on
-        // failure: nothing is used.
-        if entry.header.compare_exchange(word, taken, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            return None;
+        let (next, head) = match answer(header.number) {
+            Some(value) => {
+                entry.value.store(value as u64, Ordering::Relaxed);
+                (Header { status: status::DONE, ..header }.pack(), Head::Answered)
+            }
+            None => {
+                let arguments = core::array::from_fn(|i| entry.arguments[i].load(Ordering::Relaxed));
+                let request = Request { index: self.head, sequence: header.sequence, number: header.number, arguments };
+                (Header { status: status::TAKEN, ..header }.pack(), Head::Taken(request))
+            }
+        };
+        // On success, Acquire: the argument loads above stay before the claim; Release: the
+        // value stored above is visible to a submitter that sees `done` with Acquire. Relaxed
+        // on failure: nothing is used.
+        if entry.header.compare_exchange(word, next, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return Head::Empty;
         }
-        let request = Request { index: self.head, sequence: header.sequence, number: header.number, arguments };
         self.head = (self.head + 1) % ENTRIES;
-        Some(request)
+        head
     }
 
     /// Takes everything pending from the head on, in order, at most `out.len()` entries, into
@@ -103,6 +144,7 @@ impl Ring {
 /// process made it. The value word is written only after that check passed, so a `false`
 /// leaves it untouched unless the process rewrote the header in the instant between the check
 /// and the final compare-exchange; either way nothing but the process's own page is touched.
+#[inline]
 pub fn complete(page: &Page, request: &Request, value: i64) -> bool {
     let entry = page.entry(request.index);
     let taken = Header { status: status::TAKEN, sequence: request.sequence, number: request.number }.pack();

@@ -34,6 +34,7 @@ impl Submitter {
     /// Posts system call `number` with `arguments` into the next entry and returns its index.
     /// [`Full`] when that entry still holds a call whose value was not taken (the ring is full
     /// from there: entries are used in order).
+    #[inline]
     pub fn add(&mut self, page: &Page, number: u32, arguments: [u64; ARGUMENTS]) -> Result<usize, Full> {
         let index = self.next;
         if self.outstanding & (1 << index) != 0 {
@@ -54,6 +55,7 @@ impl Submitter {
     }
 
     /// Whether entry `index` (modulo [`ENTRIES`]) is done: its value is there to take.
+    #[inline]
     pub fn is_done(page: &Page, index: usize) -> bool {
         page.entry(index).header().status == status::DONE
     }
@@ -61,6 +63,7 @@ impl Submitter {
     /// The value of the call posted into entry `index`, if it is done: reads it and frees the
     /// entry, once (Memsc's `retval`). `None` when the call is not done yet, or when `index`
     /// holds no call posted here whose value was not taken (taking twice gives `None`).
+    #[inline]
     pub fn take_value(&mut self, page: &Page, index: usize) -> Option<i64> {
         if !self.is_pending(index) {
             return None;
@@ -81,11 +84,13 @@ impl Submitter {
     }
 
     /// How many calls were posted whose values were not taken.
+    #[inline]
     pub fn pending(&self) -> usize {
         self.outstanding.count_ones() as usize
     }
 
     /// Whether entry `index` holds a call posted here whose value was not taken.
+    #[inline]
     pub fn is_pending(&self, index: usize) -> bool {
         index < ENTRIES && self.outstanding & (1 << index) != 0
     }

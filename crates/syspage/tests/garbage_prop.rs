@@ -1,13 +1,14 @@
 //! Property tests: whatever a process writes into its syspage, whenever it writes it, the kernel
-//! side (`Ring::take`, `take_batch`, `is_pending`, `complete`) never panics, only ever takes the
-//! head, hands over exactly what the entry held at the take, never takes an entry twice, and
-//! writes only headers it claims (*submitted* → *taken*), and a value and a header into an
-//! entry that still holds the request it completes.
+//! side (`Ring::take`, `take_batch`, `answer_or_take`, `is_pending`, `complete`) never panics,
+//! only ever takes the head, hands over exactly what the entry held at the take, never takes an
+//! entry twice, and writes only headers it claims (*submitted* → *taken*) or answers in place
+//! (*submitted* → *done*, with the value), and a value and a header into an entry that still
+//! holds the request it completes.
 #![cfg(not(loom))]
 
 use proptest::prelude::*;
 use std::sync::atomic::Ordering::Relaxed;
-use syspage::{complete, status, Header, Page, Request, Ring, ENTRIES};
+use syspage::{complete, status, Head, Header, Page, Request, Ring, ENTRIES};
 
 /// Words of a page: 8 per entry.
 const WORDS: usize = ENTRIES * 8;
@@ -38,6 +39,8 @@ fn scribble_value() -> impl Strategy<Value = u64> {
 enum Step {
     Take,
     TakeBatch(usize),
+    /// `answer_or_take`, answering in place the calls whose number is below this one.
+    AnswerOrTake(u32),
     IsPending,
     /// Completes one of the requests taken so far (by position, wrapping), with a value.
     CompleteTaken(usize, i64),
@@ -51,6 +54,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => Just(Step::Take),
         2 => (0..80usize).prop_map(Step::TakeBatch),
+        3 => any::<u32>().prop_map(Step::AnswerOrTake),
         1 => Just(Step::IsPending),
         3 => (any::<usize>(), any::<i64>()).prop_map(|(which, value)| Step::CompleteTaken(which, value)),
         1 => (any::<usize>(), any::<u32>(), any::<u32>(), any::<i64>())
@@ -89,6 +93,44 @@ fn check_takes(
     prop_assert_eq!(taken.len(), count, "a batch stops at the first entry not submitted");
     prop_assert_eq!(ring.head(), (head + count) % ENTRIES);
     prop_assert_eq!(after.to_vec(), expected, "taking only claims the entries it takes");
+    Ok(())
+}
+
+/// The value the kernel side answers call `number` with in place, if it answers it (the
+/// numbers below `below`).
+fn answer_below(below: u32) -> impl Fn(u32) -> Option<i64> {
+    move |number| (number < below).then_some(i64::from(number) * 3 - 1)
+}
+
+/// Checks what `answer_or_take` did with the head entry, given the page before and after: a
+/// submitted head it answers is *done* with the answer as its value; one it does not is taken
+/// as by `take`; anything else is left alone; nothing else in the page changed.
+fn check_answer_or_take(
+    before: &[u64],
+    after: &[u64],
+    head: usize,
+    below: u32,
+    outcome: Head,
+    ring: &Ring,
+) -> Result<(), TestCaseError> {
+    let header = Header::unpack(before[head * 8]);
+    if header.status != status::SUBMITTED {
+        prop_assert_eq!(outcome, Head::Empty);
+        prop_assert_eq!(ring.head(), head);
+        prop_assert_eq!(after.to_vec(), before.to_vec(), "a head not submitted is left alone");
+        return Ok(());
+    }
+    match (outcome, answer_below(below)(header.number)) {
+        (Head::Answered, Some(value)) => {
+            let mut expected = before.to_vec();
+            expected[head * 8] = Header { status: status::DONE, ..header }.pack();
+            expected[head * 8 + 7] = value as u64;
+            prop_assert_eq!(ring.head(), (head + 1) % ENTRIES);
+            prop_assert_eq!(after.to_vec(), expected, "an answer writes its entry's value and header only");
+        }
+        (Head::Taken(request), None) => check_takes(before, after, head, 1, &[request], ring)?,
+        (outcome, _) => prop_assert!(false, "call {} at the head: {:?}", header.number, outcome),
+    }
     Ok(())
 }
 
@@ -142,6 +184,15 @@ proptest! {
                     prop_assert!(count <= limit);
                     check_takes(&before, &snapshot(&page), head, limit, &out[..count], &ring)?;
                     taken.extend_from_slice(&out[..count]);
+                }
+                Step::AnswerOrTake(below) => {
+                    let before = snapshot(&page);
+                    let head = ring.head();
+                    let outcome = ring.answer_or_take(&page, answer_below(below));
+                    check_answer_or_take(&before, &snapshot(&page), head, below, outcome, &ring)?;
+                    if let Head::Taken(request) = outcome {
+                        taken.push(request);
+                    }
                 }
                 Step::IsPending => {
                     let head = Header::unpack(word(&page, ring.head() * 8).load(Relaxed));
@@ -197,7 +248,17 @@ fn a_scribbling_thread_never_upsets_the_kernel_side() {
         while taken < 10_000 && start.elapsed() < std::time::Duration::from_secs(2) {
             round += 1;
             let head = ring.head();
-            if round.is_multiple_of(2) {
+            if round.is_multiple_of(3) {
+                match ring.answer_or_take(&page, |number| number.is_multiple_of(2).then_some(5)) {
+                    Head::Empty => {}
+                    Head::Answered => taken += 1,
+                    Head::Taken(request) => {
+                        assert_eq!(request.index, head);
+                        complete(&page, &request, round as i64);
+                        taken += 1;
+                    }
+                }
+            } else if round.is_multiple_of(2) {
                 if let Some(request) = ring.take(&page) {
                     assert_eq!(request.index, head);
                     complete(&page, &request, round as i64);

@@ -1,10 +1,10 @@
-//! Property test: random add / take / complete / collect sequences on one thread, against a
+//! Property test: random add / take / answer / complete / collect sequences on one thread, against a
 //! model of which calls are where (a `VecDeque` of submitted calls in ring order).
 #![cfg(not(loom))]
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use syspage::{complete, Full, Page, Request, Ring, Submitter, ENTRIES};
+use syspage::{complete, Full, Head, Page, Request, Ring, Submitter, ENTRIES};
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -13,6 +13,8 @@ enum Step {
     Take(usize),
     /// `take` of one.
     TakeOne,
+    /// `answer_or_take` of one, answering in place the calls of even number.
+    AnswerOrTake,
     /// Completes the oldest taken request.
     Complete,
     /// `take_value` of this entry.
@@ -26,10 +28,16 @@ fn step() -> impl Strategy<Value = Step> {
         6 => (any::<u32>(), any::<u64>()).prop_map(|(number, argument)| Step::Add(number, argument)),
         2 => (0..10usize).prop_map(Step::Take),
         1 => Just(Step::TakeOne),
+        2 => Just(Step::AnswerOrTake),
         4 => Just(Step::Complete),
         2 => (0..ENTRIES + 2).prop_map(Step::Collect),
         3 => Just(Step::CollectOldest),
     ]
+}
+
+/// The value the kernel side holds for a call it answers in place: the even numbers'.
+fn answer(number: u32) -> Option<i64> {
+    number.is_multiple_of(2).then_some(-i64::from(number))
 }
 
 /// The value the kernel side gives a call: anything that depends on all of it.
@@ -97,6 +105,22 @@ proptest! {
                             prop_assert_eq!((request.index, request.number, request.arguments), (index, number, arguments));
                             model.taken.push_back(request);
                         }
+                    }
+                }
+                Step::AnswerOrTake => {
+                    let head = ring.answer_or_take(&page, answer);
+                    match model.submitted.pop_front() {
+                        None => prop_assert_eq!(head, Head::Empty),
+                        Some((index, number, arguments)) => match (head, answer(number)) {
+                            (Head::Answered, Some(value)) => {
+                                model.done.insert(index, value);
+                            }
+                            (Head::Taken(request), None) => {
+                                prop_assert_eq!((request.index, request.number, request.arguments), (index, number, arguments));
+                                model.taken.push_back(request);
+                            }
+                            (head, _) => prop_assert!(false, "call {} in entry {}: {:?}", number, index, head),
+                        },
                     }
                 }
                 Step::Complete => {

@@ -137,13 +137,14 @@ pub fn hand_over() {
     }
 }
 
-/// The answer this KC holds for a call, if it holds one: the process's identity, fixed for
-/// its life (Reef does not re-parent), and calls with nothing to do.
-fn answer_here(served: &Served, number: u32) -> Option<i64> {
+/// The answer this KC holds for call `number` of thread `tid` of process `pid` (whose parent
+/// is `ppid`), if it holds one: the process's identity, fixed for its life (Reef does not
+/// re-parent), and calls with nothing to do.
+fn answer_here(number: u32, pid: u32, tid: u32, ppid: u32) -> Option<i64> {
     match number {
-        nr::__NR_getpid => Some(i64::from(served.pid)),
-        nr::__NR_getppid => Some(i64::from(served.ppid)),
-        nr::__NR_gettid => Some(i64::from(served.tid)),
+        nr::__NR_getpid => Some(i64::from(pid)),
+        nr::__NR_getppid => Some(i64::from(ppid)),
+        nr::__NR_gettid => Some(i64::from(tid)),
         nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Some(0),
         nr::__NR_sched_yield => Some(0),
         _ => None,
@@ -159,7 +160,7 @@ fn scan() -> bool {
     let mut worked = false;
     // Counted here and added once a pass: an atomic add per entry would cost more than the
     // entry's own work under TCG.
-    let (mut served_here, mut dropped) = (0u64, 0u64);
+    let mut served_here = 0u64;
     {
         let mut served = SERVED.lock();
         for one in served.iter_mut() {
@@ -169,18 +170,17 @@ fn scan() -> bool {
                 continue;
             }
             worked = true;
-            // Memsc 3.4: every pending entry from the head on, each copied as it is taken.
-            while let Some(taken) = one.ring.take(page) {
-                let request = &taken;
-                match answer_here(one, request.number) {
-                    Some(value) => {
-                        served_here += 1;
-                        dropped += u64::from(!syspage::complete(page, request, value));
-                    }
-                    None => handed.push(SyspageCall {
+            // Memsc 3.4: every pending entry from the head on. A call answered here is
+            // completed in place; any other is copied as it is taken, and goes home.
+            let (pid, tid, ppid) = (one.pid, one.tid, one.ppid);
+            loop {
+                match one.ring.answer_or_take(page, |number| answer_here(number, pid, tid, ppid)) {
+                    Head::Empty => break,
+                    Head::Answered => served_here += 1,
+                    Head::Taken(request) => handed.push(SyspageCall {
                         kernel_core: shared::this_core() as u16,
-                        pid: one.pid,
-                        tid: one.tid,
+                        pid,
+                        tid,
                         index: request.index as u8,
                         sequence: request.sequence,
                         number: request.number,
@@ -192,7 +192,6 @@ fn scan() -> bool {
     }
     if worked {
         counters().syspage_served_here.fetch_add(served_here, Ordering::Relaxed);
-        counters().syspage_results_dropped.fetch_add(dropped, Ordering::Relaxed);
     }
     if handed.is_empty() {
         return worked;

@@ -7,8 +7,9 @@
 //! kernel half and scans only the head entry of each ring, round-robin (Memsc 3.3); at a
 //! submitted head it takes every pending entry (3.4), each copied to its own stack before
 //! anything looks at it (4.6, `syspage::Ring::take`). Calls whose answer it holds (the
-//! process's identity: `getpid`, `getppid`, `gettid`, the ids, `sched_yield`) it completes at
-//! once; every other call goes to the home as a [`SyspageCall`], which the thread itself runs
+//! process's identity: `getpid`, `getppid`, `gettid`, the ids, `sched_yield`) it completes in
+//! place, reading nothing of the entry but the number (`syspage::Ring::answer_or_take`); every
+//! other call goes to the home as a [`SyspageCall`], which the thread itself runs
 //! at its next way back to ring 3 (or, away on an AC, at once), and the answer completes the
 //! entry. With nothing to do for `kc_spin_us` (a kernel command-line option, 2 ms by
 //! default: io_uring's SQPOLL thread idles a whole second) the KC arms its notification line
@@ -46,7 +47,7 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 use spin::Mutex;
-use syspage::{Page, Request, Ring, Submitter, ENTRIES};
+use syspage::{Head, Page, Request, Ring, Submitter, ENTRIES};
 
 /// How long registration waits for the KC.
 const ATTACH_TIMEOUT_MS: u64 = 1000;
