@@ -404,7 +404,12 @@ pub mod handler {
     pub const SYSPAGE_HEAD_GIVEN: u64 = 1 << 8;
     /// A kernel core stops serving thread `arguments[0]` (`pid << 32 | tid`) of home
     /// `arguments[1]`: its untaken entries are dropped, results in flight are discarded.
+    /// With [`SYSPAGE_DETACH_FOR_MOVE`] in `arguments[2]` (the thread's process moves to
+    /// another core) the untaken entries stay for the next kernel core and the answer is
+    /// [`SYSPAGE_HEAD_GIVEN`] `|` the ring's head, or a Linux errno.
     pub const SYSPAGE_DETACH: u16 = 18;
+    /// [`SYSPAGE_DETACH`]'s third argument: report the ring's head.
+    pub const SYSPAGE_DETACH_FOR_MOVE: u64 = 1;
     /// Asks the callee to stop (a boot driver's `core stop`): returns 0, after which it stops
     /// at its next idle point, or the refusal `SET_ROLE` gives when something runs there.
     pub const STOP_CORE: u16 = 19;

@@ -205,6 +205,12 @@ pub const NO_SYSPAGE: u32 = u32::MAX;
 /// [`MovedThread::syspage_flags`]: the kernel made the page (`execac --syspage`), not the
 /// program.
 pub const SYSPAGE_KERNEL_MADE: u32 = 1;
+/// [`MovedThread::syspage_flags`]: the page's kernel core let go of it for the move (nothing
+/// of it is in flight); the receiver registers it anew, served from the ring's head in bits
+/// [`SYSPAGE_HEAD_SHIFT`]`..+8`.
+pub const SYSPAGE_RELEASED: u32 = 2;
+/// Where [`MovedThread::syspage_flags`] holds the ring's head of a released page.
+pub const SYSPAGE_HEAD_SHIFT: u32 = 8;
 
 /// A thread of the process, stopped on its way back to ring 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,9 +222,11 @@ pub struct MovedThread {
     /// `application_flags`): the next kernel sends the thread back there.
     pub application_core: u32,
     pub application_flags: u32,
-    /// The kernel core serving the thread's syspage, or [`NO_SYSPAGE`]; only a process kept
-    /// through its home's restart has one: the KC serves the page on, and the next kernel
-    /// takes the registration over (`syspage_page`, its user address; `syspage_flags`).
+    /// The kernel core serving the thread's syspage, or [`NO_SYSPAGE`]. For a process kept
+    /// through its home's restart the KC serves the page on, and the next kernel takes the
+    /// registration over (`syspage_page`, its user address; `syspage_flags`). For a process
+    /// moving elsewhere the KC let go of it ([`SYSPAGE_RELEASED`]), and the receiver
+    /// registers its copy of the page with it.
     pub syspage_core: u32,
     pub syspage_flags: u32,
     pub syspage_page: u64,

@@ -23,8 +23,9 @@
 //!    exit (no status to the parent: the process goes on); signals that reached the origin
 //!    while it packed are sent on. On a no or no answer, every thread runs on where it was.
 //!
-//! A process with more threads than a KCB records (16), with a thread on an application core
-//! or with a syspage, stays. The refusal says which.
+//! A process with more threads than a KCB records (16) stays; the refusal says so. A thread's
+//! syspage goes with it: its kernel core lets go of the page as the thread checks in, and
+//! the destination registers its copy (`syscall::syspage::release_for_move`, `attach_moved`).
 
 use super::{find, home_of, range_of, signal, Child, Errno, Parent, Process, ProcessState, PIDS, PROCESSES};
 use crate::arch::idt::InterruptFrame;
@@ -204,10 +205,11 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
         if going == Going::UntilStart && thread.away.lock().is_some() {
             return Some(CannotMove::OnApplicationCore);
         }
-        // A syspage is named in its KC's records as this home's: it may wait out a restart of
-        // its home (the next kernel is the same home), but not go elsewhere (its frame would
-        // change), nor hold its KC's calls through a stop of unknown length.
-        if going != Going::ThroughRestart && crate::syscall::syspage::of_thread(thread.tid).is_some() {
+        // A syspage is named in its KC's records as this home's: it waits out a restart of its
+        // home (the next kernel is the same home), and goes elsewhere with its process (its
+        // KC lets go of it as the thread checks in, and the destination registers its copy),
+        // but it does not hold its KC's calls through a stop of unknown length.
+        if going == Going::UntilStart && crate::syscall::syspage::of_thread(thread.tid).is_some() {
             return Some(CannotMove::HasSyspage);
         }
     }
@@ -387,6 +389,10 @@ pub fn move_current(frame: &mut InterruptFrame) {
         return super::keep::stay_current(frame);
     }
     let pid = process.pid;
+    // Its syspage's kernel core lets go of it (its calls in flight done), so the image
+    // carries the page as it stands; should the move not happen, it is served again.
+    crate::syscall::syspage::release_for_move(&me);
+    let stay = |me: &Thread| crate::syscall::syspage::resume_after_move(me);
     let mine = capture_thread(&me, frame);
     let live = || process.state.lock().threads.len();
     let threads_now = live();
@@ -403,7 +409,10 @@ pub fn move_current(frame: &mut InterruptFrame) {
         let _ = sched::block_uninterruptible(WaitToken::Reply(GATHERING | u64::from(pid)), Some(deadline));
         let threads_now = live();
         let mut gatherings = GATHERINGS.lock();
-        let Some(gathering) = gatherings.get_mut(&pid) else { return };
+        let Some(gathering) = gatherings.get_mut(&pid) else {
+            drop(gatherings);
+            return stay(&me);
+        };
         match gathering.outcome {
             Some(moved) => {
                 gathering.done += 1;
@@ -415,7 +424,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
                     drop(process);
                     exit_moved_thread(me)
                 }
-                return;
+                return stay(&me);
             }
             None if !gathering.packing && gathering.threads.len() >= threads_now => {
                 gathering.packing = true;
@@ -427,7 +436,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
     let asked = process.moving.fetch_or(PACKING, Ordering::Relaxed);
     let destination = (asked & !PACKING).wrapping_sub(1) as usize;
     let threads = GATHERINGS.lock().get(&pid).map(|g| g.threads.clone()).unwrap_or_default();
-    let result = match why_it_cannot_move(&process) {
+    let result = match why_it_cannot_move(&process).or_else(|| syspage_not_released(&threads)) {
         Some(reason) => {
             log::info!("process {pid} stays on core {}: {reason}", shared::this_core());
             Err(errno::EBUSY)
@@ -454,6 +463,19 @@ pub fn move_current(frame: &mut InterruptFrame) {
         drop(me);
         leave(process, &threads)
     }
+    stay(&me);
+}
+
+/// A syspage among `threads`' that its kernel core still serves: it did not let go of it for
+/// the move (a restart of it, say), so the process stays.
+fn syspage_not_released(threads: &[MovedThread]) -> Option<CannotMove> {
+    threads
+        .iter()
+        .any(|thread| {
+            crate::syscall::syspage::of_thread(thread.tid).is_some()
+                && crate::syscall::syspage::released_head(thread.tid).is_none()
+        })
+        .then_some(CannotMove::HasSyspage)
 }
 
 /// A thread of a process that moved ends here without ending the process (its copy runs on
@@ -498,7 +520,13 @@ pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedTh
         application_core: away.map_or(abi::migration::AT_HOME, |away| away.core as u32),
         application_flags: away.map_or(0, |away| away.flags as u32),
         syspage_core: syspage.map_or(abi::migration::NO_SYSPAGE, |(core, _, _)| core as u32),
-        syspage_flags: syspage.map_or(0, |(_, _, made)| if made { abi::migration::SYSPAGE_KERNEL_MADE } else { 0 }),
+        syspage_flags: syspage.map_or(0, |(_, _, made)| {
+            let made = if made { abi::migration::SYSPAGE_KERNEL_MADE } else { 0 };
+            let released = crate::syscall::syspage::released_head(thread.tid).map_or(0, |head| {
+                abi::migration::SYSPAGE_RELEASED | (head as u32) << abi::migration::SYSPAGE_HEAD_SHIFT
+            });
+            made | released
+        }),
         syspage_page: syspage.map_or(0, |(_, page, _)| page),
         fs_base: thread.fs_base.load(Ordering::Relaxed),
         clear_child_tid: thread.clear_child_tid.load(Ordering::Relaxed),
@@ -1004,8 +1032,9 @@ pub(super) fn install(
         )
         .map_err(|_| errno::ENOMEM)?;
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
-        // Only a kept thread comes with a syspage (a move refuses it).
-        if moved.syspage_core != abi::migration::NO_SYSPAGE && arrival != Arrival::Kept {
+        // A kept thread's syspage is served on; a moved thread's was let go of for the move.
+        let released = moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0;
+        if moved.syspage_core != abi::migration::NO_SYSPAGE && (arrival == Arrival::Kept) == released {
             return Err(errno::EINVAL);
         }
         if moved.application_core != abi::migration::AT_HOME {
@@ -1052,12 +1081,26 @@ pub(super) fn install(
     PROCESSES.lock().insert(header.pid, process);
     super::publish_counts();
     // A kept thread's syspage: its kernel core serves it on; this kernel takes over the
-    // registration (what the thread's end, an unmap over the page or a kick need).
+    // registration (what the thread's end, an unmap over the page or a kick need). A moved
+    // thread's: registered anew, its copy here served from where the ring stood.
     for (moved, thread) in image.threads().zip(&threads) {
         if moved.syspage_core == abi::migration::NO_SYSPAGE {
             continue;
         }
         let made = moved.syspage_flags & abi::migration::SYSPAGE_KERNEL_MADE != 0;
+        if moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0 {
+            let head = (moved.syspage_flags >> abi::migration::SYSPAGE_HEAD_SHIFT) as usize % syspage::ENTRIES;
+            let core = moved.syspage_core as usize;
+            if let Err(error) = crate::syscall::syspage::attach_moved(thread, core, moved.syspage_page, made, head) {
+                log::warn!(
+                    "thread {}'s syspage at {:#x} could not be registered with a kernel core here (errno {error}): \
+                     its calls go on without it",
+                    thread.tid,
+                    moved.syspage_page
+                );
+            }
+            continue;
+        }
         if let Err(error) =
             crate::syscall::syspage::adopt_registration(thread, moved.syspage_core as usize, moved.syspage_page, made)
         {

@@ -321,6 +321,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
     file_service_on_a_kernel_core(list, machine);
+    syspage_process_moves(list, machine);
     // A kill that reaches a process while it moves (its packer waits for the destination's
     // answer): the process lives in one place only and dies there, its files are released
     // once (a second release closed the shell's console: `Bad file descriptor`), and nothing
@@ -389,6 +390,45 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 &format!("{digest}  /etc/hello.txt"),
                 "the shell on the AC did not go on after its home stopped",
             )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
+
+/// A process with a syspage moves with a role change or a plain stop of its home: its kernel
+/// core lets go of the page as the thread checks in (its calls in flight done), the image
+/// carries the page, and the destination registers its copy with the same kernel core, served
+/// from where the ring stood. A full-ring fuzzer (each handed write once, in order) moves from
+/// TC 2 under the message stress; then `execac --syspage` (every trap of the program an entry)
+/// goes on on AC 1 while its home TC 2 stops. Before, both were refused ("a thread of it has a
+/// syspage").
+fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let script = "role 3 kc; on 1 /bin/msg stress 150000 0,1 & \
+                  spawn 2 /bin/sysfuzz --full-ring 3 --rounds 1500 > /tmp/ring.txt & sleep 0.3; \
+                  role 2 kc; sleep 0.2; role 2 tc; wait; cat /tmp/ring.txt; rm /tmp/ring.txt; \
+                  role 1 ac; spawn 2 /bin/execac --syspage 1 /bin/syscallbench --only blocking --repeat 60 \
+                  > /tmp/sb.txt & sleep 0.5; core stop 2; wait; core start 2; grep DONE /tmp/sb.txt; \
+                  rm /tmp/sb.txt; syscalls 3; role 1 tc; /bin/cores; /bin/ps";
+    list.push(Integration {
+        name: "syspage-process-moves-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["(sysfuzz) moved here from core 2", "core 2 is now a KC", "TEST sysfuzz-full-ring ok rounds=1500 "],
+            )?;
+            stress_ok(serial)?;
+            printed_in_order(
+                serial,
+                &["(syscallbench) moved here from core 2", "core 2 stopped in ", "SYSCALLBENCH-DONE label=-"],
+            )?;
+            printed(serial, "handed to their home, 0 results dropped", "a syspage result was dropped in a move")?;
+            if serial.contains("did not let go of thread")
+                || serial.contains("could not be registered with a kernel core")
+            {
+                return Err("a syspage did not follow its process".into());
+            }
             nothing_leaked(serial, 4)
         }),
     });

@@ -12,6 +12,9 @@ struct Registration {
     physical: u64,
     /// Made by the kernel for `execac --syspage`, not by the program.
     kernel_made: bool,
+    /// No kernel core serves the page: its process is moving to another core, and this is
+    /// the ring's head where the last one let go of it ([`release_for_move`]).
+    released: Option<usize>,
 }
 
 static REGISTRATIONS: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
@@ -77,6 +80,7 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: boo
         user_page: page,
         physical,
         kernel_made,
+        released: None,
     });
     Ok(())
 }
@@ -99,6 +103,10 @@ fn take_registrations(which: impl Fn(&Registration) -> bool) -> Vec<Registration
 /// Tells the KC to stop serving a syspage (and to unmap its frame) and waits for it, so the
 /// frame can go back to the process (or be freed) afterwards.
 fn detach(registration: &Registration) {
+    if registration.released.is_some() {
+        // Released for a move: no kernel core serves it.
+        return drop_forwarded(registration.tid);
+    }
     let thread = u64::from(registration.pid) << 32 | u64::from(registration.tid);
     let home = shared::this_core() as usize;
     let kernel_core = registration.kernel_core;
@@ -138,10 +146,142 @@ fn detach(registration: &Registration) {
             Some(_) => cpu::relax(),
         }
     }
-    let tid = registration.tid;
+    drop_forwarded(registration.tid);
+}
+
+/// Forgets the calls handed back for thread `tid` that it has not run.
+fn drop_forwarded(tid: u32) {
     let mut forwarded = FORWARDED.lock();
     forwarded.retain(|call| call.tid != tid);
     FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
+}
+
+/// On a thread whose process moves to another core, in its own context as it checks in: its
+/// kernel core lets go of its syspage and says where the ring's head stood; the calls it
+/// had handed here (all in this core's queue by the time it answers: they travel ahead of the
+/// answer) run now, and this core completes them in the page itself (its frame is this
+/// core's, and no kernel core writes it any more). The image then carries a page with no
+/// call in flight; entries not taken yet stay submitted for the kernel core the destination
+/// registers the page with ([`attach_moved`]), from the same head. Whether the page is free
+/// to move: false when the kernel core did not let go (it may be restarting), and then the
+/// move is refused.
+pub fn release_for_move(thread: &Thread) -> bool {
+    let Some(registration) = REGISTRATIONS.lock().iter().find(|r| r.tid == thread.tid).copied() else {
+        return true;
+    };
+    if registration.released.is_some() {
+        return true;
+    }
+    let id = u64::from(registration.pid) << 32 | u64::from(registration.tid);
+    let arguments = [id, u64::from(shared::this_core()), handler::SYSPAGE_DETACH_FOR_MOVE, 0, 0];
+    let head = match icc::call(registration.kernel_core, handler::SYSPAGE_DETACH, arguments, ATTACH_TIMEOUT_MS) {
+        Ok(answer) if answer & handler::SYSPAGE_HEAD_GIVEN != 0 => (answer & 0xFF) as usize % ENTRIES,
+        outcome => {
+            log::warn!(
+                "kernel core {} did not let go of thread {}'s syspage for a move ({outcome:?})",
+                registration.kernel_core,
+                registration.tid
+            );
+            return false;
+        }
+    };
+    if let Some(mine) = REGISTRATIONS.lock().iter_mut().find(|r| r.tid == thread.tid) {
+        mine.released = Some(head);
+    }
+    crate::msg::drain();
+    // SAFETY: the frame is this core's (the registration pinned it in the process's memory,
+    // which the process's own thread, running here, keeps alive), and `Page` is only
+    // atomics: the process writing it meanwhile is no data race.
+    let page = unsafe { &*(crate::arch::paging::physical_to_virtual(registration.physical) as *const Page) };
+    while let Some(call) = next_forwarded(thread.tid) {
+        let value = execute_forwarded(&call);
+        let request = Request {
+            index: usize::from(call.index) % ENTRIES,
+            sequence: call.sequence,
+            number: call.number,
+            arguments: call.arguments,
+        };
+        if !syspage::complete(page, &request, value) {
+            counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    true
+}
+
+/// The head of thread `tid`'s syspage as [`release_for_move`] left it, if it did.
+pub fn released_head(tid: u32) -> Option<usize> {
+    REGISTRATIONS.lock().iter().find(|r| r.tid == tid).and_then(|r| r.released)
+}
+
+/// On a thread whose process did not move after all: its syspage is served again, by the
+/// kernel core that let go of it (or another, should that one be a KC no more), from where
+/// its ring stood.
+pub fn resume_after_move(thread: &Thread) {
+    let Some(registration) = REGISTRATIONS.lock().iter().find(|r| r.tid == thread.tid).copied() else { return };
+    let Some(head) = registration.released else { return };
+    let parent = thread.process.as_ref().map_or(0, |process| process.parent.pid);
+    match attach_from(&registration, parent, head) {
+        Ok(kernel_core) => {
+            if let Some(mine) = REGISTRATIONS.lock().iter_mut().find(|r| r.tid == thread.tid) {
+                mine.released = None;
+                mine.kernel_core = kernel_core;
+            }
+        }
+        Err(error) => log::warn!("thread {}'s syspage is served no more (errno {error})", thread.tid),
+    }
+}
+
+/// Has `registration`'s page (of a process whose parent is `parent`) served from `head` by its kernel core, or by the first running
+/// kernel core if that one is no longer one; which core took it.
+fn attach_from(registration: &Registration, parent: u32, head: usize) -> Result<usize, Errno> {
+    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
+    let region = shared::get();
+    let is_kernel_core = |core: usize| region.kcb(core).state().is_live() && region.kcb(core).role() == Role::Kernel;
+    let kernel_core = if registration.kernel_core < count && is_kernel_core(registration.kernel_core) {
+        registration.kernel_core
+    } else {
+        (0..count).find(|&core| is_kernel_core(core)).ok_or(errno::ENXIO)?
+    };
+    let arguments = [
+        registration.physical,
+        u64::from(registration.pid) << 32 | u64::from(registration.tid),
+        u64::from(shared::this_core()) << 32 | u64::from(parent),
+        handler::SYSPAGE_HEAD_GIVEN | head as u64,
+        0,
+    ];
+    match icc::call(kernel_core, handler::SYSPAGE_ATTACH, arguments, ATTACH_TIMEOUT_MS) {
+        Ok(0) => Ok(kernel_core),
+        Ok(refusal) => Err(refusal as u32),
+        Err(_) => Err(errno::EAGAIN),
+    }
+}
+
+/// On the destination of a move, for a thread whose syspage its old home released: registers
+/// the page (now in this core's copy of the process) with kernel core `kernel_core` (or
+/// another, should that one be a KC no more), served from `head`. A page the kernel made for
+/// `execac --syspage` starts again from entry 0: its AC waits for each call it posts, so
+/// nothing in it is pending, and the AC posts from entry 0 into a frame it has not seen.
+pub fn attach_moved(
+    thread: &Thread,
+    kernel_core: usize,
+    user_page: u64,
+    kernel_made: bool,
+    head: usize,
+) -> Result<(), Errno> {
+    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
+    let mut registration = Registration {
+        pid: process.pid,
+        tid: thread.tid,
+        kernel_core,
+        user_page,
+        physical,
+        kernel_made,
+        released: None,
+    };
+    registration.kernel_core = attach_from(&registration, process.parent.pid, if kernel_made { 0 } else { head })?;
+    REGISTRATIONS.lock().push(registration);
+    Ok(())
 }
 
 /// `reef_syspage_kick()`: rings the KC's doorbell (an IPI only if it halted).
@@ -246,6 +386,7 @@ pub fn adopt_registration(thread: &Thread, kernel_core: usize, user_page: u64, k
         user_page,
         physical,
         kernel_made,
+        released: None,
     });
     Ok(())
 }
@@ -296,27 +437,8 @@ pub fn run_forwarded() {
         return;
     }
     let Some(tid) = sched::with_current_thread(|t| t.tid) else { return };
-    loop {
-        let call = {
-            let mut forwarded = FORWARDED.lock();
-            let Some(index) = forwarded.iter().position(|c| c.tid == tid) else { return };
-            let call = forwarded.remove(index);
-            FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
-            call
-        };
-        let Some(call) = call else { return };
-        let number = u64::from(call.number);
-        let value = if travels_by_syspage(number) {
-            crate::syscall::count(number);
-            let mut frame = InterruptFrame::default();
-            match crate::syscall::handle(number, crate::syscall::Arguments(call.arguments), &mut frame) {
-                Ok(value) => value as i64,
-                Err(error) if crate::proc::signal::is_restart(error) => -i64::from(errno::EINTR),
-                Err(error) => -i64::from(error),
-            }
-        } else {
-            -i64::from(errno::EINVAL)
-        };
+    while let Some(call) = next_forwarded(tid) {
+        let value = execute_forwarded(&call);
         let result = SyspageResult {
             pid: call.pid,
             tid: call.tid,
@@ -331,6 +453,30 @@ pub fn run_forwarded() {
         if let Err(error) = send_to_kernel_core(kernel_core, &line) {
             log::warn!("a syspage result for thread {tid} was not sent: {error}");
         }
+    }
+}
+
+/// The oldest call handed back for thread `tid`, taken from the queue.
+fn next_forwarded(tid: u32) -> Option<SyspageCall> {
+    let mut forwarded = FORWARDED.lock();
+    let index = forwarded.iter().position(|c| c.tid == tid)?;
+    let call = forwarded.remove(index);
+    FORWARDED_COUNT.store(forwarded.len(), Ordering::Relaxed);
+    call
+}
+
+/// Runs a handed-back call in the running thread's context; its value.
+fn execute_forwarded(call: &SyspageCall) -> i64 {
+    let number = u64::from(call.number);
+    if !travels_by_syspage(number) {
+        return -i64::from(errno::EINVAL);
+    }
+    crate::syscall::count(number);
+    let mut frame = InterruptFrame::default();
+    match crate::syscall::handle(number, crate::syscall::Arguments(call.arguments), &mut frame) {
+        Ok(value) => value as i64,
+        Err(error) if crate::proc::signal::is_restart(error) => -i64::from(errno::EINTR),
+        Err(error) => -i64::from(error),
     }
 }
 

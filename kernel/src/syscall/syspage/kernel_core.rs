@@ -66,25 +66,30 @@ pub(super) fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
 pub(super) fn detach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
     let tid = arguments[0] as u32;
     let home = arguments[1] as usize;
-    if forget_here(tid, home) {
-        0
-    } else {
-        u64::from(errno::ENOENT)
+    let for_move = arguments[2] & handler::SYSPAGE_DETACH_FOR_MOVE != 0;
+    if for_move {
+        // Results the home sent before it asked are in this core's queue (a request travels
+        // ahead of them, in the high-priority queue): they complete their entries first, so
+        // the page goes with nothing in flight.
+        crate::msg::drain();
+    }
+    match forget_here(tid, home) {
+        Some(head) if for_move => handler::SYSPAGE_HEAD_GIVEN | head as u64,
+        Some(_) => 0,
+        None => u64::from(errno::ENOENT),
     }
 }
 
-/// Stops serving thread `tid`'s syspage of `home`: unmaps it and frees its KCB record;
-/// whether it was served here.
-fn forget_here(tid: u32, home: usize) -> bool {
+/// Stops serving thread `tid`'s syspage of `home`: unmaps it and frees its KCB record; the
+/// ring's head, if it was served here.
+fn forget_here(tid: u32, home: usize) -> Option<usize> {
     let mut served = SERVED.lock();
-    let Some(index) = served.iter().position(|s| s.tid == tid && s.home == home) else {
-        return false;
-    };
+    let index = served.iter().position(|s| s.tid == tid && s.home == home)?;
     let gone = served.swap_remove(index);
     crate::mm::window::unmap_frame(window(gone.slot));
     shared::this_kcb().served_syspages[gone.slot].word.store(0, Ordering::Release);
     shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
-    true
+    Some(gone.ring.head())
 }
 
 /// On a kernel core leaving its role, or stopping for good: hands every syspage it serves to
