@@ -25,7 +25,7 @@
 //!
 //! A process with more threads than a KCB records (16) stays; the refusal says so. A thread's
 //! syspage goes with it: its kernel core lets go of the page as the thread checks in, and
-//! the destination registers its copy (`syscall::syspage::release_for_move`, `attach_moved`).
+//! the destination registers its copy (`syscall::syspage::release_for_move`, `adopt_released`).
 
 use super::{find, home_of, range_of, signal, Child, Errno, Parent, Process, ProcessState, PIDS, PROCESSES};
 use crate::arch::idt::InterruptFrame;
@@ -205,13 +205,10 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
         if going == Going::UntilStart && thread.away.lock().is_some() {
             return Some(CannotMove::OnApplicationCore);
         }
-        // A syspage is named in its KC's records as this home's: it waits out a restart of its
-        // home (the next kernel is the same home), and goes elsewhere with its process (its
-        // KC lets go of it as the thread checks in, and the destination registers its copy),
-        // but it does not hold its KC's calls through a stop of unknown length.
-        if going == Going::UntilStart && crate::syscall::syspage::of_thread(thread.tid).is_some() {
-            return Some(CannotMove::HasSyspage);
-        }
+        // A syspage goes along: its KC serves it on through a restart of its home (the next
+        // kernel is the same home); for a move, or a stop that keeps the process until a
+        // start, the KC lets go of it as the thread checks in, and the destination (or the
+        // kernel after the start) registers it again.
     }
     None
 }
@@ -271,7 +268,7 @@ pub fn keep_all(until_start: bool) -> Result<u32, (u32, CannotMove)> {
             return Err((process.pid, reason));
         }
     }
-    processes.iter().for_each(super::keep::ask);
+    processes.iter().for_each(|process| super::keep::ask(process, until_start));
     Ok(processes.len() as u32)
 }
 
@@ -1032,9 +1029,10 @@ pub(super) fn install(
         )
         .map_err(|_| errno::ENOMEM)?;
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
-        // A kept thread's syspage is served on; a moved thread's was let go of for the move.
+        // A moved thread's syspage was let go of for the move; a kept thread's too for a stop
+        // until a start, and is served on through a restart.
         let released = moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0;
-        if moved.syspage_core != abi::migration::NO_SYSPAGE && (arrival == Arrival::Kept) == released {
+        if moved.syspage_core != abi::migration::NO_SYSPAGE && arrival != Arrival::Kept && !released {
             return Err(errno::EINVAL);
         }
         if moved.application_core != abi::migration::AT_HOME {
@@ -1091,7 +1089,7 @@ pub(super) fn install(
         if moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0 {
             let head = (moved.syspage_flags >> abi::migration::SYSPAGE_HEAD_SHIFT) as usize % syspage::ENTRIES;
             let core = moved.syspage_core as usize;
-            if let Err(error) = crate::syscall::syspage::attach_moved(thread, core, moved.syspage_page, made, head) {
+            if let Err(error) = crate::syscall::syspage::adopt_released(thread, core, moved.syspage_page, made, head) {
                 log::warn!(
                     "thread {}'s syspage at {:#x} could not be registered with a kernel core here (errno {error}): \
                      its calls go on without it",

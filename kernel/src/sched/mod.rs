@@ -689,5 +689,6 @@ fn after_switch() {
 /// The first code of a new thread after its first switch, before it enters ring 3.
 pub extern "C" fn on_thread_start(frame: &mut InterruptFrame) {
     after_switch();
+    crate::syscall::syspage::serve_adopted();
     crate::proc::remote::serve_first(frame);
 }

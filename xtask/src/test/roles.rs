@@ -426,6 +426,7 @@ fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &s
             printed(serial, "handed to their home, 0 results dropped", "a syspage result was dropped in a move")?;
             if serial.contains("did not let go of thread")
                 || serial.contains("could not be registered with a kernel core")
+                || serial.contains("is served no more")
             {
                 return Err("a syspage did not follow its process".into());
             }

@@ -21,6 +21,9 @@ static REGISTRATIONS: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 /// Calls KCs handed back, for their threads to run.
 static FORWARDED: Mutex<VecDeque<SyspageCall>> = Mutex::new(VecDeque::new());
 static FORWARDED_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Registrations adopted here with their page released ([`adopt_released`]) whose threads have
+/// not run yet: a cheap test on each new thread's way to ring 3.
+static RELEASED_HERE: AtomicUsize = AtomicUsize::new(0);
 
 /// `reef_syspage_register(page, kc)`.
 pub fn register(page: u64, kernel_core: u64) -> SyscallResult {
@@ -162,7 +165,7 @@ fn drop_forwarded(tid: u32) {
 /// answer) run now, and this core completes them in the page itself (its frame is this
 /// core's, and no kernel core writes it any more). The image then carries a page with no
 /// call in flight; entries not taken yet stay submitted for the kernel core the destination
-/// registers the page with ([`attach_moved`]), from the same head. Whether the page is free
+/// registers the page with ([`adopt_released`]), from the same head. Whether the page is free
 /// to move: false when the kernel core did not let go (it may be restarting), and then the
 /// move is refused.
 pub fn release_for_move(thread: &Thread) -> bool {
@@ -229,6 +232,8 @@ pub fn resume_after_move(thread: &Thread) {
         }
         Err(error) => log::warn!("thread {}'s syspage is served no more (errno {error})", thread.tid),
     }
+    let waiting = REGISTRATIONS.lock().iter().filter(|r| r.released.is_some()).count();
+    RELEASED_HERE.store(waiting, Ordering::Relaxed);
 }
 
 /// Has `registration`'s page (of a process whose parent is `parent`) served from `head` by its kernel core, or by the first running
@@ -256,12 +261,15 @@ fn attach_from(registration: &Registration, parent: u32, head: usize) -> Result<
     }
 }
 
-/// On the destination of a move, for a thread whose syspage its old home released: registers
-/// the page (now in this core's copy of the process) with kernel core `kernel_core` (or
-/// another, should that one be a KC no more), served from `head`. A page the kernel made for
-/// `execac --syspage` starts again from entry 0: its AC waits for each call it posts, so
-/// nothing in it is pending, and the AC posts from entry 0 into a frame it has not seen.
-pub fn attach_moved(
+/// On the destination of a move (or the kernel after a start that kept the process), for a
+/// thread whose syspage its old kernel released: records the page (in this core's memory of
+/// the process) as waiting for kernel core `kernel_core`, to be served from `head` once the
+/// thread first runs here ([`resume_after_move`], from `sched::on_thread_start`: a kernel
+/// still building what it adopts, or a message handler, should not wait for another core). A
+/// page the kernel made for `execac --syspage` starts again from entry 0: its AC waits for each
+/// call it posts, so nothing in it is pending, and the AC, finding a frame it has not seen,
+/// posts from entry 0.
+pub fn adopt_released(
     thread: &Thread,
     kernel_core: usize,
     user_page: u64,
@@ -270,18 +278,26 @@ pub fn attach_moved(
 ) -> Result<(), Errno> {
     let process = thread.process.as_ref().ok_or(errno::EPERM)?;
     let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
-    let mut registration = Registration {
+    REGISTRATIONS.lock().push(Registration {
         pid: process.pid,
         tid: thread.tid,
         kernel_core,
         user_page,
         physical,
         kernel_made,
-        released: None,
-    };
-    registration.kernel_core = attach_from(&registration, process.parent.pid, if kernel_made { 0 } else { head })?;
-    REGISTRATIONS.lock().push(registration);
+        released: Some(if kernel_made { 0 } else { head }),
+    });
+    RELEASED_HERE.fetch_add(1, Ordering::Relaxed);
     Ok(())
+}
+
+/// On a new thread's first way to ring 3: its syspage, if one waits to be served again
+/// ([`adopt_released`]), is registered with its kernel core before the thread runs (or goes
+/// to its AC).
+pub fn serve_adopted() {
+    if RELEASED_HERE.load(Ordering::Relaxed) != 0 {
+        resume_after_move(&sched::current());
+    }
 }
 
 /// `reef_syspage_kick()`: rings the KC's doorbell (an IPI only if it halted).

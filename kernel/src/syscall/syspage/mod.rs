@@ -26,9 +26,9 @@ mod kernel_core;
 
 pub use application::{release_own, submit_for_ac};
 pub use home::{
-    adopt_registration, attach_moved, forget_range, has_forwarded, holds_kernel_page, kept_registration, kick,
+    adopt_registration, adopt_released, forget_range, has_forwarded, holds_kernel_page, kept_registration, kick,
     of_thread, prepare_for_ac, register, release_for_move, released_head, resume_after_move, run_forwarded,
-    thread_leaves, unregister,
+    serve_adopted, thread_leaves, unregister,
 };
 pub use kernel_core::{hand_over, keep_for_next_kernel, serve_as_kernel_core};
 
