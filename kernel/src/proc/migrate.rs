@@ -131,9 +131,7 @@ pub fn forget_moved(id: u32) {
 pub enum CannotMove {
     /// It has this many threads, more than its range's KCB records.
     Threads(usize),
-    /// Its thread runs on an application core (`execac`).
-    OnApplicationCore,
-    /// Its thread has a syspage with a kernel core.
+    /// The kernel core of a thread's syspage did not let go of it.
     HasSyspage,
     /// It is ending.
     Ending,
@@ -144,7 +142,6 @@ impl CannotMove {
     pub fn code(self) -> u32 {
         match self {
             Self::Threads(count) => count.min(0xFFFF) as u32,
-            Self::OnApplicationCore => 0x1_0000,
             Self::HasSyspage => 0x2_0000,
             Self::Ending => 0x3_0000,
         }
@@ -152,7 +149,6 @@ impl CannotMove {
 
     pub fn from_code(code: u32) -> Self {
         match code {
-            0x1_0000 => Self::OnApplicationCore,
             0x2_0000 => Self::HasSyspage,
             0x3_0000 => Self::Ending,
             count => Self::Threads(count as usize),
@@ -166,8 +162,7 @@ impl core::fmt::Display for CannotMove {
             Self::Threads(count) => {
                 write!(f, "it has {count} threads, more than a KCB records ({})", kcb::block::MAX_MOVED_AWAY)
             }
-            Self::OnApplicationCore => write!(f, "a thread of it runs on an application core"),
-            Self::HasSyspage => write!(f, "a thread of it has a syspage"),
+            Self::HasSyspage => write!(f, "the kernel core of a thread's syspage did not let go of it"),
             Self::Ending => write!(f, "it is ending"),
         }
     }
@@ -193,23 +188,19 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
     if process.is_killed() {
         return Some(CannotMove::Ending);
     }
-    let tids = process.state.lock().threads.clone();
+    let threads = process.state.lock().threads.len();
     // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
-    if going == Going::Elsewhere && tids.len() > kcb::block::MAX_MOVED_AWAY {
-        return Some(CannotMove::Threads(tids.len()));
+    if going == Going::Elsewhere && threads > kcb::block::MAX_MOVED_AWAY {
+        return Some(CannotMove::Threads(threads));
     }
-    for thread in tids.iter().filter_map(|&tid| sched::find_thread(tid)) {
-        // A thread on an AC is recalled and goes with its process: its new home ships it back
-        // to the AC, which takes it from the home the pid's range names (NIX's execac, with
-        // a home that changes). It cannot hold its AC through a stop of unknown length.
-        if going == Going::UntilStart && thread.away.lock().is_some() {
-            return Some(CannotMove::OnApplicationCore);
-        }
-        // A syspage goes along: its KC serves it on through a restart of its home (the next
-        // kernel is the same home); for a move, or a stop that keeps the process until a
-        // start, the KC lets go of it as the thread checks in, and the destination (or the
-        // kernel after the start) registers it again.
-    }
+    // A thread on an AC is recalled and goes with its process: its new home ships it back to
+    // the AC, which takes it from the home the pid's range names (NIX's execac, with a home
+    // that changes). Through a stop until a start the AC holds it (halted), as through a
+    // restart, and the kernel after the start ships it back. A syspage goes along too: its
+    // KC serves it on through a restart of its home (the next kernel is the same home); for
+    // a move, or a stop that keeps the process until a start, the KC lets go of it as the
+    // thread checks in, and the destination (or the kernel after the start) registers it
+    // again.
     None
 }
 
@@ -1087,7 +1078,15 @@ pub(super) fn install(
         }
         let made = moved.syspage_flags & abi::migration::SYSPAGE_KERNEL_MADE != 0;
         if moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0 {
-            let head = (moved.syspage_flags >> abi::migration::SYSPAGE_HEAD_SHIFT) as usize % syspage::ENTRIES;
+            // A page the kernel made for `execac --syspage` that moved starts again from entry
+            // 0: its AC waits for each call it posts, so nothing in it is pending, and the AC,
+            // finding a frame it has not seen, posts from entry 0. Kept, it is the same frame,
+            // and the AC posts on from where it was.
+            let head = if made && arrival != Arrival::Kept {
+                0
+            } else {
+                (moved.syspage_flags >> abi::migration::SYSPAGE_HEAD_SHIFT) as usize % syspage::ENTRIES
+            };
             let core = moved.syspage_core as usize;
             if let Err(error) = crate::syscall::syspage::adopt_released(thread, core, moved.syspage_page, made, head) {
                 log::warn!(

@@ -400,15 +400,17 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
 /// carries the page, and the destination registers its copy with the same kernel core, served
 /// from where the ring stood. A full-ring fuzzer (each handed write once, in order) moves from
 /// TC 2 under the message stress; then `execac --syspage` (every trap of the program an entry)
-/// goes on on AC 1 while its home TC 2 stops. Before, both were refused ("a thread of it has a
-/// syspage").
+/// goes on on AC 1 while its home TC 2 stops, then while it stops keeping its processes until a
+/// start. Before, all three were refused ("a thread of it has a syspage").
 fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     let script = "role 3 kc; on 1 /bin/msg stress 150000 0,1 & \
                   spawn 2 /bin/sysfuzz --full-ring 3 --rounds 1500 > /tmp/ring.txt & sleep 0.3; \
                   role 2 kc; sleep 0.2; role 2 tc; wait; cat /tmp/ring.txt; rm /tmp/ring.txt; \
                   role 1 ac; spawn 2 /bin/execac --syspage 1 /bin/syscallbench --only blocking --repeat 60 \
                   > /tmp/sb.txt & sleep 0.5; core stop 2; wait; core start 2; grep DONE /tmp/sb.txt; \
-                  rm /tmp/sb.txt; syscalls 3; role 1 tc; /bin/cores; /bin/ps";
+                  spawn 2 /bin/execac --syspage 1 /bin/syscallbench --only blocking --repeat 80 \
+                  > /tmp/sb.txt & sleep 0.5; core stop 2 --keep; sleep 0.2; core start 2; wait; \
+                  grep DONE /tmp/sb.txt; rm /tmp/sb.txt; syscalls 3; role 1 tc; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "syspage-process-moves-4-cores".into(),
         machine: machine(4, &exec(script)).with_timeout(240),
@@ -423,6 +425,15 @@ fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &s
                 serial,
                 &["(syscallbench) moved here from core 2", "core 2 stopped in ", "SYSCALLBENCH-DONE label=-"],
             )?;
+            // Then kept through a stop until a start: the AC holds the thread, the KC lets go of
+            // the page, and the kernel after the start registers it again from where it stood.
+            printed_in_order(
+                serial,
+                &["core 2 stopped, its processes kept", "(syscallbench) kept through the stop", "SYSCALLBENCH-DONE"],
+            )?;
+            if serial.matches("SYSCALLBENCH-DONE label=-").count() != 2 {
+                return Err("the benchmark under execac --syspage did not finish through the stop --keep".into());
+            }
             printed(serial, "handed to their home, 0 results dropped", "a syspage result was dropped in a move")?;
             if serial.contains("did not let go of thread")
                 || serial.contains("could not be registered with a kernel core")

@@ -265,10 +265,7 @@ fn attach_from(registration: &Registration, parent: u32, head: usize) -> Result<
 /// thread whose syspage its old kernel released: records the page (in this core's memory of
 /// the process) as waiting for kernel core `kernel_core`, to be served from `head` once the
 /// thread first runs here ([`resume_after_move`], from `sched::on_thread_start`: a kernel
-/// still building what it adopts, or a message handler, should not wait for another core). A
-/// page the kernel made for `execac --syspage` starts again from entry 0: its AC waits for each
-/// call it posts, so nothing in it is pending, and the AC, finding a frame it has not seen,
-/// posts from entry 0.
+/// still building what it adopts, or a message handler, should not wait for another core).
 pub fn adopt_released(
     thread: &Thread,
     kernel_core: usize,
@@ -276,18 +273,29 @@ pub fn adopt_released(
     kernel_made: bool,
     head: usize,
 ) -> Result<(), Errno> {
+    adopt(thread, kernel_core, user_page, kernel_made, Some(head))?;
+    RELEASED_HERE.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Records `thread`'s syspage at `user_page` (its frame where this core's memory of the
+/// process has it) as this home's, served by `kernel_core` (`released: None`) or waiting to be
+/// served from a head.
+fn adopt(
+    thread: &Thread,
+    kernel_core: usize,
+    user_page: u64,
+    kernel_made: bool,
+    released: Option<usize>,
+) -> Result<(), Errno> {
     let process = thread.process.as_ref().ok_or(errno::EPERM)?;
     let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
-    REGISTRATIONS.lock().push(Registration {
-        pid: process.pid,
-        tid: thread.tid,
-        kernel_core,
-        user_page,
-        physical,
-        kernel_made,
-        released: Some(if kernel_made { 0 } else { head }),
-    });
-    RELEASED_HERE.fetch_add(1, Ordering::Relaxed);
+    let registration =
+        Registration { pid: process.pid, tid: thread.tid, kernel_core, user_page, physical, kernel_made, released };
+    if released.is_none() && !is_served_as_kept(&registration) {
+        return Err(errno::ENOENT);
+    }
+    REGISTRATIONS.lock().push(registration);
     Ok(())
 }
 
@@ -381,30 +389,20 @@ pub fn kept_registration(tid: u32) -> Option<(usize, u64, bool)> {
 /// lies in the frame it had, so the kernel core's mapping of it stays good. Fails if the
 /// page is not where the kept process's memory has it.
 pub fn adopt_registration(thread: &Thread, kernel_core: usize, user_page: u64, kernel_made: bool) -> Result<(), Errno> {
-    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
-    let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
-    let served = shared::get().kcbs.get(kernel_core).is_some_and(|kcb| {
+    adopt(thread, kernel_core, user_page, kernel_made, None)
+}
+
+/// Whether `registration`'s kernel core's KCB names its page as this home's, in its frame.
+fn is_served_as_kept(registration: &Registration) -> bool {
+    shared::get().kcbs.get(registration.kernel_core).is_some_and(|kcb| {
         kcb.served_syspages.iter().any(|record| {
             let word = record.read();
             word.state != served::FREE
                 && usize::from(word.home) == shared::this_core() as usize
-                && record.tid.load(Ordering::Relaxed) == thread.tid
-                && u64::from(record.frame.load(Ordering::Relaxed)) == physical / PAGE_SIZE
+                && record.tid.load(Ordering::Relaxed) == registration.tid
+                && u64::from(record.frame.load(Ordering::Relaxed)) == registration.physical / PAGE_SIZE
         })
-    });
-    if !served {
-        return Err(errno::ENOENT);
-    }
-    REGISTRATIONS.lock().push(Registration {
-        pid: process.pid,
-        tid: thread.tid,
-        kernel_core,
-        user_page,
-        physical,
-        kernel_made,
-        released: None,
-    });
-    Ok(())
+    })
 }
 
 /// Calls that change the calling thread's registers or where it runs cannot travel by
