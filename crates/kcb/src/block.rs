@@ -218,8 +218,9 @@ pub struct KeptProcesses {
 /// place whichever image runs, and a restart can keep frames above them.
 pub const INSTANCE_RESERVE: u64 = 1 << 20;
 
-/// Processes of one OSnode's pid range that may live on other cores at once.
-pub const MAX_MOVED_AWAY: usize = 16;
+/// Ids (pids and tids) of one OSnode's range that may live on other cores at once: a process
+/// of more threads than this cannot move. 64 make the KCB three pages.
+pub const MAX_MOVED_AWAY: usize = 64;
 
 /// [`Kcb::restart_pending`]: a boot driver restarts the core.
 pub const RESTARTING: u32 = 1;
@@ -667,7 +668,7 @@ impl InterruptCounters {
 
 #[cfg(not(loom))]
 const _: () = {
-    assert!(core::mem::size_of::<Kcb>() == 4096 * 2, "a KCB is two pages; bump VERSION when it changes");
+    assert!(core::mem::size_of::<Kcb>() == 4096 * 3, "a KCB is three pages; bump VERSION when it changes");
     assert!(core::mem::offset_of!(Kcb, version) == 0);
     assert!(core::mem::offset_of!(Kcb, core_id) == 4);
     assert!(core::mem::offset_of!(Kcb, apic_id) == 8);

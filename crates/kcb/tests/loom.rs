@@ -28,6 +28,13 @@ fn violated(what: String) {
     VIOLATION.lock().unwrap().get_or_insert(what);
 }
 
+/// Checks `body` as a loom model, run in a thread whose stack a KCB fits on: a KCB of
+/// checked atomics (three pages of plain ones) overflows loom's default coroutine stack, and
+/// the model's own thread cannot be given another. The thread counts against loom's five.
+fn model_with_a_kcb(body: fn()) {
+    loom::model(move || thread::Builder::new().stack_size(1 << 23).spawn(body).unwrap().join().unwrap());
+}
+
 /// What a boot driver saw when its claim succeeded: the stop time, the stop count and the
 /// kept processes' chain (what the next kernel adopts).
 type Seen = Option<(u64, u64, u64)>;
@@ -48,7 +55,7 @@ fn driver(kcb: &Kcb) -> Seen {
 
 #[test]
 fn one_driver_claims_a_stopped_core_and_sees_its_last_writes() {
-    loom::model(|| {
+    model_with_a_kcb(|| {
         let kcb = Arc::new(Kcb::default());
         kcb.set_state(CoreState::Running);
         let stopping = {
@@ -113,7 +120,7 @@ fn unparker(kcb: &Kcb) -> Option<(u64, u64)> {
 #[test]
 fn a_host_runs_a_parked_kernel_only_once_saved_and_one_driver_resumes_it() {
     use kcb::block::GuestState;
-    loom::model(|| {
+    model_with_a_kcb(|| {
         let kcb = Arc::new(Kcb::default());
         let parking = {
             let kcb = kcb.clone();

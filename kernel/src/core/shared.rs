@@ -187,7 +187,7 @@ pub struct SharedRegion {
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);
 const _: () =
-    assert!(core::mem::size_of::<Kcb>() == 4096 * 2, "a KCB is two pages; say so in kcb::VERSION when it grows");
+    assert!(core::mem::size_of::<Kcb>() == 4096 * 3, "a KCB is three pages; say so in kcb::VERSION when it grows");
 const _: () = assert!((core::mem::size_of::<SharedRegion>() as u64) < SHARED_REGION_SIZE / 2);
 
 impl SharedRegion {

@@ -23,7 +23,7 @@
 //!    exit (no status to the parent: the process goes on); signals that reached the origin
 //!    while it packed are sent on. On a no or no answer, every thread runs on where it was.
 //!
-//! A process with more threads than a KCB records (16) stays; the refusal says so. A thread's
+//! A process with more threads than a KCB records (64) stays; the refusal says so. A thread's
 //! syspage goes with it: its kernel core lets go of the page as the thread checks in, and
 //! the destination registers its copy (`syscall::syspage::release_for_move`, `adopt_released`).
 

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     };
     let mut arguments: Vec<String> = std::env::args().skip(1).collect();
     if arguments.first().is_some_and(|a| a == "--threads-for") {
-        return threads_for(&place, arguments.get(1).map(String::as_str));
+        return threads_for(&place, arguments.get(1).map(String::as_str), arguments.get(2).map(String::as_str));
     }
     let application_core = match take_ac_option(&mut arguments) {
         Ok(core) => core,
@@ -84,19 +84,30 @@ fn main() -> ExitCode {
     code
 }
 
-/// `--threads-for MS`: four threads share a lock-protected counter for MS milliseconds,
-/// sleeping a little now and then, and are joined: a process with several threads, long
-/// enough to be moved to another core meanwhile. One line: the cores it started and ended
-/// on, and whether the count is every thread's increments.
-fn threads_for(place: &str, milliseconds: Option<&str>) -> ExitCode {
+/// The most threads `--threads-for` starts.
+const MAX_THREADS_FOR: u64 = 1000;
+
+/// `--threads-for MS [THREADS]`: THREADS threads (four by default) share a lock-protected
+/// counter for MS milliseconds, sleeping a little now and then, and are joined: a process with
+/// several threads, long enough to be moved to another core meanwhile. One line: the cores it
+/// started and ended on, and whether the count is every thread's increments.
+fn threads_for(place: &str, milliseconds: Option<&str>, threads: Option<&str>) -> ExitCode {
+    let usage = || {
+        println!("TEST proc-threads fail {place} usage: proctest --threads-for MILLISECONDS [THREADS, 1 to {MAX_THREADS_FOR}]");
+        ExitCode::FAILURE
+    };
     let Some(length) = milliseconds.and_then(|ms| ms.parse().ok()).map(Duration::from_millis) else {
-        println!("TEST proc-threads fail {place} usage: proctest --threads-for MILLISECONDS");
-        return ExitCode::FAILURE;
+        return usage();
+    };
+    let threads = match threads.map(str::parse::<u64>) {
+        None => THREADS,
+        Some(Ok(count)) if (1..=MAX_THREADS_FOR).contains(&count) => count,
+        Some(_) => return usage(),
     };
     let start_core = rt::current_core();
     let deadline = Instant::now() + length;
     let total = Arc::new(Mutex::new(0u64));
-    let workers: Vec<_> = (0..THREADS)
+    let workers: Vec<_> = (0..threads)
         .map(|_| {
             let total = Arc::clone(&total);
             thread::spawn(move || {
@@ -129,7 +140,7 @@ fn threads_for(place: &str, milliseconds: Option<&str>) -> ExitCode {
         rt::current_core().map_or("-".to_string(), |c| c.to_string())
     );
     if total == counted && total > 0 {
-        println!("TEST proc-threads ok {cores} total={total}");
+        println!("TEST proc-threads ok {cores} threads={threads} total={total}");
         ExitCode::SUCCESS
     } else {
         println!("TEST proc-threads fail {cores} the lock counted {total}, the threads {counted}");

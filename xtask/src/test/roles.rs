@@ -322,6 +322,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     });
     file_service_on_a_kernel_core(list, machine);
     syspage_process_moves(list, machine);
+    many_threads_move(list, machine);
     // A kill that reaches a process while it moves (its packer waits for the destination's
     // answer): the process lives in one place only and dies there, its files are released
     // once (a second release closed the shell's console: `Bad file descriptor`), and nothing
@@ -441,6 +442,41 @@ fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &s
             {
                 return Err("a syspage did not follow its process".into());
             }
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
+
+/// A process of many threads moves: each of its ids is recorded in its range's KCB while it
+/// lives elsewhere, 64 at most (the KCB grew to three pages for them). 40 threads under a lock
+/// move off TC 2 when it becomes a KC, under the message stress; 70 are refused with the
+/// reason, and finish where they are.
+fn many_threads_move(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let script = "on 1 /bin/msg stress 150000 0,1 & spawn 2 /bin/proctest --threads-for 1500 40 & sleep 0.5; \
+                  role 2 kc; wait; role 2 tc; spawn 2 /bin/proctest --threads-for 800 70 & sleep 0.4; \
+                  role 2 kc; wait; /bin/ps";
+    list.push(Integration {
+        name: "many-threads-move-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(240),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(serial, &["(proctest) moved here from core 2: 41 threads", "core 2 is now a KC"])?;
+            let lines: Vec<&str> = serial.lines().filter(|l| l.starts_with("TEST proc-threads ")).collect();
+            let moved = lines.iter().find(|l| l.contains(" threads=40 ")).ok_or("the 40 threads said nothing")?;
+            if !moved.starts_with("TEST proc-threads ok start-core=2 ") || moved.contains("end-core=2 ") {
+                return Err(format!("the 40 threads did not finish whole on another core: {moved}"));
+            }
+            printed(
+                serial,
+                "it has 71 threads, more than a KCB records (64)",
+                "a process of 71 threads was not refused with its reason",
+            )?;
+            printed(
+                serial,
+                "TEST proc-threads ok start-core=2 end-core=2 threads=70 ",
+                "the 70 threads did not finish where they were",
+            )?;
+            stress_ok(serial)?;
             nothing_leaked(serial, 4)
         }),
     });
