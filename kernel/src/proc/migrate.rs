@@ -780,6 +780,11 @@ fn area_kind(code: u32) -> Option<AreaKind> {
 fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
     // Its children are the new copy's now.
     drop(super::let_go(&process));
+    // Its syspages are the destination's now: this home forgets them (their kernel cores let
+    // go of them already).
+    for thread in threads {
+        crate::syscall::syspage::thread_leaves(thread.tid);
+    }
     // Their ranges' KCBs keep the pid and tids taken while they live elsewhere.
     let me = shared::this_core() as usize;
     let ids = core::iter::once(process.pid).chain(threads.iter().map(|t| t.tid));

@@ -192,12 +192,23 @@ pub fn release_for_move(thread: &Thread) -> bool {
         mine.released = Some(head);
     }
     crate::msg::drain();
-    // SAFETY: the frame is this core's (the registration pinned it in the process's memory,
-    // which the process's own thread, running here, keeps alive), and `Page` is only
-    // atomics: the process writing it meanwhile is no data race.
-    let page = unsafe { &*(crate::arch::paging::physical_to_virtual(registration.physical) as *const Page) };
     while let Some(call) = next_forwarded(thread.tid) {
         let value = execute_forwarded(&call);
+        // The call may have unmapped the page (a `munmap` over it unregisters it, and frees
+        // the frame): complete only into a page still registered, checked after the call and
+        // with no switch before the write.
+        let still_registered = REGISTRATIONS
+            .lock()
+            .iter()
+            .any(|r| r.tid == thread.tid && r.physical == registration.physical && r.released.is_some());
+        if !still_registered {
+            counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        // SAFETY: the frame is this core's and still pinned by the registration just found in
+        // the process's memory (nothing on this core runs between that look and this write),
+        // and `Page` is only atomics: the process writing it meanwhile is no data race.
+        let page = unsafe { &*(crate::arch::paging::physical_to_virtual(registration.physical) as *const Page) };
         let request = Request {
             index: usize::from(call.index) % ENTRIES,
             sequence: call.sequence,
@@ -232,6 +243,11 @@ pub fn resume_after_move(thread: &Thread) {
         }
         Err(error) => log::warn!("thread {}'s syspage is served no more (errno {error})", thread.tid),
     }
+    recount_released();
+}
+
+/// Counts again the registrations here that wait to be served ([`RELEASED_HERE`]).
+fn recount_released() {
     let waiting = REGISTRATIONS.lock().iter().filter(|r| r.released.is_some()).count();
     RELEASED_HERE.store(waiting, Ordering::Relaxed);
 }
@@ -322,11 +338,12 @@ pub(super) fn ring_doorbell(kernel_core: usize) {
     }
 }
 
-/// Thread `tid` ends (or execs): its syspage is served no more.
+/// Thread `tid` ends, execs or moved away: its syspage is served no more from here.
 pub fn thread_leaves(tid: u32) {
     for registration in take_registrations(|r| r.tid == tid) {
         detach(&registration);
     }
+    recount_released();
 }
 
 /// `[start, end)` of process `pid` is being unmapped or changed: syspages in it are served no
