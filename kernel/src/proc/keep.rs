@@ -79,7 +79,8 @@ pub fn stay_current(frame: &InterruptFrame) {
     // Through a stop of unknown length its syspage is not served: its kernel core lets go of
     // it (the calls in flight done) and the kernel after the start registers it again. A
     // restart follows at once: the kernel core serves on meanwhile.
-    if UNTIL_START.load(Ordering::Relaxed) && !crate::syscall::syspage::release_for_move(&me) {
+    let until_start = shared::this_kcb().restart_pending.load(Ordering::Acquire) == kcb::block::STOPPING_TO_KEEP;
+    if until_start && !crate::syscall::syspage::release_for_move(&me) {
         log::warn!("thread {}'s syspage stays with its kernel core through the stop", me.tid);
     }
     FROZEN.lock().entry(pid).or_default().threads.push(migrate::capture_thread(&me, frame));
@@ -338,18 +339,13 @@ pub fn nudge(pid: u32) {
     }
 }
 
-/// Keeps `process` for the restart of this core (or, `until_start`, for a stop that keeps it
-/// until a start): marks it and wakes its threads, as a move.
-pub fn ask(process: &Arc<Process>, until_start: bool) {
-    UNTIL_START.store(until_start, Ordering::Relaxed);
+/// Keeps `process` for the restart of this core (or a stop that keeps it until a start): marks
+/// it and wakes its threads, as a move.
+pub fn ask(process: &Arc<Process>) {
     ASKED_TSC.store(crate::arch::cpu::read_tsc(), Ordering::Relaxed);
     process.moving.store(shared::this_core() + 1, Ordering::Relaxed);
     sched::wake_for_move(process.pid);
 }
-
-/// This core's processes were last asked to stay through a stop until a start, not through a
-/// restart: their syspages' kernel cores let go of the pages meanwhile (a stop may last).
-static UNTIL_START: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// When this core's processes were last asked to stay for a restart: where their pause
 /// begins (a thread stops running its own code there, at the latest at its next tick).

@@ -259,7 +259,7 @@ pub fn keep_all(until_start: bool) -> Result<u32, (u32, CannotMove)> {
             return Err((process.pid, reason));
         }
     }
-    processes.iter().for_each(|process| super::keep::ask(process, until_start));
+    processes.iter().for_each(super::keep::ask);
     Ok(processes.len() as u32)
 }
 
@@ -380,7 +380,6 @@ pub fn move_current(frame: &mut InterruptFrame) {
     // Its syspage's kernel core lets go of it (its calls in flight done), so the image
     // carries the page as it stands; should the move not happen, it is served again.
     crate::syscall::syspage::release_for_move(&me);
-    let stay = |me: &Thread| crate::syscall::syspage::resume_after_move(me);
     let mine = capture_thread(&me, frame);
     let live = || process.state.lock().threads.len();
     let threads_now = live();
@@ -399,7 +398,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
         let mut gatherings = GATHERINGS.lock();
         let Some(gathering) = gatherings.get_mut(&pid) else {
             drop(gatherings);
-            return stay(&me);
+            return crate::syscall::syspage::resume_after_move(&me);
         };
         match gathering.outcome {
             Some(moved) => {
@@ -412,7 +411,7 @@ pub fn move_current(frame: &mut InterruptFrame) {
                     drop(process);
                     exit_moved_thread(me)
                 }
-                return stay(&me);
+                return crate::syscall::syspage::resume_after_move(&me);
             }
             None if !gathering.packing && gathering.threads.len() >= threads_now => {
                 gathering.packing = true;
@@ -451,19 +450,13 @@ pub fn move_current(frame: &mut InterruptFrame) {
         drop(me);
         leave(process, &threads)
     }
-    stay(&me);
+    crate::syscall::syspage::resume_after_move(&me);
 }
 
 /// A syspage among `threads`' that its kernel core still serves: it did not let go of it for
 /// the move (a restart of it, say), so the process stays.
 fn syspage_not_released(threads: &[MovedThread]) -> Option<CannotMove> {
-    threads
-        .iter()
-        .any(|thread| {
-            crate::syscall::syspage::of_thread(thread.tid).is_some()
-                && crate::syscall::syspage::released_head(thread.tid).is_none()
-        })
-        .then_some(CannotMove::HasSyspage)
+    threads.iter().any(|thread| crate::syscall::syspage::is_served(thread.tid)).then_some(CannotMove::HasSyspage)
 }
 
 /// A thread of a process that moved ends here without ending the process (its copy runs on

@@ -43,11 +43,6 @@ pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u
     }
 }
 
-/// Whether `core` runs as a kernel core (a cheap look: no record is read).
-fn is_running_kernel_core(core: usize) -> bool {
-    shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live() && kcb.role() == Role::Kernel)
-}
-
 /// The kernel core whose KCB says it serves the syspage in frame `physical` (`hint` if it
 /// does, or if none does): after a KC handed its syspages to another, an AC's guest learns
 /// the new one only at its next run from home.

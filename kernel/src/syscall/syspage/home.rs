@@ -222,6 +222,12 @@ pub fn release_for_move(thread: &Thread) -> bool {
     true
 }
 
+/// Whether thread `tid` has a syspage that its kernel core serves (registered here, and not
+/// released for a move).
+pub fn is_served(tid: u32) -> bool {
+    REGISTRATIONS.lock().iter().any(|r| r.tid == tid && r.released.is_none())
+}
+
 /// The head of thread `tid`'s syspage as [`release_for_move`] left it, if it did.
 pub fn released_head(tid: u32) -> Option<usize> {
     REGISTRATIONS.lock().iter().find(|r| r.tid == tid).and_then(|r| r.released)
@@ -255,13 +261,10 @@ fn recount_released() {
 /// Has `registration`'s page (of a process whose parent is `parent`) served from `head` by its kernel core, or by the first running
 /// kernel core if that one is no longer one; which core took it.
 fn attach_from(registration: &Registration, parent: u32, head: usize) -> Result<usize, Errno> {
-    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
-    let region = shared::get();
-    let is_kernel_core = |core: usize| region.kcb(core).state().is_live() && region.kcb(core).role() == Role::Kernel;
-    let kernel_core = if registration.kernel_core < count && is_kernel_core(registration.kernel_core) {
+    let kernel_core = if is_running_kernel_core(registration.kernel_core) {
         registration.kernel_core
     } else {
-        (0..count).find(|&core| is_kernel_core(core)).ok_or(errno::ENXIO)?
+        first_running_kernel_core().ok_or(errno::ENXIO)?
     };
     let arguments = [
         registration.physical,
@@ -290,7 +293,7 @@ pub fn adopt_released(
     head: usize,
 ) -> Result<(), Errno> {
     adopt(thread, kernel_core, user_page, kernel_made, Some(head))?;
-    RELEASED_HERE.fetch_add(1, Ordering::Relaxed);
+    recount_released();
     Ok(())
 }
 
@@ -360,11 +363,7 @@ pub fn prepare_for_ac(thread: &Thread) -> Result<(), Errno> {
     if REGISTRATIONS.lock().iter().any(|r| r.tid == thread.tid) {
         return Ok(());
     }
-    let count = (shared::facts().core_count as usize).min(crate::msg::messaging_cores());
-    let region = shared::get();
-    let kernel_core = (0..count)
-        .find(|&core| region.kcb(core).state().is_live() && region.kcb(core).role() == Role::Kernel)
-        .ok_or(errno::ENXIO)?;
+    let kernel_core = first_running_kernel_core().ok_or(errno::ENXIO)?;
     let process = thread.process.as_ref().ok_or(errno::EPERM)?;
     let page = {
         let mut state = process.state.lock();

@@ -26,8 +26,8 @@ mod kernel_core;
 
 pub use application::{release_own, submit_for_ac};
 pub use home::{
-    adopt_registration, adopt_released, forget_range, has_forwarded, holds_kernel_page, kept_registration, kick,
-    of_thread, prepare_for_ac, register, release_for_move, released_head, resume_after_move, run_forwarded,
+    adopt_registration, adopt_released, forget_range, has_forwarded, holds_kernel_page, is_served, kept_registration,
+    kick, of_thread, prepare_for_ac, register, release_for_move, released_head, resume_after_move, run_forwarded,
     serve_adopted, thread_leaves, unregister,
 };
 pub use kernel_core::{hand_over, keep_for_next_kernel, serve_as_kernel_core};
@@ -49,6 +49,17 @@ use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 use spin::Mutex;
 use syspage::{Head, Page, Request, Ring, Submitter, ENTRIES};
+
+/// Whether `core` runs as a kernel core (a cheap look at its KCB).
+fn is_running_kernel_core(core: usize) -> bool {
+    shared::get().kcbs.get(core).is_some_and(|kcb| kcb.state().is_live() && kcb.role() == Role::Kernel)
+}
+
+/// The lowest-numbered core that runs as a kernel core.
+fn first_running_kernel_core() -> Option<usize> {
+    (0..(shared::facts().core_count as usize).min(crate::msg::messaging_cores()))
+        .find(|&core| is_running_kernel_core(core))
+}
 
 /// How long registration waits for the KC.
 const ATTACH_TIMEOUT_MS: u64 = 1000;
