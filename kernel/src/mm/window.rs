@@ -90,14 +90,19 @@ pub fn map_kernel_page(virtual_address: u64) -> Result<u64, FrameError> {
 /// every address space sees it; and the page directory of its first gigabyte, where a
 /// partition is mapped, so a first start or restart asked from this core allocates no table
 /// the leak check would count against it (a partition of this size fits there); and the
-/// tables of the copy window ([`COPY_WINDOW`]) for the same reason.
+/// tables of the copy window ([`COPY_WINDOW`]) and of the syspage window
+/// ([`SYSPAGE_WINDOW_BASE`]) for the same reason: a core that serves or runs a syspage for the
+/// first time (as a KC or an AC, perhaps for a moment) would otherwise make two tables then and
+/// keep them.
 pub fn prepare_kernel_half() -> Result<(), FrameError> {
     let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let pdpt = next_table(root, (BOOT_WINDOW_BASE >> 39) & 511)?;
     next_table(pdpt, (BOOT_WINDOW_BASE >> 30) & 511)?;
-    // The copy window's tables too: a process moving in maps its pages there.
-    let pd = next_table(pdpt, (COPY_WINDOW >> 30) & 511)?;
-    next_table(pd, (COPY_WINDOW >> 21) & 511).map(drop)
+    for window in [COPY_WINDOW, SYSPAGE_WINDOW_BASE] {
+        let pd = next_table(pdpt, (window >> 30) & 511)?;
+        next_table(pd, (window >> 21) & 511)?;
+    }
+    Ok(())
 }
 
 /// Where syspage frames of processes homed elsewhere are mapped (inside the boot window's
