@@ -189,6 +189,9 @@ pub struct Kcb {
     /// Processes whose pid is from this OSnode's range but which are homed elsewhere now
     /// (moved to another timesharing core): where each lives, for every core's routing.
     pub moved_away: [MovedProcess; MAX_MOVED_AWAY],
+    /// Moves of processes out of this OSnode in flight, each decided once: taken by the
+    /// destination or abandoned by this OSnode ([`MoveFates`]).
+    pub moves_out: [MoveFate; MAX_MOVES_OUT],
     /// Processes kept in place through a restart (Barrelfish/DC: the KCB holds the OSnode's
     /// processes): the stopping kernel writes their images into frames of its own partition,
     /// the next kernel adopts them with their memory where it is.
@@ -289,6 +292,88 @@ impl MovedTable<'_> {
     pub fn forget(&self, id: u32) {
         if let Some(slot) = self.slot_of(id) {
             slot.pid.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Moves out of one OSnode that may be in flight at once (its processes move one by one
+/// through a role change or a stop, but each has a packer of its own).
+pub const MAX_MOVES_OUT: usize = 16;
+
+/// The fate of one move of a process out of an OSnode: 0 when free, else the move's id
+/// (its low 62 bits) shifted left by two, with the state in the two low bits ([`fate`]).
+#[repr(C)]
+#[derive(Default)]
+pub struct MoveFate {
+    pub word: AtomicU64,
+}
+
+/// The states of a [`MoveFate`].
+pub mod fate {
+    /// The origin sent the image and waits for the answer.
+    pub const OPEN: u64 = 1;
+    /// The destination builds the process: it will answer, and the origin waits for that.
+    pub const TAKEN: u64 = 2;
+    /// The origin gave up waiting and runs the process on: the destination must not build it.
+    pub const ABANDONED: u64 = 3;
+}
+
+/// The moves out of an OSnode in flight: what [`Kcb::moves_out`] holds.
+///
+/// A move's outcome is decided by one compare-exchange of its word. The origin *opens* a word
+/// before it sends the image; the destination *takes* it (`OPEN → TAKEN`) before it builds
+/// anything; the origin, when it tires of waiting for the answer, *abandons* it (`OPEN →
+/// ABANDONED`). Whichever comes first wins: a destination that finds the move abandoned (or
+/// its word closed) refuses it, and an origin that finds it taken waits for the answer.
+/// Without it, an origin that gave up and ran the process on, and a destination that built it
+/// after all, both ran it.
+pub struct MoveFates<'a>(pub &'a [MoveFate]);
+
+impl MoveFates<'_> {
+    fn word(id: u64, state: u64) -> u64 {
+        (id & (u64::MAX >> 2)) << 2 | state
+    }
+
+    /// Opens the move `id` in a free word; `None` when every word is in use (nothing changed).
+    pub fn open(&self, id: u64) -> Option<usize> {
+        let open = Self::word(id, fate::OPEN);
+        // Release: nothing to publish with it, but the destination's Acquire pairs with it.
+        self.0.iter().position(|w| w.word.compare_exchange(0, open, Ordering::Release, Ordering::Relaxed).is_ok())
+    }
+
+    fn decide(&self, id: u64, to: u64) -> Result<(), u64> {
+        let open = Self::word(id, fate::OPEN);
+        let mut found = 0;
+        for w in self.0 {
+            match w.word.compare_exchange(open, Self::word(id, to), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(now) if now >> 2 == open >> 2 => found = now & 3,
+                Err(_) => {}
+            }
+        }
+        Err(found)
+    }
+
+    /// The destination takes the move `id`: true if it may build the process (it must then
+    /// answer); false if the origin abandoned it or never opened it (build nothing).
+    pub fn take(&self, id: u64) -> bool {
+        self.decide(id, fate::TAKEN).is_ok()
+    }
+
+    /// The origin gives the move `id` up: true if the destination will not build the process;
+    /// false if the destination took it already (wait for its answer).
+    pub fn abandon(&self, id: u64) -> bool {
+        match self.decide(id, fate::ABANDONED) {
+            Ok(()) => true,
+            Err(state) => state != fate::TAKEN,
+        }
+    }
+
+    /// The origin is done with the move `id` (answered, or abandoned): its word is free.
+    pub fn close(&self, id: u64) {
+        let mine = Self::word(id, 0) >> 2;
+        if let Some(w) = self.0.iter().find(|w| w.word.load(Ordering::Relaxed) >> 2 == mine) {
+            w.word.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -724,6 +809,7 @@ impl Default for Kcb {
             parking: Parking::default(),
             served_syspages: core::array::from_fn(|_| ServedSyspage::default()),
             moved_away: core::array::from_fn(|_| MovedProcess::default()),
+            moves_out: core::array::from_fn(|_| MoveFate::default()),
             kept: KeptProcesses::default(),
         }
     }
@@ -732,6 +818,28 @@ impl Default for Kcb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_move_is_decided_once_and_its_word_reused() {
+        let words: [MoveFate; 2] = core::array::from_fn(|_| MoveFate::default());
+        let fates = MoveFates(&words);
+        let (first, second, third) = ((1 << 63) | 1, (1 << 63) | (3 << 48) | 2, (1 << 63) | 3);
+        assert_eq!(fates.open(first), Some(0));
+        assert_eq!(fates.open(second), Some(1));
+        assert_eq!(fates.open(third), None, "both words are in use");
+        assert!(!fates.take(third), "a move never opened is refused");
+        assert!(fates.take(first));
+        assert!(!fates.take(first), "a move is taken once");
+        assert!(!fates.abandon(first), "a taken move is waited for");
+        assert!(fates.abandon(second));
+        assert!(!fates.take(second), "an abandoned move is refused");
+        fates.close(second);
+        assert_eq!(fates.open(third), Some(1), "a closed word is free again");
+        assert!(!fates.take(second), "a closed move stays refused");
+        fates.close(first);
+        assert!(fates.take(third));
+        assert!(words[0].word.load(Ordering::Relaxed) == 0);
+    }
 
     #[test]
     fn the_moved_table_records_updates_forgets_and_fills_up() {

@@ -262,3 +262,36 @@ fn a_reader_that_finds_a_moved_id_reads_its_new_core() {
     });
     assert_eq!(*VIOLATION.lock().unwrap(), None);
 }
+
+/// The fate of a move out of an OSnode (`Kcb::moves_out`): the destination takes the move
+/// while the origin, tired of waiting, abandons it. Checked: exactly one of them wins, and they
+/// agree (the process is built by the destination, or run on by the origin, never both and
+/// never neither); a decision by load and store instead of one compare-exchange fails this.
+#[test]
+fn a_move_is_taken_by_its_destination_or_abandoned_by_its_origin_never_both() {
+    use kcb::block::{MoveFate, MoveFates};
+    loom::model(|| {
+        let words: Arc<[MoveFate; 2]> = Arc::new(core::array::from_fn(|_| MoveFate::default()));
+        let id = (1 << 63) | (2 << 48) | 7;
+        let Some(_) = MoveFates(&words[..]).open(id) else {
+            return violated("a free word could not be opened".into());
+        };
+        let destination = {
+            let words = words.clone();
+            thread::spawn(move || MoveFates(&words[..]).take(id))
+        };
+        let origin = {
+            let words = words.clone();
+            thread::spawn(move || MoveFates(&words[..]).abandon(id))
+        };
+        let (built, ran_on) = (destination.join().unwrap(), origin.join().unwrap());
+        if built == ran_on {
+            violated(format!("the destination built it: {built}; the origin ran it on: {ran_on}"));
+        }
+        MoveFates(&words[..]).close(id);
+        if MoveFates(&words[..]).take(id) {
+            violated("a closed move was taken".into());
+        }
+    });
+    assert_eq!(*VIOLATION.lock().unwrap(), None);
+}

@@ -58,7 +58,7 @@ pub const NO_RETURN: u64 = u64::MAX;
 /// Whether a process of this instance may go back to a restarted core (looked at, at safe
 /// points, only while set).
 static RETURNING: AtomicBool = AtomicBool::new(false);
-/// Whether an answer to a move waits in [`UNSENT_ANSWERS`] (sent at the next safe point).
+/// Whether a line waits in [`UNSENT`] (sent at the next safe point).
 static ANSWERS_HELD: AtomicBool = AtomicBool::new(false);
 
 /// How long a packed process waits for the destination's answer.
@@ -69,6 +69,18 @@ const MOVE_TIMEOUT_MS: u64 = 2000;
 pub fn is_asked(process: &Process) -> bool {
     let moving = process.moving.load(Ordering::Relaxed);
     moving != NOT_MOVING && moving & PACKING == 0
+}
+
+/// Whether `process`'s image for a move is made (or being made, under its state lock): what
+/// it learns now does not go with the image.
+pub(super) fn is_packed(process: &Process) -> bool {
+    process.moving.load(Ordering::Relaxed) & PACKING != 0
+}
+
+/// Its children's exits that came after its image was made, taken: they are recorded here
+/// (the move failed: the process stays) or sent after it.
+fn take_late_exits(process: &Process) -> Vec<abi::process::ChildExited> {
+    core::mem::take(&mut *process.late_exits.lock())
 }
 
 /// The table of ids of OSnode `range` that live elsewhere.
@@ -433,6 +445,9 @@ pub fn move_current(frame: &mut InterruptFrame) {
     if let Err(error) = result {
         log::warn!("process {pid} could not move to core {destination}: {}; it runs on here", error_text(error));
         process.moving.store(NOT_MOVING, Ordering::Relaxed);
+        for exited in take_late_exits(&process) {
+            super::record_exit(&exited);
+        }
     }
     {
         let mut gatherings = GATHERINGS.lock();
@@ -482,7 +497,8 @@ fn error_text(error: Errno) -> &'static str {
         errno::ENOSPC => "its pid range's KCB has no free slot for a process living elsewhere",
         errno::E2BIG => "its image is larger than a message",
         errno::ETIMEDOUT => "the destination did not answer",
-        errno::EAGAIN => "the image could not be sent",
+        errno::ECANCELED => "its origin gave up waiting for the answer and runs it on",
+        errno::EAGAIN => "the image could not be sent, or too many moves out of the core are in flight",
         _ => "failed",
     }
 }
@@ -698,21 +714,32 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
     if bytes.len() > crate::msg::MAX_LARGE_MESSAGE {
         return Err(errno::E2BIG);
     }
+    // The move's fate: taken by the destination before it builds anything, or abandoned here
+    // if its answer is late; never both (`kcb::block::MoveFates`).
+    let fates = kcb::block::MoveFates(&shared::this_kcb().moves_out);
+    if fates.open(move_id).is_none() {
+        return Err(errno::EAGAIN);
+    }
     ANSWERS.lock().insert(move_id, None);
     // Not the draining send: a handler run while it waits could send to the same queue, whose
     // sender record this send holds (the nested send would fail).
     if let Err(error) = crate::msg::send_large(destination, Kind::ProcessMove, &bytes) {
         ANSWERS.lock().remove(&move_id);
+        fates.close(move_id);
         log::debug!("process {}: the move to core {destination} was not sent: {error}", process.pid);
         return Err(errno::EAGAIN);
     }
-    let deadline = crate::time::deadline_after_ms(MOVE_TIMEOUT_MS);
+    let mut deadline = crate::time::deadline_after_ms(MOVE_TIMEOUT_MS);
     let answer = loop {
         if let Some(answer) = ANSWERS.lock().get(&move_id).copied().flatten() {
             break Some(answer);
         }
         if crate::arch::cpu::read_tsc() >= deadline {
-            break None;
+            if fates.abandon(move_id) || !crate::msg::is_live(destination) {
+                break None;
+            }
+            // The destination took it and builds it: its answer comes.
+            deadline = crate::time::deadline_after_ms(MOVE_TIMEOUT_MS);
         }
         // Not interruptible: the answer decides where the process lives. A kill ends every
         // wait of the process at once, so a killed packer looks at its messages itself (the
@@ -724,6 +751,7 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
         }
     };
     ANSWERS.lock().remove(&move_id);
+    fates.close(move_id);
     match answer {
         Some(0) => {
             // The references are the destination's now.
@@ -773,6 +801,12 @@ fn area_kind(code: u32) -> Option<AreaKind> {
 fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
     // Its children are the new copy's now.
     drop(super::let_go(&process));
+    // Exits of children that came since its image was made follow it. After `let_go` no
+    // handler finds the process here any more, so none can come later than this (they are
+    // sent on from `record_exit`).
+    for exited in take_late_exits(&process) {
+        super::report_exit(home_of(exited.parent_pid) as u32, exited);
+    }
     // Its syspages are the destination's now: this home forgets them (their kernel cores let
     // go of them already).
     for thread in threads {
@@ -820,33 +854,38 @@ fn on_move(bytes: &[u8]) -> crate::msg::HandlerResult {
     Ok(())
 }
 
-/// Answers not sent yet: the origin's queue was full. A handler must not wait for a queue
-/// to drain (the origin may be waiting for ours: both would stall until the send timeout),
-/// so they go at the next safe point.
-static UNSENT_ANSWERS: Mutex<Vec<(usize, MoveReply)>> = Mutex::new(Vec::new());
+/// Lines not sent yet (answers to moves, children's exits sent on after their parent): the
+/// target's queue was full. A handler must not wait for a queue to drain (the target may be
+/// waiting for ours: both would stall until the send timeout), so they go at the next safe
+/// point.
+static UNSENT: Mutex<Vec<(usize, channel::Message)>> = Mutex::new(Vec::new());
 
 fn answer(origin: usize, reply: MoveReply) {
-    let message = crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out));
-    match crate::msg::try_send(origin, &message) {
+    send_or_hold(origin, crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out)));
+}
+
+/// Sends `message` to `target` now, or at the next safe point if its queue is full (from a
+/// handler too).
+pub(super) fn send_or_hold(target: usize, message: channel::Message) {
+    match crate::msg::try_send(target, &message) {
         Ok(()) => {}
         Err(crate::msg::SendError::Channel(channel::ChannelError::Full)) => {
-            UNSENT_ANSWERS.lock().push((origin, reply));
+            UNSENT.lock().push((target, message));
             ANSWERS_HELD.store(true, Ordering::Relaxed);
         }
-        Err(error) => log::warn!("the answer to core {origin}'s move was not sent: {error}"),
+        Err(error) => log::warn!("a line of kind {} for core {target} was not sent: {error}", message.kind),
     }
 }
 
-/// Sends the answers a full queue held back (at a safe point, never in a handler).
+/// Sends the lines a full queue held back (at a safe point, never in a handler).
 fn send_held_answers() {
     if !ANSWERS_HELD.swap(false, Ordering::Relaxed) {
         return;
     }
-    let held = core::mem::take(&mut *UNSENT_ANSWERS.lock());
-    for (origin, reply) in held {
-        let message = crate::msg::line(Kind::ProcessMoveReply, |out| reply.encode(out));
-        if let Err(error) = crate::msg::send_blocking(origin, &message) {
-            log::warn!("the answer to core {origin}'s move was not sent: {error}");
+    let held = core::mem::take(&mut *UNSENT.lock());
+    for (target, message) in held {
+        if let Err(error) = crate::msg::send_blocking(target, &message) {
+            log::warn!("a line of kind {} for core {target} was not sent: {error}", message.kind);
         }
     }
 }
@@ -893,7 +932,14 @@ pub(super) fn install(
     {
         return Err(if image.threads().any(|t| t.tid == 0) { errno::EINVAL } else { errno::ENOSPC });
     }
-    let partition = shared::get().listed_kcbs().get(origin).ok_or(errno::EINVAL)?.partition();
+    let origin_kcb = shared::get().listed_kcbs().get(origin).ok_or(errno::EINVAL)?;
+    // Decided here, before anything is built: an origin that gave up waiting for the answer
+    // runs the process on, and it must not run here too. Once taken, the origin waits for
+    // the answer, whatever it says.
+    if arrival == Arrival::Moved && !kcb::block::MoveFates(&origin_kcb.moves_out).take(header.move_id) {
+        return Err(errno::ECANCELED);
+    }
+    let partition = origin_kcb.partition();
     let frames: BTreeMap<u64, u64> = image.pages().map(|page| (page.address, page.frame)).collect();
     let inside =
         |frame: u64| frame.is_multiple_of(PAGE_SIZE) && frame >= partition.start && frame + PAGE_SIZE <= partition.end;
@@ -993,6 +1039,7 @@ pub(super) fn install(
             core if core == shared::this_core() || core == abi::migration::NO_RETURN => NO_RETURN,
             core => u64::from(core) << 32 | u64::from(header.return_incarnation),
         }),
+        late_exits: Mutex::new(Vec::new()),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

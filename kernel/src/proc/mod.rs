@@ -143,6 +143,9 @@ pub struct Process {
     /// The core it goes back to once a new kernel runs there, with that core's incarnation
     /// when it left (see `migrate`), or `migrate::NO_RETURN`.
     returns_to: AtomicU64,
+    /// Exits of its children that came after its image for a move was made: they follow it
+    /// to its destination, or are recorded here if it stays (see `migrate`).
+    late_exits: Mutex<Vec<ChildExited>>,
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -334,6 +337,7 @@ fn create(
         exec_done: AtomicBool::new(false),
         moving: AtomicU32::new(migrate::NOT_MOVING),
         returns_to: AtomicU64::new(migrate::NO_RETURN),
+        late_exits: Mutex::new(Vec::new()),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -447,6 +451,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             exec_done: AtomicBool::new(false),
             moving: AtomicU32::new(migrate::NOT_MOVING),
             returns_to: AtomicU64::new(migrate::NO_RETURN),
+            late_exits: Mutex::new(Vec::new()),
         });
         state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child
@@ -614,7 +619,7 @@ fn let_go(process: &Process) -> Vec<Child> {
     children
 }
 
-fn report_exit(parent_core: u32, exited: ChildExited) {
+pub(super) fn report_exit(parent_core: u32, exited: ChildExited) {
     log::debug!(
         "process {} exited with {:#x}; parent {} on core {parent_core}",
         exited.child_pid,
@@ -634,7 +639,12 @@ fn report_exit(parent_core: u32, exited: ChildExited) {
 /// Records a child's exit for its parent here, wakes the parent's waiters and sends it
 /// SIGCHLD. A parent that ignores SIGCHLD (`SIG_IGN`, or `SA_NOCLDWAIT`) has the child
 /// reaped at once, as on Linux: its `wait4` then finds no such child.
-fn record_exit(exited: &ChildExited) {
+///
+/// The parent may be moving. One that left already (the exit was sent here before its range's
+/// KCB named its new core) has the exit sent on there. One whose image is made keeps the exit
+/// aside: it follows the image, or is recorded here if the move fails
+/// (`migrate::move_current`). Else its parent would wait for that child forever.
+pub(super) fn record_exit(exited: &ChildExited) {
     let (parent_pid, child_pid) = (exited.parent_pid, exited.child_pid);
     if parent_pid == 0 {
         let mut children = KERNEL_CHILDREN.lock();
@@ -645,11 +655,26 @@ fn record_exit(exited: &ChildExited) {
         }
         return;
     }
-    let Some(parent) = find(parent_pid) else { return };
+    let Some(parent) = find(parent_pid) else {
+        let home = home_of(parent_pid);
+        if home == shared::this_core() as usize {
+            log::debug!("process {child_pid} exited, and its parent {parent_pid} is gone");
+        } else {
+            let message = crate::msg::line(Kind::ChildExited, |out| exited.encode(out));
+            migrate::send_or_hold(home, message);
+        }
+        return;
+    };
     let action = parent.signals.action(signal::SIGCHLD);
     let reap_now = action.handler == signal::SIG_IGN || action.flags & signal::SA_NOCLDWAIT != 0;
     let recorded = {
         let mut state = parent.state.lock();
+        // Under the lock its image reads the children with.
+        if migrate::is_packed(&parent) {
+            drop(state);
+            parent.late_exits.lock().push(*exited);
+            return;
+        }
         match state.children.iter().position(|c| c.pid == child_pid) {
             Some(index) if reap_now => {
                 state.children.remove(index);

@@ -323,6 +323,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     file_service_on_a_kernel_core(list, machine);
     syspage_process_moves(list, machine);
     many_threads_move(list, machine);
+    children_exit_while_the_parent_moves(list, machine);
     // A kill that reaches a process while it moves (its packer waits for the destination's
     // answer): the process lives in one place only and dies there, its files are released
     // once (a second release closed the shell's console: `Bad file descriptor`), and nothing
@@ -477,6 +478,28 @@ fn many_threads_move(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) 
                 "the 70 threads did not finish where they were",
             )?;
             stress_ok(serial)?;
+            nothing_leaked(serial, 4)
+        }),
+    });
+}
+
+/// A shell forks and waits for 300 short children while it is moved between TC 2 and TC 3
+/// eighty times: a child's exit that reaches the old core after the parent's image was made,
+/// or after it left, follows the parent (it was lost, and the shell waited forever).
+fn children_exit_while_the_parent_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let script = "spawn 1 /bin/sh -c 'for i in $(seq 300); do /bin/true; done; echo loop-done' & sleep 0.05; \
+                  for j in $(seq 40); do move 100001 2 >/dev/null; move 100001 3 >/dev/null; done; \
+                  echo moves-done; wait; /bin/ps";
+    list.push(Integration {
+        name: "children-exit-while-the-parent-moves-4-cores".into(),
+        machine: machine(4, &exec(script)).with_timeout(120),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(serial, &["moves-done", "loop-done", "pid 100001 on core 1 exited with status 0"])?;
+            let moves = count(serial, "process 100001 (sh) moved here from core");
+            if moves < 40 {
+                return Err(format!("the shell moved {moves} times, expected at least 40 of the 80 asked"));
+            }
             nothing_leaked(serial, 4)
         }),
     });
