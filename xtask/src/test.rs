@@ -1,5 +1,6 @@
 //! `cargo xtask test`: check, host tests, loom models, then QEMU integration runs.
 
+mod chaos;
 mod cores;
 mod roles;
 
@@ -557,6 +558,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     control_integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);
     cores::integrations(&mut list, &machine);
+    chaos::integrations(&mut list, &machine);
     list
 }
 

@@ -7,8 +7,11 @@ use rt::cores::{self, CoreTimes};
 const USAGE: &str = "core stop <core> [--keep] | core start <core> [image] [--uncached] | core restart <core> <image> [--uncached] | core park <core> <host> | core unpark <core> [destination]";
 
 /// What to say when `reef_core_operation` refused with `errno`, and what to do about it.
-pub fn core_error_text(errno: Option<i32>) -> &'static str {
+pub fn core_error_text(operation: &str, errno: Option<i32>) -> &'static str {
     match errno {
+        Some(libc::EALREADY) if operation == "restart" => {
+            "the core is not running (stopped or offline), so there is no kernel to replace: `core start <core> <image>` starts it with that image"
+        }
         Some(libc::EINVAL) => "no such core, a bad image path, or a core that is not parked: see `cores` and `ls /boot`",
         Some(libc::EPERM) => "core 0 owns the devices and the file service, and never stops",
         Some(libc::EDEADLK) => {
@@ -86,7 +89,7 @@ fn park_or_unpark(words: &[&str]) -> u8 {
             0
         }
         Err(error) => {
-            eprintln!("core: {operation} core {core}: {}", core_error_text(error.raw_os_error()));
+            eprintln!("core: {operation} core {core}: {}", core_error_text(operation, error.raw_os_error()));
             FAILED_STATUS
         }
     }
@@ -133,7 +136,7 @@ pub fn core(words: &[&str]) -> u8 {
             0
         }
         Err(error) => {
-            eprintln!("core: {operation} core {core}: {}", core_error_text(error.raw_os_error()));
+            eprintln!("core: {operation} core {core}: {}", core_error_text(operation, error.raw_os_error()));
             FAILED_STATUS
         }
     }
@@ -166,6 +169,6 @@ mod tests {
             return;
         }
         assert_eq!(core(&["stop", "1"]), FAILED_STATUS);
-        assert!(core_error_text(Some(libc::ENOSYS)).contains("not on Reef"));
+        assert!(core_error_text("stop", Some(libc::ENOSYS)).contains("not on Reef"));
     }
 }

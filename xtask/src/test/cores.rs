@@ -76,15 +76,15 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     let script = "ls /boot; core stop 1; cores; core start 1; core restart 1 /boot/full-v2; cores; \
                   core stop 0; core stop 7; core start 1; core restart 1 /boot/nothing; \
                   core restart 1 /boot/corrupt; core restart 1 /boot/kcb-v0; core restart 1 /bin/busybox; \
-                  cores | grep full-v2; core stop 1; core stop 1; core start 1 /boot/full; \
+                  cores | grep full-v2; core stop 1; core stop 1; core restart 1 /boot/rt; core start 1 /boot/full; \
                   spawn 1 /bin/busybox sh -c 'sleep 1; echo slept-on' & sleep 0.3; core stop 1; wait; \
                   core start 1; on 1 /bin/core stop 1; core restart 1 /boot/rt; role 1 tc; cores | grep rt; \
-                  execac 1 /bin/busybox echo on-the-rt-image; core restart 1 /boot/full; role 1 tc; \
+                  execac 1 /bin/echo on-the-rt-image; core restart 1 /boot/full; role 1 tc; \
                   cat /sys/devices/system/cpu/online; echo 0 > /sys/devices/system/cpu/cpu1/online; \
                   cat /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu1/online; \
                   i=0; while [ $i -lt 100 ]; do echo 0 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; \
                   echo 1 > /sys/devices/system/cpu/cpu1/online || echo cycle-failed; i=$((i+1)); done; \
-                  echo cycles $i; mem | grep images; spawn 1 /bin/busybox echo core-1-runs-programs; \
+                  echo cycles $i; mem | grep images; spawn 1 /bin/echo core-1-runs-programs; \
                   cores; /bin/ps";
     list.push(Integration {
         name: "core-stop-start-restart-2-cores".into(),
@@ -113,6 +113,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 ("core: restart core 1: that file is no Reef kernel image, or it is corrupt", "a corrupt image"),
                 ("core: restart core 1: that image was built for another KCB layout version", "another KCB version"),
                 ("core: stop core 1: the core is in that state already", "stopping a stopped core"),
+                ("core: restart core 1: the core is not running (stopped or offline)", "restarting a stopped core"),
                 ("core: stop core 1: this program runs on that core", "a stop asked by the core's own process"),
                 ("role: core 1 to TC: that core runs the rt image", "a TC role on the rt image"),
             ];
@@ -589,7 +590,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                   sleep 0.3; core unpark 1; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; \
                   i=0; while [ $i -lt 20 ]; do core park 1 0 > /dev/null || echo cycle-failed; \
                   core unpark 1 > /dev/null || echo cycle-failed; i=$((i+1)); done; echo park-cycles $i; \
-                  spawn 1 /bin/busybox echo core-1-runs-programs; /bin/cores; /bin/ps";
+                  spawn 1 /bin/echo core-1-runs-programs; /bin/cores; /bin/ps";
     list.push(Integration {
         name: "core-park-unpark-2-cores".into(),
         machine: {
