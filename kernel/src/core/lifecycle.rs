@@ -73,6 +73,7 @@ impl CoreError {
             Self::NoSuchCore(_) => errno::EINVAL,
             Self::CoreZero { .. } => errno::EPERM,
             Self::AlreadyStopped(..) => errno::EALREADY,
+            Self::NotRunning(_, CoreState::Stopped | CoreState::Offline) => errno::ENODEV,
             Self::NotRunning(..) => errno::EAGAIN,
             Self::Busy(refusal @ super::role::RoleError::AskedByItsOwnProcess(_)) => refusal.errno(),
             Self::Busy(_) => errno::EBUSY,
@@ -103,6 +104,9 @@ impl core::fmt::Display for CoreError {
                 if *last_timesharing { "; it is also the last timesharing core" } else { "" }
             ),
             Self::AlreadyStopped(core, state) => write!(f, "core {core} is {} already", state.name()),
+            Self::NotRunning(core, state @ (CoreState::Stopped | CoreState::Offline)) => {
+                write!(f, "core {core} is {}: start it first (core start {core})", state.name())
+            }
             Self::NotRunning(core, state) => write!(f, "core {core} is {}: wait until it runs", state.name()),
             Self::Busy(
                 reason @ (RoleError::Parked(..)

@@ -360,6 +360,12 @@ pub fn block(token: WaitToken, deadline_tsc: Option<u64>) -> Wakeup {
 /// Sleeps in steps of half a millisecond while `condition` holds, for `timeout_ms` at most (a
 /// boot driver or a caller waiting for what other cores do, with nothing to be woken by);
 /// whether it stopped holding.
+///
+/// A signal does not end the sleep. It used to: a caller with a signal pending (the shell
+/// that wrote `cpuN/online`, a SIGCHLD from a job that just ended) woke at once, again and
+/// again, and spun for the whole timeout without letting this core take its messages, among
+/// them the moves and file requests that make the condition change. A stop through the online
+/// file then stalled the moving processes 3 s and failed.
 pub fn sleep_while(timeout_ms: u64, condition: impl Fn() -> bool) -> bool {
     let deadline = crate::time::deadline_after_ms(timeout_ms);
     while condition() {
@@ -367,7 +373,12 @@ pub fn sleep_while(timeout_ms: u64, condition: impl Fn() -> bool) -> bool {
         if now >= deadline {
             return false;
         }
-        let _ = block(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000)));
+        if block_uninterruptible(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000))) == Wakeup::Killed {
+            // A killed caller's waits end at once: it looks at this core's work itself.
+            crate::msg::drain();
+            crate::fs::at_safe_point();
+            cpu::relax();
+        }
     }
     true
 }

@@ -25,6 +25,7 @@ pub fn core_error_text(operation: &str, errno: Option<i32>) -> &'static str {
         }
         Some(libc::EALREADY) => "the core is in that state already: see `cores`",
         Some(libc::EAGAIN) => "the core is booting: try again in a moment",
+        Some(libc::ENODEV) => "that core (or the host) is stopped or offline: start it first with `core start <core>`",
         Some(libc::ENOENT) => "no such kernel image: `ls /boot` lists them",
         Some(libc::ENOEXEC) => "that file is no Reef kernel image, or it is corrupt: rebuild it with `cargo xtask build`",
         Some(libc::EPROTO) => "that image was built for another KCB layout version: rebuild it from this tree",

@@ -11,12 +11,10 @@
 use super::{exec, nothing_leaked, Integration};
 use crate::qemu::Machine;
 
-/// The seeds the suite runs: chosen among those that passed 200 runs for what their scripts
-/// hold (roles, parks, restarts, stops, syspages, the stress). None writes a `cpuN/online`
-/// file: a stop through it stalled the moving processes 3 s in 3 runs of about 300 (the
-/// cause is not found; `docs/dynamic-cores.md`, "Not done yet"), which fails the timing
-/// checks of `proctest` now and then. `REEF_CHAOS_SEEDS` runs any seed.
-const SEEDS: [u64; 8] = [15, 18, 40, 63, 71, 74, 80, 95];
+/// The seeds the suite runs: among the first 130, which all pass, the four that found bugs
+/// (14, 25, 42, 67: `docs/dynamic-cores.md`, "Tests") and eight whose scripts hold much
+/// (roles, parks, restarts, stops, syspages, the stress). `REEF_CHAOS_SEEDS` runs any seed.
+const SEEDS: [u64; 12] = [14, 15, 18, 25, 40, 42, 63, 67, 71, 74, 80, 95];
 
 /// The kernel command line's `exec=` value holds at most this many characters.
 const SCRIPT_LIMIT: usize = 1024;
