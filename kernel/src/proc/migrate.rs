@@ -460,10 +460,10 @@ pub fn move_current(frame: &mut InterruptFrame) {
         }
     }
     sched::wake(WaitToken::Reply(GATHERING | u64::from(pid)), usize::MAX);
-    if result.is_ok() {
+    if let Ok(sent) = &result {
         super::remote::moved_away_from_here(&me);
         drop(me);
-        leave(process, &threads)
+        leave(process, &threads, sent)
     }
     crate::syscall::syspage::resume_after_move(&me);
 }
@@ -706,7 +706,8 @@ pub(super) fn pack(
 
 /// Packs `process` (its threads stopped as `threads` say) and sends it to `destination`;
 /// `Ok` once the destination runs it.
-fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<(), Errno> {
+/// Returns the signals the image carried pending.
+fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<Vec<u32>, Errno> {
     let packed_tsc = crate::arch::cpu::read_tsc();
     // The rest of a line it printed goes out from here, before the destination prints more.
     crate::fs::console::flush(process);
@@ -758,18 +759,9 @@ fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize
             for handle in retained {
                 core::mem::forget(handle);
             }
-            // Signals that reached this copy after it was packed follow it.
-            let sent: Vec<u32> = pending.iter().map(|s| s.signal).collect();
-            let late = process.signals.pending.entries().into_iter().filter(|s| !sent.contains(&s.signal));
-            for late in late {
-                let _ = signal::kill(process.pid as i32, late.signal);
-            }
-            // So does a kill that ended this copy meanwhile (it is pending nowhere).
-            if process.is_killed() {
-                let _ = signal::kill(process.pid as i32, signal::SIGKILL);
-            }
             log::debug!("process {} moved to core {destination}", process.pid);
-            Ok(())
+            // Signals that reach this copy from now on follow it ([`leave`]).
+            Ok(pending.iter().map(|s| s.signal).collect())
         }
         Some(error) => Err(error),
         None => Err(errno::ETIMEDOUT),
@@ -798,14 +790,22 @@ fn area_kind(code: u32) -> Option<AreaKind> {
 /// The moved process's thread ends here, and the process with it, without an exit: its
 /// memory and descriptors here are let go (the destination has copies), its pid stays taken
 /// (the range's KCB names its new home), its parent hears nothing.
-fn leave(process: Arc<Process>, threads: &[MovedThread]) -> ! {
+fn leave(process: Arc<Process>, threads: &[MovedThread], sent: &[u32]) -> ! {
     // Its children are the new copy's now.
     drop(super::let_go(&process));
-    // Exits of children that came since its image was made follow it. After `let_go` no
-    // handler finds the process here any more, so none can come later than this (they are
-    // sent on from `record_exit`).
+    // What reached this copy since its image was made follows it. After `let_go` no handler
+    // finds the process here any more, so nothing can come later than this: an exit is sent
+    // on from `record_exit`, and a signal's sender asks the new home (`signal::send`).
     for exited in take_late_exits(&process) {
         super::report_exit(home_of(exited.parent_pid) as u32, exited);
+    }
+    let late = process.signals.pending.entries().into_iter().filter(|s| !sent.contains(&s.signal));
+    for late in late {
+        let _ = signal::kill(process.pid as i32, late.signal);
+    }
+    // So does a kill that ended this copy meanwhile (it is pending nowhere).
+    if process.is_killed() {
+        let _ = signal::kill(process.pid as i32, signal::SIGKILL);
     }
     // Its syspages are the destination's now: this home forgets them (their kernel cores let
     // go of them already).

@@ -459,6 +459,9 @@ fn each_local(chosen: impl Fn(&Process) -> bool, info: SignalInfo) -> usize {
     targets.len()
 }
 
+/// How many times a signal for one process follows it when it moved meanwhile.
+const MOVED_RETRIES: usize = 3;
+
 /// Sends `request` where it must go: the home of a process or thread, or every live instance
 /// for a group or everyone (this one first, then one inter-core call to each other); returns
 /// how many processes it reached.
@@ -467,15 +470,30 @@ fn send(request: SignalRequest) -> Result<usize, Errno> {
         return Err(errno::EINVAL);
     }
     let here = shared::this_core() as usize;
-    let home = match request.target {
+    let home = || match request.target {
         SignalTarget::Process(pid) => Some(super::home_of(pid)),
         SignalTarget::Thread { thread, .. } => Some(super::home_of(thread)),
         SignalTarget::Group(_) | SignalTarget::AllButInitAndSender => None,
     };
-    match home {
-        Some(core) if core == here => Ok(send_here(&request)),
-        Some(core) if core >= crate::msg::messaging_cores() => Ok(0),
-        Some(core) => Ok(call_signal(core, &request)),
+    let to_one = |core: usize| match core {
+        core if core == here => send_here(&request),
+        core if core >= crate::msg::messaging_cores() => 0,
+        core => call_signal(core, &request),
+    };
+    match home() {
+        // A process that moved between the look and the call is found no more where it was,
+        // after it let go there: ask where it lives now (a few times, should it move on).
+        Some(mut core) => {
+            let mut reached = to_one(core);
+            for _ in 0..MOVED_RETRIES {
+                match home() {
+                    Some(now) if reached == 0 && now != core => core = now,
+                    _ => break,
+                }
+                reached = to_one(core);
+            }
+            Ok(reached)
+        }
         None => {
             let mut reached = send_here(&request);
             for core in (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_reachable(c)) {
