@@ -1101,6 +1101,22 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
             }),
         });
     }
+    // `kill` of a launcher reaches the program it started on another core (as srun passes
+    // signals to its tasks): `spawn` reports the program killed, `on` exits 128 + the signal.
+    let script = "spawn 2 /bin/sleep 30 & sleep 0.3; kill $!; wait $!; echo spawn-status $?; \
+                  on 3 /bin/sleep 30 & sleep 0.3; kill -USR1 $!; wait $!; echo on-status $?; /bin/ps";
+    list.push(Integration {
+        name: "launchers-pass-signals-on-4-cores".into(),
+        machine: machine(4, &exec(script)),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["pid 200001 on core 2 was killed by signal 15", "spawn-status 143", "on-status 138"],
+            )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
 }
 
 /// The rows under each header line: for every line equal to `header` (trailing blanks

@@ -13,7 +13,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 /// A process id, as `getpid`, `wait4` and `reef_spawn` use them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -255,6 +255,42 @@ pub fn control(arguments: &[&str]) -> io::Result<(String, u32)> {
     buffer.truncate((length as usize).min(buffer.len()));
     let text = String::from_utf8(buffer).unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned());
     Ok((text, status))
+}
+
+/// The child [`forward_signals`] passes signals on to (0: none yet).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+/// The signals [`forward_signals`] passes on: those one sends to a pid. SIGINT and SIGQUIT from
+/// the terminal reach the child through its process group already; SIGKILL and SIGSTOP cannot
+/// be caught.
+pub const FORWARDED_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2];
+
+extern "C" fn pass_on(signal: libc::c_int) {
+    let pid = FORWARD_TO.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: `kill` takes no pointer and is async-signal-safe.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// From now on the [`FORWARDED_SIGNALS`] sent to this process are passed on to `child`
+/// instead of ending it, as Slurm's `srun` passes them to its tasks: `kill <launcher>` reaches
+/// the program it started on another core, whose end the launcher then reports. A signal that
+/// came before this call acted as usual.
+pub fn forward_signals(child: Pid) -> io::Result<()> {
+    FORWARD_TO.store(child.0, Ordering::Relaxed);
+    for signal in FORWARDED_SIGNALS {
+        // SAFETY: an all-zero `sigaction` is a valid one (empty mask, no flags), filled in below.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = pass_on as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action` is a live `sigaction` for the call; its handler does only
+        // async-signal-safe work; the old action is not asked for (null).
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Waits for child `pid` to end and reaps it (`wait4`); retried when a signal interrupts it.

@@ -115,6 +115,14 @@ impl<'a> Launch<'a> {
     }
 }
 
+/// While `on` or `spawn` waits for its program, `kill` of its pid (TERM, HUP, USR1, USR2)
+/// reaches the program instead, and `spawn` then says how it ended.
+fn pass_signals_on(pid: rt::Pid) {
+    if let Err(error) = rt::forward_signals(pid) {
+        eprintln!("warning: signals to this launcher will not reach pid {pid}: {error}");
+    }
+}
+
 /// `on <core> <program> [args]`: runs the program on that core, waits, exits with its status.
 pub fn on(words: &[&str]) -> u8 {
     const USAGE: &str = "on <core> <program> [args]";
@@ -141,6 +149,7 @@ pub fn on(words: &[&str]) -> u8 {
             return start_failure_status(errno);
         }
     };
+    pass_signals_on(pid);
     match rt::wait(pid) {
         Ok(status) => shell_status(status),
         Err(error) => {
@@ -187,6 +196,7 @@ pub fn spawn(words: &[&str]) -> u8 {
         println!("pid {pid} started on core {}", launch.core);
         return 0;
     }
+    pass_signals_on(pid);
     match rt::wait(pid) {
         Ok(status) => {
             match status.signal() {

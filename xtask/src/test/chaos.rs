@@ -62,8 +62,8 @@ const OPERATIONS: &[&str] = &[
 ];
 
 /// Brings every core back (unparked, started, on the booted image, a TC), waits for the
-/// workloads, ends what a killed `spawn` left running on another core (its child lives on,
-/// as a program started over ssh does), brings init home, removes the files of a file loop
+/// workloads, ends what a `spawn` killed by `kill -9` left running on another core (SIGKILL
+/// cannot be passed on to its child), brings init home, removes the files of a file loop
 /// that was cut short, then prints the tables the checks read.
 const TAIL: &str = "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/null 2>&1; wait; \
                     kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
