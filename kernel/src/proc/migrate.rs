@@ -1062,14 +1062,16 @@ pub(super) fn install(
             fpu,
             fs_base,
             signal::ThreadSignals::with_stack(moved.blocked, stack),
-        )
-        .map_err(|_| errno::ENOMEM)?;
+        );
+        let Ok(thread) = thread else {
+            return Err(failed_after_adoption(arrival, &process, handles, errno::ENOMEM));
+        };
         thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
         // A moved thread's syspage was let go of for the move; a kept thread's too for a stop
         // until a start, and is served on through a restart.
         let released = moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0;
         if moved.syspage_core != abi::migration::NO_SYSPAGE && arrival != Arrival::Kept && !released {
-            return Err(errno::EINVAL);
+            return Err(failed_after_adoption(arrival, &process, handles, errno::EINVAL));
         }
         if moved.application_core != abi::migration::AT_HOME {
             // It goes back to its AC from its first way to ring 3 (from this new home, for a
@@ -1099,8 +1101,8 @@ pub(super) fn install(
     }
     // Where the pid and every tid live now, for every core's routing; from here on signals
     // come here. (Fails only if another move took the last free slots since the check above:
-    // the process and threads are dropped, their memory and references with them, and the
-    // ids recorded so far are given back.)
+    // the process and threads are dropped, their memory with them, a moved process's file
+    // references are left to the origin, and the ids recorded so far are given back.)
     let ids: Vec<u32> = core::iter::once(header.pid).chain(threads.iter().map(|t| t.tid)).collect();
     let mut unique = ids.clone();
     unique.sort_unstable();
@@ -1108,7 +1110,7 @@ pub(super) fn install(
     for (index, &id) in unique.iter().enumerate() {
         if let Err(error) = record_here(id) {
             unique[..index].iter().for_each(|&recorded| give_back(recorded, origin));
-            return Err(error);
+            return Err(failed_after_adoption(arrival, &process, handles, error));
         }
     }
     super::report_to_proc(&process);
@@ -1201,6 +1203,30 @@ pub fn at_safe_point() {
     if !waiting {
         RETURNING.store(false, Ordering::Relaxed);
     }
+}
+
+/// A moved process whose build fails after its file references were adopted here: the
+/// origin, told no, releases them itself (it drops what it retained for this copy), so this
+/// copy forgets its handles instead of releasing them a second time (which would close a file
+/// another holder still uses). Their few bytes of heap are the price. Returns `error`.
+fn failed_after_adoption(
+    arrival: Arrival,
+    process: &Process,
+    handles: &mut BTreeMap<u64, Arc<Handle>>,
+    error: Errno,
+) -> Errno {
+    if arrival == Arrival::Moved {
+        let (files, cwd) = {
+            let mut state = process.state.lock();
+            (core::mem::replace(&mut state.files, FileTable::empty()), state.cwd.take())
+        };
+        core::mem::forget(files);
+        core::mem::forget(cwd);
+        for handle in core::mem::take(handles).into_values() {
+            core::mem::forget(handle);
+        }
+    }
+    error
 }
 
 /// Copies the frame `physical` of another partition into `out` (one page) through this
