@@ -59,7 +59,7 @@ pub const NO_RETURN: u64 = u64::MAX;
 /// points, only while set).
 static RETURNING: AtomicBool = AtomicBool::new(false);
 /// Whether a line waits in [`UNSENT`] (sent at the next safe point).
-static ANSWERS_HELD: AtomicBool = AtomicBool::new(false);
+static LINES_HELD: AtomicBool = AtomicBool::new(false);
 
 /// How long a packed process waits for the destination's answer.
 const MOVE_TIMEOUT_MS: u64 = 2000;
@@ -794,10 +794,11 @@ fn leave(process: Arc<Process>, threads: &[MovedThread], sent: &[u32]) -> ! {
     // Its children are the new copy's now.
     drop(super::let_go(&process));
     // What reached this copy since its image was made follows it. After `let_go` no handler
-    // finds the process here any more, so nothing can come later than this: an exit is sent
-    // on from `record_exit`, and a signal's sender asks the new home (`signal::send`).
+    // finds the process here any more, so nothing can come later than this: `record_exit`
+    // sends an exit on to where the process lives now (as it does for one that comes later),
+    // and a signal's sender asks the new home (`signal::send`).
     for exited in take_late_exits(&process) {
-        super::report_exit(home_of(exited.parent_pid) as u32, exited);
+        super::record_exit(&exited);
     }
     let late = process.signals.pending.entries().into_iter().filter(|s| !sent.contains(&s.signal));
     for late in late {
@@ -871,15 +872,15 @@ pub(super) fn send_or_hold(target: usize, message: channel::Message) {
         Ok(()) => {}
         Err(crate::msg::SendError::Channel(channel::ChannelError::Full)) => {
             UNSENT.lock().push((target, message));
-            ANSWERS_HELD.store(true, Ordering::Relaxed);
+            LINES_HELD.store(true, Ordering::Relaxed);
         }
         Err(error) => log::warn!("a line of kind {} for core {target} was not sent: {error}", message.kind),
     }
 }
 
 /// Sends the lines a full queue held back (at a safe point, never in a handler).
-fn send_held_answers() {
-    if !ANSWERS_HELD.swap(false, Ordering::Relaxed) {
+fn send_held_lines() {
+    if !LINES_HELD.swap(false, Ordering::Relaxed) {
         return;
     }
     let held = core::mem::take(&mut *UNSENT.lock());
@@ -1167,7 +1168,7 @@ pub(super) fn install(
 /// processes that left a core for its restart once its next kernel runs there as a
 /// timesharing core (a core restarted as an AC keeps none).
 pub fn at_safe_point() {
-    send_held_answers();
+    send_held_lines();
     if !RETURNING.load(Ordering::Relaxed) {
         return;
     }

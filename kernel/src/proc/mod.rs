@@ -619,7 +619,12 @@ fn let_go(process: &Process) -> Vec<Child> {
     children
 }
 
-pub(super) fn report_exit(parent_core: u32, exited: ChildExited) {
+/// The message that tells a parent's core of its child's exit.
+fn exit_line(exited: &ChildExited) -> channel::Message {
+    crate::msg::line(Kind::ChildExited, |out| exited.encode(out))
+}
+
+fn report_exit(parent_core: u32, exited: ChildExited) {
     log::debug!(
         "process {} exited with {:#x}; parent {} on core {parent_core}",
         exited.child_pid,
@@ -630,8 +635,7 @@ pub(super) fn report_exit(parent_core: u32, exited: ChildExited) {
         record_exit(&exited);
         return;
     }
-    let message = crate::msg::line(Kind::ChildExited, |out| exited.encode(out));
-    if let Err(error) = crate::msg::send_blocking(parent_core as usize, &message) {
+    if let Err(error) = crate::msg::send_blocking(parent_core as usize, &exit_line(&exited)) {
         log::warn!("process {} exited but its parent's core {parent_core} was not told: {error}", exited.child_pid);
     }
 }
@@ -660,8 +664,7 @@ pub(super) fn record_exit(exited: &ChildExited) {
         if home == shared::this_core() as usize {
             log::debug!("process {child_pid} exited, and its parent {parent_pid} is gone");
         } else {
-            let message = crate::msg::line(Kind::ChildExited, |out| exited.encode(out));
-            migrate::send_or_hold(home, message);
+            migrate::send_or_hold(home, exit_line(exited));
         }
         return;
     };
