@@ -114,7 +114,16 @@ pub(super) fn script(seed: u64) -> String {
 /// The seeds to run: `REEF_CHAOS_SEEDS` (comma-separated) or [`SEEDS`].
 fn seeds() -> Vec<u64> {
     match std::env::var("REEF_CHAOS_SEEDS") {
-        Ok(list) => list.split(',').filter_map(|seed| seed.trim().parse().ok()).collect(),
+        Ok(list) => list
+            .split(',')
+            .filter_map(|seed| {
+                let parsed = seed.trim().parse().ok();
+                if parsed.is_none() {
+                    eprintln!("xtask: REEF_CHAOS_SEEDS: `{seed}` is not a seed, skipped: give numbers, e.g. 1,2,3");
+                }
+                parsed
+            })
+            .collect(),
         Err(_) => SEEDS.to_vec(),
     }
 }
