@@ -167,7 +167,8 @@ pub fn stop(core: usize) -> Result<u64, CoreError> {
 /// Stops `core` with its processes frozen in its KCB (Barrelfish/DC: the KCB holds the
 /// OSnode's state while no kernel runs it); a later [`start`] boots a kernel that takes them
 /// on where they stopped, as a restart does. Meanwhile they run nowhere: signals for them
-/// fail, and their parents' waits wait.
+/// fail, and their parents' waits wait. Their children's exits wait in the core's receive
+/// queue for the next kernel (`msg::send_or_leave`).
 pub fn stop_keeping(core: usize) -> Result<u64, CoreError> {
     refuse_core_zero(core)?;
     let kcb = shared::get().listed_kcbs().get(core).ok_or(CoreError::NoSuchCore(core))?;

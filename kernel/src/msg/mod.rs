@@ -578,6 +578,46 @@ fn send_blocking_with(
     }
 }
 
+/// Whether `core` is stopped with processes kept in its KCB for a later start (`core stop
+/// --keep`): its receive queue waits for the next kernel, which takes it over where it stands
+/// after it adopted them.
+pub fn holds_kept_processes(core: usize) -> bool {
+    shared::get()
+        .kcbs
+        .get(core)
+        .is_some_and(|kcb| kcb.state() == CoreState::Stopped && kcb.kept.chain.load(Ordering::Acquire) != 0)
+}
+
+/// Leaves one line in the receive queue of `target`, a core stopped with processes kept for a
+/// later start ([`holds_kept_processes`]), for its next kernel: for the lines such a process
+/// must not miss (a child's exit: its parent's `wait4` would wait forever). No notification
+/// (nothing runs there), unless the core was started meanwhile. Never blocks: a full queue is
+/// an error, since nothing empties it before the start.
+pub fn leave_for_next_kernel(target: usize, message: &Message) -> Result<(), SendError> {
+    if target >= messaging_cores() {
+        return Err(SendError::NoSuchCore(target));
+    }
+    let sent = &counters().sent;
+    bump(sent);
+    if let Err(error) = queue_for(target, message.kind).try_send(shared::this_core() as usize, message) {
+        sent.store(sent.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        return Err(SendError::Channel(error));
+    }
+    if is_live(target) {
+        notify(target, queue_mode(target));
+    }
+    Ok(())
+}
+
+/// [`send_blocking`], or [`leave_for_next_kernel`] when `target` holds kept processes.
+pub fn send_or_leave(target: usize, message: &Message) -> Result<(), SendError> {
+    if holds_kept_processes(target) {
+        leave_for_next_kernel(target, message)
+    } else {
+        send_blocking(target, message)
+    }
+}
+
 /// Sends `bytes` as one large message of `kind` to `target`'s receive queue: its chunks are
 /// reserved with one atomic add and announced with one notification (Popcorn 5.3.4).
 pub fn send_large(target: usize, kind: Kind, bytes: &[u8]) -> Result<(), SendError> {

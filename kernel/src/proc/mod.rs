@@ -635,7 +635,8 @@ fn report_exit(parent_core: u32, exited: ChildExited) {
         record_exit(&exited);
         return;
     }
-    if let Err(error) = crate::msg::send_blocking(parent_core as usize, &exit_line(&exited)) {
+    // A parent kept on a stopped core (`core stop --keep`) finds the exit at the start.
+    if let Err(error) = crate::msg::send_or_leave(parent_core as usize, &exit_line(&exited)) {
         log::warn!("process {} exited but its parent's core {parent_core} was not told: {error}", exited.child_pid);
     }
 }
@@ -663,6 +664,10 @@ pub(super) fn record_exit(exited: &ChildExited) {
         let home = home_of(parent_pid);
         if home == shared::this_core() as usize {
             log::debug!("process {child_pid} exited, and its parent {parent_pid} is gone");
+        } else if crate::msg::holds_kept_processes(home) {
+            if let Err(error) = crate::msg::leave_for_next_kernel(home, &exit_line(exited)) {
+                log::warn!("process {child_pid} exited but its parent's core {home} will not be told: {error}");
+            }
         } else {
             migrate::send_or_hold(home, exit_line(exited));
         }

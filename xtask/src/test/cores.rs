@@ -321,9 +321,11 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // Two cores: `core stop 1 --keep` freezes FTQ and a sleeping shell in core 1's KCB
     // (Barrelfish/DC: the KCB holds the OSnode's state while no kernel runs it); they run
     // nowhere until `core start 1`, whose kernel takes them on where they stopped. A start with
-    // an image that runs no timesharing is refused meanwhile.
+    // an image that runs no timesharing is refused meanwhile. A launcher kept there too hears
+    // of its program's exit on core 0, which came during the stop.
     let script = "spawn 1 /bin/busybox sh -c 'sleep 0.6; echo woke-after-start; \
                   /bin/busybox sha256sum /etc/hello.txt' & spawn 1 /bin/ftq 30000 50 > /tmp/ftq.txt & \
+                  spawn 1 /bin/spawn 0 /bin/sleep 0.3 & \
                   sleep 0.2; core stop 1 --keep; /bin/cores; core start 1 /boot/rt; sleep 0.8; \
                   echo before-start; core start 1; wait; cat /tmp/ftq.txt; rm /tmp/ftq.txt; /bin/cores; /bin/ps";
     let expected_digest = super::roles::hello_digest();
@@ -344,6 +346,13 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     &format!("{expected_digest}  /etc/hello.txt"),
                 ],
             )?;
+            // The launcher kept on core 1 learns of its child's exit on core 0, which came
+            // while core 1 was stopped: the exit waited in core 1's queue for the start (it was
+            // dropped, and the launcher waited forever).
+            printed_in_order(serial, &["core 1 started in ", "on core 0 exited with status 0"])?;
+            if times_kept_through(serial, 1, "spawn", "stop") != 1 || serial.contains("was not told") {
+                return Err("the launcher on core 1 was not kept, or its child's exit was not told".into());
+            }
             // (The shell's child `sleep` is kept too when the shell has started it by then, which a
             // slow host may not have: the shell's line coming after the start is what counts.)
             for name in ["busybox", "ftq"] {
