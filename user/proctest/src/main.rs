@@ -88,7 +88,8 @@ fn main() -> ExitCode {
 const MAX_THREADS_FOR: u64 = 1000;
 
 /// `--threads-for MS [THREADS]`: THREADS threads (four by default) share a lock-protected
-/// counter for MS milliseconds, sleeping a little now and then, and are joined: a process with
+/// counter for MS milliseconds (each one round of 100 at least), sleeping a little now and
+/// then, and are joined: a process with
 /// several threads, long enough to be moved to another core meanwhile. One line: the cores it
 /// started and ended on, and whether the count is every thread's increments.
 fn threads_for(place: &str, milliseconds: Option<&str>, threads: Option<&str>) -> ExitCode {
@@ -111,15 +112,19 @@ fn threads_for(place: &str, milliseconds: Option<&str>, threads: Option<&str>) -
         .map(|_| {
             let total = Arc::clone(&total);
             thread::spawn(move || {
+                // One round at least: a process frozen past its deadline before its threads
+                // ran (a `core stop --keep` longer than MS) still counts something.
                 let mut mine = 0u64;
-                while Instant::now() < deadline {
+                loop {
                     for _ in 0..100 {
                         *total.lock().expect("no thread panics holding the lock") += 1;
                         mine += 1;
                     }
+                    if Instant::now() >= deadline {
+                        break mine;
+                    }
                     thread::sleep(Duration::from_millis(1));
                 }
-                mine
             })
         })
         .collect();
