@@ -172,8 +172,10 @@ pub struct CoreTimes {
 /// migration; what a TC leaving timesharing does to each of its processes). Returns once it
 /// runs there; a process moving itself gets the answer there. Errors: `EINVAL` (no such
 /// core), `ESRCH` (no such process), `EAGAIN` (the core is not running), `EBUSY` (the core is
-/// no timesharing core or is parked, or the process cannot move: more than 16 threads, a
-/// syspage, a thread on an application core), `ETIMEDOUT` (it did not get there in 3 s).
+/// no timesharing core or is parked, or the process cannot move: more threads than its pid
+/// range's KCB can record living elsewhere (`kcb::block::MAX_MOVED_AWAY`, 512, for all its
+/// moved processes together), a syspage its kernel core did not let go of, or it is ending),
+/// `ETIMEDOUT` (it did not get there in 3 s).
 pub const MOVE_PROCESS: u64 = FIRST + 11;
 
 /// One past the last Reef call this ABI defines.

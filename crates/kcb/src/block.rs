@@ -188,7 +188,7 @@ pub struct Kcb {
     pub served_syspages: [ServedSyspage; MAX_SERVED_SYSPAGES],
     /// Processes whose pid is from this OSnode's range but which are homed elsewhere now
     /// (moved to another timesharing core): where each lives, for every core's routing.
-    pub moved_away: [MovedProcess; MAX_MOVED_AWAY],
+    pub moved_away: MovedAway<MAX_MOVED_AWAY>,
     /// Moves of processes out of this OSnode in flight, each decided once: taken by the
     /// destination or abandoned by this OSnode ([`MoveFates`]).
     pub moves_out: [MoveFate; MAX_MOVES_OUT],
@@ -222,8 +222,12 @@ pub struct KeptProcesses {
 pub const INSTANCE_RESERVE: u64 = 1 << 20;
 
 /// Ids (pids and tids) of one OSnode's range that may live on other cores at once: a process
-/// of more threads than this cannot move. 64 make the KCB three pages.
-pub const MAX_MOVED_AWAY: usize = 64;
+/// of more threads than this cannot move. 512 fit in the KCB's three pages. (A handful under loom,
+/// whose model builds a KCB on a small stack.)
+#[cfg(not(loom))]
+pub const MAX_MOVED_AWAY: usize = 512;
+#[cfg(loom)]
+pub const MAX_MOVED_AWAY: usize = 4;
 
 /// [`Kcb::restart_pending`]: a boot driver restarts the core.
 pub const RESTARTING: u32 = 1;
@@ -231,11 +235,11 @@ pub const RESTARTING: u32 = 1;
 /// later start.
 pub const STOPPING_TO_KEEP: u32 = 2;
 
-/// A process of an OSnode's pid range homed on another core: `pid` (0: the slot is free) and
-/// the core it lives on. Whoever moves the process writes `core`; a slot is taken by a
-/// compare-exchange of `pid` from 0, and freed by storing 0 when the process ends or comes
-/// back to its range's OSnode. While a slot names a pid, the range's OSnode does not hand it
-/// out again.
+/// A process of an OSnode's pid range homed on another core: `pid` (0: the slot was never
+/// used; [`FORGOTTEN`]: it was, and is free again) and the core it lives on. Whoever moves
+/// the process writes `core`; a slot is taken by a compare-exchange of `pid` from 0 or
+/// `FORGOTTEN`, and freed by storing `FORGOTTEN` when the process ends or comes back to its
+/// range's OSnode. While a slot names a pid, the range's OSnode does not hand it out again.
 #[repr(C)]
 #[derive(Default)]
 pub struct MovedProcess {
@@ -245,16 +249,68 @@ pub struct MovedProcess {
 
 /// A slot being filled: taken, its id not published yet (never an id: pids stay below it).
 const CLAIMING: u32 = u32::MAX;
+/// A slot whose id was forgotten: free, but a lookup goes on past it (see [`MovedTable`]).
+pub const FORGOTTEN: u32 = u32::MAX - 1;
+
+/// What [`Kcb::moved_away`] holds: the slots of the ids living elsewhere, and how many are
+/// taken.
+#[repr(C)]
+pub struct MovedAway<const N: usize> {
+    /// Slots taken or being taken: 0 lets a lookup answer at once (nothing of the range
+    /// lives elsewhere, the usual case).
+    pub live: AtomicU32,
+    pub slots: [MovedProcess; N],
+}
+
+impl<const N: usize> Default for MovedAway<N> {
+    fn default() -> Self {
+        Self { live: AtomicU32::new(0), slots: core::array::from_fn(|_| MovedProcess::default()) }
+    }
+}
+
+impl<const N: usize> MovedAway<N> {
+    /// The table these slots make.
+    pub fn table(&self) -> MovedTable<'_> {
+        MovedTable { live: &self.live, slots: &self.slots }
+    }
+}
 
 /// The table of an OSnode's ids (pids and tids of its range) that live on other cores: what
 /// [`Kcb::moved_away`] holds. Any core writes it (the one a process moves to, the one it ends
 /// on); each slot is claimed by one compare-exchange, and its core is written before its id
 /// is published (Release), so whoever finds the id (Acquire) reads where it lives.
-pub struct MovedTable<'a>(pub &'a [MovedProcess]);
+///
+/// An open-addressing hash table: id `i` sits in the first free slot from `i % N` on, wrapping
+/// around, and a lookup walks from there up to a slot never used (0). A forgotten id leaves
+/// [`FORGOTTEN`], never 0, so no walk is cut short by a forget, and a later claim on the walk
+/// takes the first `FORGOTTEN` or 0 it meets. Consecutive ids (a process's threads) fall in
+/// consecutive slots. Once most slots were used, an absent id's walk is long (the whole table
+/// at worst, the cost of the linear table this replaced); `live` lets a lookup skip the walk
+/// when nothing of the range lives elsewhere.
+pub struct MovedTable<'a> {
+    live: &'a AtomicU32,
+    slots: &'a [MovedProcess],
+}
 
 impl MovedTable<'_> {
+    /// The slots in the order a walk for `id` visits them.
+    fn walk(&self, id: u32) -> impl Iterator<Item = &MovedProcess> {
+        let start = id as usize % self.slots.len().max(1);
+        self.slots[start..].iter().chain(&self.slots[..start])
+    }
+
     fn slot_of(&self, id: u32) -> Option<&MovedProcess> {
-        (id != 0 && id != CLAIMING).then(|| self.0.iter().find(|slot| slot.pid.load(Ordering::Acquire) == id))?
+        if id == 0 || id == CLAIMING || id == FORGOTTEN || self.live.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        for slot in self.walk(id) {
+            match slot.pid.load(Ordering::Acquire) {
+                0 => return None,
+                found if found == id => return Some(slot),
+                _ => {}
+            }
+        }
+        None
     }
 
     /// The core `id` lives on, if it is recorded.
@@ -264,24 +320,35 @@ impl MovedTable<'_> {
 
     /// Whether [`record`](Self::record) of `id` would find a slot now.
     pub fn has_room_for(&self, id: u32) -> bool {
-        self.slot_of(id).is_some() || self.0.iter().any(|slot| slot.pid.load(Ordering::Relaxed) == 0)
+        self.slot_of(id).is_some() || self.slots.iter().any(|slot| is_free(slot.pid.load(Ordering::Relaxed)))
     }
 
     /// Records that `id` lives on `core`: its slot's core changes, or a free slot is claimed.
     /// Returns false when every slot is taken (nothing changed).
     pub fn record(&self, id: u32, core: u32) -> bool {
-        if id == 0 || id == CLAIMING {
+        if id == 0 || id == CLAIMING || id == FORGOTTEN {
             return false;
         }
         if let Some(slot) = self.slot_of(id) {
             slot.core.store(core, Ordering::Release);
             return true;
         }
-        let claimed = self
-            .0
-            .iter()
-            .find(|slot| slot.pid.compare_exchange(0, CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok());
-        let Some(slot) = claimed else { return false };
+        // Counted before the claim: a lookup that reads 0 here finds nothing to find.
+        self.live.fetch_add(1, Ordering::AcqRel);
+        let claimed = self.walk(id).find(|slot| {
+            let mut seen = slot.pid.load(Ordering::Relaxed);
+            while is_free(seen) {
+                match slot.pid.compare_exchange(seen, CLAIMING, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return true,
+                    Err(now) => seen = now,
+                }
+            }
+            false
+        });
+        let Some(slot) = claimed else {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        };
         slot.core.store(core, Ordering::Relaxed);
         // Release: a reader that finds the id reads the core written above.
         slot.pid.store(id, Ordering::Release);
@@ -290,10 +357,24 @@ impl MovedTable<'_> {
 
     /// `id` is recorded no more (its process ended, or came back to its range's OSnode).
     pub fn forget(&self, id: u32) {
-        if let Some(slot) = self.slot_of(id) {
-            slot.pid.store(0, Ordering::Release);
+        // One compare-exchange: of two cores forgetting the same id, one counts it.
+        let freed = self
+            .slot_of(id)
+            .is_some_and(|slot| slot.pid.compare_exchange(id, FORGOTTEN, Ordering::Release, Ordering::Relaxed).is_ok());
+        if freed {
+            self.live.fetch_sub(1, Ordering::AcqRel);
         }
     }
+
+    /// Ids recorded (or being recorded) now.
+    pub fn live(&self) -> u32 {
+        self.live.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether a slot holding `pid` may be claimed.
+fn is_free(pid: u32) -> bool {
+    pid == 0 || pid == FORGOTTEN
 }
 
 /// Moves out of one OSnode that may be in flight at once (its processes move one by one
@@ -808,7 +889,7 @@ impl Default for Kcb {
             image_from_file: AtomicU32::new(0),
             parking: Parking::default(),
             served_syspages: core::array::from_fn(|_| ServedSyspage::default()),
-            moved_away: core::array::from_fn(|_| MovedProcess::default()),
+            moved_away: MovedAway::default(),
             moves_out: core::array::from_fn(|_| MoveFate::default()),
             kept: KeptProcesses::default(),
         }
@@ -843,21 +924,71 @@ mod tests {
 
     #[test]
     fn the_moved_table_records_updates_forgets_and_fills_up() {
-        let slots: [MovedProcess; 3] = core::array::from_fn(|_| MovedProcess::default());
-        let table = MovedTable(&slots);
+        let slots = MovedAway::<3>::default();
+        let table = slots.table();
         assert_eq!(table.core_of(200_001), None);
         assert!(table.record(200_001, 3));
         assert_eq!(table.core_of(200_001), Some(3));
         assert!(table.record(200_001, 1), "a second move updates the slot");
         assert_eq!(table.core_of(200_001), Some(1));
         assert!(table.record(200_002, 1) && table.record(200_003, 0));
+        assert_eq!(table.live(), 3);
         assert!(!table.has_room_for(200_004) && !table.record(200_004, 1), "a full table refuses");
+        assert_eq!(table.live(), 3, "a refused record counts nothing");
         assert!(table.has_room_for(200_002), "an id already recorded has its slot");
         table.forget(200_002);
+        table.forget(200_002);
+        assert_eq!(table.live(), 2, "a second forget of an id counts nothing");
         assert_eq!(table.core_of(200_002), None);
         assert!(table.record(200_004, 2));
+        assert_eq!(table.core_of(200_004), Some(2));
         assert_eq!(table.core_of(0), None, "a free slot names no id");
-        assert!(!table.record(0, 1) && !table.record(u32::MAX, 1));
+        assert!(!table.record(0, 1) && !table.record(u32::MAX, 1) && !table.record(FORGOTTEN, 1));
+    }
+
+    #[test]
+    fn a_forgotten_id_does_not_hide_the_ids_after_it() {
+        let slots = MovedAway::<8>::default();
+        let table = slots.table();
+        // 3, 11 and 19 all start their walk at slot 3: they sit in slots 3, 4 and 5.
+        for (id, core) in [(3, 1), (11, 2), (19, 3)] {
+            assert!(table.record(id, core));
+        }
+        table.forget(3);
+        table.forget(11);
+        assert_eq!(table.core_of(19), Some(3), "found past two forgotten slots");
+        assert!(table.record(27, 4), "a claim takes the first forgotten slot of its walk");
+        assert_eq!(slots.slots[3].pid.load(Ordering::Relaxed), 27);
+        assert_eq!((table.core_of(27), table.core_of(19), table.core_of(11)), (Some(4), Some(3), None));
+        // 7 starts at the last slot and wraps around to the first.
+        assert!(table.record(7, 5) && table.record(15, 6));
+        assert_eq!(slots.slots[0].pid.load(Ordering::Relaxed), 15);
+        assert_eq!(table.core_of(15), Some(6));
+        for id in [27, 19, 7, 15] {
+            table.forget(id);
+        }
+        assert_eq!(table.live(), 0);
+        assert_eq!(table.core_of(19), None, "nothing lives elsewhere: answered without a walk");
+    }
+
+    #[test]
+    fn the_moved_table_holds_as_many_ids_as_it_has_slots() {
+        let slots = MovedAway::<MAX_MOVED_AWAY>::default();
+        let table = slots.table();
+        let ids = (0..MAX_MOVED_AWAY as u32).map(|n| 300_001 + n * 7);
+        for id in ids.clone() {
+            assert!(table.record(id, id % 4), "{id}");
+        }
+        assert!(!table.record(1, 1));
+        for id in ids.clone() {
+            assert_eq!(table.core_of(id), Some(id % 4), "{id}");
+        }
+        for id in ids.clone().step_by(2) {
+            table.forget(id);
+        }
+        for id in ids.skip(1).step_by(2) {
+            assert_eq!(table.core_of(id), Some(id % 4), "{id}");
+        }
     }
 
     #[test]

@@ -213,18 +213,18 @@ fn a_kept_syspage_is_served_by_the_new_kernel_or_taken_back_by_its_home_never_bo
 /// a slot and neither overwrites the other's (a claim by load and store fails this).
 #[test]
 fn two_moves_record_their_ids_in_separate_slots() {
-    use kcb::block::{MovedProcess, MovedTable};
+    use kcb::block::MovedAway;
     loom::model(|| {
-        let slots: Arc<[MovedProcess; 2]> = Arc::new(core::array::from_fn(|_| MovedProcess::default()));
+        let slots: Arc<MovedAway<2>> = Arc::new(MovedAway::default());
         let recorders: Vec<_> = [(200_001, 3), (200_002, 1)]
             .into_iter()
             .map(|(id, core)| {
                 let slots = slots.clone();
-                thread::spawn(move || MovedTable(&slots[..]).record(id, core))
+                thread::spawn(move || slots.table().record(id, core))
             })
             .collect();
         let recorded: Vec<bool> = recorders.into_iter().map(|r| r.join().unwrap()).collect();
-        let table = MovedTable(&slots[..]);
+        let table = slots.table();
         if recorded != [true, true] || table.core_of(200_001) != Some(3) || table.core_of(200_002) != Some(1) {
             violated(format!(
                 "recorded {recorded:?}, then 200001 on {:?} and 200002 on {:?}",
@@ -242,22 +242,57 @@ fn two_moves_record_their_ids_in_separate_slots() {
 /// core, or without Release, fails this).
 #[test]
 fn a_reader_that_finds_a_moved_id_reads_its_new_core() {
-    use kcb::block::{MovedProcess, MovedTable};
+    use kcb::block::MovedAway;
     loom::model(|| {
-        let slots: Arc<[MovedProcess; 1]> = Arc::new(core::array::from_fn(|_| MovedProcess::default()));
-        slots[0].core.store(9, Ordering::Relaxed);
+        let slots: Arc<MovedAway<1>> = Arc::new(MovedAway::default());
+        slots.slots[0].core.store(9, Ordering::Relaxed);
         let recorder = {
             let slots = slots.clone();
-            thread::spawn(move || MovedTable(&slots[..]).record(200_001, 3))
+            thread::spawn(move || slots.table().record(200_001, 3))
         };
         let reader = {
             let slots = slots.clone();
-            thread::spawn(move || MovedTable(&slots[..]).core_of(200_001))
+            thread::spawn(move || slots.table().core_of(200_001))
         };
         let recorded = recorder.join().unwrap();
         let seen = reader.join().unwrap();
         if !recorded || seen.is_some_and(|core| core != 3) {
             violated(format!("recorded {recorded}, a reader found 200001 on core {seen:?}, not 3"));
+        }
+    });
+    assert_eq!(*VIOLATION.lock().unwrap(), None);
+}
+
+/// Then: an id sits past another on its walk (both start at slot 0 of two); one core forgets
+/// the first and records a third id, which takes the freed slot, while another core looks the
+/// second up. Checked: the lookup always finds the second id on its core (a forget that
+/// stored 0, cutting the walk short, fails this), and the third is found where it went.
+#[test]
+fn a_lookup_walks_past_a_slot_forgotten_and_taken_again() {
+    use kcb::block::MovedAway;
+    loom::model(|| {
+        let slots: Arc<MovedAway<2>> = Arc::new(MovedAway::default());
+        assert!(slots.table().record(2, 1) && slots.table().record(4, 3));
+        let mover = {
+            let slots = slots.clone();
+            thread::spawn(move || {
+                slots.table().forget(2);
+                slots.table().record(6, 5)
+            })
+        };
+        let reader = {
+            let slots = slots.clone();
+            thread::spawn(move || slots.table().core_of(4))
+        };
+        let recorded = mover.join().unwrap();
+        let seen = reader.join().unwrap();
+        let table = slots.table();
+        if !recorded || seen != Some(3) || table.core_of(6) != Some(5) || table.core_of(2).is_some() {
+            violated(format!(
+                "recorded 6: {recorded}; a reader found 4 on {seen:?}, not 3; then 6 on {:?}, 2 on {:?}",
+                table.core_of(6),
+                table.core_of(2)
+            ));
         }
     });
     assert_eq!(*VIOLATION.lock().unwrap(), None);

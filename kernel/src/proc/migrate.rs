@@ -85,7 +85,7 @@ fn take_late_exits(process: &Process) -> Vec<abi::process::ChildExited> {
 
 /// The table of ids of OSnode `range` that live elsewhere.
 fn table_of(range: usize) -> Option<kcb::block::MovedTable<'static>> {
-    shared::get().listed_kcbs().get(range).map(|kcb| kcb::block::MovedTable(&kcb.moved_away))
+    shared::get().listed_kcbs().get(range).map(|kcb| kcb.moved_away.table())
 }
 
 /// Where process `pid`, of OSnode `range`'s pid range, lives if it moved away from there.

@@ -91,7 +91,7 @@ pub fn move_process(words: &[&str]) -> u8 {
                 Some(libc::ESRCH) => "no such process: see `ps` on its core",
                 Some(libc::EAGAIN) => "that core is not running: see `cores`",
                 Some(libc::EBUSY) => {
-                    "that core is no timesharing core, or the process cannot move (more than 16 threads, or a syspage; the kernel log says which)"
+                    "that core is no timesharing core, or the process cannot move (more than 512 threads, a syspage, or it is ending; the kernel log says which)"
                 }
                 Some(libc::ETIMEDOUT) => "it did not get there in 3 s",
                 Some(libc::ENOSYS) => "not on Reef: moving processes needs Reef's reef_move_process call",

@@ -450,12 +450,11 @@ fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &s
 }
 
 /// A process of many threads moves: each of its ids is recorded in its range's KCB while it
-/// lives elsewhere, 64 at most (the KCB grew to three pages for them). 40 threads under a lock
-/// move off TC 2 when it becomes a KC, under the message stress; 70 are refused with the
-/// reason, and finish where they are.
+/// lives elsewhere, 512 at most. 40 threads under a lock move off TC 2 when it becomes a KC,
+/// under the message stress; 520 are refused with the reason, and finish where they are.
 fn many_threads_move(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     let script = "on 1 /bin/msg stress 150000 0,1 & spawn 2 /bin/proctest --threads-for 1500 40 & sleep 0.5; \
-                  role 2 kc; wait; role 2 tc; spawn 2 /bin/proctest --threads-for 800 70 & sleep 0.4; \
+                  role 2 kc; wait; role 2 tc; spawn 2 /bin/proctest --threads-for 800 520 & sleep 0.8; \
                   role 2 kc; wait; /bin/ps";
     list.push(Integration {
         name: "many-threads-move-4-cores".into(),
@@ -470,13 +469,13 @@ fn many_threads_move(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) 
             }
             printed(
                 serial,
-                "it has 71 threads, more than a KCB records (64)",
-                "a process of 71 threads was not refused with its reason",
+                "it has 521 threads, more than a KCB records (512)",
+                "a process of 521 threads was not refused with its reason",
             )?;
             printed(
                 serial,
-                "TEST proc-threads ok start-core=2 end-core=2 threads=70 ",
-                "the 70 threads did not finish where they were",
+                "TEST proc-threads ok start-core=2 end-core=2 threads=520 ",
+                "the 520 threads did not finish where they were",
             )?;
             stress_ok(serial)?;
             nothing_leaked(serial, 4)
