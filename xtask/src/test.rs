@@ -1461,6 +1461,30 @@ fn file_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) 
             nothing_leaked(serial, 4)
         }),
     });
+    // Processes killed (`kill -9`) while their open of a file on core 1 is on its way to the
+    // file service on core 0: the reply, which nobody waits for any more, must release the
+    // open file it gave (it was dropped, and the service kept 4 to 9 files open, unlinked, with
+    // their pages, for the system's life). Twenty kills at different moments of the loop.
+    list.push(Integration {
+        name: "killed-while-opening-2-cores".into(),
+        machine: machine(
+            2,
+            &exec(
+                "for k in 1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 3 5; do \
+                 spawn 1 /bin/sh -c 'while :; do echo x > /tmp/k$$; /bin/cat /tmp/k$$; done' > /dev/null & \
+                 sleep 0.0$k; kill -9 -1 2>/dev/null; wait; done; rm -f /tmp/k*; cat /proc/reef/files; /bin/ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(
+                serial,
+                "tmpfs nodes 0, tmpfs pages 0/",
+                "files opened by killed processes stayed open at the file service (see `open files`)",
+            )?;
+            nothing_leaked(serial, 2)
+        }),
+    });
 }
 /// Every `needle` printed, in order, each after the one before.
 fn printed_in_order(serial: &str, needles: &[&str]) -> Result<(), String> {

@@ -49,6 +49,44 @@ static RELEASES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 static HAS_RELEASES: AtomicBool = AtomicBool::new(false);
 /// Replies not yet collected by the thread that asked: id → reply (None: not arrived).
 static PENDING: Mutex<BTreeMap<u64, Option<Reply>>> = Mutex::new(BTreeMap::new());
+/// Requests whose thread was killed before their reply came, and that give their caller
+/// references at the service when they succeed: id → what to release then ([`Abandoned`]).
+static ABANDONED: Mutex<BTreeMap<u64, Abandoned>> = Mutex::new(BTreeMap::new());
+
+/// A reference-giving request whose caller is gone: its reply, when it comes, is released.
+#[derive(Clone, Copy)]
+enum Abandoned {
+    /// An open or a pipe: the handles in the reply's words (a pipe has two).
+    Opened { handles: usize },
+    /// A retain of this handle.
+    Retained(u64),
+}
+
+impl Abandoned {
+    /// What a request of `op` with `words` leaves to release if its caller is gone.
+    fn of(op: FileOp, words: &[u64; REQUEST_WORDS]) -> Option<Self> {
+        match op {
+            FileOp::Open => Some(Self::Opened { handles: 1 }),
+            FileOp::Pipe => Some(Self::Opened { handles: 2 }),
+            FileOp::Retain => Some(Self::Retained(words[0])),
+            _ => None,
+        }
+    }
+
+    /// Releases, at the next safe point, the references `reply` gave.
+    fn release(self, reply: &Reply) {
+        if reply.result < 0 {
+            return;
+        }
+        let ids = match self {
+            Self::Opened { handles } => &reply.words[..handles.min(2)],
+            Self::Retained(ref id) => core::slice::from_ref(id),
+        };
+        for &id in ids {
+            drop(Handle::adopt(id, HandleKind::Regular));
+        }
+    }
+}
 static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
 
 /// File request ids have the top bit set (spawn ids do not) and name the client's core.
@@ -106,7 +144,15 @@ pub fn complete(reply: Reply) {
     let id = reply.request_id;
     let mut pending = PENDING.lock();
     let Some(slot) = pending.get_mut(&id) else {
-        // Nobody waits any more (the thread was killed): the reply goes.
+        // Nobody waits any more (the thread was killed): the reply goes, and what it gave
+        // the caller at the service (an open file, a pipe, a reference) is released, or the
+        // service would keep it open for the system's life. (Lock order: PENDING, then
+        // ABANDONED, as where a killed caller gives its request up.)
+        let abandoned = ABANDONED.lock().remove(&id);
+        drop(pending);
+        if let Some(abandoned) = abandoned {
+            abandoned.release(&reply);
+        }
         return;
     };
     *slot = Some(reply);
@@ -225,8 +271,18 @@ fn call_with(
                 }
             }
             Wakeup::Killed => {
-                // The process ends: ask the service to drop the request, and do not wait.
-                PENDING.lock().remove(&request_id);
+                // The process ends: ask the service to drop the request, and do not wait. A
+                // reply still to come releases what it gives (`complete`).
+                let mut pending = PENDING.lock();
+                let arrived = pending.remove(&request_id).flatten();
+                if let Some(abandoned) = Abandoned::of(op, &words) {
+                    match &arrived {
+                        // It came between the wake-up and here: released now.
+                        Some(reply) => abandoned.release(reply),
+                        None => drop(ABANDONED.lock().insert(request_id, abandoned)),
+                    }
+                }
+                drop(pending);
                 let _ = cancel(request_id);
                 return Err(errno::EINTR);
             }
