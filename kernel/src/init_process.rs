@@ -31,7 +31,7 @@ pub fn run() -> ! {
         Some(line) => vec![INIT_PATH, b"-c", line.as_str().as_bytes()],
         None => vec![INIT_PATH, b"--shell"],
     };
-    let pid = match crate::proc::spawn(0, INIT_PATH, &arguments, &[], 0) {
+    let pid = match crate::proc::spawn(0, INIT_PATH, &arguments, &[], 0, 0) {
         Ok(pid) => pid,
         Err(error) => {
             log::error!(

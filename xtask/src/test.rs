@@ -821,7 +821,7 @@ fn nothing_leaked(serial: &str, cores: usize) -> Result<(), String> {
 }
 
 /// Cases `user/sigtest` runs, each printing one `TEST sig-<case>` line.
-const SIGTEST_CASES: usize = 19;
+const SIGTEST_CASES: usize = 20;
 
 /// `count` lines `TEST <name> ok` (a `name` ending in `-` takes every name it begins), none
 /// failed.
@@ -1103,8 +1103,12 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
     }
     // `kill` of a launcher reaches the program it started on another core (as srun passes
     // signals to its tasks): `spawn` reports the program killed, `on` exits 128 + the signal.
+    // A launcher killed by SIGKILL, which it cannot pass on, takes its program with it: the
+    // program has SIGKILL as its parent-death signal from the start (`reef_spawn`). Before,
+    // the `sleep 30` on core 1 ran on, and the leak check found it.
     let script = "spawn 2 /bin/sleep 30 & sleep 0.3; kill $!; wait $!; echo spawn-status $?; \
-                  on 3 /bin/sleep 30 & sleep 0.3; kill -USR1 $!; wait $!; echo on-status $?; /bin/ps";
+                  on 3 /bin/sleep 30 & sleep 0.3; kill -USR1 $!; wait $!; echo on-status $?; \
+                  spawn 1 /bin/sleep 30 & sleep 0.3; kill -9 $!; wait $!; echo killed-status $?; sleep 0.3; /bin/ps";
     list.push(Integration {
         name: "launchers-pass-signals-on-4-cores".into(),
         machine: machine(4, &exec(script)),
@@ -1112,7 +1116,12 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
         check: Box::new(|serial| {
             printed_in_order(
                 serial,
-                &["pid 200001 on core 2 was killed by signal 15", "spawn-status 143", "on-status 138"],
+                &[
+                    "pid 200001 on core 2 was killed by signal 15",
+                    "spawn-status 143",
+                    "on-status 138",
+                    "killed-status 137",
+                ],
             )?;
             nothing_leaked(serial, 4)
         }),

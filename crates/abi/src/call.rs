@@ -12,12 +12,14 @@ pub const FIRST: u64 = 4096;
 /// which is how a program tells where it runs.
 pub const CORE: u64 = FIRST;
 
-/// `reef_spawn(core, path, argv, envp) -> pid`: builds a new process on kernel instance
-/// `core` from the program at `path` (a NUL-terminated string), with the NUL-terminated
-/// arrays `argv` and `envp` of NUL-terminated strings, as `execve` takes them. The new process
-/// is a child of the caller, which reaps it with `wait4` like any child. Errors: `EINVAL` (no
-/// such core), `EAGAIN` (the core is not running), `ENOENT`, `ENOEXEC`, `EFAULT`, `E2BIG`,
-/// `ENOMEM`, `ETIMEDOUT` (the core did not answer in time).
+/// `reef_spawn(core, path, argv, envp, death_signal) -> pid`: builds a new process on kernel
+/// instance `core` from the program at `path` (a NUL-terminated string), with the
+/// NUL-terminated arrays `argv` and `envp` of NUL-terminated strings, as `execve` takes them.
+/// The new process is a child of the caller, which reaps it with `wait4` like any child; it
+/// gets `death_signal` (0: none, else 1 to 64) when the caller ends, as if it had called
+/// `prctl(PR_SET_PDEATHSIG)` first. Errors: `EINVAL` (no such core or signal), `EAGAIN` (the
+/// core is not running), `ENOENT`, `ENOEXEC`, `EFAULT`, `E2BIG`, `ENOMEM`, `ETIMEDOUT` (the
+/// core did not answer in time).
 pub const SPAWN: u64 = FIRST + 1;
 
 /// `reef_cores() -> count`: how many kernel instances are running.

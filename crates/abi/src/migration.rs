@@ -114,10 +114,12 @@ pub struct MoveHeader {
     pub name_length: u32,
     pub path_length: u32,
     pub command_line_length: u32,
+    /// The signal it gets when its parent ends (`PR_SET_PDEATHSIG`), or 0.
+    pub death_signal: u32,
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 4 * 8 + 3 * 4 + 8 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 4 * 8 + 3 * 4 + 9 * 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -148,6 +150,7 @@ impl MoveHeader {
             self.name_length,
             self.path_length,
             self.command_line_length,
+            self.death_signal,
         ] {
             out.u32(value)?;
         }
@@ -180,6 +183,10 @@ impl MoveHeader {
             name_length: input.u32()?,
             path_length: input.u32()?,
             command_line_length: input.u32()?,
+            death_signal: match input.u32()? {
+                signal if signal <= crate::signal::MAX_SIGNAL => signal,
+                _ => return Err(DecodeError::BadField("death signal")),
+            },
         })
     }
 }
@@ -676,6 +683,7 @@ mod tests {
             heap_start: 0x50_0000,
             return_core: 2,
             return_incarnation: 3,
+            death_signal: 9,
             ..MoveHeader::default()
         };
         let mut out = [0u8; 4096];
@@ -683,6 +691,11 @@ mod tests {
         assert_eq!(length, encoded_size(&parts));
         let image = MoveImage::decode(&out[..length]).expect("decodes");
         assert_eq!(image.header.pid, 200_007);
+        assert_eq!(image.header.death_signal, 9);
+        let mut bad = out;
+        let at = MoveHeader::SIZE - 4;
+        bad[at..at + 4].copy_from_slice(&65u32.to_le_bytes());
+        assert_eq!(MoveImage::decode(&bad[..length]).err(), Some(DecodeError::BadField("death signal")));
         assert_eq!((image.header.return_core, image.header.return_incarnation), (2, 3));
         assert_eq!(image.header.pages, 1);
         assert_eq!(image.actions, actions);

@@ -20,6 +20,8 @@ pub struct SpawnOrigin {
     pub process_group: u32,
     /// The session the child joins (the parent's), or 0 as above.
     pub session: u32,
+    /// The signal the child gets when its parent ends (Linux's `PR_SET_PDEATHSIG`), or 0.
+    pub death_signal: u32,
 }
 
 /// A request to build a process on the receiving instance: the program, its arguments and
@@ -29,7 +31,8 @@ pub struct SpawnOrigin {
 ///
 /// Layout: request id (u64), parent pid (u32), parent core (u32), process group (u32),
 /// session (u32), argument count (u32), environment count (u32), descriptor count (u32),
-/// working directory (u64, a file-service handle or `u64::MAX` for the root), then the
+/// working directory (u64, a file-service handle or `u64::MAX` for the root), the signal the
+/// child gets when its parent ends (u32, 0 for none, at most [`crate::signal::MAX_SIGNAL`]), then the
 /// descriptors ([`Descriptor::SIZE`] bytes each), then `path\0`, the arguments, the
 /// environment, each NUL-ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +51,7 @@ pub struct SpawnRequest<'a> {
     strings: &'a [u8],
 }
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8;
+const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4;
 
 /// Most descriptors a spawned process inherits (Reef's `RLIMIT_NOFILE`).
 pub const MAX_DESCRIPTORS: usize = 1024;
@@ -94,7 +97,7 @@ impl<'a> SpawnRequest<'a> {
         if out.len() < size || path.is_empty() || path.len() > MAX_PATH || descriptors.len() > MAX_DESCRIPTORS {
             return None;
         }
-        if (origin.process_group == 0) != (origin.session == 0) {
+        if (origin.process_group == 0) != (origin.session == 0) || origin.death_signal > crate::signal::MAX_SIGNAL {
             return None;
         }
         out[0..8].copy_from_slice(&origin.request_id.to_le_bytes());
@@ -106,6 +109,7 @@ impl<'a> SpawnRequest<'a> {
         out[28..32].copy_from_slice(&u32::try_from(environment.len()).ok()?.to_le_bytes());
         out[32..36].copy_from_slice(&(descriptors.len() as u32).to_le_bytes());
         out[36..44].copy_from_slice(&working_directory.to_le_bytes());
+        out[44..48].copy_from_slice(&origin.death_signal.to_le_bytes());
         let mut at = HEADER;
         for descriptor in descriptors {
             out[at..at + 4].copy_from_slice(&descriptor.fd.to_le_bytes());
@@ -134,6 +138,10 @@ impl<'a> SpawnRequest<'a> {
         if (process_group == 0) != (session == 0) {
             return Err(DecodeError::BadField("process group and session"));
         }
+        let death_signal = u32_at(header, 44);
+        if death_signal > crate::signal::MAX_SIGNAL {
+            return Err(DecodeError::BadField("death signal"));
+        }
         let argument_count = u32_at(header, 24);
         let environment_count = u32_at(header, 28);
         let descriptor_count = u32_at(header, 32) as usize;
@@ -159,6 +167,7 @@ impl<'a> SpawnRequest<'a> {
                 parent_core: u32_at(header, 12),
                 process_group,
                 session,
+                death_signal,
             },
             working_directory: u64_at(header, 36),
             descriptors,
@@ -267,7 +276,8 @@ mod tests {
         let mut out = [0u8; 256];
         let arguments: [&[u8]; 3] = [b"/bin/busybox", b"ls", b"-l"];
         let environment: [&[u8]; 1] = [b"HOME=/"];
-        let origin = SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1 };
+        let origin =
+            SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1, death_signal: 9 };
         let descriptors = [Descriptor { fd: 0, kind: 3, handle: 1 }, Descriptor { fd: 1, kind: 5, handle: 42 }];
         let n = SpawnRequest::encode(&mut out, &origin, 9, &descriptors, b"/bin/busybox", &arguments, &environment)
             .unwrap();
@@ -283,7 +293,8 @@ mod tests {
     #[test]
     fn malformed_spawn_requests_are_refused() {
         let mut out = [0u8; 128];
-        let origin = SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0 };
+        let origin =
+            SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0, death_signal: 0 };
         let n = SpawnRequest::encode(&mut out, &origin, u64::MAX, &[], b"/x", &[b"a"], &[]).unwrap();
         assert!(SpawnRequest::decode(&out[..n]).is_ok(), "a new session and group");
         assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
@@ -301,6 +312,11 @@ mod tests {
         out[32] = 200;
         assert_eq!(SpawnRequest::decode(&out[..n]), Err(DecodeError::BadField("descriptor count")), "too many");
         out[32] = 0;
+        out[44] = 65;
+        assert_eq!(SpawnRequest::decode(&out[..n]), Err(DecodeError::BadField("death signal")), "no signal 65");
+        out[44] = 0;
+        let unknown = SpawnOrigin { death_signal: 65, ..origin };
+        assert_eq!(SpawnRequest::encode(&mut out, &unknown, u64::MAX, &[], b"/x", &[], &[]), None, "no signal 65");
         let half = SpawnOrigin { session: 1, ..origin };
         assert_eq!(
             SpawnRequest::encode(&mut out, &half, u64::MAX, &[], b"/x", &[], &[]),

@@ -21,6 +21,9 @@ pub enum SignalTarget {
     Group(u32),
     /// Every process but init (pid 1) and the sender (`kill(-1, …)`).
     AllButInitAndSender,
+    /// Process `child`, whose parent (the sender) ended: it gets its parent-death signal
+    /// (`PR_SET_PDEATHSIG`), if it asked for one; the request's own signal is 0.
+    ParentDied(u32),
 }
 
 /// `si_code` values a sender may give [Linux include/uapi/asm-generic/siginfo.h].
@@ -71,6 +74,7 @@ const TARGET_PROCESS: u64 = 1;
 const TARGET_THREAD: u64 = 2;
 const TARGET_GROUP: u64 = 3;
 const TARGET_ALL: u64 = 4;
+const TARGET_PARENT_DIED: u64 = 5;
 
 impl SignalRequest {
     /// The ICC arguments: target kind | signal << 8, target id, thread's process, sender, code.
@@ -80,6 +84,7 @@ impl SignalRequest {
             SignalTarget::Thread { thread, process } => (TARGET_THREAD, thread, process),
             SignalTarget::Group(pgid) => (TARGET_GROUP, pgid, 0),
             SignalTarget::AllButInitAndSender => (TARGET_ALL, 0, 0),
+            SignalTarget::ParentDied(child) => (TARGET_PARENT_DIED, child, 0),
         };
         [
             kind | u64::from(self.signal) << 8,
@@ -103,6 +108,7 @@ impl SignalRequest {
             TARGET_THREAD => SignalTarget::Thread { thread: nonzero(id, "target")?, process },
             TARGET_GROUP if process == 0 => SignalTarget::Group(nonzero(id, "target")?),
             TARGET_ALL if id == 0 && process == 0 => SignalTarget::AllButInitAndSender,
+            TARGET_PARENT_DIED if process == 0 && signal == 0 => SignalTarget::ParentDied(nonzero(id, "target")?),
             _ => return Err(DecodeError::BadField("target")),
         };
         let code = u32::try_from(arguments[4])
@@ -221,6 +227,18 @@ mod tests {
                 let request = SignalRequest { target, signal, sender: 300_002, code };
                 assert_eq!(SignalRequest::decode(&request.encode()), Ok(request));
             }
+        }
+        let orphan = SignalRequest {
+            target: SignalTarget::ParentDied(200_003),
+            signal: 0,
+            sender: 100_001,
+            code: SignalCode::Kernel,
+        };
+        assert_eq!(SignalRequest::decode(&orphan.encode()), Ok(orphan));
+        for bad in
+            [SignalRequest { signal: 9, ..orphan }, SignalRequest { target: SignalTarget::ParentDied(0), ..orphan }]
+        {
+            assert_eq!(SignalRequest::decode(&bad.encode()), Err(DecodeError::BadField("target")), "{bad:?}");
         }
     }
 

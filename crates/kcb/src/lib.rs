@@ -9,7 +9,7 @@ mod sync;
 
 /// The KCB and shared-region layout this source tree defines. Bump it with every change of
 /// either layout: a kernel refuses a KCB of another version, a boot driver an image of one.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// The note's owner name, NUL-terminated as ELF notes store it.
 pub const NOTE_NAME: &[u8; 5] = b"Reef\0";

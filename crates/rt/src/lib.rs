@@ -213,14 +213,30 @@ impl ProgramArguments {
 /// the environment `env`; the new process is a child of the caller (reap it with [`wait`]).
 /// On Linux: `Unsupported` (`ENOSYS`).
 pub fn spawn(core: usize, path: &str, args: &[&str], env: &[(&str, &str)]) -> io::Result<Pid> {
+    spawn_with_death_signal(core, path, args, env, 0)
+}
+
+/// As [`spawn`], and the program gets `signal` when the caller ends, from its first
+/// instruction (Linux's `PR_SET_PDEATHSIG`, which a program spawned on another core could not
+/// set before it runs). A launcher ended by SIGKILL, which it cannot pass on
+/// ([`forward_signals`]), still takes its program with it. `signal` 0: none, as `spawn`.
+pub fn spawn_with_death_signal(
+    core: usize,
+    path: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    signal: libc::c_int,
+) -> io::Result<Pid> {
     let program = ProgramArguments::new(path, args, env)?;
+    let signal = u64::try_from(signal).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: (1) `program.path()` is a NUL-terminated string; (2) `argv` and `envp` are
     // null-terminated arrays of pointers to NUL-terminated strings, all owned by `program`,
-    // which lives until the call returns; (3) `reef_spawn` only reads them.
+    // which lives until the call returns; (3) `reef_spawn` only reads them; the signal is a
+    // number.
     let pid = unsafe {
-        reef_call(
+        reef_call5(
             abi::call::SPAWN,
-            [core as u64, program.path().as_ptr() as u64, program.argv() as u64, program.envp() as u64],
+            [core as u64, program.path().as_ptr() as u64, program.argv() as u64, program.envp() as u64, signal],
         )
     }?;
     Ok(Pid(pid as i32))

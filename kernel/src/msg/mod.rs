@@ -34,9 +34,11 @@ pub const GROUPS: usize = 4;
 pub const GROUP_SLOTS: usize = 64;
 /// Largest large message a receiver reassembles. A receiver collects at most one large
 /// message per receive queue at a time (a reservation's chunks are consecutive), so two of
-/// these, 512 KiB, is all that senders can make it hold: a thirty-second of its 16 MiB heap. A first
-/// chunk announcing more is dropped and counted before anything is allocated.
-pub const MAX_LARGE_MESSAGE: usize = 256 << 10;
+/// these, 2 MiB, is all that senders can make it hold: an eighth of its 16 MiB heap. A first
+/// chunk announcing more is dropped and counted before anything is allocated. 1 MiB carries
+/// the image of a process of 512 threads (760 bytes each), as many as a KCB records living
+/// elsewhere (`kcb::block::MAX_MOVED_AWAY`).
+pub const MAX_LARGE_MESSAGE: usize = 1 << 20;
 
 pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS, MESSAGING_CORES>;
 pub type PairRing = Urpc<PAIR_SLOTS>;

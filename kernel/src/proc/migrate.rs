@@ -685,6 +685,7 @@ pub(super) fn pack(
             returns_to => (returns_to >> 32) as u32,
         },
         return_incarnation: process.returns_to.load(Ordering::Relaxed) as u32,
+        death_signal: process.death_signal(),
         ..MoveHeader::default()
     };
     let parts = MoveParts {
@@ -1041,6 +1042,7 @@ pub(super) fn install(
             core => u64::from(core) << 32 | u64::from(header.return_incarnation),
         }),
         late_exits: Mutex::new(Vec::new()),
+        death_signal: AtomicU32::new(header.death_signal),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

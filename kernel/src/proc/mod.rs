@@ -59,16 +59,18 @@ impl Parent {
     }
 }
 
-/// What a new process starts with besides its program: descriptors and working directory.
+/// What a new process starts with besides its program: descriptors, working directory, and
+/// the signal it gets when its parent ends (`reef_spawn`'s request; 0: none).
 pub struct Inherited {
     pub files: FileTable,
     pub working_directory: Option<Arc<crate::fs::Handle>>,
+    pub death_signal: u32,
 }
 
 impl Inherited {
     /// A kernel's child: the console on fds 0–2, the root as working directory.
     pub fn console() -> Self {
-        Self { files: FileTable::with_console(), working_directory: None }
+        Self { files: FileTable::with_console(), working_directory: None, death_signal: 0 }
     }
 
     /// What `process` hands on: its descriptors not marked `FD_CLOEXEC`, its directory.
@@ -78,7 +80,7 @@ impl Inherited {
         for (fd, handle) in state.files.inherited() {
             let _ = files.install_at(fd, handle.clone(), false);
         }
-        Self { files, working_directory: state.cwd.clone() }
+        Self { files, working_directory: state.cwd.clone(), death_signal: 0 }
     }
 }
 
@@ -146,6 +148,8 @@ pub struct Process {
     /// Exits of its children that came after its image for a move was made: they follow it
     /// to its destination, or are recorded here if it stays (see `migrate`).
     late_exits: Mutex<Vec<ChildExited>>,
+    /// The signal it gets when its parent ends (`prctl(PR_SET_PDEATHSIG)`, `reef_spawn`), or 0.
+    death_signal: AtomicU32,
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -159,6 +163,16 @@ impl Process {
     /// The root page table its threads run on.
     pub fn page_table_root(&self) -> u64 {
         self.root.load(Ordering::Relaxed)
+    }
+
+    /// The signal it gets when its parent ends, or 0.
+    pub fn death_signal(&self) -> u32 {
+        self.death_signal.load(Ordering::Relaxed)
+    }
+
+    /// `prctl(PR_SET_PDEATHSIG, signal)`: 0 clears it.
+    pub fn set_death_signal(&self, signal: u32) {
+        self.death_signal.store(signal, Ordering::Relaxed);
     }
 
     /// Its process group.
@@ -313,6 +327,7 @@ fn create(
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     let (process_group, session) = membership.unwrap_or((pid, pid));
     let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
+    let death_signal = inherited.death_signal;
     let process = Arc::new(Process {
         pid,
         parent,
@@ -338,6 +353,7 @@ fn create(
         moving: AtomicU32::new(migrate::NOT_MOVING),
         returns_to: AtomicU64::new(migrate::NO_RETURN),
         late_exits: Mutex::new(Vec::new()),
+        death_signal: AtomicU32::new(death_signal),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -452,6 +468,8 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             moving: AtomicU32::new(migrate::NOT_MOVING),
             returns_to: AtomicU64::new(migrate::NO_RETURN),
             late_exits: Mutex::new(Vec::new()),
+            // Cleared for the child of a fork, as on Linux.
+            death_signal: AtomicU32::new(0),
         });
         state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child
@@ -581,7 +599,11 @@ fn end_process(process: &Arc<Process>) {
     };
     crate::fs::console::flush(process);
     // Orphans are reaped by nobody: forget them (their exits find no parent and are dropped).
-    drop(let_go(process));
+    // Those still running get their parent-death signal, if they asked for one.
+    let children = let_go(process);
+    for child in children.iter().filter(|child| child.wait_status.is_none()) {
+        signal::parent_died(child.pid, process.pid);
+    }
     crate::fs::proc::report(process.pid, 0, false, "", &[]);
     release_pid(process.pid);
     if status & 0x7f != 0 {
@@ -790,25 +812,31 @@ pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
 
 /// Spawns a process on `core` for `parent` (a local process, or 0 for this kernel): locally
 /// when `core` is this one, else by a message to that core's kernel; returns its pid. The
-/// child joins its parent's process group and session (a kernel's child leads new ones).
+/// child joins its parent's process group and session (a kernel's child leads new ones), and
+/// gets `death_signal` (0: none) when its parent ends.
 pub fn spawn(
     core: usize,
     path: &[u8],
     arguments: &[&[u8]],
     environment: &[&[u8]],
     parent_pid: u32,
+    death_signal: u32,
 ) -> Result<u32, Errno> {
     let me = shared::this_core();
     let parent = Parent { core: me, pid: parent_pid };
     // What the child gets from its parent: group and session, descriptors, directory (a
     // kernel's child: new ones, and the console).
-    let (membership, inherited) = match parent_pid {
+    let (membership, mut inherited) = match parent_pid {
         0 => (None, Inherited::console()),
         pid => {
             let process = find(pid).ok_or(errno::ESRCH)?;
             (Some((process.process_group(), process.session())), Inherited::of(&process))
         }
     };
+    if death_signal > abi::signal::MAX_SIGNAL {
+        return Err(errno::EINVAL);
+    }
+    inherited.death_signal = death_signal;
     if core == me as usize {
         let pid = create(path, arguments, environment, parent, membership, inherited)?;
         let process_group = membership.map_or(pid, |(group, _)| group);
@@ -843,7 +871,7 @@ pub fn spawn(
     let mut request = alloc::vec![0u8; size];
     let request_id = (u64::from(me) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed);
     let (process_group, session) = membership.unwrap_or((0, 0));
-    let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session };
+    let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session, death_signal };
     SpawnRequest::encode(&mut request, &origin, working_directory, &descriptors, path, arguments, environment)
         .ok_or(errno::EINVAL)?;
     PENDING_SPAWNS.lock().insert(request_id, PendingSpawn { parent_pid, process_group, result: None });
@@ -897,7 +925,8 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
     }
     let working_directory = (request.working_directory != abi::file::NONE)
         .then(|| Arc::new(crate::fs::Handle::adopt(request.working_directory, abi::file::HandleKind::Directory)));
-    let inherited = Inherited { files: FileTable::from_inherited(adopted), working_directory };
+    let inherited =
+        Inherited { files: FileTable::from_inherited(adopted), working_directory, death_signal: origin.death_signal };
     // Only a timesharing core runs processes (an AC runs one thread of another core's, a KC
     // none); the references adopted above are released with `inherited`.
     let timesharing = crate::core::role::current() == crate::core::kcb::Role::Timesharing;

@@ -448,6 +448,16 @@ fn send_here(request: &SignalRequest) -> usize {
         }
         SignalTarget::Group(group) => each_local(|p| p.process_group() == group, info),
         SignalTarget::AllButInitAndSender => each_local(|p| p.pid != 1 && p.pid != request.sender, info),
+        SignalTarget::ParentDied(child) => {
+            let orphan = super::find(child).filter(|p| p.parent.pid == request.sender);
+            match orphan.map(|p| (p.death_signal(), p)) {
+                Some((signal, orphan)) if signal != 0 => {
+                    post(&orphan, None, sent_info(signal, request.sender, SignalCode::User));
+                    1
+                }
+                _ => 0,
+            }
+        }
     }
 }
 
@@ -473,6 +483,7 @@ fn send(request: SignalRequest) -> Result<usize, Errno> {
     let home = || match request.target {
         SignalTarget::Process(pid) => Some(super::home_of(pid)),
         SignalTarget::Thread { thread, .. } => Some(super::home_of(thread)),
+        SignalTarget::ParentDied(child) => Some(super::home_of(child)),
         SignalTarget::Group(_) | SignalTarget::AllButInitAndSender => None,
     };
     let to_one = |core: usize| match core {
@@ -544,6 +555,16 @@ pub fn kill(pid: i32, signal: u32) -> Result<(), Errno> {
     } else {
         Ok(())
     }
+}
+
+/// Process `parent` ended while its child `child` runs: the child gets its parent-death
+/// signal (`PR_SET_PDEATHSIG`), if it asked for one, wherever it lives. As on Linux the signal
+/// comes from the parent (`SI_USER`, its pid); unlike Linux it follows the end of the parent
+/// process, not of the thread that created the child.
+pub fn parent_died(child: u32, parent: u32) {
+    let request =
+        SignalRequest { target: SignalTarget::ParentDied(child), signal: 0, sender: parent, code: SignalCode::Kernel };
+    let _ = send(request);
 }
 
 /// `tgkill(process, thread, signal)` (`process` 0: `tkill`).

@@ -220,7 +220,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_getsid => signal::getsid(a.0[0]),
         nr::__NR_setpgid => signal::setpgid(a.0[0], a.0[1]),
         nr::__NR_setsid => signal::setsid(),
-        nr::__NR_prctl => Err(errno::EINVAL),
+        nr::__NR_prctl => process::prctl(a.0[0], a.0[1]),
         nr::__NR_getrandom => process::getrandom(a.0[0], a.0[1]),
         nr::__NR_getcpu => process::getcpu(a.0[0], a.0[1]),
         nr::__NR_sysinfo => process::sysinfo(a.0[0]),
@@ -236,7 +236,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
 
         _ if number == abi::call::CORE => Ok(crate::proc::remote::current_core() as u64),
         _ if number == abi::call::CORES => Ok(crate::msg::live_instances() as u64),
-        _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3]),
+        _ if number == abi::call::SPAWN => process::reef_spawn(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         _ if number == abi::call::CONTROL => machine::control(a.0[0], a.0[1], a.0[2], a.0[3]),
         _ if number == abi::call::ROLE => machine::role(a.0[0], a.0[1]),
         _ if number == abi::call::MOVE_PROCESS => {

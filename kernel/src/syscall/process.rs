@@ -181,6 +181,29 @@ pub fn arch_prctl(code: u64, address: u64) -> SyscallResult {
     }
 }
 
+/// `prctl` options Reef knows [Linux include/uapi/linux/prctl.h].
+const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_PDEATHSIG: u64 = 2;
+
+/// `prctl(option, argument)`: the parent-death signal (`PR_SET_PDEATHSIG`, `PR_GET_PDEATHSIG`,
+/// which stores an `int` at `argument`). Other options: `EINVAL`, as Linux answers one it
+/// does not know.
+pub fn prctl(option: u64, argument: u64) -> SyscallResult {
+    let process = current()?;
+    match option {
+        PR_SET_PDEATHSIG => {
+            let signal = u32::try_from(argument).ok().filter(|&s| s <= abi::signal::MAX_SIGNAL).ok_or(errno::EINVAL)?;
+            process.set_death_signal(signal);
+            Ok(0)
+        }
+        PR_GET_PDEATHSIG => {
+            write_user(argument, &(process.death_signal() as i32))?;
+            Ok(0)
+        }
+        _ => Err(errno::EINVAL),
+    }
+}
+
 pub fn sched_getaffinity(size: u64, mask: u64) -> SyscallResult {
     if size < 8 {
         return Err(errno::EINVAL);
@@ -273,7 +296,7 @@ pub fn sysinfo(out: u64) -> SyscallResult {
 }
 
 /// `reef_spawn(core, path, argv, envp)`.
-pub fn reef_spawn(core: u64, path: u64, arguments: u64, environment: u64) -> SyscallResult {
+pub fn reef_spawn(core: u64, path: u64, arguments: u64, environment: u64, death_signal: u64) -> SyscallResult {
     let process = current()?;
     let path = read_string(path, 4096)?;
     let arguments = read_string_array(arguments)?;
@@ -281,5 +304,6 @@ pub fn reef_spawn(core: u64, path: u64, arguments: u64, environment: u64) -> Sys
     let arguments: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
     let environment: Vec<&[u8]> = environment.iter().map(Vec::as_slice).collect();
     let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
-    proc::spawn(core, &path, &arguments, &environment, process.pid).map(u64::from)
+    let death_signal = u32::try_from(death_signal).map_err(|_| errno::EINVAL)?;
+    proc::spawn(core, &path, &arguments, &environment, process.pid, death_signal).map(u64::from)
 }

@@ -111,7 +111,8 @@ impl<'a> Launch<'a> {
     fn start(&self) -> std::io::Result<rt::Pid> {
         let environment = environment();
         let pairs: Vec<(&str, &str)> = environment.iter().map(|(key, value)| (key.as_str(), value.as_str())).collect();
-        rt::spawn(self.core, &self.path, self.arguments, &pairs)
+        // Tied to this launcher: killed with it, even by SIGKILL, which it cannot pass on.
+        rt::spawn_with_death_signal(self.core, &self.path, self.arguments, &pairs, libc::SIGKILL)
     }
 }
 

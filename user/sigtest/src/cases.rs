@@ -269,6 +269,58 @@ pub fn fpu() -> Outcome {
     Ok(format!("terms={}", k - 1))
 }
 
+/// `prctl(PR_SET_PDEATHSIG)`: a grandchild that asked for SIGUSR1 when its parent ends gets it
+/// (its handler runs) once that parent exits, from the parent (`SI_USER`); `PR_GET_PDEATHSIG`
+/// reads the signal back; a fork clears it for the child; signal 65 is `EINVAL`.
+pub fn parent_death_signal() -> Outcome {
+    expect("PR_SET_PDEATHSIG 65", os::set_death_signal(65), Err(libc::EINVAL))?;
+    let (report_read, report_write) = os::pipe().map_err(errno_text)?;
+    let (ready_read, ready_write) = os::pipe().map_err(errno_text)?;
+    let middle = fork(move || {
+        let grandchild = os::fork(move || {
+            if os::set_death_signal(libc::SIGUSR1).is_err() || os::death_signal() != Ok(libc::SIGUSR1) {
+                return 10;
+            }
+            // A fork's child starts without it.
+            match os::fork(|| os::death_signal().unwrap_or(-1)).map(os::reap) {
+                Ok(Ok(0)) => {}
+                _ => return 11,
+            }
+            if install(libc::SIGUSR1, counting_handler, 0).is_err() || os::write_byte(ready_write, b'r').is_err() {
+                return 12;
+            }
+            for _ in 0..300 {
+                if count(libc::SIGUSR1) > 0 {
+                    let from_parent = LAST_CODE.load(Ordering::Relaxed) == 0 && LAST_PID.load(Ordering::Relaxed) != 0;
+                    let _ = os::write_byte(report_write, if from_parent { b'D' } else { b'C' });
+                    return 0;
+                }
+                os::sleep_ms(10);
+            }
+            let _ = os::write_byte(report_write, b'N');
+            13
+        });
+        // The grandchild asked for its signal before this process ends.
+        match (grandchild, os::read_byte_within(ready_read, 5000)) {
+            (Ok(_), Ok(Some(b'r'))) => 0,
+            _ => 20,
+        }
+    })?;
+    for fd in [report_write, ready_write, ready_read] {
+        os::close(fd);
+    }
+    expect("the parent", reap(middle)?, Ended::Exited(0))?;
+    let report = os::read_byte_within(report_read, 5000);
+    os::close(report_read);
+    match report {
+        Ok(Some(b'D')) => Ok("signal=SIGUSR1 on-parent-exit fork-clears einval".into()),
+        Ok(Some(b'C')) => Err("the signal came, but not from the parent (si_code or si_pid)".into()),
+        Ok(Some(b'N')) => Err("the grandchild got no signal within 3 s of its parent's exit".into()),
+        Ok(other) => Err(format!("the grandchild ended without saying (read {other:?})")),
+        Err(error) => Err(format!("nothing from the grandchild: {}", errno_text(error))),
+    }
+}
+
 /// A blocked signal sent to oneself stays pending (`rt_sigpending`) and runs its handler once
 /// when unblocked, before `rt_sigprocmask` returns.
 pub fn pending_until_unblocked() -> Outcome {

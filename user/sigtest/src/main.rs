@@ -13,7 +13,7 @@ type Case = fn() -> Outcome;
 
 /// The cases, in the order they run (`tgkill` starts a thread: the cases after it fork, and
 /// it joins its thread first).
-const CASES: [(&str, Case); 19] = [
+const CASES: [(&str, Case); 20] = [
     ("registers", cases::registers),
     ("fpu", cases::fpu),
     ("pending-unblock", cases::pending_until_unblocked),
@@ -32,6 +32,7 @@ const CASES: [(&str, Case); 19] = [
     ("bad-frames", cases::bad_frames),
     ("groups", cases::groups),
     ("kill-group", cases::kill_group),
+    ("pdeathsig", cases::parent_death_signal),
     ("kill-errors", kill_errors),
 ];
 

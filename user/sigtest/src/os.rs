@@ -113,6 +113,54 @@ pub fn kill(pid: i32, signal: c_int) -> Result<(), i32> {
     check(c_long::from(unsafe { libc::kill(pid, signal) })).map(drop)
 }
 
+/// `prctl(PR_SET_PDEATHSIG, signal)`: the signal this process gets when its parent ends.
+pub fn set_death_signal(signal: c_int) -> Result<(), i32> {
+    // SAFETY: PR_SET_PDEATHSIG takes a number, no pointer.
+    check(c_long::from(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) })).map(drop)
+}
+
+/// `prctl(PR_GET_PDEATHSIG)`: the signal set by [`set_death_signal`] (0: none).
+pub fn death_signal() -> Result<c_int, i32> {
+    let mut signal: c_int = -1;
+    // SAFETY: PR_GET_PDEATHSIG stores one int at the pointer, `signal`, live for the call.
+    check(c_long::from(unsafe { libc::prctl(libc::PR_GET_PDEATHSIG, &mut signal as *mut c_int) })).map(|_| signal)
+}
+
+/// `pipe`: (read end, write end).
+pub fn pipe() -> Result<(c_int, c_int), i32> {
+    let mut ends = [0 as c_int; 2];
+    // SAFETY: `pipe` writes two ints into `ends`, live for the call.
+    check(c_long::from(unsafe { libc::pipe(ends.as_mut_ptr()) })).map(|_| (ends[0], ends[1]))
+}
+
+/// Writes one byte to `fd`.
+pub fn write_byte(fd: c_int, byte: u8) -> Result<(), i32> {
+    // SAFETY: one byte read from `byte`, live for the call.
+    check(unsafe { libc::write(fd, (&raw const byte).cast(), 1) } as c_long).map(drop)
+}
+
+/// Reads one byte from `fd`, waiting at most `timeout_ms` for it: `None` at end of file,
+/// `Err(ETIMEDOUT)` when nothing came.
+pub fn read_byte_within(fd: c_int, timeout_ms: c_int) -> Result<Option<u8>, i32> {
+    let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one `pollfd`, live for the call.
+    if check(c_long::from(unsafe { libc::poll(&mut poll, 1, timeout_ms) }))? == 0 {
+        return Err(libc::ETIMEDOUT);
+    }
+    let mut byte = 0u8;
+    // SAFETY: one byte written into `byte`, live for the call.
+    match check(unsafe { libc::read(fd, (&raw mut byte).cast(), 1) } as c_long)? {
+        0 => Ok(None),
+        _ => Ok(Some(byte)),
+    }
+}
+
+/// Closes `fd`.
+pub fn close(fd: c_int) {
+    // SAFETY: `fd` is one of this process's descriptors that nothing else uses.
+    unsafe { libc::close(fd) };
+}
+
 /// `tgkill` (`process` 0: `tkill`).
 pub fn thread_kill(process: i32, thread: i32, signal: c_int) -> Result<(), i32> {
     // SAFETY: no pointers.

@@ -454,7 +454,7 @@ fn syspage_process_moves(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &s
 /// under the message stress; 520 are refused with the reason, and finish where they are.
 fn many_threads_move(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     let script = "on 1 /bin/msg stress 150000 0,1 & spawn 2 /bin/proctest --threads-for 1500 40 & sleep 0.5; \
-                  role 2 kc; wait; role 2 tc; spawn 2 /bin/proctest --threads-for 800 520 & sleep 0.8; \
+                  role 2 kc; wait; role 2 tc; spawn 2 /bin/proctest --threads-for 4000 520 & sleep 2.5; \
                   role 2 kc; wait; /bin/ps";
     list.push(Integration {
         name: "many-threads-move-4-cores".into(),
