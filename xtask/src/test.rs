@@ -1105,10 +1105,12 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
     // signals to its tasks): `spawn` reports the program killed, `on` exits 128 + the signal.
     // A launcher killed by SIGKILL, which it cannot pass on, takes its program with it: the
     // program has SIGKILL as its parent-death signal from the start (`reef_spawn`). Before,
-    // the `sleep 30` on core 1 ran on, and the leak check found it.
+    // the `sleep 30` on core 1 ran on, and the leak check found it. `spawn --no-wait`, which
+    // ends at once, leaves its program running.
     let script = "spawn 2 /bin/sleep 30 & sleep 0.3; kill $!; wait $!; echo spawn-status $?; \
                   on 3 /bin/sleep 30 & sleep 0.3; kill -USR1 $!; wait $!; echo on-status $?; \
-                  spawn 1 /bin/sleep 30 & sleep 0.3; kill -9 $!; wait $!; echo killed-status $?; sleep 0.3; /bin/ps";
+                  spawn 1 /bin/sleep 30 & sleep 0.3; kill -9 $!; wait $!; echo killed-status $?; sleep 0.3; \
+                  spawn --no-wait 1 /bin/busybox sh -c 'sleep 0.3; echo unwaited-ran-on'; sleep 0.8; /bin/ps";
     list.push(Integration {
         name: "launchers-pass-signals-on-4-cores".into(),
         machine: machine(4, &exec(script)),
@@ -1121,6 +1123,7 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
                     "spawn-status 143",
                     "on-status 138",
                     "killed-status 137",
+                    "unwaited-ran-on",
                 ],
             )?;
             nothing_leaked(serial, 4)

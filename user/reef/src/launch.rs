@@ -108,11 +108,13 @@ impl<'a> Launch<'a> {
         Ok(Self { core, program, path, arguments })
     }
 
-    fn start(&self) -> std::io::Result<rt::Pid> {
+    /// Starts the program; `tied`: it is killed when this launcher ends, even by SIGKILL,
+    /// which the launcher cannot pass on (for a launcher that waits for it).
+    fn start(&self, tied: bool) -> std::io::Result<rt::Pid> {
         let environment = environment();
         let pairs: Vec<(&str, &str)> = environment.iter().map(|(key, value)| (key.as_str(), value.as_str())).collect();
-        // Tied to this launcher: killed with it, even by SIGKILL, which it cannot pass on.
-        rt::spawn_with_death_signal(self.core, &self.path, self.arguments, &pairs, libc::SIGKILL)
+        let death_signal = if tied { libc::SIGKILL } else { 0 };
+        rt::spawn_with_death_signal(self.core, &self.path, self.arguments, &pairs, death_signal)
     }
 }
 
@@ -142,7 +144,7 @@ pub fn on(words: &[&str]) -> u8 {
             return NOT_FOUND_STATUS;
         }
     };
-    let pid = match launch.start() {
+    let pid = match launch.start(true) {
         Ok(pid) => pid,
         Err(error) => {
             let errno = error.raw_os_error();
@@ -186,7 +188,7 @@ pub fn spawn(words: &[&str]) -> u8 {
             return FAILED_STATUS;
         }
     };
-    let pid = match launch.start() {
+    let pid = match launch.start(wait) {
         Ok(pid) => pid,
         Err(error) => {
             eprintln!("error: {} on core {}: {}", launch.program, launch.core, spawn_error_text(error.raw_os_error()));
