@@ -16,6 +16,9 @@ use crate::qemu::Machine;
 /// (roles, parks, restarts, stops, syspages, the stress). `REEF_CHAOS_SEEDS` runs any seed.
 const SEEDS: [u64; 12] = [14, 15, 18, 25, 40, 42, 63, 67, 71, 74, 80, 95];
 
+/// The seeds of the wide runs the suite runs (`REEF_CHAOS_WIDE_SEEDS` runs others).
+const WIDE_SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+
 /// The kernel command line's `exec=` value holds at most this many characters.
 const SCRIPT_LIMIT: usize = 1024;
 
@@ -30,6 +33,23 @@ const WORKLOADS: &[&str] = &[
     "execac --syspage -1 /bin/sysfuzz --seed {seed} --calls 3000 >/dev/null &",
     "spawn 1 /bin/sh -c 'for i in $(seq 200); do echo $i>/tmp/c$$; cat /tmp/c$$; done>/dev/null' &",
 ];
+
+/// The wide runs' further workloads: a pipeline across two cores (through the file
+/// service), a process of 100 threads, launchers in a loop, a program not waited for.
+const WIDE_WORKLOADS: &[&str] = &[
+    "spawn 1 /bin/sh -c '/bin/sh /tmp/w.sh | on 2 /bin/sh /tmp/r.sh' >/dev/null &",
+    "spawn 3 /bin/proctest --threads-for 600 100 &",
+    "spawn 2 /bin/sh -c 'for i in 1 2 3 4 5 6; do on 3 /bin/true; spawn 1 /bin/true; done' >/dev/null &",
+    "spawn --no-wait 3 /bin/sleep 0.3 >/dev/null;",
+];
+
+/// The wide runs' further operations: a kill of everything but init and the shell, and a
+/// move of the last job to a core that may not take it.
+const WIDE_OPERATIONS: &[&str] = &["kill -9 -1 2>/dev/null;", "move $! {core};"];
+
+/// What the wide runs' pipeline runs, written before anything else.
+const WIDE_HEAD: &str = "printf 'for i in $(seq 300); do echo abc; done\\n' >/tmp/w.sh; \
+                         printf 'while read x; do echo $x >/tmp/p$$; cat /tmp/p$$; done\\n' >/tmp/r.sh;";
 
 /// Operations run in the foreground; `{core}` becomes core 1, 2 or 3 and `{other}` another
 /// core (0 included). `$!` is the last workload's pid (its `spawn` or `execac` on core 0).
@@ -69,6 +89,36 @@ const TAIL: &str = "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/
                     kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
                     move 1 0; rm -f /tmp/c*; echo CHAOS-DONE; /bin/cores; /bin/ps";
 
+/// [`TAIL`], removing the wide runs' files too.
+const WIDE_TAIL: &str = "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/null 2>&1; wait; \
+                         kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
+                         move 1 0; rm -f /tmp/c* /tmp/p* /tmp/w.sh /tmp/r.sh; echo CHAOS-DONE; /bin/cores; /bin/ps";
+
+/// What a family of chaos runs draws from.
+struct Flavor {
+    workloads: Vec<&'static str>,
+    operations: Vec<&'static str>,
+    head: &'static str,
+    tail: &'static str,
+}
+
+impl Flavor {
+    /// The first chaos runs' (their seeds keep their scripts).
+    fn plain() -> Self {
+        Self { workloads: WORKLOADS.to_vec(), operations: OPERATIONS.to_vec(), head: "", tail: TAIL }
+    }
+
+    /// The wide runs': the plain draws and more.
+    fn wide() -> Self {
+        Self {
+            workloads: [WORKLOADS, WIDE_WORKLOADS].concat(),
+            operations: [OPERATIONS, WIDE_OPERATIONS].concat(),
+            head: WIDE_HEAD,
+            tail: WIDE_TAIL,
+        }
+    }
+}
+
 /// SplitMix64: a small generator whose sequence is the same on every host.
 struct SplitMix(u64);
 
@@ -89,42 +139,48 @@ impl SplitMix {
 
 /// The script of `seed`: as many random steps as fit the command line, then [`TAIL`].
 pub(super) fn script(seed: u64) -> String {
+    script_of(&Flavor::plain(), seed)
+}
+
+/// The script of `seed` drawn from `flavor`: its head, as many random steps as fit the
+/// command line, its tail.
+fn script_of(flavor: &Flavor, seed: u64) -> String {
     let mut random = SplitMix(seed);
-    let mut steps: Vec<String> = Vec::new();
+    let mut steps: Vec<String> = if flavor.head.is_empty() { Vec::new() } else { vec![flavor.head.to_string()] };
     loop {
         let step = if random.below(10) < 3 {
             let seed = random.below(1000).to_string();
-            WORKLOADS[random.below(WORKLOADS.len())].replace("{seed}", &seed)
+            flavor.workloads[random.below(flavor.workloads.len())].replace("{seed}", &seed)
         } else {
             let core = 1 + random.below(3);
             let other = (core + 1 + random.below(3)) % 4;
-            OPERATIONS[random.below(OPERATIONS.len())]
+            flavor.operations[random.below(flavor.operations.len())]
                 .replace("{core}", &core.to_string())
                 .replace("{other}", &other.to_string())
         };
-        let length = steps.iter().map(|s| s.len() + 1).sum::<usize>() + step.len() + 1 + TAIL.len();
+        let length = steps.iter().map(|s| s.len() + 1).sum::<usize>() + step.len() + 1 + flavor.tail.len();
         if length > SCRIPT_LIMIT {
             break;
         }
         steps.push(step);
     }
-    format!("{} {TAIL}", steps.join(" "))
+    format!("{} {}", steps.join(" "), flavor.tail)
 }
 
-/// The seeds to run: `REEF_CHAOS_SEEDS` (comma-separated) or [`SEEDS`].
-fn seeds() -> Vec<u64> {
-    match std::env::var("REEF_CHAOS_SEEDS") {
+/// The seeds to run: those of the variable `name` (comma-separated) or `default`.
+fn seeds(name: &str, default: &[u64]) -> Vec<u64> {
+    match std::env::var(name) {
         Ok(list) => list
             .split(',')
             .filter_map(|seed| {
                 let parsed = seed.trim().parse().ok();
                 if parsed.is_none() {
-                    eprintln!("xtask: REEF_CHAOS_SEEDS: `{seed}` is not a seed, skipped: give numbers, e.g. 1,2,3");
+                    eprintln!("xtask: {name}: `{seed}` is not a seed, skipped: give numbers, e.g. 1,2,3");
                 }
                 parsed
             })
             .collect(),
-        Err(_) => SEEDS.to_vec(),
+        Err(_) => default.to_vec(),
     }
 }
 
@@ -155,12 +211,21 @@ fn check(serial: &str) -> Result<(), String> {
     nothing_leaked(serial, 4)
 }
 
-/// The chaos runs, one per seed.
+/// The chaos runs, one per seed and family.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
-    for seed in seeds() {
+    for seed in seeds("REEF_CHAOS_SEEDS", &SEEDS) {
         list.push(Integration {
             name: format!("chaos-seed-{seed}-4-cores"),
             machine: machine(4, &exec(&script(seed))).with_timeout(240),
+            expected_status: 0,
+            check: Box::new(check),
+        });
+    }
+    let wide = Flavor::wide();
+    for seed in seeds("REEF_CHAOS_WIDE_SEEDS", &WIDE_SEEDS) {
+        list.push(Integration {
+            name: format!("chaos-wide-seed-{seed}-4-cores"),
+            machine: machine(4, &exec(&script_of(&wide, seed))).with_timeout(240),
             expected_status: 0,
             check: Box::new(check),
         });
@@ -182,5 +247,27 @@ mod tests {
             assert!(script.split(';').count() > 8, "seed {seed} has few steps: {script}");
         }
         assert_ne!(script(1), script(2));
+    }
+
+    #[test]
+    fn the_plain_scripts_stay_what_they_were() {
+        // Seed 373's script, which found a leak, as it was drawn before the wide runs came.
+        assert!(script(373)
+            .starts_with("sleep 0.1; core stop 2; core start 2 /boot/full-v2; spawn 3 /bin/sysfuzz --seed 372"));
+    }
+
+    #[test]
+    fn a_wide_seed_gives_a_script_with_its_head_and_tail() {
+        let wide = Flavor::wide();
+        let mut drew_a_wide_step = false;
+        for seed in 0..200 {
+            let script = script_of(&wide, seed);
+            assert!(script.len() <= SCRIPT_LIMIT, "seed {seed}: {} characters", script.len());
+            assert!(script.starts_with(WIDE_HEAD) && script.ends_with(WIDE_TAIL));
+            assert!(!script.contains('"') && !script.contains('{'), "seed {seed}: {script}");
+            let own = |step: &&str| script.contains(step.split(' ').take(3).collect::<Vec<_>>().join(" ").as_str());
+            drew_a_wide_step |= WIDE_WORKLOADS.iter().any(own);
+        }
+        assert!(drew_a_wide_step);
     }
 }
