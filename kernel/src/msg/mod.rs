@@ -538,6 +538,14 @@ pub fn try_send(target: usize, message: &Message) -> Result<(), SendError> {
 
 fn try_send_now(target: usize, message: &Message) -> Result<(), SendError> {
     check_target(target)?;
+    enqueue(target, message)?;
+    notify(target, queue_mode(target));
+    Ok(())
+}
+
+/// Puts one line in `target`'s receive queue (high or normal as its registry says), counted
+/// sent; fails at once if the queue is full. No notification.
+fn enqueue(target: usize, message: &Message) -> Result<(), SendError> {
     // Counted before the ticket is taken: should this core die holding it, the receiver skips
     // the slot and counts it lost, and sent = received + dropped + lost still holds.
     let sent = &counters().sent;
@@ -546,7 +554,6 @@ fn try_send_now(target: usize, message: &Message) -> Result<(), SendError> {
         sent.store(sent.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
         return Err(SendError::Channel(error));
     }
-    notify(target, queue_mode(target));
     Ok(())
 }
 
@@ -599,12 +606,7 @@ pub fn leave_for_next_kernel(target: usize, message: &Message) -> Result<(), Sen
     if target >= messaging_cores() {
         return Err(SendError::NoSuchCore(target));
     }
-    let sent = &counters().sent;
-    bump(sent);
-    if let Err(error) = queue_for(target, message.kind).try_send(shared::this_core() as usize, message) {
-        sent.store(sent.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
-        return Err(SendError::Channel(error));
-    }
+    enqueue(target, message)?;
     if is_live(target) {
         notify(target, queue_mode(target));
     }

@@ -82,30 +82,34 @@ const OPERATIONS: &[&str] = &[
 ];
 
 /// Brings every core back (unparked, started, on the booted image, a TC), waits for the
-/// workloads, ends what a `spawn` killed by `kill -9` left running on another core (SIGKILL
-/// cannot be passed on to its child), brings init home, removes the files of a file loop
-/// that was cut short, then prints the tables the checks read.
-const TAIL: &str = "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/null 2>&1; wait; \
-                    kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
-                    move 1 0; rm -f /tmp/c*; echo CHAOS-DONE; /bin/cores; /bin/ps";
+/// workloads, ends what still runs (a `spawn --no-wait`'s program, a job the script left),
+/// brings init home, removes `files` (what file loops cut short left), then prints the tables
+/// the checks read.
+fn tail(files: &str) -> String {
+    format!(
+        "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/null 2>&1; wait; \
+         kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
+         move 1 0; rm -f {files}; echo CHAOS-DONE; /bin/cores; /bin/ps"
+    )
+}
 
-/// [`TAIL`], removing the wide runs' files too.
-const WIDE_TAIL: &str = "for c in 1 2 3; do core unpark $c; core start $c; done>/dev/null 2>&1; wait; \
-                         kill -9 -1 2>/dev/null; sleep 0.3; for c in 1 2 3; do core start $c; core restart $c /boot/full; role $c tc; done>/dev/null 2>&1; \
-                         move 1 0; rm -f /tmp/c* /tmp/p* /tmp/w.sh /tmp/r.sh; echo CHAOS-DONE; /bin/cores; /bin/ps";
+/// The plain runs' files: the shell loop's.
+const PLAIN_FILES: &str = "/tmp/c*";
+/// The wide runs' files: the shell loop's and the pipeline's.
+const WIDE_FILES: &str = "/tmp/c* /tmp/p* /tmp/w.sh /tmp/r.sh";
 
 /// What a family of chaos runs draws from.
 struct Flavor {
     workloads: Vec<&'static str>,
     operations: Vec<&'static str>,
     head: &'static str,
-    tail: &'static str,
+    tail: String,
 }
 
 impl Flavor {
     /// The first chaos runs' (their seeds keep their scripts).
     fn plain() -> Self {
-        Self { workloads: WORKLOADS.to_vec(), operations: OPERATIONS.to_vec(), head: "", tail: TAIL }
+        Self { workloads: WORKLOADS.to_vec(), operations: OPERATIONS.to_vec(), head: "", tail: tail(PLAIN_FILES) }
     }
 
     /// The wide runs': the plain draws and more.
@@ -114,7 +118,7 @@ impl Flavor {
             workloads: [WORKLOADS, WIDE_WORKLOADS].concat(),
             operations: [OPERATIONS, WIDE_OPERATIONS].concat(),
             head: WIDE_HEAD,
-            tail: WIDE_TAIL,
+            tail: tail(WIDE_FILES),
         }
     }
 }
@@ -137,7 +141,7 @@ impl SplitMix {
     }
 }
 
-/// The script of `seed`: as many random steps as fit the command line, then [`TAIL`].
+/// The script of `seed`: as many random steps as fit the command line, then the tail.
 pub(super) fn script(seed: u64) -> String {
     script_of(&Flavor::plain(), seed)
 }
@@ -242,7 +246,7 @@ mod tests {
             let script = script(seed);
             assert_eq!(script, super::script(seed));
             assert!(script.len() <= SCRIPT_LIMIT, "seed {seed}: {} characters", script.len());
-            assert!(script.ends_with(TAIL));
+            assert!(script.ends_with(&tail(PLAIN_FILES)));
             assert!(!script.contains('"') && !script.contains('{'), "seed {seed}: {script}");
             assert!(script.split(';').count() > 8, "seed {seed} has few steps: {script}");
         }
@@ -263,7 +267,7 @@ mod tests {
         for seed in 0..200 {
             let script = script_of(&wide, seed);
             assert!(script.len() <= SCRIPT_LIMIT, "seed {seed}: {} characters", script.len());
-            assert!(script.starts_with(WIDE_HEAD) && script.ends_with(WIDE_TAIL));
+            assert!(script.starts_with(WIDE_HEAD) && script.ends_with(&tail(WIDE_FILES)));
             assert!(!script.contains('"') && !script.contains('{'), "seed {seed}: {script}");
             let own = |step: &&str| script.contains(step.split(' ').take(3).collect::<Vec<_>>().join(" ").as_str());
             drew_a_wide_step |= WIDE_WORKLOADS.iter().any(own);
