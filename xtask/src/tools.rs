@@ -273,6 +273,17 @@ pub fn user_program_bytes(name: &str) -> Result<Vec<u8>, String> {
 /// Debian's static busybox with a link for each of its applets, and a few files in `/etc`
 /// (`docs/initramfs.md`). The same inputs give the same bytes.
 pub fn build_initramfs() -> Result<PathBuf, String> {
+    build_initramfs_with(INITRAMFS_FILE, &[])
+}
+
+/// A file a test adds to Reef's image: its path in the image (no leading `/`; its parent
+/// directories are made), its permissions, its bytes.
+pub type ExtraFile = (String, u32, Vec<u8>);
+
+/// [`build_initramfs`] into `file` (relative to the repository's root) with `extra` files
+/// added after Reef's own: the images of the suites that bring programs of their own (the
+/// foreign suites), so the image users boot holds none of them.
+pub fn build_initramfs_with(file: &str, extra: &[ExtraFile]) -> Result<PathBuf, String> {
     let programs = build_user_programs()?
         .into_iter()
         .map(|(name, binary)| {
@@ -292,10 +303,10 @@ pub fn build_initramfs() -> Result<PathBuf, String> {
         std::fs::read(&busybox.file).map_err(|e| format!("reading {}: {e}", busybox.file.display()))?;
     let kernel = build_kernel()?;
     let boot = crate::kernel_images::boot_files(&kernel)?;
-    let image = initramfs_image(&programs, &busybox_binary, &applets, &boot);
+    let image = initramfs_image(&programs, &busybox_binary, &applets, &boot, extra);
     // Read back with the kernel's reader, so an image it would refuse never boots.
     initramfs::Archive::parse(&image).map_err(|e| format!("the initramfs just built does not parse: {e}"))?;
-    let path = root().join(INITRAMFS_FILE);
+    let path = root().join(file);
     std::fs::write(&path, &image).map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(path)
 }
@@ -310,7 +321,8 @@ fn busybox_applets(listing: &str) -> Vec<String> {
 /// The image: [`INITRAMFS_DIRECTORIES`], `/sbin/init` and `/bin/<program>` for the other
 /// `programs`, `/bin/<command> -> reef` for each of [`REEF_LINKS`] when `reef` is one of them,
 /// `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no program or link
-/// of ours takes, `/etc/hello.txt`, `/etc/motd`, and `/bin/bad-elf` (no program). Entries come
+/// of ours takes, `/etc/hello.txt`, `/etc/motd`, `/bin/bad-elf` (no program), then the `extra`
+/// files of a test image (with their parent directories, 0755). Entries come
 /// in a fixed order and the writer adds nothing from the host, so the same inputs give the
 /// same bytes.
 pub fn initramfs_image(
@@ -318,6 +330,7 @@ pub fn initramfs_image(
     busybox: &[u8],
     applets: &[String],
     boot: &[(String, Vec<u8>)],
+    extra: &[ExtraFile],
 ) -> Vec<u8> {
     let mut image = initramfs::Writer::new();
     for (directory, permissions) in INITRAMFS_DIRECTORIES {
@@ -350,6 +363,18 @@ pub fn initramfs_image(
     // An executable file that is no program (an ELF magic, then nothing that parses): the
     // suite checks that starting it is refused with ENOEXEC and harms no kernel.
     image.file("bin/bad-elf", 0o755, b"\x7fELF\x02\x01\x01 not a program, cut short");
+    let mut directories: std::collections::BTreeSet<String> =
+        INITRAMFS_DIRECTORIES.iter().map(|(name, _)| name.to_string()).collect();
+    for (path, mode, bytes) in extra {
+        let components: Vec<&str> = path.split('/').collect();
+        for end in 1..components.len() {
+            let parent = components[..end].join("/");
+            if directories.insert(parent.clone()) {
+                image.directory(&parent, 0o755);
+            }
+        }
+        image.file(path, *mode, bytes);
+    }
     image.finish()
 }
 
@@ -433,7 +458,7 @@ mod tests {
     fn reef_takes_its_commands_from_busybox() {
         let programs = vec![("reef".to_string(), b"REEF".to_vec())];
         let applets = busybox_applets("kill\nps\npoweroff\nsh\n");
-        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[]);
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[], &[]);
         let archive = initramfs::Archive::parse(&image).unwrap();
         for command in REEF_LINKS {
             let path = format!("/bin/{command}");
@@ -452,8 +477,12 @@ mod tests {
         let programs = vec![("init".to_string(), b"INIT".to_vec()), ("tiny".to_string(), b"TINY".to_vec())];
         let applets = busybox_applets("[\n[[\nash\nbusybox\nls\n\nsh\ntiny\nls\n");
         assert_eq!(applets, ["[", "[[", "ash", "ls", "sh", "tiny"]);
-        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[]);
-        assert_eq!(image, initramfs_image(&programs, b"BUSYBOX", &applets, &[]), "the same inputs, the same bytes");
+        let image = initramfs_image(&programs, b"BUSYBOX", &applets, &[], &[]);
+        assert_eq!(
+            image,
+            initramfs_image(&programs, b"BUSYBOX", &applets, &[], &[]),
+            "the same inputs, the same bytes"
+        );
         let archive = initramfs::Archive::parse(&image).unwrap();
         for (directory, _) in INITRAMFS_DIRECTORIES {
             assert!(archive.find(directory).unwrap().inode != 0, "/{directory} has its own entry");
