@@ -121,7 +121,7 @@ fn page_fault(frame: &mut InterruptFrame) {
             && crate::sched::current_process().is_some_and(|process| {
                 // A copy never runs with the process's state locked (see `syscall`), so this
                 // lock cannot be held by the code that faulted.
-                process.state.lock().memory.handle_fault(address, write, execute)
+                process.with_memory(|memory| memory.handle_fault(address, write, execute))
             });
         if resolved {
             return;

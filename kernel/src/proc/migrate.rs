@@ -147,6 +147,8 @@ pub enum CannotMove {
     HasSyspage,
     /// It is ending.
     Ending,
+    /// It takes part in a `vfork` that is not over (one address space, two processes).
+    InAVfork,
 }
 
 impl CannotMove {
@@ -156,6 +158,7 @@ impl CannotMove {
             Self::Threads(count) => count.min(0xFFFF) as u32,
             Self::HasSyspage => 0x2_0000,
             Self::Ending => 0x3_0000,
+            Self::InAVfork => 0x4_0000,
         }
     }
 
@@ -163,6 +166,7 @@ impl CannotMove {
         match code {
             0x2_0000 => Self::HasSyspage,
             0x3_0000 => Self::Ending,
+            0x4_0000 => Self::InAVfork,
             count => Self::Threads(count as usize),
         }
     }
@@ -176,6 +180,7 @@ impl core::fmt::Display for CannotMove {
             }
             Self::HasSyspage => write!(f, "the kernel core of a thread's syspage did not let go of it"),
             Self::Ending => write!(f, "it is ending"),
+            Self::InAVfork => write!(f, "it shares its address space with a vforked child or parent until an exec"),
         }
     }
 }
@@ -199,6 +204,9 @@ enum Going {
 fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
     if process.is_killed() {
         return Some(CannotMove::Ending);
+    }
+    if process.is_in_a_vfork() {
+        return Some(CannotMove::InAVfork);
     }
     let threads = process.state.lock().threads.len();
     // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
@@ -1043,6 +1051,7 @@ pub(super) fn install(
         }),
         late_exits: Mutex::new(Vec::new()),
         death_signal: AtomicU32::new(header.death_signal),
+        loan: Mutex::new(super::Loan::None),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

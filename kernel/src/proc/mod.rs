@@ -150,6 +150,23 @@ pub struct Process {
     late_exits: Mutex<Vec<ChildExited>>,
     /// The signal it gets when its parent ends (`prctl(PR_SET_PDEATHSIG)`, `reef_spawn`), or 0.
     death_signal: AtomicU32,
+    /// A `vfork` it takes part in (see [`Loan`]).
+    loan: Mutex<Loan>,
+}
+
+/// A `vfork` (Linux's `vfork`, or `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn`, `popen`
+/// and `system` use it) between a parent and its child: the child runs in the parent's
+/// address space, so what it writes there (glibc's `posix_spawn` writes its exec error) the
+/// parent sees; the parent's calling thread waits until the child lets go by `execve` or by
+/// its end. Its other threads run on. Neither moves to another core meanwhile.
+#[derive(Clone, Default)]
+pub enum Loan {
+    #[default]
+    None,
+    /// Its address space runs child `pid`, which has not let go yet.
+    LentTo(u32),
+    /// It runs in this process's (its parent's) address space.
+    BorrowedFrom(Arc<Process>),
 }
 
 const NO_STATUS: u32 = u32::MAX;
@@ -183,6 +200,24 @@ impl Process {
     /// Its session.
     pub fn session(&self) -> u32 {
         self.session.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` on the address space the process runs in: its own, or its parent's
+    /// during a `vfork` (page faults, `mmap`, `brk` of a vforked child change the parent's).
+    pub fn with_memory<R>(&self, work: impl FnOnce(&mut AddressSpace) -> R) -> R {
+        let lender = match &*self.loan.lock() {
+            Loan::BorrowedFrom(lender) => Some(lender.clone()),
+            _ => None,
+        };
+        match lender {
+            Some(lender) => work(&mut lender.state.lock().memory),
+            None => work(&mut self.state.lock().memory),
+        }
+    }
+
+    /// Whether it takes part in a `vfork` (as the parent or the child) that is not over.
+    pub fn is_in_a_vfork(&self) -> bool {
+        !matches!(*self.loan.lock(), Loan::None)
     }
 
     /// Decides the process's end (the first decision wins) and wakes its blocked threads.
@@ -354,6 +389,7 @@ fn create(
         returns_to: AtomicU64::new(migrate::NO_RETURN),
         late_exits: Mutex::new(Vec::new()),
         death_signal: AtomicU32::new(death_signal),
+        loan: Mutex::new(Loan::None),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -414,6 +450,8 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     // SAFETY: the new root maps the kernel half like every root of this instance.
     unsafe { crate::arch::paging::load_root(process.page_table_root()) };
     drop(old_memory);
+    // A vforked child no longer needs its parent's address space.
+    end_loan(&process);
     report_to_proc(&process);
     *frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let me = sched::current();
@@ -431,24 +469,73 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
 
 /// `fork`: a copy of the calling process on the same instance; returns the child's pid.
 pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
+    new_child(frame, false)
+}
+
+/// `vfork`: a child that runs in the calling process's address space (see [`Loan`]); returns
+/// the child's pid once the child let go of it.
+pub fn vfork(frame: &InterruptFrame) -> Result<u32, Errno> {
+    let pid = new_child(frame, true)?;
+    let process = sched::current_process().ok_or(errno::EPERM)?;
+    // The child runs on this instance only (neither moves): its wake-up cannot come before
+    // this wait, as the kernel is not preempted. Only the process's end cuts it short.
+    while matches!(*process.loan.lock(), Loan::LentTo(_)) {
+        if sched::block_uninterruptible(WaitToken::MemoryBack(process.pid), None) == Wakeup::Killed {
+            break;
+        }
+    }
+    Ok(pid)
+}
+
+/// The child's end of a `vfork`, at its `execve` or its end: the parent has its address
+/// space to itself again and its waiting thread goes on.
+fn end_loan(child: &Process) {
+    let lender = match core::mem::take(&mut *child.loan.lock()) {
+        Loan::BorrowedFrom(lender) => lender,
+        _ => return,
+    };
+    *lender.loan.lock() = Loan::None;
+    sched::wake(WaitToken::MemoryBack(lender.pid), usize::MAX);
+}
+
+/// A parent ending while its vforked child still runs in its address space: the address space
+/// passes to the child (the two swap theirs, and the parent's end frees the child's unused
+/// one), as on Linux, where the child holds a reference to it.
+fn hand_memory_to_borrower(parent: &Process, state: &mut ProcessState) {
+    let Loan::LentTo(child_pid) = core::mem::take(&mut *parent.loan.lock()) else { return };
+    let Some(child) = find(child_pid) else { return };
+    let mut loan = child.loan.lock();
+    if !matches!(&*loan, Loan::BorrowedFrom(lender) if lender.pid == parent.pid) {
+        return;
+    }
+    *loan = Loan::None;
+    core::mem::swap(&mut state.memory, &mut child.state.lock().memory);
+}
+
+/// A child of the calling process: a copy of its memory, or (`vfork`) its memory lent.
+fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let me = sched::current();
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     let child = {
         let mut state = process.state.lock();
-        let memory = match state.memory.duplicate() {
+        // A vforked child's own address space stays empty until its `execve` replaces it;
+        // it runs on its parent's root meanwhile.
+        let memory = if vfork { AddressSpace::new() } else { state.memory.duplicate() };
+        let memory = match memory {
             Ok(memory) => memory,
             Err(_) => {
                 release_pid(pid);
                 return Err(errno::ENOMEM);
             }
         };
+        let root = if vfork { state.memory.root() } else { memory.root() };
         let child = Arc::new(Process {
             pid,
             parent: Parent { core: shared::this_core(), pid: process.pid },
             killed: AtomicBool::new(false),
             exit_status: AtomicU32::new(NO_STATUS),
-            root: AtomicU64::new(memory.root()),
+            root: AtomicU64::new(root),
             state: Mutex::new(ProcessState {
                 memory,
                 files: state.files.clone(),
@@ -470,16 +557,21 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
             late_exits: Mutex::new(Vec::new()),
             // Cleared for the child of a fork, as on Linux.
             death_signal: AtomicU32::new(0),
+            loan: Mutex::new(if vfork { Loan::BorrowedFrom(process.clone()) } else { Loan::None }),
         });
         state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
         child
     };
+    if vfork {
+        *process.loan.lock() = Loan::LentTo(pid);
+    }
     let mut child_frame = *frame;
     child_frame.rax = 0;
     let fs_base = me.fs_base.load(Ordering::Relaxed);
     let signals = me.signals.copy_for_fork();
     let thread = Thread::new_user(pid, child.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
         process.state.lock().children.retain(|c| c.pid != pid);
+        end_loan(&child);
         release_pid(pid);
         errno::EAGAIN
     })?;
@@ -488,6 +580,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
     shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
     publish_counts();
     sched::make_ready(thread);
+    sched::keep_slice();
     Ok(pid)
 }
 
@@ -628,9 +721,11 @@ fn let_go(process: &Process) -> Vec<Child> {
     // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
     unsafe { crate::arch::paging::load_root(kernel_root) };
     process.root.store(kernel_root, Ordering::Relaxed);
+    end_loan(process);
     let (children, cwd) = {
         let mut state = process.state.lock();
         state.threads.clear();
+        hand_memory_to_borrower(process, &mut state);
         state.memory.destroy();
         state.files.close_all();
         (core::mem::take(&mut state.children), state.cwd.take())

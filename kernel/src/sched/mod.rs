@@ -39,6 +39,8 @@ pub enum WaitToken {
     Signal,
     /// An event from the application core that runs thread `tid` (see `proc::remote`).
     Away(u32),
+    /// Process `pid`'s vforked child let go of its address space (see `proc::Loan`).
+    MemoryBack(u32),
 }
 
 /// Why a blocked thread runs again.
@@ -521,6 +523,16 @@ pub fn interrupt_one(candidates: &[Arc<Thread>]) {
 /// scan gives its host the processor then).
 pub fn slice_ended() -> bool {
     NEED_SWITCH.swap(false, Ordering::Relaxed)
+}
+
+/// The running thread keeps the CPU past a tick that came while it ran in the kernel: a
+/// `fork` copies the parent's memory (milliseconds under TCG), and a slice ending on its
+/// return would run the child, or a job forked just before, ahead of the parent. Linux places
+/// a forked child behind its parent (`sched_child_runs_first` 0, CFS's start debit), and
+/// shells rely on it: `kill $$ & (sleep 1; exit 42)` forks the subshell before the kill
+/// comes. The slice then ends at the next tick.
+pub fn keep_slice() {
+    NEED_SWITCH.store(false, Ordering::Relaxed);
 }
 
 pub fn on_tick() {

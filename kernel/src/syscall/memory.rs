@@ -36,11 +36,7 @@ fn change_mappings(process: &Process, start: u64, end: u64) -> Result<MappingCha
 pub fn brk(wanted: u64) -> SyscallResult {
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let _change = MappingChange::begin(&process);
-    let mut state = process.state.lock();
-    if wanted == 0 {
-        return Ok(state.memory.heap_end);
-    }
-    Ok(state.memory.set_break(wanted))
+    Ok(process.with_memory(|memory| if wanted == 0 { memory.heap_end } else { memory.set_break(wanted) }))
 }
 
 pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset: u64) -> SyscallResult {
@@ -62,34 +58,37 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     if file {
         process.state.lock().files.get(fd)?;
     }
-    let mut state = process.state.lock();
-    let memory = &mut state.memory;
-    let start = if fixed {
-        if !hint.is_multiple_of(PAGE_SIZE) || !crate::mm::user::is_user(hint, length) {
-            return Err(errno::EINVAL);
-        }
-        if flags & MAP_FIXED_NOREPLACE != 0 {
-            if memory.areas().iter().any(|a| a.start < hint + length && hint < a.end) {
-                return Err(errno::EEXIST);
+    let start = process.with_memory(|memory| {
+        let start = if fixed {
+            if !hint.is_multiple_of(PAGE_SIZE) || !crate::mm::user::is_user(hint, length) {
+                return Err(errno::EINVAL);
             }
+            if flags & MAP_FIXED_NOREPLACE != 0 {
+                if memory.areas().iter().any(|a| a.start < hint + length && hint < a.end) {
+                    return Err(errno::EEXIST);
+                }
+            } else {
+                memory.unmap(hint, hint + length).map_err(memory_errno)?;
+            }
+            hint
         } else {
-            memory.unmap(hint, hint + length).map_err(memory_errno)?;
+            memory.find_free(hint & !(PAGE_SIZE - 1), length).map_err(memory_errno)?
+        };
+        if file {
+            memory.map_now(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
+        } else {
+            memory.reserve(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
         }
-        hint
-    } else {
-        memory.find_free(hint & !(PAGE_SIZE - 1), length).map_err(memory_errno)?
-    };
+        Ok(start)
+    })?;
     if !file {
-        memory.reserve(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
         return Ok(start);
     }
-    memory.map_now(start, start + length, protection, AreaKind::Anonymous).map_err(memory_errno)?;
-    drop(state);
     let copied = super::files::read_for_mapping(fd, offset, length, &mut |at, bytes| {
-        process.state.lock().memory.write(start + at, bytes).map_err(memory_errno)
+        process.with_memory(|memory| memory.write(start + at, bytes)).map_err(memory_errno)
     });
     if let Err(error) = copied {
-        let _ = process.state.lock().memory.unmap(start, start + length);
+        let _ = process.with_memory(|memory| memory.unmap(start, start + length));
         return Err(error);
     }
     Ok(start)
@@ -103,8 +102,7 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
-    let mut state = process.state.lock();
-    state.memory.unmap(start, end).map_err(memory_errno)?;
+    process.with_memory(|memory| memory.unmap(start, end)).map_err(memory_errno)?;
     Ok(0)
 }
 
@@ -116,7 +114,7 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
-    let mut state = process.state.lock();
-    state.memory.protect(start, end, Protection::from_linux(protection)).map_err(memory_errno)?;
+    process.with_memory(|memory| memory.protect(start, end, Protection::from_linux(protection)))
+        .map_err(memory_errno)?;
     Ok(0)
 }

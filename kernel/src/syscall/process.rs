@@ -27,8 +27,13 @@ pub fn fork(frame: &InterruptFrame) -> SyscallResult {
     proc::fork(frame).map(u64::from)
 }
 
-/// `clone(flags, stack, parent_tid, child_tid, tls)`: threads (`CLONE_VM | CLONE_THREAD`) or,
-/// with neither, a fork. Sharing an address space between processes is not offered.
+pub fn vfork(frame: &InterruptFrame) -> SyscallResult {
+    proc::vfork(frame).map(u64::from)
+}
+
+/// `clone(flags, stack, parent_tid, child_tid, tls)`: threads (`CLONE_VM | CLONE_THREAD`), a
+/// vfork (`CLONE_VM | CLONE_VFORK`) or, with neither, a fork. Sharing an address space between
+/// processes for longer than a vfork is not offered.
 pub fn clone(
     frame: &InterruptFrame,
     flags: u64,
@@ -54,8 +59,17 @@ pub fn clone(
             }
             proc::fork(&child_frame).map(u64::from)
         }
-        // CLONE_VM without CLONE_THREAD (vfork-style posix_spawn) needs a shared address
-        // space between processes, which Reef does not offer yet.
+        // posix_spawn, popen and system: a child in the caller's address space, the caller
+        // waiting until it execs or ends.
+        (true, false) if flags & u64::from(linux::CLONE_VFORK) != 0 => {
+            let mut child_frame = *frame;
+            if stack != 0 {
+                child_frame.rsp = stack;
+            }
+            proc::vfork(&child_frame).map(u64::from)
+        }
+        // A process sharing memory with another for its whole life (CLONE_VM alone) needs
+        // one address space for two processes, which Reef does not offer yet.
         _ => Err(errno::EINVAL),
     }
 }

@@ -126,6 +126,10 @@ fn shell(line: Option<&str>) -> ExitCode {
     if shell_pid == 0 {
         // SAFETY: as above; argv and envp are NULL-ended arrays of live C strings.
         unsafe {
+            // Rust's runtime ignores SIGPIPE in init; an ignored signal stays ignored across
+            // execve, so without this every program the shell ran would live on past a closed
+            // pipe (`yes | head` never ended) and `kill -s PIPE` would do nothing.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::setsid();
             libc::ioctl(0, libc::TIOCSCTTY, 0);
             // The new session's group is the console's foreground before the shell looks

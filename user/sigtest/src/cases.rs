@@ -769,3 +769,110 @@ pub fn kill_group() -> Outcome {
     expect("nobody in a dead group", os::kill(-remote, libc::SIGUSR2), Err(libc::ESRCH))?;
     Ok(format!("cores={here},{there}"))
 }
+
+/// Every way a process can die of a signal reports that signal in its wait status, as Linux
+/// does (issue 27: a shell killed by its own SIGPIPE reported 0). Each child dies one way:
+/// a write to a pipe nobody reads, while running and while parked on a full pipe when the
+/// last reader goes; its own `kill`; a `kill` from a thread of its own; a signal taken when a
+/// handler returns (blocked by the handler's `sa_mask` until then); a SIGTERM while parked in
+/// a pipe read (the file service's wait); `abort`; a fault.
+pub fn death_statuses() -> Outcome {
+    /// Runs in a child: SIGPIPE back to its default (Rust's runtime ignores it), and the
+    /// signal the child dies of must come before `ALIVE`.
+    const ALIVE: i32 = 99;
+    fn pipe_default() {
+        let _ = os::set_disposition(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    extern "C" fn raise_second(_: c_int, _: *mut libc::siginfo_t, _: *mut c_void) {
+        // Blocked by the handler's sa_mask: pending until the handler returns.
+        os::raise(libc::SIGUSR2);
+    }
+    let mut seen = Vec::new();
+    let mut check = |what: &str, child: i32, wanted: c_int| -> Result<(), String> {
+        expect(what, reap(child)?, Ended::Signaled(wanted))?;
+        seen.push(wanted.to_string());
+        Ok(())
+    };
+    let running = fork(|| {
+        pipe_default();
+        let Ok((reader, writer)) = os::pipe() else { return 100 };
+        os::close(reader);
+        let _ = os::write_byte(writer, b'x');
+        ALIVE
+    })?;
+    check("write to a pipe nobody reads", running, libc::SIGPIPE)?;
+
+    let (reader, writer) = os::pipe().map_err(errno_text)?;
+    let parked = fork(move || {
+        pipe_default();
+        os::close(reader);
+        let block = [b'y'; 4096];
+        loop {
+            // SAFETY: `block` is live for the call.
+            if unsafe { libc::write(writer, block.as_ptr().cast(), block.len()) } < 0 {
+                return ALIVE;
+            }
+        }
+    })?;
+    os::close(writer);
+    // The writer has begun; it fills the pipe and parks.
+    let first = os::read_byte_within(reader, 5000);
+    os::sleep_ms(200);
+    os::close(reader);
+    expect("first byte from the writer", first, Ok(Some(b'y')))?;
+    check("writer parked on a full pipe when the reader goes", parked, libc::SIGPIPE)?;
+
+    let own = fork(|| {
+        let _ = os::kill(os::getpid(), libc::SIGTERM);
+        ALIVE
+    })?;
+    check("kill of itself", own, libc::SIGTERM)?;
+
+    let by_thread = fork(|| {
+        let pid = os::getpid();
+        let killer = std::thread::spawn(move || os::kill(pid, libc::SIGUSR1));
+        let _ = killer.join();
+        loop {
+            os::pause();
+        }
+    })?;
+    check("kill from a thread of its own", by_thread, libc::SIGUSR1)?;
+
+    let at_return = fork(|| {
+        if os::set_handler(libc::SIGUSR1, raise_second, 0, &[libc::SIGUSR2]).is_err() {
+            return 100;
+        }
+        os::raise(libc::SIGUSR1);
+        ALIVE
+    })?;
+    check("signal taken as a handler returns", at_return, libc::SIGUSR2)?;
+
+    let (reader, writer) = os::pipe().map_err(errno_text)?;
+    let reading = fork(move || {
+        let mut byte = 0u8;
+        // SAFETY: one byte into `byte`, live for the call.
+        unsafe { libc::read(reader, (&raw mut byte).cast(), 1) };
+        ALIVE
+    })?;
+    os::sleep_ms(100);
+    let sent = os::kill(reading, libc::SIGTERM);
+    let outcome = check("SIGTERM while parked in a pipe read", reading, libc::SIGTERM);
+    os::close(reader);
+    os::close(writer);
+    sent.map_err(errno_text)?;
+    outcome?;
+
+    let aborted = fork(|| {
+        // SAFETY: abort ends the process; nothing of ours runs after it.
+        unsafe { libc::abort() }
+    })?;
+    check("abort", aborted, libc::SIGABRT)?;
+
+    let faulted = fork(|| {
+        // SAFETY: none: the write faults on purpose (page 0 is never mapped), which is the case.
+        unsafe { std::ptr::write_volatile(8 as *mut u64, 1) };
+        ALIVE
+    })?;
+    check("a fault", faulted, libc::SIGSEGV)?;
+    Ok(format!("signaled={}", seen.join(",")))
+}
