@@ -73,7 +73,28 @@ pub struct Machine {
     /// Boot this kernel ELF instead of the one the caller built (a test of the `multi`
     /// image as core 0's kernel).
     pub kernel: Option<PathBuf>,
+    /// The watchdog: after this long without serial output, ask the kernel for its dump
+    /// (BREAK then `t` on the console), wait [`DUMP_WAIT`] for it, end QEMU and report the run
+    /// as stalled (docs/failures.md, Watchdog). `None` (benchmarks, `run`): only `timeout`.
+    /// `cargo xtask test` gives every run [`TEST_WATCHDOG`]; a test that is quiet longer on
+    /// purpose sets more.
+    pub watchdog: Option<Duration>,
 }
+
+/// The watchdog of every `cargo xtask test` run unless the test says otherwise.
+pub const TEST_WATCHDOG: Duration = Duration::from_secs(30);
+
+/// How long the watchdog waits for the kernel's dump before it ends QEMU anyway (a kernel
+/// whose core 0 is wedged never prints it).
+pub const DUMP_WAIT: Duration = Duration::from_secs(5);
+
+/// Ctrl-A b, then `t`: the console multiplexer's escape sends a BREAK to the serial port
+/// (QEMU `chardev/char-mux.c`), and `t` after a BREAK is the kernel's dump key
+/// (`kernel/src/fs/magic_key.rs`).
+const DUMP_REQUEST: &[u8] = b"\x01bt";
+
+/// The last line of the kernel's dump (`magic_key::DUMP_END`).
+const DUMP_END: &str = "WATCHDOG] end of the watchdog dump";
 
 impl Machine {
     /// `cores` cores, 512 MiB, the detected accelerator, no arguments, a 60 s timeout, no
@@ -90,6 +111,7 @@ impl Machine {
             gdb: false,
             initrd: None,
             kernel: None,
+            watchdog: None,
         }
     }
 
@@ -108,9 +130,17 @@ impl Machine {
             Accel::Tcg => command.args(["-accel", "tcg,thread=multi", "-cpu", "max"]),
             Accel::Kvm => command.args(["-enable-kvm", "-cpu", "host,-arch-capabilities"]),
         };
+        command.args(["-smp", &self.cores.to_string(), "-m", &format!("{}M", self.memory_mib)]);
+        if interactive {
+            command.args(["-serial", "mon:stdio"]);
+        } else if self.watchdog.is_some() {
+            // Multiplexed, with no monitor behind it, for its escape: Ctrl-A b is how the
+            // watchdog sends a BREAK ([`console_bytes`] doubles a typed Ctrl-A).
+            command.args(["-chardev", "stdio,id=console,mux=on", "-serial", "chardev:console"]);
+        } else {
+            command.args(["-serial", "stdio"]);
+        }
         command
-            .args(["-smp", &self.cores.to_string(), "-m", &format!("{}M", self.memory_mib)])
-            .args(["-serial", if interactive { "mon:stdio" } else { "stdio" }])
             .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
             .arg("-kernel")
             .arg(self.kernel.as_deref().unwrap_or(kernel))
@@ -122,6 +152,19 @@ impl Machine {
             command.args(["-s", "-S"]);
         }
         command
+    }
+
+    /// The bytes that type `text` on this machine's console: with the watchdog's multiplexed
+    /// console a Ctrl-A is the escape, so a Ctrl-A meant for the guest is sent twice.
+    pub fn console_bytes(&self, text: &str) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(text.len());
+        for &byte in text.as_bytes() {
+            if byte == 0x01 && self.watchdog.is_some() {
+                bytes.push(0x01);
+            }
+            bytes.push(byte);
+        }
+        bytes
     }
 }
 
@@ -138,6 +181,8 @@ pub struct Outcome {
     pub guest_status: Option<u32>,
     /// QEMU was killed by the timeout.
     pub timed_out: bool,
+    /// QEMU was ended by the watchdog: how long the guest had printed nothing when it fired.
+    pub stalled: Option<Duration>,
     /// Everything the serial port printed.
     pub serial: String,
     /// Wall time of the run.
@@ -168,7 +213,8 @@ pub fn boot_until(
     let start = Instant::now();
     let mut child = machine
         .command(kernel, false)
-        .stdin(if machine.typed.is_empty() { Stdio::null() } else { Stdio::piped() })
+        // Piped while something may be typed: the steps, or the watchdog's request.
+        .stdin(if machine.typed.is_empty() && machine.watchdog.is_none() { Stdio::null() } else { Stdio::piped() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -198,26 +244,45 @@ pub fn boot_until(
             let _ = out.flush();
         }
     };
-    let mut keyboard_open = Vec::new();
+    // `keyboard` stays open to the end: QEMU may read it slowly, EOF on stdio would end the
+    // console, and the watchdog may still have to type.
     let mut next_step = 0;
     let mut typed_until = 0;
     let mut marker_time = None;
     let mut timed_out = false;
+    let mut last_output = Instant::now();
+    // Set when the watchdog fired: when, how quiet the guest had been, where the dump starts.
+    let mut dump_asked: Option<(Instant, Duration, usize)> = None;
     let status = loop {
         while let Ok(chunk) = receiver.try_recv() {
             echo(&chunk);
             serial.extend_from_slice(&chunk);
+            last_output = Instant::now();
         }
         if let (Some((marker, text)), Some(stdin)) = (machine.typed.get(next_step), keyboard.as_mut()) {
-            if String::from_utf8_lossy(&serial[typed_until..]).contains(marker.as_str()) {
-                stdin.write_all(text.as_bytes()).map_err(|e| format!("typing into the serial console: {e}"))?;
+            if dump_asked.is_none() && String::from_utf8_lossy(&serial[typed_until..]).contains(marker.as_str()) {
+                stdin
+                    .write_all(&machine.console_bytes(text))
+                    .map_err(|e| format!("typing into the serial console: {e}"))?;
                 stdin.flush().map_err(|e| format!("typing into the serial console: {e}"))?;
                 next_step += 1;
                 typed_until = serial.len();
-                if next_step == machine.typed.len() {
-                    // Kept open: QEMU may read it slowly, and EOF on stdio would end the console.
-                    keyboard_open.extend(keyboard.take());
+            }
+        }
+        if let (Some(watchdog), None) = (machine.watchdog, dump_asked) {
+            let quiet = last_output.elapsed();
+            if quiet > watchdog {
+                if let Some(stdin) = keyboard.as_mut() {
+                    // A failed write (QEMU closing) leaves only the kill: the log says why.
+                    let _ = stdin.write_all(DUMP_REQUEST).and_then(|()| stdin.flush());
                 }
+                dump_asked = Some((Instant::now(), quiet, serial.len()));
+            }
+        }
+        if let Some((asked, _, from)) = dump_asked {
+            if asked.elapsed() > DUMP_WAIT || dump_finished(&serial[from..]) {
+                let _ = child.kill();
+                break child.wait().ok();
             }
         }
         if let Some(stop) = stop {
@@ -232,7 +297,7 @@ pub fn boot_until(
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             break Some(status);
         }
-        if start.elapsed() > machine.timeout {
+        if start.elapsed() > machine.timeout && dump_asked.is_none() {
             timed_out = true;
             let _ = child.kill();
             break child.wait().ok();
@@ -240,8 +305,10 @@ pub fn boot_until(
         if let Ok(chunk) = receiver.recv_timeout(Duration::from_millis(2)) {
             echo(&chunk);
             serial.extend_from_slice(&chunk);
+            last_output = Instant::now();
         }
     };
+    drop(keyboard);
     let _ = reader.join();
     while let Ok(chunk) = receiver.try_recv() {
         echo(&chunk);
@@ -254,9 +321,20 @@ pub fn boot_until(
         serial.push_str(errors.trim());
         serial.push('\n');
     }
-    let guest_status =
-        if timed_out || marker_time.is_some() { None } else { status.and_then(|s| s.code()).and_then(guest_status) };
-    Ok((Outcome { guest_status, timed_out, serial, elapsed: start.elapsed() }, marker_time))
+    let stalled = dump_asked.map(|(_, quiet, _)| quiet);
+    let guest_status = if timed_out || marker_time.is_some() || stalled.is_some() {
+        None
+    } else {
+        status.and_then(|s| s.code()).and_then(guest_status)
+    };
+    Ok((Outcome { guest_status, timed_out, stalled, serial, elapsed: start.elapsed() }, marker_time))
+}
+
+/// Whether the serial output since the watchdog's request holds the dump's last line.
+fn dump_finished(since_request: &[u8]) -> bool {
+    String::from_utf8_lossy(since_request)
+        .lines()
+        .any(|line| line.starts_with("[c") && line.trim_end().ends_with(DUMP_END))
 }
 
 /// A command line for the user shell (`/sbin/init -c`, so busybox `sh -c`), as the kernel
@@ -374,4 +452,44 @@ fn interactive(machine: &Machine, kernel: &Path) -> Result<u8, String> {
     );
     let status = command.status().map_err(|e| format!("cannot start {}: {e}", emulator()))?;
     Ok(status.code().and_then(guest_status).unwrap_or(1).min(255) as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(machine: &Machine) -> Vec<String> {
+        machine.command(Path::new("kernel"), false).get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn the_watchdog_multiplexes_the_console_and_only_then() {
+        let mut machine = Machine::new(1);
+        assert!(arguments(&machine).windows(2).any(|w| w == ["-serial", "stdio"]));
+        machine.watchdog = Some(TEST_WATCHDOG);
+        let with = arguments(&machine);
+        assert!(with.windows(2).any(|w| w == ["-chardev", "stdio,id=console,mux=on"]));
+        assert!(with.windows(2).any(|w| w == ["-serial", "chardev:console"]));
+        // No monitor behind the multiplexer: Ctrl-A c must not reach one.
+        assert!(!with.iter().any(|a| a.contains("mon")));
+    }
+
+    #[test]
+    fn a_typed_ctrl_a_is_doubled_behind_the_multiplexer() {
+        let mut machine = Machine::new(1);
+        assert_eq!(machine.console_bytes("a\x01b\x03\r"), b"a\x01b\x03\r");
+        machine.watchdog = Some(TEST_WATCHDOG);
+        assert_eq!(machine.console_bytes("a\x01b\x03\r"), b"a\x01\x01b\x03\r");
+        assert_eq!(machine.console_bytes("echo typed\r"), b"echo typed\r");
+    }
+
+    #[test]
+    fn the_dump_ends_at_its_last_line_on_any_core() {
+        assert!(dump_finished(b"[c0 WATCHDOG] core  processes\r\n[c0 WATCHDOG] end of the watchdog dump\r\n"));
+        assert!(dump_finished(b"[c2 WATCHDOG] end of the watchdog dump"));
+        assert!(!dump_finished(b"[c0 WATCHDOG] dump asked on the console\r\n[c0 WATCHDOG] core  processes\r\n"));
+        // A program that echoes the words is not the kernel's line.
+        assert!(!dump_finished(b"echo WATCHDOG] end of the watchdog dump\r\n"));
+        assert!(!dump_finished(b""));
+    }
 }

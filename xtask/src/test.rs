@@ -15,6 +15,10 @@ type SerialCheck = Box<dyn Fn(&str) -> Result<(), String>>;
 /// `expected_status` of a run whose guest may exit with any status (through isa-debug-exit).
 const ANY_STATUS: u32 = u32::MAX;
 
+/// `expected_status` of a run that must hang: the watchdog ends it, well before its timeout,
+/// and its check reads the kernel's dump.
+const STALLS: u32 = u32::MAX - 1;
+
 /// One QEMU integration run: a machine, what the guest must exit with, and what it must print.
 struct Integration {
     name: String,
@@ -211,6 +215,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         m.accel = accel;
         m.kernel_args = args.to_string();
         m.timeout = Duration::from_secs(60);
+        m.watchdog = Some(qemu::TEST_WATCHDOG);
         m.initrd = Some(initrd.to_path_buf());
         m
     };
@@ -237,6 +242,8 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
             machine: {
                 let mut m = machine(cores, "test=icc,msg-garbage,msg-stress,boot");
                 m.timeout = Duration::from_secs(240);
+                // A stress test prints its line at its end, minutes in under a loaded TCG.
+                m.watchdog = Some(Duration::from_secs(120));
                 m
             },
             expected_status: 0,
@@ -249,6 +256,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
             machine: {
                 let mut m = machine(cores, "test=msg-restart:2,icc,boot");
                 m.timeout = Duration::from_secs(240);
+                m.watchdog = Some(Duration::from_secs(120));
                 m
             },
             expected_status: 0,
@@ -552,6 +560,24 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
         expected_status: 0,
         check: Box::new(|serial| printed(serial, "powering off", "no poweroff message")),
     });
+    list.push(Integration {
+        // Hangs on purpose, a sleeper on each core: the watchdog asks for the kernel's dump.
+        name: "watchdog-dump-2-cores".into(),
+        machine: Machine {
+            watchdog: Some(Duration::from_secs(8)),
+            ..machine(2, &exec("on 1 sleep 1000 & sleep 1000"))
+        },
+        expected_status: STALLS,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["[c0 WATCHDOG] dump asked", "[c0 WATCHDOG] core  processes  threads", "[c0 WATCHDOG] 1     "],
+            )?;
+            printed(serial, ") on core 1, parent ", "the dump lists no process of core 1")?;
+            printed(serial, "[c0 WATCHDOG] /proc/reef/files: open files ", "the dump lacks /proc/reef/files")?;
+            printed(serial, "[c0 WATCHDOG] end of the watchdog dump", "the dump did not end")
+        }),
+    });
     process_integrations(&mut list, &machine);
     file_integrations(&mut list, &machine);
     user_shell_integrations(&mut list, &machine);
@@ -645,7 +671,15 @@ fn run_command_checks() -> Result<(), String> {
 
 fn run_integration(test: &Integration, kernel: &Path) -> Result<Duration, String> {
     let (outcome, _) = qemu::boot(&test.machine, kernel, None)?;
-    let verdict = if outcome.timed_out {
+    let verdict = if test.expected_status == STALLS {
+        match outcome.stalled {
+            Some(_) if outcome.elapsed < test.machine.timeout / 2 => (test.check)(&outcome.serial),
+            Some(_) => Err(format!("the watchdog ended the run only after {:?}", outcome.elapsed)),
+            None => Err(format!("expected the watchdog to end the run; timed out: {}", outcome.timed_out)),
+        }
+    } else if let Some(quiet) = outcome.stalled {
+        Err(format!("watchdog: no output for {} s (the kernel's dump, if it came, is in the log)", quiet.as_secs()))
+    } else if outcome.timed_out {
         Err(format!("timed out after {:?}", test.machine.timeout))
     } else if outcome.guest_status.is_none()
         || (test.expected_status != ANY_STATUS && outcome.guest_status != Some(test.expected_status))
@@ -1063,6 +1097,8 @@ fn process_integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &st
             machine: {
                 let mut m = machine(cores, &exec(&shell_line(&script)));
                 m.timeout = Duration::from_secs(300);
+                // Thousands of calls between two lines under TCG: quiet, not stuck.
+                m.watchdog = Some(Duration::from_secs(120));
                 m
             },
             // A fuzz process may be killed for a bad pointer; the run still ends.

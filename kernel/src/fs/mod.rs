@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod console;
+pub mod magic_key;
 pub mod proc;
 pub mod service;
 pub mod sys;

@@ -79,6 +79,27 @@ pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: 
     }
 }
 
+/// One line per process of every instance, as the service knows them (the watchdog dump,
+/// `fs/magic_key.rs`: no other core need answer, so a wedged one cannot stop it).
+pub fn write_records(out: &mut dyn Write) {
+    for (pid, record) in RECORDS.lock().iter() {
+        let arguments: Vec<&str> = record
+            .command_line
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .filter_map(|a| core::str::from_utf8(a).ok())
+            .collect();
+        let _ = writeln!(
+            out,
+            "  pid {pid} ({}) on core {}, parent {}: {}",
+            record.name,
+            record.core,
+            record.parent_pid,
+            arguments.join(" ")
+        );
+    }
+}
+
 /// Reports not yet sent to the service's instance.
 static OUTBOX: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 

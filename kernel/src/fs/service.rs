@@ -423,11 +423,25 @@ pub fn poll_console() {
         let Some(service) = guard.as_mut() else { return };
         CONSOLE_INPUT.store(false, Ordering::Relaxed);
         let mut signals = Vec::new();
+        let mut magic_keys = Vec::new();
         while let Some(byte) = crate::arch::legacy::com1::read_byte() {
             crate::console::note_input();
+            // A BREAK and its key never reach the line discipline (`magic_key.rs`).
+            let byte = match super::magic_key::filter(byte) {
+                super::magic_key::Input::Byte(byte) => byte,
+                super::magic_key::Input::Break => continue,
+                super::magic_key::Input::Key(key) => {
+                    magic_keys.push(key);
+                    continue;
+                }
+            };
             if let Some(signal) = service.terminal.input(byte, &mut |echo| super::console::write_here(echo)) {
                 signals.push(signal);
             }
+        }
+        if !magic_keys.is_empty() {
+            // The dump shows `/proc/reef/files` as it is now, taken while the lock is held.
+            *COUNTS.lock() = Some(service.counts());
         }
         service.changed = true;
         service.retry_parked(&mut later);
@@ -437,6 +451,7 @@ pub fn poll_console() {
                 let _ = crate::proc::signal::signal_group(group, signal);
             }
         }
+        magic_keys.into_iter().for_each(super::magic_key::run);
     }
     deliver(later);
 }

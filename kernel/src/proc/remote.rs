@@ -501,7 +501,8 @@ fn fault(frame: &mut InterruptFrame, address: u64) {
         let write = frame.error_code & 2 != 0;
         let execute = frame.error_code & 16 != 0;
         let resolved = address < crate::arch::user::USER_END
-            && sched::current_process().is_some_and(|p| p.with_memory(|memory| memory.handle_fault(address, write, execute)));
+            && sched::current_process()
+                .is_some_and(|p| p.with_memory(|memory| memory.handle_fault(address, write, execute)));
         if resolved {
             sched::before_user_return(frame, None);
             return;

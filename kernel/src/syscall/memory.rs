@@ -114,7 +114,8 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
-    process.with_memory(|memory| memory.protect(start, end, Protection::from_linux(protection)))
+    process
+        .with_memory(|memory| memory.protect(start, end, Protection::from_linux(protection)))
         .map_err(memory_errno)?;
     Ok(0)
 }
