@@ -43,8 +43,8 @@ pub fn run() -> ! {
     };
     // The kernel is init's parent (pid 0), as the shell's parent is init.
     let code = match crate::proc::wait(0, crate::proc::WaitFor::Process(pid), 0) {
-        Ok(Some((_, status))) if status & 0x7f == 0 => (status >> 8) & 0xff,
-        Ok(Some((_, status))) => 128 + (status & 0x7f),
+        Ok(Some((_, status, _))) if status & 0x7f == 0 => (status >> 8) & 0xff,
+        Ok(Some((_, status, _))) => 128 + (status & 0x7f),
         _ => 1,
     };
     end(code)

@@ -9,4 +9,5 @@ pub mod file;
 pub mod message;
 pub mod migration;
 pub mod process;
+pub mod script;
 pub mod signal;

@@ -226,6 +226,24 @@ impl SpawnReply {
     }
 }
 
+/// CPU time a process used, in microseconds: in ring 3 (`user_us`) and in the kernel on its
+/// behalf (`system_us`); what `wait4`'s rusage, `getrusage` and `times` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub user_us: u64,
+    pub system_us: u64,
+}
+
+impl CpuTimes {
+    /// Both sums.
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            user_us: self.user_us.saturating_add(other.user_us),
+            system_us: self.system_us.saturating_add(other.system_us),
+        }
+    }
+}
+
 /// A child exited: its parent (homed on the receiver) may reap it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildExited {
@@ -236,16 +254,21 @@ pub struct ChildExited {
     pub wait_status: u32,
     /// The child's process group when it ended (`wait4` of a group matches on it).
     pub process_group: u32,
+    /// The CPU time of the child and of the children it reaped (Linux's `RUSAGE_CHILDREN` of
+    /// the parent grows by it when the parent reaps this child).
+    pub times: CpuTimes,
 }
 
 impl ChildExited {
-    pub const SIZE: usize = 16;
+    pub const SIZE: usize = 32;
 
     pub fn encode(&self, out: &mut [u8; PAYLOAD_SIZE]) -> usize {
         out[0..4].copy_from_slice(&self.parent_pid.to_le_bytes());
         out[4..8].copy_from_slice(&self.child_pid.to_le_bytes());
         out[8..12].copy_from_slice(&self.wait_status.to_le_bytes());
         out[12..16].copy_from_slice(&self.process_group.to_le_bytes());
+        out[16..24].copy_from_slice(&self.times.user_us.to_le_bytes());
+        out[24..32].copy_from_slice(&self.times.system_us.to_le_bytes());
         Self::SIZE
     }
 
@@ -259,7 +282,8 @@ impl ChildExited {
         if process_group == 0 {
             return Err(DecodeError::BadField("process group"));
         }
-        Ok(Self { parent_pid: u32_at(bytes, 0), child_pid, wait_status: u32_at(bytes, 8), process_group })
+        let times = CpuTimes { user_us: u64_at(bytes, 16), system_us: u64_at(bytes, 24) };
+        Ok(Self { parent_pid: u32_at(bytes, 0), child_pid, wait_status: u32_at(bytes, 8), process_group, times })
     }
 }
 
@@ -335,7 +359,8 @@ mod tests {
         let reply = SpawnReply { request_id: 9, result: -2 };
         let n = reply.encode(&mut out);
         assert_eq!(SpawnReply::decode(&out[..n]), Ok(reply));
-        let exit = ChildExited { parent_pid: 1, child_pid: 200001, wait_status: 7 << 8, process_group: 1 };
+        let times = CpuTimes { user_us: 12, system_us: 1 << 40 };
+        let exit = ChildExited { parent_pid: 1, child_pid: 200001, wait_status: 7 << 8, process_group: 1, times };
         let n = exit.encode(&mut out);
         assert_eq!(ChildExited::decode(&out[..n]), Ok(exit));
         out[12..16].fill(0);

@@ -1030,6 +1030,7 @@ pub(super) fn install(
                     pid: c.pid,
                     process_group: c.process_group,
                     wait_status: (c.wait_status != NOT_EXITED).then_some(c.wait_status),
+                    times: abi::process::CpuTimes::default(),
                 })
                 .collect(),
             threads: image.threads().map(|t| t.tid).collect(),
@@ -1052,6 +1053,8 @@ pub(super) fn install(
         late_exits: Mutex::new(Vec::new()),
         death_signal: AtomicU32::new(header.death_signal),
         loan: Mutex::new(super::Loan::None),
+        // Not carried by the image: a moved process counts its time from its arrival.
+        cpu: Mutex::new(super::ProcessCpu::default()),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

@@ -17,7 +17,7 @@ use crate::fs::FileTable;
 use crate::mm::user::AddressSpace;
 use crate::sched::{self, Thread, WaitToken, Wakeup};
 use abi::message::Kind;
-use abi::process::{ChildExited, SpawnOrigin, SpawnReply, SpawnRequest};
+use abi::process::{ChildExited, CpuTimes, SpawnOrigin, SpawnReply, SpawnRequest};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -101,6 +101,8 @@ pub struct Child {
     pub process_group: u32,
     /// Set when it exited: the `wait4` status word.
     pub wait_status: Option<u32>,
+    /// Set when it exited: its CPU time and that of the children it reaped.
+    pub times: CpuTimes,
 }
 
 /// What changes while a process runs.
@@ -152,6 +154,17 @@ pub struct Process {
     death_signal: AtomicU32,
     /// A `vfork` it takes part in (see [`Loan`]).
     loan: Mutex<Loan>,
+    /// CPU time of its threads that ended, and of the children it reaped (`getrusage`).
+    cpu: Mutex<ProcessCpu>,
+}
+
+/// A process's CPU time besides its live threads' own.
+#[derive(Clone, Copy, Default)]
+pub struct ProcessCpu {
+    /// Of its threads that ended.
+    pub ended_threads: CpuTimes,
+    /// Of the children it reaped, each with those it reaped (Linux's `RUSAGE_CHILDREN`).
+    pub reaped_children: CpuTimes,
 }
 
 /// A `vfork` (Linux's `vfork`, or `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn`, `popen`
@@ -213,6 +226,14 @@ impl Process {
             Some(lender) => work(&mut lender.state.lock().memory),
             None => work(&mut self.state.lock().memory),
         }
+    }
+
+    /// Its CPU time: its threads' here, live (`live`, from `sched::threads_of`) and ended, and
+    /// its reaped children's.
+    pub fn cpu_times(&self, live: &[Arc<Thread>]) -> (CpuTimes, CpuTimes) {
+        let cpu = *self.cpu.lock();
+        let own = live.iter().fold(cpu.ended_threads, |sum, thread| sum.plus(thread.cpu.times()));
+        (own, cpu.reaped_children)
     }
 
     /// Whether it takes part in a `vfork` (as the parent or the child) that is not over.
@@ -316,25 +337,65 @@ pub type Errno = u32;
 
 /// Reads a program (see `fs::find_program`: `working_directory` for a relative path, `may_ask`
 /// the file service) and loads it into a fresh address space.
+/// A program ready to run: its memory, the path it came from, and what `/proc` says of it.
+struct Program {
+    loaded: elf::Loaded,
+    /// The file the process runs (`/proc/<pid>/exe`): the interpreter, for a script.
+    resolved: String,
+    /// Its name (`comm`): the last part of `argv[0]`, or of the script's path.
+    name: String,
+    /// Its arguments (`/proc/<pid>/cmdline`), each NUL-ended: the interpreter's, for a script.
+    command_line: Vec<u8>,
+}
+
+/// Loads the program at `path` with `arguments`; a `#!` script runs its interpreter with the
+/// script's path among the arguments, as Linux's `binfmt_script` does.
 fn load_program(
     path: &[u8],
     arguments: &[&[u8]],
     environment: &[&[u8]],
     working_directory: u64,
     may_ask: bool,
-) -> Result<(elf::Loaded, String), Errno> {
-    let path = core::str::from_utf8(path).map_err(|_| errno::ENOENT)?;
-    let (image, resolved) = crate::fs::find_program(path, working_directory, may_ask)?;
-    let loaded = elf::load(&image, path, arguments, environment).map_err(|error| match error {
-        elf::LoadError::NotExecutable(why) => {
-            // A script is not an ELF program either: its shell runs it (ENOEXEC), so debug.
-            log::debug!("{path}: not a program Reef runs: {why}");
-            errno::ENOEXEC
-        }
-        elf::LoadError::OutOfMemory => errno::ENOMEM,
-        elf::LoadError::TooBig => errno::E2BIG,
-    })?;
-    Ok((loaded, resolved))
+) -> Result<Program, Errno> {
+    let mut path = path.to_vec();
+    let mut arguments: Vec<Vec<u8>> = arguments.iter().map(|a| a.to_vec()).collect();
+    let mut script_name = None;
+    for _ in 0..=abi::script::NESTING_LIMIT {
+        let text = core::str::from_utf8(&path).map_err(|_| errno::ENOENT)?;
+        let (image, resolved) = crate::fs::find_program(text, working_directory, may_ask)?;
+        let Some(interpreter) = abi::script::interpreter(&image) else {
+            let argument_slices: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
+            let loaded = elf::load(&image, text, &argument_slices, environment).map_err(|error| match error {
+                elf::LoadError::NotExecutable(why) => {
+                    // A text file without `#!` is not a program: its caller's shell runs it
+                    // (ENOEXEC), so debug.
+                    log::debug!("{text}: not a program Reef runs: {why}");
+                    errno::ENOEXEC
+                }
+                elf::LoadError::OutOfMemory => errno::ENOMEM,
+                elf::LoadError::TooBig => errno::E2BIG,
+            })?;
+            let name = script_name.unwrap_or_else(|| {
+                argument_slices
+                    .first()
+                    .and_then(|a| core::str::from_utf8(a).ok())
+                    .map_or_else(|| name_of(&resolved), name_of)
+            });
+            let command_line = crate::fs::proc::command_line(&argument_slices);
+            return Ok(Program { loaded, resolved, name, command_line });
+        };
+        let interpreter = interpreter.map_err(|_| errno::ENOEXEC)?;
+        // The interpreter, its argument, the script as execve named it, then the script's
+        // own arguments after its argv[0].
+        let mut rewritten = alloc::vec![interpreter.path.to_vec()];
+        rewritten.extend(interpreter.argument.map(<[u8]>::to_vec));
+        rewritten.push(path.clone());
+        rewritten.extend(arguments.drain(..).skip(1));
+        script_name.get_or_insert_with(|| name_of(text));
+        path = interpreter.path.to_vec();
+        arguments = rewritten;
+    }
+    Err(errno::ELOOP)
 }
 
 fn name_of(path: &str) -> String {
@@ -358,10 +419,10 @@ fn create(
     // A request from another instance is built inside its message handler, which must not
     // wait for the file service: such programs come from the initramfs.
     let may_ask = parent.core == shared::this_core();
-    let (loaded, resolved) = load_program(path, arguments, environment, directory, may_ask)?;
+    let Program { loaded, resolved, name, command_line } =
+        load_program(path, arguments, environment, directory, may_ask)?;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     let (process_group, session) = membership.unwrap_or((pid, pid));
-    let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
     let death_signal = inherited.death_signal;
     let process = Arc::new(Process {
         pid,
@@ -378,7 +439,7 @@ fn create(
             path: resolved,
             cwd: inherited.working_directory,
             umask: 0o022,
-            command_line: crate::fs::proc::command_line(arguments),
+            command_line,
         }),
         console_pending: Mutex::new(Vec::new()),
         signals: signal::ProcessSignals::new(),
@@ -390,6 +451,7 @@ fn create(
         late_exits: Mutex::new(Vec::new()),
         death_signal: AtomicU32::new(death_signal),
         loan: Mutex::new(Loan::None),
+        cpu: Mutex::new(ProcessCpu::default()),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -432,15 +494,14 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     };
     // `/proc/self/exe` is the program the process runs (busybox runs its scripts that way).
     let path = if path == b"/proc/self/exe" { own_path.as_bytes() } else { path };
-    let (loaded, resolved) = load_program(path, arguments, environment, directory, true)?;
+    let Program { loaded, resolved, name, command_line } = load_program(path, arguments, environment, directory, true)?;
     // The old address space goes: so does the syspage in it.
     crate::syscall::syspage::forget_range(process.pid, 0, crate::arch::user::USER_END);
-    let name = arguments.first().and_then(|a| core::str::from_utf8(a).ok()).map_or_else(|| name_of(&resolved), name_of);
     let old_memory = {
         let mut state = process.state.lock();
         state.name = name;
         state.path = resolved;
-        state.command_line = crate::fs::proc::command_line(arguments);
+        state.command_line = command_line;
         state.files.close_on_exec();
         process.signals.reset_for_exec();
         process.exec_done.store(true, Ordering::Relaxed);
@@ -558,8 +619,14 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
             // Cleared for the child of a fork, as on Linux.
             death_signal: AtomicU32::new(0),
             loan: Mutex::new(if vfork { Loan::BorrowedFrom(process.clone()) } else { Loan::None }),
+            cpu: Mutex::new(ProcessCpu::default()),
         });
-        state.children.push(Child { pid, process_group: process.process_group(), wait_status: None });
+        state.children.push(Child {
+            pid,
+            process_group: process.process_group(),
+            wait_status: None,
+            times: CpuTimes::default(),
+        });
         child
     };
     if vfork {
@@ -666,6 +733,10 @@ pub fn exit_thread() -> ! {
         sched::wake(WaitToken::Futex(process.pid, clear), usize::MAX);
     }
     sched::note_exiting();
+    {
+        let mut cpu = process.cpu.lock();
+        cpu.ended_threads = cpu.ended_threads.plus(me.cpu.times());
+    }
     let last = {
         let mut state = process.state.lock();
         state.threads.retain(|&t| t != me.tid);
@@ -703,11 +774,13 @@ fn end_process(process: &Arc<Process>) {
         shared::this_kcb().processes.killed.fetch_add(1, Ordering::Relaxed);
     }
     publish_counts();
+    let cpu = *process.cpu.lock();
     let exited = ChildExited {
         parent_pid: process.parent.pid,
         child_pid: process.pid,
         wait_status: status,
         process_group: process.process_group(),
+        times: cpu.ended_threads.plus(cpu.reaped_children),
     };
     migrate::forget_moved(process.pid);
     report_exit(process.parent.home() as u32, exited);
@@ -772,6 +845,7 @@ pub(super) fn record_exit(exited: &ChildExited) {
         let mut children = KERNEL_CHILDREN.lock();
         if let Some(child) = children.iter_mut().find(|c| c.pid == child_pid) {
             child.wait_status = Some(exited.wait_status);
+            child.times = exited.times;
             drop(children);
             sched::wake(WaitToken::Child(0), usize::MAX);
         }
@@ -808,6 +882,7 @@ pub(super) fn record_exit(exited: &ChildExited) {
             Some(index) => {
                 let child = &mut state.children[index];
                 child.wait_status = Some(exited.wait_status);
+                child.times = exited.times;
                 child.process_group = exited.process_group;
                 true
             }
@@ -838,7 +913,9 @@ pub enum WaitFor {
 /// Waits for a child of `parent_pid` (0: this kernel) that `which` names; returns (pid,
 /// status), or `Ok(None)` with `WNOHANG` and nothing exited yet. A signal ends the wait with
 /// `signal::interrupted_errno()` (restarted after a handler with `SA_RESTART`).
-pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32, u32)>, Errno> {
+/// Returns the child reaped: its pid, wait status and CPU time (with its reaped children's),
+/// which the parent's `RUSAGE_CHILDREN` now counts.
+pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32, u32, CpuTimes)>, Errno> {
     if options & !WAIT_OPTIONS != 0 {
         return Err(errno::EINVAL);
     }
@@ -856,9 +933,13 @@ pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32
                 .iter()
                 .position(|c| matching(c) && c.wait_status.is_some())
                 .map(|at| children.remove(at))
-                .map(|c| (c.pid, c.wait_status.unwrap_or(0))))
+                .map(|c| (c.pid, c.wait_status.unwrap_or(0), c.times)))
         })??;
         if let Some(found) = reaped {
+            if let Some(parent) = find(parent_pid) {
+                let mut cpu = parent.cpu.lock();
+                cpu.reaped_children = cpu.reaped_children.plus(found.2);
+            }
             return Ok(Some(found));
         }
         if options & WNOHANG != 0 {
@@ -935,7 +1016,9 @@ pub fn spawn(
     if core == me as usize {
         let pid = create(path, arguments, environment, parent, membership, inherited)?;
         let process_group = membership.map_or(pid, |(group, _)| group);
-        let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
+        let _ = with_children(parent_pid, |children| {
+            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default() })
+        });
         return Ok(pid);
     }
     if core >= crate::msg::messaging_cores() {
@@ -1058,7 +1141,9 @@ fn on_spawn_reply(message: &channel::Message) -> crate::msg::HandlerResult {
     if reply.result > 0 {
         let pid = reply.result as u32;
         let process_group = if process_group == 0 { pid } else { process_group };
-        let _ = with_children(parent_pid, |children| children.push(Child { pid, process_group, wait_status: None }));
+        let _ = with_children(parent_pid, |children| {
+            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default() })
+        });
     }
     sched::wake(WaitToken::Reply(reply.request_id), usize::MAX);
     Ok(())

@@ -117,6 +117,52 @@ pub struct Thread {
     /// A sleep cut short by a move of its process, which `restart_syscall` finishes: its end
     /// (monotonic ns) and where the time left goes if a signal ends it.
     pub restart_sleep: Mutex<Option<(u64, u64)>>,
+    /// The CPU time it used here.
+    pub cpu: CpuClock,
+}
+
+/// A thread's CPU time on its instance, in TSC cycles: what it ran before its current run,
+/// when that run began (0: it is not running), and how much of all it spent in system calls.
+/// The switch starts and stops it; only the thread's instance touches it. (A thread away on
+/// an application core runs there unclocked: NIX's AC takes no tick.)
+#[derive(Default)]
+pub struct CpuClock {
+    before: AtomicU64,
+    since: AtomicU64,
+    system: AtomicU64,
+}
+
+impl CpuClock {
+    fn start(&self, now: u64) {
+        self.since.store(now.max(1), Ordering::Relaxed);
+    }
+
+    fn stop(&self, now: u64) {
+        let since = self.since.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            self.before.fetch_add(now.saturating_sub(since), Ordering::Relaxed);
+        }
+    }
+
+    /// Cycles run so far, the current run included.
+    pub fn cycles(&self) -> u64 {
+        let since = self.since.load(Ordering::Relaxed);
+        let running = if since == 0 { 0 } else { cpu::read_tsc().saturating_sub(since) };
+        self.before.load(Ordering::Relaxed) + running
+    }
+
+    /// Counts `cycles` of its time as spent in the kernel on its behalf.
+    pub fn charge_system(&self, cycles: u64) {
+        self.system.fetch_add(cycles, Ordering::Relaxed);
+    }
+
+    /// Its CPU time so far.
+    pub fn times(&self) -> abi::process::CpuTimes {
+        let total = self.cycles();
+        let system = self.system.load(Ordering::Relaxed).min(total);
+        let micros = |cycles| crate::time::cycles_to_ns(cycles) / 1000;
+        abi::process::CpuTimes { user_us: micros(total - system), system_us: micros(system) }
+    }
 }
 
 // SAFETY: a thread is touched only by its own instance (one core); `context` is written only
@@ -164,6 +210,7 @@ impl Thread {
             wakeup: Mutex::new(Wakeup::Woken),
             away: Mutex::new(None),
             restart_sleep: Mutex::new(None),
+            cpu: CpuClock::default(),
         }))
     }
 
@@ -271,6 +318,7 @@ pub fn init() {
         wakeup: Mutex::new(Wakeup::Woken),
         away: Mutex::new(None),
         restart_sleep: Mutex::new(None),
+        cpu: CpuClock::default(),
     });
     with_scheduler(|s| s.current = Some(boot));
 }
@@ -658,6 +706,9 @@ fn switch_to(next: Arc<Thread>) {
         s.current.replace(next.clone()).expect("a thread runs")
     });
     next.set_state(State::Running);
+    let now = cpu::read_tsc();
+    previous.cpu.stop(now);
+    next.cpu.start(now);
     // SAFETY: interrupts are masked; `previous` is the running thread, so nothing else
     // touches its context; `next` is not running (it was in the ready queue).
     let (save, load) = unsafe {

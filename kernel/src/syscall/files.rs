@@ -156,21 +156,9 @@ fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Sysca
     while done < length {
         let count = ((length - done) as usize).min(MAX_TRANSFER);
         copy_from_user(&mut chunk[..count], buffer + done).map_err(|_| errno::EFAULT)?;
-        if handle.kind == HandleKind::Console {
-            // Line-buffered by the process and written by the console's owner: no round trip.
-            fs::console::write(&*process()?, &chunk[..count]);
-            done += count as u64;
-            continue;
-        }
         let at = if offset == NONE { NONE } else { offset + done };
-        let written = match ask(FileOp::Write, &[handle.id, at], &chunk[..count], &[]) {
-            Ok(answer) => answer.value,
-            Err(errno::EPIPE) => {
-                // The reader is gone: SIGPIPE, whose default ends the writer [pipe(7)].
-                crate::proc::signal::send_to_current(13);
-                return if done > 0 { Ok(done) } else { Err(errno::EPIPE) };
-            }
-            Err(errno::EINTR) if done == 0 => return Err(crate::proc::signal::interrupted_errno()),
+        let written = match write_chunk(handle, &chunk[..count], at) {
+            Ok(written) => written,
             Err(error) if done == 0 => return Err(error),
             Err(_) => return Ok(done),
         };
@@ -180,6 +168,78 @@ fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Sysca
         }
     }
     Ok(done)
+}
+
+/// Writes `bytes` (at most `MAX_TRANSFER`) at `offset` (`NONE`: the file's position) to
+/// `handle`; returns how many were written. A pipe nobody reads raises SIGPIPE too.
+fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno> {
+    if handle.kind == HandleKind::Console {
+        // Line-buffered by the process and written by the console's owner: no round trip.
+        fs::console::write(&*process()?, bytes);
+        return Ok(bytes.len() as u64);
+    }
+    match ask(FileOp::Write, &[handle.id, offset], bytes, &[]) {
+        Ok(answer) => Ok(answer.value),
+        Err(errno::EPIPE) => {
+            // The reader is gone: SIGPIPE, whose default ends the writer [pipe(7)].
+            crate::proc::signal::send_to_current(13);
+            Err(errno::EPIPE)
+        }
+        Err(errno::EINTR) => Err(crate::proc::signal::interrupted_errno()),
+        Err(error) => Err(error),
+    }
+}
+
+/// `sendfile(out, in, offset, count)`: copies up to `count` bytes from `in` (at `*offset`,
+/// which advances, or at its position) to `out`, through the kernel, a chunk at a time.
+pub fn sendfile(out_fd: i64, in_fd: i64, offset_address: u64, count: u64) -> SyscallResult {
+    let (input, output) = (handle_of(in_fd)?, handle_of(out_fd)?);
+    if matches!(input.kind, HandleKind::Directory) || matches!(output.kind, HandleKind::Directory) {
+        return Err(errno::EINVAL);
+    }
+    let mut offset = if offset_address == 0 {
+        NONE
+    } else {
+        let offset: i64 = read_user(offset_address)?;
+        if offset < 0 || matches!(input.kind, HandleKind::Pipe | HandleKind::Console) {
+            return Err(if offset < 0 { errno::EINVAL } else { errno::ESPIPE });
+        }
+        offset as u64
+    };
+    let count = count.min(0x7fff_f000);
+    let mut done = 0u64;
+    let result = loop {
+        if done == count {
+            break Ok(done);
+        }
+        let chunk = (count - done).min(MAX_TRANSFER as u64);
+        let bytes = match ask(FileOp::Read, &[input.id, chunk, offset], &[], &[]) {
+            Ok(answer) => answer.bytes,
+            Err(error) if done == 0 => {
+                break Err(if error == errno::EINTR { crate::proc::signal::interrupted_errno() } else { error })
+            }
+            Err(_) => break Ok(done),
+        };
+        if bytes.is_empty() {
+            break Ok(done);
+        }
+        let written = match write_chunk(&output, &bytes, NONE) {
+            Ok(written) => written,
+            Err(error) if done == 0 => break Err(error),
+            Err(_) => break Ok(done),
+        };
+        done += written;
+        if offset != NONE {
+            offset += written;
+        }
+        if written < bytes.len() as u64 || bytes.len() < chunk as usize {
+            break Ok(done);
+        }
+    };
+    if offset_address != 0 && offset != NONE {
+        write_user(offset_address, &(offset as i64))?;
+    }
+    result
 }
 
 fn vectored(fd: i64, vectors: u64, count: u64, writing: bool, offset: u64) -> SyscallResult {

@@ -62,6 +62,7 @@ pub fn execute(frame: &mut InterruptFrame) {
     let number = frame.rax;
     let arguments = Arguments([frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9]);
     count(number);
+    let started = sched::current().cpu.cycles();
     let result = handle(number, arguments, frame);
     // A call a signal cut short fails with EINTR unless the signal's delivery restarts it.
     let interrupted = match result {
@@ -75,6 +76,9 @@ pub fn execute(frame: &mut InterruptFrame) {
     };
     crate::fs::client::flush_releases();
     sched::before_user_return(frame, interrupted);
+    // The kernel's part of the thread's time (its runs only: a wait is no one's time).
+    let me = sched::current();
+    me.cpu.charge_system(me.cpu.cycles().saturating_sub(started));
 }
 
 fn count(number: u64) {
@@ -166,6 +170,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_dup3 => files::dup3(a.fd(0), a.fd(1), a.0[2], false),
         nr::__NR_fcntl => files::fcntl(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_ioctl => files::ioctl(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_sendfile => files::sendfile(a.fd(0), a.fd(1), a.0[2], a.0[3]),
         nr::__NR_pipe => files::pipe2(a.0[0], 0),
         nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
@@ -190,7 +195,13 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_execve => process::execve(a.0[0], a.0[1], a.0[2], frame),
         nr::__NR_exit => crate::proc::exit_thread_with(a.0[0] as u32),
         nr::__NR_exit_group => crate::proc::exit_process(crate::proc::exited_status(a.0[0] as u32)),
-        nr::__NR_wait4 => process::wait4(a.0[0] as i32 as i64, a.0[1], a.0[2]),
+        nr::__NR_wait4 => process::wait4(a.0[0] as i32 as i64, a.0[1], a.0[2], a.0[3]),
+        nr::__NR_getrusage => process::getrusage(a.0[0], a.0[1]),
+        nr::__NR_times => process::times(a.0[0]),
+        // Restartable sequences need the kernel to note preemptions in a user page; Reef
+        // does not, and says so as a kernel built without CONFIG_RSEQ does (glibc and
+        // musl then use their fallbacks). Not counted as unknown.
+        nr::__NR_rseq => Err(errno::ENOSYS),
         nr::__NR_kill => signal::kill(a.0[0], a.0[1]),
         nr::__NR_tkill => signal::tkill(a.0[0], a.0[1]),
         nr::__NR_tgkill => signal::tgkill(a.0[0], a.0[1], a.0[2]),
@@ -209,7 +220,8 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
             sched::yield_now();
             Ok(0)
         }
-        nr::__NR_sched_getaffinity => process::sched_getaffinity(a.0[1], a.0[2]),
+        nr::__NR_sched_getaffinity => process::sched_getaffinity(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_sched_setaffinity => process::sched_setaffinity(a.0[0], a.0[1], a.0[2]),
         nr::__NR_prlimit64 => process::prlimit64(a.0[0], a.0[1], a.0[2], a.0[3]),
         nr::__NR_getrlimit => process::prlimit64(0, a.0[0], 0, a.0[1]),
         nr::__NR_uname => process::uname(a.0[0]),

@@ -85,8 +85,8 @@ pub fn execve(path: u64, arguments: u64, environment: u64, frame: &mut Interrupt
 }
 
 /// `wait4(pid, status, options, rusage)`: `pid` > 0 that child, -1 any, 0 the caller's group,
-/// < -1 the group `-pid`. No resource usage is written.
-pub fn wait4(which: i64, status: u64, options: u64) -> SyscallResult {
+/// < -1 the group `-pid`; `rusage`, when given, gets the child's CPU time.
+pub fn wait4(which: i64, status: u64, options: u64, usage: u64) -> SyscallResult {
     let process = current()?;
     let (pid, group) = (process.pid, process.process_group());
     drop(process);
@@ -98,13 +98,62 @@ pub fn wait4(which: i64, status: u64, options: u64) -> SyscallResult {
     };
     match proc::wait(pid, which, options)? {
         None => Ok(0),
-        Some((child, wait_status)) => {
+        Some((child, wait_status, times)) => {
             if status != 0 {
                 write_user(status, &wait_status)?;
+            }
+            if usage != 0 {
+                write_user(usage, &rusage(times, 0))?;
             }
             Ok(u64::from(child))
         }
     }
+}
+
+/// Linux's `struct rusage` for CPU time `times`: the two times, the resident size in KiB, and
+/// zeros for what Reef does not count (faults, context switches, blocks).
+fn rusage(times: abi::process::CpuTimes, max_resident_kib: u64) -> [u64; 18] {
+    let mut usage = [0u64; 18];
+    usage[0] = times.user_us / 1_000_000;
+    usage[1] = times.user_us % 1_000_000;
+    usage[2] = times.system_us / 1_000_000;
+    usage[3] = times.system_us % 1_000_000;
+    usage[4] = max_resident_kib;
+    usage
+}
+
+/// `getrusage(who, usage)`: `RUSAGE_SELF` (the process's threads, ended ones too),
+/// `RUSAGE_CHILDREN` (the children it reaped, with theirs), `RUSAGE_THREAD` (the caller).
+pub fn getrusage(who: u64, usage: u64) -> SyscallResult {
+    const RUSAGE_SELF: i32 = 0;
+    const RUSAGE_CHILDREN: i32 = -1;
+    const RUSAGE_THREAD: i32 = 1;
+    let process = current()?;
+    let (own, children) = process.cpu_times(&sched::threads_of(process.pid));
+    // The resident size: the frames its address space holds now (Reef keeps no peak).
+    let resident_kib = process.with_memory(|memory| memory.frames()) * 4;
+    let value = match who as i32 {
+        RUSAGE_SELF => rusage(own, resident_kib),
+        RUSAGE_CHILDREN => rusage(children, 0),
+        RUSAGE_THREAD => rusage(sched::current().cpu.times(), resident_kib),
+        _ => return Err(errno::EINVAL),
+    };
+    write_user(usage, &value)?;
+    Ok(0)
+}
+
+/// `times(buffer)`: the process's and its reaped children's CPU time in clock ticks
+/// (`USER_HZ`, 100 a second); returns the ticks since boot.
+pub fn times(buffer: u64) -> SyscallResult {
+    const MICROSECONDS_PER_TICK: u64 = 10_000;
+    let process = current()?;
+    let (own, children) = process.cpu_times(&sched::threads_of(process.pid));
+    if buffer != 0 {
+        let ticks = [own.user_us, own.system_us, children.user_us, children.system_us]
+            .map(|microseconds| microseconds / MICROSECONDS_PER_TICK);
+        write_user(buffer, &ticks)?;
+    }
+    Ok(crate::time::now_ns() / 1000 / MICROSECONDS_PER_TICK)
 }
 
 const FUTEX_WAIT: u64 = 0;
@@ -218,13 +267,63 @@ pub fn prctl(option: u64, argument: u64) -> SyscallResult {
     }
 }
 
-pub fn sched_getaffinity(size: u64, mask: u64) -> SyscallResult {
-    if size < 8 {
+/// Bytes of a CPU mask as Linux's affinity calls see it: `nr_cpu_ids` bits rounded up to
+/// longs (Reef has at most 64 cores: one long).
+const AFFINITY_MASK_BYTES: u64 = 8;
+
+/// The process `pid` names for the affinity calls (0: the caller's; a thread id names its
+/// process, whose threads all run on its home) and the core it lives on. A pid that names no
+/// process anywhere is `ESRCH`.
+fn affinity_target(pid: u64) -> Result<(u32, usize), u32> {
+    let caller = current()?;
+    let pid = u32::try_from(pid).ok().filter(|&p| p as i32 >= 0).ok_or(errno::ESRCH)?;
+    let own = pid == 0 || pid == caller.pid || caller.state.lock().threads.contains(&pid);
+    if own {
+        return Ok((caller.pid, shared::this_core() as usize));
+    }
+    // Signal 0 asks every instance whether the process exists, checking nothing else.
+    proc::signal::kill(pid as i32, 0)?;
+    Ok((pid, proc::home_of(pid)))
+}
+
+/// `sched_getaffinity(pid, size, mask)`: a process runs on its home core, so its mask names
+/// that core alone; returns the mask's size, as Linux does.
+pub fn sched_getaffinity(pid: u64, size: u64, mask: u64) -> SyscallResult {
+    if size < AFFINITY_MASK_BYTES || !size.is_multiple_of(8) {
         return Err(errno::EINVAL);
     }
-    // A process runs on its home core only.
-    write_user(mask, &(1u64 << (shared::this_core() % 64)))?;
-    Ok(8)
+    let (_, core) = affinity_target(pid)?;
+    write_user(mask, &(1u64 << (core % 64)))?;
+    Ok(AFFINITY_MASK_BYTES)
+}
+
+/// `sched_setaffinity(pid, size, mask)` (so `taskset`): a mask that holds the process's home
+/// core leaves it there; one that does not moves the process, every thread with it, to the
+/// first timesharing core of the mask that takes it (`reef_move_process`), as Linux migrates
+/// a thread whose mask no longer holds its CPU. A mask naming no core is `EINVAL`.
+pub fn sched_setaffinity(pid: u64, size: u64, mask: u64) -> SyscallResult {
+    let length = size.min(AFFINITY_MASK_BYTES) as usize;
+    let mut bytes = [0u8; AFFINITY_MASK_BYTES as usize];
+    crate::arch::user::copy_from_user(&mut bytes[..length], mask).map_err(|_| errno::EFAULT)?;
+    let cores = (shared::facts().core_count as usize).min(64);
+    let wanted = u64::from_le_bytes(bytes) & if cores == 64 { u64::MAX } else { (1u64 << cores) - 1 };
+    if wanted == 0 {
+        return Err(errno::EINVAL);
+    }
+    let (pid, home) = affinity_target(pid)?;
+    if wanted & (1 << home) != 0 {
+        return Ok(0);
+    }
+    let caller = current()?.pid;
+    let mut refused = errno::EINVAL;
+    for core in (0..cores).filter(|core| wanted & (1 << core) != 0) {
+        match proc::migrate::move_process(if pid == caller { 0 } else { pid }, core) {
+            Ok(_) => return Ok(0),
+            // Not a running timesharing core: the next one may be.
+            Err(error) => refused = error,
+        }
+    }
+    Err(refused)
 }
 
 pub fn prlimit64(pid: u64, resource: u64, new_limit: u64, old_limit: u64) -> SyscallResult {

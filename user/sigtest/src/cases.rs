@@ -869,8 +869,10 @@ pub fn death_statuses() -> Outcome {
     check("abort", aborted, libc::SIGABRT)?;
 
     let faulted = fork(|| {
-        // SAFETY: none: the write faults on purpose (page 0 is never mapped), which is the case.
-        unsafe { std::ptr::write_volatile(8 as *mut u64, 1) };
+        // An address in page 0, which no process maps: the write faults on purpose.
+        let unmapped = std::ptr::without_provenance_mut::<u64>(8);
+        // SAFETY: none: the write faults, which is the case; it never completes.
+        unsafe { std::ptr::write_volatile(unmapped, 1) };
         ALIVE
     })?;
     check("a fault", faulted, libc::SIGSEGV)?;
