@@ -3,6 +3,7 @@
 mod chaos;
 mod cores;
 mod roles;
+mod unix_semantics;
 
 use crate::qemu::{self, Accel, Machine};
 use crate::tools::{self, cargo, run_checked};
@@ -585,6 +586,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     roles::integrations(&mut list, &machine);
     cores::integrations(&mut list, &machine);
     chaos::integrations(&mut list, &machine);
+    unix_semantics::integrations(&mut list, &machine);
     list
 }
 
