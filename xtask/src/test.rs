@@ -2,6 +2,7 @@
 
 mod chaos;
 mod cores;
+mod foreign_crates;
 mod roles;
 mod unix_semantics;
 
@@ -587,6 +588,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     cores::integrations(&mut list, &machine);
     chaos::integrations(&mut list, &machine);
     unix_semantics::integrations(&mut list, &machine);
+    foreign_crates::integrations(&mut list, &machine);
     list
 }
 
