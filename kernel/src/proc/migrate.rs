@@ -1055,6 +1055,7 @@ pub(super) fn install(
         loan: Mutex::new(super::Loan::None),
         // Not carried by the image: a moved process counts its time from its arrival.
         cpu: Mutex::new(super::ProcessCpu::default()),
+        options: Mutex::new(super::Options::default()),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

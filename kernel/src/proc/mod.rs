@@ -156,6 +156,36 @@ pub struct Process {
     loan: Mutex<Loan>,
     /// CPU time of its threads that ended, and of the children it reaped (`getrusage`).
     cpu: Mutex<ProcessCpu>,
+    /// What `prctl` set.
+    pub options: Mutex<Options>,
+}
+
+/// Linux's default timer slack, 50 µs (`PR_GET_TIMERSLACK`).
+pub const DEFAULT_TIMER_SLACK_NS: u64 = 50_000;
+
+/// The `prctl` options Reef keeps and reports; their effect is already Reef's behaviour (no
+/// core dumps, no set-user-id programs, no transparent huge pages, no timer coalescing). A
+/// fork copies them; `execve` clears `keep_capabilities`, as Linux does; a move to another core
+/// puts them back to their defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub dumpable: bool,
+    pub keep_capabilities: bool,
+    pub no_new_privileges: bool,
+    pub no_huge_pages: bool,
+    pub timer_slack_ns: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            dumpable: true,
+            keep_capabilities: false,
+            no_new_privileges: false,
+            no_huge_pages: false,
+            timer_slack_ns: DEFAULT_TIMER_SLACK_NS,
+        }
+    }
 }
 
 /// A process's CPU time besides its live threads' own.
@@ -234,6 +264,11 @@ impl Process {
         let cpu = *self.cpu.lock();
         let own = live.iter().fold(cpu.ended_threads, |sum, thread| sum.plus(thread.cpu.times()));
         (own, cpu.reaped_children)
+    }
+
+    /// Whether it runs in its parent's address space (a vforked child before its `execve`).
+    pub fn borrows_memory(&self) -> bool {
+        matches!(*self.loan.lock(), Loan::BorrowedFrom(_))
     }
 
     /// Whether it takes part in a `vfork` (as the parent or the child) that is not over.
@@ -452,6 +487,7 @@ fn create(
         death_signal: AtomicU32::new(death_signal),
         loan: Mutex::new(Loan::None),
         cpu: Mutex::new(ProcessCpu::default()),
+        options: Mutex::new(Options::default()),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -471,7 +507,8 @@ fn create(
 }
 
 /// Tells `/proc` (the file service) what `process` runs now.
-fn report_to_proc(process: &Process) {
+/// Tells `/proc` (the file service) the process's name, arguments and program.
+pub fn report_to_proc(process: &Process) {
     let (name, command_line) = {
         let state = process.state.lock();
         (state.name.clone(), state.command_line.clone())
@@ -504,6 +541,7 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         state.command_line = command_line;
         state.files.close_on_exec();
         process.signals.reset_for_exec();
+        process.options.lock().keep_capabilities = false;
         process.exec_done.store(true, Ordering::Relaxed);
         process.root.store(loaded.memory.root(), Ordering::Relaxed);
         core::mem::replace(&mut state.memory, loaded.memory)
@@ -577,20 +615,24 @@ fn hand_memory_to_borrower(parent: &Process, state: &mut ProcessState) {
 fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
     let process = sched::current_process().ok_or(errno::EPERM)?;
     let me = sched::current();
+    // A vforked child that vforks again (POSIX leaves it undefined; busybox's `timeout` forks
+    // there) gets a copy: a loan is from a parent that owns its address space.
+    let vfork = vfork && !process.borrows_memory();
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
+    // A vforked child's own address space stays empty until its `execve` replaces it; it runs
+    // on its parent's root meanwhile. A fork copies the space the caller runs in, its
+    // parent's if the caller is a vforked child.
+    let memory = if vfork { AddressSpace::new() } else { process.with_memory(|memory| memory.duplicate()) };
+    let memory = match memory {
+        Ok(memory) => memory,
+        Err(_) => {
+            release_pid(pid);
+            return Err(errno::ENOMEM);
+        }
+    };
     let child = {
         let mut state = process.state.lock();
-        // A vforked child's own address space stays empty until its `execve` replaces it;
-        // it runs on its parent's root meanwhile.
-        let memory = if vfork { AddressSpace::new() } else { state.memory.duplicate() };
-        let memory = match memory {
-            Ok(memory) => memory,
-            Err(_) => {
-                release_pid(pid);
-                return Err(errno::ENOMEM);
-            }
-        };
-        let root = if vfork { state.memory.root() } else { memory.root() };
+        let root = if vfork { process.page_table_root() } else { memory.root() };
         let child = Arc::new(Process {
             pid,
             parent: Parent { core: shared::this_core(), pid: process.pid },
@@ -620,6 +662,7 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
             death_signal: AtomicU32::new(0),
             loan: Mutex::new(if vfork { Loan::BorrowedFrom(process.clone()) } else { Loan::None }),
             cpu: Mutex::new(ProcessCpu::default()),
+            options: Mutex::new(*process.options.lock()),
         });
         state.children.push(Child {
             pid,

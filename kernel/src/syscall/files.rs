@@ -190,6 +190,22 @@ fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno>
     }
 }
 
+/// `fadvise64(fd, offset, length, advice)`: advice about the access pattern, which a kernel
+/// may follow or not (POSIX); Reef reads every file the same way, so it checks the descriptor
+/// and the advice and does nothing.
+pub fn fadvise(fd: i64, advice: u64) -> SyscallResult {
+    /// `POSIX_FADV_NORMAL` to `POSIX_FADV_NOREUSE`.
+    const LAST_ADVICE: u64 = 5;
+    let handle = handle_of(fd)?;
+    if handle.kind == HandleKind::Pipe {
+        return Err(errno::ESPIPE);
+    }
+    if advice > LAST_ADVICE {
+        return Err(errno::EINVAL);
+    }
+    Ok(0)
+}
+
 /// `sendfile(out, in, offset, count)`: copies up to `count` bytes from `in` (at `*offset`,
 /// which advances, or at its position) to `out`, through the kernel, a chunk at a time.
 pub fn sendfile(out_fd: i64, in_fd: i64, offset_address: u64, count: u64) -> SyscallResult {
@@ -627,9 +643,32 @@ pub fn fcntl(fd: i64, command: u64, argument: u64) -> SyscallResult {
     }
 }
 
+/// The ioctls every descriptor takes, whatever it names [Linux fs/ioctl.c `do_vfs_ioctl`].
+mod generic_ioctl {
+    /// `FIOCLEX`, `FIONCLEX`: set or clear `FD_CLOEXEC`.
+    pub const SET_CLOSE_ON_EXEC: u32 = 0x5451;
+    pub const CLEAR_CLOSE_ON_EXEC: u32 = 0x5450;
+    /// `FIONBIO`: an int, non-zero for `O_NONBLOCK` (Rust's `set_nonblocking` uses it).
+    pub const NON_BLOCKING: u32 = 0x5421;
+}
+
 pub fn ioctl(fd: i64, request: u64, argument: u64) -> SyscallResult {
     let handle = handle_of(fd)?;
     let request = request as u32;
+    match request {
+        generic_ioctl::SET_CLOSE_ON_EXEC | generic_ioctl::CLEAR_CLOSE_ON_EXEC => {
+            *process()?.state.lock().files.close_on_exec_flag(fd)? = request == generic_ioctl::SET_CLOSE_ON_EXEC;
+            return Ok(0);
+        }
+        generic_ioctl::NON_BLOCKING => {
+            let on: i32 = read_user(argument)?;
+            let status = ask(FileOp::GetFlags, &[handle.id], &[], &[])?.value;
+            let status = if on != 0 { status | flags::NONBLOCK } else { status & !flags::NONBLOCK };
+            ask(FileOp::SetFlags, &[handle.id, status], &[], &[])?;
+            return Ok(0);
+        }
+        _ => {}
+    }
     let (bytes_in, bytes_out) = match handle.kind {
         HandleKind::Console => fs::terminal::argument_sizes(request).ok_or(errno::ENOTTY)?,
         HandleKind::Pipe if request == fs::terminal::request::BYTES_READABLE => (0, 4),
@@ -688,6 +727,15 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
     for index in 0..count {
         entries.push(read_user(fds + index * 8)?);
     }
+    let ready = poll_entries(&mut entries, timeout_ms)?;
+    for (index, entry) in entries.iter().enumerate() {
+        write_user(fds + index as u64 * 8, entry)?;
+    }
+    Ok(ready)
+}
+
+/// `poll` on entries in kernel memory: fills each `revents` and returns how many have one.
+fn poll_entries(entries: &mut [linux::pollfd], timeout_ms: i64) -> SyscallResult {
     let process = process()?;
     // A prompt printed without a newline shows before the process waits.
     fs::console::flush(&process);
@@ -732,23 +780,107 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
             Err(error) => return Err(error),
         }
     };
-    for (index, entry) in entries.iter().enumerate() {
-        write_user(fds + index as u64 * 8, entry)?;
-    }
     Ok(ready + invalid)
 }
 
-pub fn ppoll(fds: u64, count: u64, timeout: u64) -> SyscallResult {
+/// Descriptors a `select` set may name (`FD_SETSIZE`).
+const SELECT_SET_SIZE: u64 = 1024;
+
+/// `select`/`pselect6` on `count` descriptors, over `poll`: the three sets (read, write,
+/// exceptional; an address of 0 is no set) are read, polled with `timeout_ms`, and written
+/// back holding only the ready descriptors; returns how many bits are set. A set naming a
+/// descriptor that is not open is `EBADF`, as Linux's `select` says (poll says `POLLNVAL`).
+fn select(count: u64, sets: [u64; 3], timeout_ms: i64) -> SyscallResult {
+    if count > SELECT_SET_SIZE {
+        return Err(errno::EINVAL);
+    }
+    let words = count.div_ceil(64) as usize;
+    let mut wanted = [[0u64; (SELECT_SET_SIZE / 64) as usize]; 3];
+    for (set, &address) in wanted.iter_mut().zip(&sets) {
+        for (index, word) in set.iter_mut().take(words).enumerate() {
+            if address != 0 {
+                *word = read_user(address + index as u64 * 8)?;
+            }
+        }
+    }
+    let bit = |set: &[u64; 16], fd: usize| set[fd / 64] & (1 << (fd % 64)) != 0;
+    const PRIORITY: i16 = 0x2;
+    let mut entries = Vec::new();
+    for fd in 0..count as usize {
+        let events = [events::IN as i16, events::OUT as i16, PRIORITY]
+            .iter()
+            .zip(&wanted)
+            .filter(|(_, set)| bit(set, fd))
+            .fold(0, |all, (event, _)| all | event);
+        if events != 0 {
+            entries.push(linux::pollfd { fd: fd as i32, events, revents: 0 });
+        }
+    }
+    poll_entries(&mut entries, timeout_ms)?;
+    if entries.iter().any(|entry| entry.revents & events::INVALID as i16 != 0) {
+        return Err(errno::EBADF);
+    }
+    let mut ready = [[0u64; (SELECT_SET_SIZE / 64) as usize]; 3];
+    let mut total = 0;
+    for entry in &entries {
+        let revents = entry.revents as u16;
+        let fired = [
+            revents & (events::IN | events::HANG_UP | events::ERROR) != 0,
+            revents & (events::OUT | events::ERROR) != 0,
+            revents & PRIORITY as u16 != 0,
+        ];
+        for ((set, asked), fired) in ready.iter_mut().zip(&wanted).zip(fired) {
+            let fd = entry.fd as usize;
+            if fired && bit(asked, fd) {
+                set[fd / 64] |= 1 << (fd % 64);
+                total += 1;
+            }
+        }
+    }
+    for (set, &address) in ready.iter().zip(&sets) {
+        if address != 0 {
+            for (index, word) in set.iter().take(words).enumerate() {
+                write_user(address + index as u64 * 8, word)?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// `select(count, read, write, except, timeval)`.
+pub fn select_call(count: u64, read: u64, write: u64, except: u64, timeout: u64) -> SyscallResult {
     let timeout_ms = if timeout == 0 {
         -1
     } else {
-        let spec: linux::timespec = read_user(timeout)?;
-        if spec.tv_sec < 0 || !(0..1_000_000_000).contains(&spec.tv_nsec) {
+        let value: linux::timeval = read_user(timeout)?;
+        if value.tv_sec < 0 || !(0..1_000_000).contains(&value.tv_usec) {
             return Err(errno::EINVAL);
         }
-        spec.tv_sec.saturating_mul(1000).saturating_add((spec.tv_nsec + 999_999) / 1_000_000)
+        value.tv_sec.saturating_mul(1000).saturating_add((value.tv_usec + 999) / 1000)
     };
-    poll(fds, count, timeout_ms)
+    select(count as i32 as i64 as u64, [read, write, except], timeout_ms)
+}
+
+/// `pselect6(count, read, write, except, timespec, sigmask)`; the signal mask is not applied
+/// during the wait (as `ppoll`'s).
+pub fn pselect6(count: u64, read: u64, write: u64, except: u64, timeout: u64) -> SyscallResult {
+    select(count as i32 as i64 as u64, [read, write, except], timespec_ms(timeout)?)
+}
+
+/// A `timespec` timeout in milliseconds, rounded up (`-1`: none, for a null pointer).
+fn timespec_ms(timeout: u64) -> Result<i64, Errno> {
+    if timeout == 0 {
+        return Ok(-1);
+    }
+    let spec: linux::timespec = read_user(timeout)?;
+    if spec.tv_sec < 0 || !(0..1_000_000_000).contains(&spec.tv_nsec) {
+        return Err(errno::EINVAL);
+    }
+    Ok(spec.tv_sec.saturating_mul(1000).saturating_add((spec.tv_nsec + 999_999) / 1_000_000))
+}
+
+pub fn ppoll(fds: u64, count: u64, timeout: u64) -> SyscallResult {
+    poll(fds, count, timespec_ms(timeout)?)
 }
 
 pub fn getcwd(buffer: u64, size: u64) -> SyscallResult {

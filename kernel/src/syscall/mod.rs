@@ -175,6 +175,8 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
         nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_select => files::select_call(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
+        nr::__NR_pselect6 => files::pselect6(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_getcwd => files::getcwd(a.0[0], a.0[1]),
         nr::__NR_chdir => files::chdir(a.0[0]),
         nr::__NR_fchdir => files::fchdir(a.fd(0)),
@@ -185,6 +187,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_munmap => memory::munmap(a.0[0], a.0[1]),
         nr::__NR_mprotect => memory::mprotect(a.0[0], a.0[1], a.0[2]),
         nr::__NR_madvise => Ok(0),
+        nr::__NR_fadvise64 => files::fadvise(a.fd(0), a.0[3]),
 
         nr::__NR_getpid => process::getpid(),
         nr::__NR_getppid => process::getppid(),
@@ -226,6 +229,13 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_getrlimit => process::prlimit64(0, a.0[0], 0, a.0[1]),
         nr::__NR_uname => process::uname(a.0[0]),
         nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Ok(0),
+        // Every process is root: real, effective and saved ids 0, no supplementary groups.
+        nr::__NR_getresuid | nr::__NR_getresgid => {
+            a.0[..3].iter().try_for_each(|&address| write_user(address, &0u32))?;
+            Ok(0)
+        }
+        nr::__NR_getgroups if a.0[0] as i32 >= 0 => Ok(0),
+        nr::__NR_getgroups => Err(errno::EINVAL),
         nr::__NR_setuid | nr::__NR_setgid if a.0[0] == 0 => Ok(0),
         nr::__NR_setuid | nr::__NR_setgid => Err(errno::EPERM),
         nr::__NR_getpgrp => signal::getpgid(0),

@@ -6,6 +6,7 @@ use crate::arch::idt::InterruptFrame;
 use crate::core::shared;
 use crate::proc;
 use crate::sched::{self, WaitToken, Wakeup};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use linux_raw_sys::errno;
@@ -247,6 +248,22 @@ pub fn arch_prctl(code: u64, address: u64) -> SyscallResult {
 /// `prctl` options Reef knows [Linux include/uapi/linux/prctl.h].
 const PR_SET_PDEATHSIG: u64 = 1;
 const PR_GET_PDEATHSIG: u64 = 2;
+const PR_GET_DUMPABLE: u64 = 3;
+const PR_SET_DUMPABLE: u64 = 4;
+const PR_GET_KEEPCAPS: u64 = 7;
+const PR_SET_KEEPCAPS: u64 = 8;
+const PR_SET_NAME: u64 = 15;
+const PR_GET_NAME: u64 = 16;
+const PR_SET_TIMERSLACK: u64 = 29;
+const PR_GET_TIMERSLACK: u64 = 30;
+const PR_TASK_PERF_EVENTS_DISABLE: u64 = 31;
+const PR_TASK_PERF_EVENTS_ENABLE: u64 = 32;
+const PR_SET_NO_NEW_PRIVS: u64 = 38;
+const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_SET_THP_DISABLE: u64 = 41;
+const PR_GET_THP_DISABLE: u64 = 42;
+/// `TASK_COMM_LEN`: a name with its NUL.
+const COMM_LENGTH: usize = 16;
 
 /// `prctl(option, argument)`: the parent-death signal (`PR_SET_PDEATHSIG`, `PR_GET_PDEATHSIG`,
 /// which stores an `int` at `argument`). Other options: `EINVAL`, as Linux answers one it
@@ -263,6 +280,55 @@ pub fn prctl(option: u64, argument: u64) -> SyscallResult {
             write_user(argument, &(process.death_signal() as i32))?;
             Ok(0)
         }
+        PR_SET_NAME => {
+            // The name of the calling thread in Linux; Reef keeps one name per process.
+            let mut name = super::read_string(argument, 4096)?;
+            name.truncate(COMM_LENGTH - 1);
+            let name = String::from_utf8_lossy(&name).into_owned();
+            process.state.lock().name = name;
+            proc::report_to_proc(&process);
+            Ok(0)
+        }
+        PR_GET_NAME => {
+            let mut name = [0u8; COMM_LENGTH];
+            let own = process.state.lock().name.clone();
+            let length = own.len().min(COMM_LENGTH - 1);
+            name[..length].copy_from_slice(&own.as_bytes()[..length]);
+            write_user(argument, &name)?;
+            Ok(0)
+        }
+        // Options Reef keeps and reports, whose effect is already Reef's behaviour: no core
+        // dumps, no set-user-id programs (so no privileges to keep or gain), no transparent
+        // huge pages, timers that do not coalesce.
+        PR_SET_DUMPABLE | PR_SET_KEEPCAPS | PR_SET_THP_DISABLE if argument > 1 => Err(errno::EINVAL),
+        PR_SET_DUMPABLE => {
+            process.options.lock().dumpable = argument == 1;
+            Ok(0)
+        }
+        PR_SET_KEEPCAPS => {
+            process.options.lock().keep_capabilities = argument == 1;
+            Ok(0)
+        }
+        PR_SET_THP_DISABLE => {
+            process.options.lock().no_huge_pages = argument == 1;
+            Ok(0)
+        }
+        // One way: it cannot be cleared.
+        PR_SET_NO_NEW_PRIVS if argument != 1 => Err(errno::EINVAL),
+        PR_SET_NO_NEW_PRIVS => {
+            process.options.lock().no_new_privileges = true;
+            Ok(0)
+        }
+        PR_SET_TIMERSLACK => {
+            process.options.lock().timer_slack_ns = if argument == 0 { proc::DEFAULT_TIMER_SLACK_NS } else { argument };
+            Ok(0)
+        }
+        PR_GET_DUMPABLE => Ok(u64::from(process.options.lock().dumpable)),
+        PR_GET_KEEPCAPS => Ok(u64::from(process.options.lock().keep_capabilities)),
+        PR_GET_THP_DISABLE => Ok(u64::from(process.options.lock().no_huge_pages)),
+        PR_GET_NO_NEW_PRIVS => Ok(u64::from(process.options.lock().no_new_privileges)),
+        PR_GET_TIMERSLACK => Ok(process.options.lock().timer_slack_ns),
+        PR_TASK_PERF_EVENTS_DISABLE | PR_TASK_PERF_EVENTS_ENABLE => Ok(0),
         _ => Err(errno::EINVAL),
     }
 }

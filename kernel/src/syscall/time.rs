@@ -20,9 +20,43 @@ fn now(clock: u64) -> Result<u64, u32> {
     match clock {
         CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Ok(crate::time::realtime_ns()),
         CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME => Ok(monotonic),
-        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Ok(monotonic),
-        _ => Err(errno::EINVAL),
+        CLOCK_PROCESS_CPUTIME_ID => cpu_clock(0, false),
+        CLOCK_THREAD_CPUTIME_ID => cpu_clock(0, true),
+        _ => match dynamic_cpu_clock(clock) {
+            Some((pid, per_thread)) => cpu_clock(pid, per_thread),
+            None => Err(errno::EINVAL),
+        },
     }
+}
+
+/// The pid and kind of a CPU-time clock id made by `clock_getcpuclockid` or
+/// `pthread_getcpuclockid` [Linux include/linux/posix-timers.h]: negative, `~pid << 3`, then
+/// the thread bit (4) and the kind (0 `PROF`, 1 `VIRT`, 2 `SCHED`: Reef's clock counts every
+/// one as user plus system time).
+fn dynamic_cpu_clock(clock: u64) -> Option<(u32, bool)> {
+    let clock = clock as i32;
+    if clock >= 0 || clock & 3 == 3 {
+        return None;
+    }
+    let pid = u32::try_from(!(clock >> 3)).ok()?;
+    Some((pid, clock & 4 != 0))
+}
+
+/// CPU time in nanoseconds (microsecond grain) of a process of this instance (`pid` 0: the
+/// caller's), or of one of the caller's threads.
+fn cpu_clock(pid: u32, per_thread: bool) -> Result<u64, u32> {
+    let total = |times: abi::process::CpuTimes| (times.user_us + times.system_us) * 1000;
+    if per_thread {
+        let thread = if pid == 0 { sched::current() } else { sched::find_thread(pid).ok_or(errno::EINVAL)? };
+        let caller = sched::current_process().ok_or(errno::EPERM)?;
+        if thread.process.as_ref().is_none_or(|p| p.pid != caller.pid) {
+            return Err(errno::EINVAL);
+        }
+        return Ok(total(thread.cpu.times()));
+    }
+    let process = if pid == 0 { sched::current_process() } else { crate::proc::find(pid) };
+    let process = process.ok_or(errno::EINVAL)?;
+    Ok(total(process.cpu_times(&sched::threads_of(process.pid)).0))
 }
 
 fn to_timespec(ns: u64) -> timespec {

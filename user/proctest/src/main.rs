@@ -51,13 +51,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let checks: [(&str, Check); 11] = [
+    let checks: [(&str, Check); 12] = [
         ("mutex", Box::new(mutex)),
         ("atomic", Box::new(atomic)),
         ("map", Box::new(map)),
         ("sleep", Box::new(sleep)),
         ("hello", Box::new(move || read_hello(hello.as_deref()))),
         ("fork-exit", Box::new(fork_exit)),
+        ("command", Box::new(command)),
         ("args", Box::new(args)),
         ("home", Box::new(home)),
         ("bin", Box::new(bin)),
@@ -355,6 +356,28 @@ fn fork_exit() -> Outcome {
     match status.code() {
         Some(CHILD_STATUS) => Ok(CHILD_STATUS.to_string()),
         _ => Err(format!("the child ended with {status}, not exit status {CHILD_STATUS}")),
+    }
+}
+
+/// `std::process::Command`, as programs start others: musl's `posix_spawn` (a
+/// `clone(CLONE_VM | CLONE_VFORK)`) runs a shell whose output and status come back, and a
+/// program that does not exist is `NotFound` at `spawn`, reported by the child through a
+/// pipe before its parent goes on.
+fn command() -> Outcome {
+    let output = std::process::Command::new("/bin/sh")
+        .args(["-c", "echo spawned; exit 3"])
+        .output()
+        .map_err(|error| format!("spawning /bin/sh: {error}"))?;
+    if output.stdout != b"spawned\n" || output.status.code() != Some(3) {
+        return Err(format!("/bin/sh -c printed {:?} and ended with {}", output.stdout, output.status));
+    }
+    match std::process::Command::new("/nonexistent-program").spawn() {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok("status-3,not-found".to_string()),
+        Err(error) => Err(format!("spawning a missing program: {error}, not NotFound")),
+        Ok(mut child) => {
+            let status = child.wait();
+            Err(format!("a missing program was spawned, and ended with {status:?}"))
+        }
     }
 }
 

@@ -13,7 +13,7 @@ fn passes_with_one_line() {
     assert_eq!(status, Some(0), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.starts_with("TEST proc-std ok linux mutex=40000 atomic=40000 map=1000 "), "{text}");
-    assert!(text.contains(" hello=skipped fork-exit=7 "), "{text}");
+    assert!(text.contains(" hello=skipped fork-exit=7 command=status-3,not-found "), "{text}");
 }
 
 #[test]
