@@ -2,7 +2,8 @@
 //! `apt-get download`, unpacked into a cache under `target/`, reused until deleted.
 //!
 //! The Linux peer boots Debian's kernel and busybox; Reef's initramfs carries the same
-//! busybox, so both take it from one cache.
+//! busybox, so both take it from one cache. The bash script suite runs Debian's static bash
+//! on Reef and on the host from the same cache.
 
 use crate::tools;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ use std::process::{Command, Stdio};
 const KERNEL_METAPACKAGE: &str = "linux-image-amd64";
 /// Busybox linked statically: a whole userland in one file with no loader or libraries.
 const BUSYBOX_PACKAGE: &str = "busybox-static";
+/// GNU bash linked statically: the shell the bash script suite runs, on Reef and on the host.
+const BASH_PACKAGE: &str = "bash-static";
 
 /// The cache directory, created if missing. It is `target/peer` because the Linux peer
 /// fetched the first packages; it also keeps the peer's own files.
@@ -35,7 +38,7 @@ fn run_tool(command: &mut Command) -> Result<String, String> {
     let output = command.output().map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             format!(
-                "`{program}` is missing: Debian packages (busybox, the peer's kernel) need apt-get, apt-cache, dpkg-deb"
+                "`{program}` is missing: Debian packages (busybox, bash, the peer's kernel) need apt-get, apt-cache, dpkg-deb"
             )
         } else {
             format!("cannot start `{program}`: {error}")
@@ -206,14 +209,25 @@ pub fn fetch_kernel(cache: &Path) -> Result<Unpacked, String> {
     fetch(cache, &package, unpack_kernel_image, find_kernel_image)
 }
 
+/// Unpacks a whole .deb into `directory` (`dpkg-deb -x`: files only, nothing installed).
+fn unpack_whole(deb: &Path, directory: &Path) -> Result<(), String> {
+    run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(directory)).map(drop)
+}
+
+/// `package` unpacked whole, its file the one at `path` in the package.
+fn fetch_program(cache: &Path, package: &str, path: &str) -> Result<Unpacked, String> {
+    fetch(cache, package, unpack_whole, |directory| Some(directory.join(path)).filter(|file| file.is_file()))
+}
+
 /// Debian's static busybox.
 pub fn fetch_busybox(cache: &Path) -> Result<Unpacked, String> {
-    fetch(
-        cache,
-        BUSYBOX_PACKAGE,
-        |deb, directory| run_tool(Command::new("dpkg-deb").arg("-x").arg(deb).arg(directory)).map(drop),
-        |directory| Some(directory.join("bin/busybox")).filter(|path| path.is_file()),
-    )
+    fetch_program(cache, BUSYBOX_PACKAGE, "bin/busybox")
+}
+
+/// Debian's static bash (`bin/bash-static`), which the bash script suite runs on Reef and,
+/// as the reference, on the host.
+pub fn fetch_bash_static(cache: &Path) -> Result<Unpacked, String> {
+    fetch_program(cache, BASH_PACKAGE, "bin/bash-static")
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `cargo xtask test`: check, host tests, loom models, then QEMU integration runs.
 
+mod bash_suite;
 mod chaos;
 mod cores;
 mod foreign_crates;
@@ -589,6 +590,7 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     chaos::integrations(&mut list, &machine);
     unix_semantics::integrations(&mut list, &machine);
     foreign_crates::integrations(&mut list, &machine);
+    bash_suite::integrations(&mut list, &machine);
     list
 }
 
