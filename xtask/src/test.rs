@@ -5,6 +5,7 @@ mod chaos;
 mod cores;
 mod foreign_crates;
 mod roles;
+mod unix_files;
 mod unix_semantics;
 
 use crate::qemu::{self, Accel, Machine};
@@ -589,8 +590,9 @@ fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     cores::integrations(&mut list, &machine);
     chaos::integrations(&mut list, &machine);
     unix_semantics::integrations(&mut list, &machine);
-    foreign_crates::integrations(&mut list, &machine);
+    unix_files::integrations(&mut list, &machine);
     bash_suite::integrations(&mut list, &machine);
+    foreign_crates::integrations(&mut list, &machine);
     list
 }
 

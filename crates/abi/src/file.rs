@@ -80,13 +80,19 @@ pub enum FileOp {
     PathOf = 25,
     /// (request id): finish that parked request now with what it has.
     Cancel = 26,
+    /// (directory handle, cwd handle, mode: type and permissions) + path: `mknodat` of a FIFO
+    /// or a regular file.
+    MakeNode = 27,
+    /// (count) + `count` × (descriptor u32, handle u64): the calling process's descriptors
+    /// now, for `/proc/<pid>/fd`. No reply.
+    Descriptors = 28,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 26] = [
+        const ALL: [FileOp; 28] = [
             Open,
             Read,
             Write,
@@ -113,6 +119,8 @@ impl FileOp {
             Control,
             PathOf,
             Cancel,
+            MakeNode,
+            Descriptors,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -369,20 +377,22 @@ pub struct ProcessRecord<'a> {
     pub name: &'a [u8],
     /// Its arguments, each NUL-ended (Linux's `/proc/<pid>/cmdline`).
     pub command_line: &'a [u8],
+    /// The file it runs, an absolute path (Linux's `/proc/<pid>/exe`).
+    pub program: &'a [u8],
 }
 
-const RECORD_HEADER: usize = 4 + 4 + 4 + 4 + 4 + 4;
+const RECORD_HEADER: usize = 4 + 4 + 4 + 4 + 4 + 4 + 4;
 
 impl<'a> ProcessRecord<'a> {
     /// Bytes [`encode`](Self::encode) writes.
     pub fn encoded_size(&self) -> usize {
-        RECORD_HEADER + self.name.len() + self.command_line.len()
+        RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len()
     }
 
     /// Writes the record into `out`; `None` when `out` is too short or the strings too long.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let size = self.encoded_size();
-        if out.len() < size || self.name.len() + self.command_line.len() > MAX_BYTES {
+        if out.len() < size || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES {
             return None;
         }
         put(out, 0, &self.pid.to_le_bytes());
@@ -391,8 +401,10 @@ impl<'a> ProcessRecord<'a> {
         put(out, 12, &u32::from(self.alive).to_le_bytes());
         put(out, 16, &(self.name.len() as u32).to_le_bytes());
         put(out, 20, &(self.command_line.len() as u32).to_le_bytes());
+        put(out, 24, &(self.program.len() as u32).to_le_bytes());
         put(out, RECORD_HEADER, self.name);
         put(out, RECORD_HEADER + self.name.len(), self.command_line);
+        put(out, RECORD_HEADER + self.name.len() + self.command_line.len(), self.program);
         Some(size)
     }
 
@@ -403,8 +415,9 @@ impl<'a> ProcessRecord<'a> {
         }
         let name = u32_in(bytes, 16) as usize;
         let command_line = u32_in(bytes, 20) as usize;
-        let expected = RECORD_HEADER.saturating_add(name).saturating_add(command_line);
-        if expected != bytes.len() || name + command_line > MAX_BYTES {
+        let program = u32_in(bytes, 24) as usize;
+        let expected = RECORD_HEADER.saturating_add(name).saturating_add(command_line).saturating_add(program);
+        if expected != bytes.len() || name.saturating_add(command_line).saturating_add(program) > MAX_BYTES {
             return Err(DecodeError::BadLength { expected, found: bytes.len() });
         }
         let alive = match u32_in(bytes, 12) {
@@ -418,7 +431,8 @@ impl<'a> ProcessRecord<'a> {
             core: u32_in(bytes, 8),
             alive,
             name: &bytes[RECORD_HEADER..RECORD_HEADER + name],
-            command_line: &bytes[RECORD_HEADER + name..],
+            command_line: &bytes[RECORD_HEADER + name..RECORD_HEADER + name + command_line],
+            program: &bytes[RECORD_HEADER + name + command_line..],
         })
     }
 }
@@ -478,6 +492,7 @@ mod tests {
             alive: true,
             name: b"sh",
             command_line: b"sh\0-c\0ls\0",
+            program: b"/bin/busybox",
         };
         let mut out = vec![0u8; record.encoded_size()];
         record.encode(&mut out);
@@ -495,7 +510,7 @@ mod tests {
 
         #[test]
         fn any_request_round_trips(
-            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=26, words in any::<[u64; 6]>(),
+            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=28, words in any::<[u64; 6]>(),
             first in proptest::collection::vec(any::<u8>(), 0..300),
             second in proptest::collection::vec(any::<u8>(), 0..300),
         ) {

@@ -141,6 +141,31 @@ impl Vfs {
         Ok(NodeId::new(Filesystem::Tmpfs, inode))
     }
 
+    /// Makes the node `name` in `directory` with `mode`'s type and permissions (`mknodat`;
+    /// the umask already applied): a FIFO (`S_IFIFO`) or an empty regular file (`S_IFREG`,
+    /// or no type bits, as Linux reads them). Linux's checks in its order (`may_mknod`, then
+    /// `vfs_mknod`): `EPERM` for a directory (`mkdir` makes those), `EINVAL` for bits that
+    /// name no type, `EEXIST` for an existing name. Device nodes (`S_IFCHR`, `S_IFBLK`) are
+    /// `EPERM`, Linux's answer without `CAP_MKNOD`: Reef's devices are the fixed set of
+    /// `/dev`, and a node elsewhere would name nothing a driver serves. Sockets are `EPERM`
+    /// too (Linux makes the node): Reef has no sockets for one to name.
+    pub fn make_node(&mut self, directory: NodeId, name: &[u8], mode: u32) -> Result<NodeId, Errno> {
+        let content = match mode & mode::TYPE_MASK {
+            0 | mode::REGULAR => NewContent::Regular,
+            mode::FIFO => NewContent::Fifo,
+            mode::DIRECTORY | mode::CHARACTER_DEVICE | mode::BLOCK_DEVICE | mode::SOCKET => return Err(EPERM),
+            _ => return Err(EINVAL),
+        };
+        let type_bits = if matches!(content, NewContent::Fifo) { mode::FIFO } else { mode::REGULAR };
+        let last = parse_name(name)?;
+        let filesystem = self.directory_filesystem(directory)?;
+        let plain = self.new_name(directory, last)?;
+        Self::writable(filesystem)?;
+        let now = self.now();
+        let inode = self.tmpfs.add(directory.inode(), plain, type_bits | mode & 0o7777, content, now)?;
+        Ok(NodeId::new(Filesystem::Tmpfs, inode))
+    }
+
     /// Makes the symbolic link `name` in `directory`, pointing at `target` (`symlinkat`);
     /// the target is not checked, only kept. `ENOENT` for an empty target, `ENAMETOOLONG`
     /// for one of [`PATH_MAX`](crate::PATH_MAX) bytes or more, `EEXIST` for an existing name.

@@ -69,7 +69,10 @@ pub enum NodeKind {
     /// when [`SysFile::is_writable`], written through
     /// [`Vfs::decode_sys_write`](crate::Vfs::decode_sys_write).
     SysFile(SysFile),
-    /// A FIFO, socket, block device or character device with no Reef driver that the initramfs
+    /// A named pipe (FIFO) of tmpfs or the initramfs: the file service opens it as one end of
+    /// a pipe it keeps for the node while any end is open.
+    Fifo,
+    /// A socket, block device or character device with no Reef driver that the initramfs
     /// holds outside `/dev`: it can be listed and stat'ed, not opened.
     Special,
 }

@@ -87,6 +87,9 @@ impl Walk {
     }
 }
 
+/// Where a walk found its last node: the directory and the name there.
+type FoundUnder = (NodeId, Vec<u8>);
+
 impl Vfs {
     /// The node `path` names (`openat`, `stat`, `chdir`...): absolute paths start at the
     /// root, relative ones at `base` (a directory descriptor's node) or else at the caller's
@@ -108,11 +111,53 @@ impl Vfs {
     ) -> Result<NodeId, Errno> {
         check_path(path)?;
         let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
-        self.walk(context, start, path, follow_last)
+        Ok(self.walk(context, start, path, follow_last, false)?.0)
     }
 
-    fn walk(&self, context: &Context, start: NodeId, path: &[u8], follow_last: bool) -> Result<NodeId, Errno> {
+    /// As [`Vfs::resolve`], with the absolute path of what it found, as Linux's
+    /// `/proc/<pid>/fd` links name an open file: a directory's own path, anything else's
+    /// directory's path and the name it was found under, links followed (`/bin/ls` that
+    /// links to `busybox` is `/bin/busybox`).
+    pub fn resolve_with_path(
+        &self,
+        context: &Context,
+        base: Option<NodeId>,
+        path: &[u8],
+        follow_last: bool,
+    ) -> Result<(NodeId, Vec<u8>), Errno> {
+        check_path(path)?;
+        let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
+        let (node, last) = self.walk(context, start, path, follow_last, true)?;
+        let path = match last {
+            Some((directory, name)) if !self.is_directory(node)? => self.path_in(directory, &name)?,
+            _ => self.path_of(node)?,
+        };
+        Ok((node, path))
+    }
+
+    /// The absolute path of `name` in the directory `directory`.
+    pub fn path_in(&self, directory: NodeId, name: &[u8]) -> Result<Vec<u8>, Errno> {
+        let mut path = self.path_of(directory)?;
+        if path.last() != Some(&b'/') {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+        Ok(path)
+    }
+
+    /// Walks `path` from `start`: the node, and when `want_name`, the directory and the name
+    /// the last component was found under (links followed; `None` if the walk ended at
+    /// `start` or at `.` or `..`, which are directories).
+    fn walk(
+        &self,
+        context: &Context,
+        start: NodeId,
+        path: &[u8],
+        follow_last: bool,
+        want_name: bool,
+    ) -> Result<(NodeId, Option<FoundUnder>), Errno> {
         let mut current = start;
+        let mut last_step = None;
         // The start must exist even for a path of slashes alone.
         self.kind(current)?;
         let mut walk = Walk::new(path);
@@ -149,9 +194,12 @@ impl Vfs {
             if component.trailing_slash && kind != NodeKind::Directory {
                 return Err(ENOTDIR);
             }
+            if want_name && component.last {
+                last_step = (name != b"." && name != b"..").then(|| (current, name.to_vec()));
+            }
             current = child;
         }
-        Ok(current)
+        Ok((current, last_step))
     }
 
     /// The directory that holds what `path` names, and the last component's name, for the
@@ -178,7 +226,8 @@ impl Vfs {
             return Err(ENAMETOOLONG);
         }
         let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
-        let directory = if name_start == 0 { start } else { self.walk(context, start, &path[..name_start], true)? };
+        let directory =
+            if name_start == 0 { start } else { self.walk(context, start, &path[..name_start], true, false)?.0 };
         if !self.is_directory(directory)? {
             return Err(ENOTDIR);
         }

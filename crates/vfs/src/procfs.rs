@@ -1,8 +1,10 @@
 //! `/proc`: a tree computed from the process list, whose files' text a [`ProcSource`] writes.
 //!
-//! No node is stored: a node's inode number says what it is, `(pid + 1) << 8 | code` for the
-//! nodes of one process and `code` for the others.
+//! No node is stored: a node's inode number says what it is, `(pid + 1) << 20 | code` for
+//! the nodes of one process (a descriptor's link is `FD_LINK_BASE + fd`) and `code` for the
+//! others.
 
+use crate::node::{DIRECTORY_CODE, REGULAR_CODE, SYMLINK_CODE};
 use crate::Errno;
 use alloc::vec::Vec;
 
@@ -15,6 +17,8 @@ pub enum ProcFile {
     Cmdline(u32),
     /// `/proc/<pid>/stat`: the one-line, space-separated form `ps` reads.
     Stat(u32),
+    /// `/proc/<pid>/comm`: the name, at most 15 bytes, and a newline.
+    Comm(u32),
     /// `/proc/cpuinfo`.
     CpuInfo,
     /// `/proc/interrupts`: interrupts and exceptions taken, per core and vector.
@@ -54,10 +58,16 @@ pub trait ProcSource: Send {
     /// The text of a proc file (not called for [`ProcFile::Mounts`]); `Err(ENOENT)` when the
     /// process is gone.
     fn generate(&self, file: ProcFile) -> Result<Vec<u8>, Errno>;
-}
 
-/// The inode of `/proc` itself.
-pub(crate) const ROOT_INODE: u64 = 1;
+    /// The open descriptors of process `pid` (`/proc/<pid>/fd`): each number, in increasing
+    /// order, with what its link names (a path, `pipe:[N]`, `/dev/console`), as Linux shows
+    /// them. `Err(ENOENT)` when the process is gone.
+    fn descriptors(&self, pid: u32) -> Result<Vec<(u32, Vec<u8>)>, Errno>;
+
+    /// The absolute path of the program process `pid` runs (`/proc/<pid>/exe`).
+    /// `Err(ENOENT)` when the process is gone.
+    fn program(&self, pid: u32) -> Result<Vec<u8>, Errno>;
+}
 
 /// What an inode number of `/proc` names.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -71,6 +81,12 @@ pub(crate) enum ProcNode {
     ReefDirectory,
     /// `/proc/<pid>`.
     ProcessDirectory(u32),
+    /// `/proc/<pid>/fd`: a link per open descriptor.
+    DescriptorDirectory(u32),
+    /// `/proc/<pid>/fd/<fd>`: a link to what the descriptor is open on.
+    DescriptorLink(u32, u32),
+    /// `/proc/<pid>/exe`: a link to the program.
+    ProgramLink(u32),
     File(ProcFile),
 }
 
@@ -81,6 +97,14 @@ const REEF_CODE: u64 = 7;
 /// The codes of a process's nodes.
 const PROCESS_DIRECTORY_CODE: u64 = 1;
 const SELF_OF_PROCESS_CODE: u64 = 5;
+const DESCRIPTOR_DIRECTORY_CODE: u64 = 6;
+const PROGRAM_LINK_CODE: u64 = 7;
+/// A descriptor's link is this plus the descriptor (below [`MAX_DESCRIPTOR`]).
+const FD_LINK_BASE: u64 = 1 << 16;
+/// Bits of a process node's inode number below the pid.
+const PID_SHIFT: u32 = 20;
+/// Descriptors `/proc/<pid>/fd` can name: far above the 1024 a process may hold.
+pub(crate) const MAX_DESCRIPTOR: u32 = (1 << PID_SHIFT) - FD_LINK_BASE as u32;
 
 /// The top-level files and their codes, in listing order after `self`.
 const TOP_FILES: [(&[u8], ProcFile, u64); 5] = [
@@ -104,9 +128,16 @@ const REEF_FILES: [(&[u8], ReefView, u64); 6] = [
 /// A file of `/proc/<pid>`: its name, the [`ProcFile`] of a pid, its code.
 type ProcessFile = (&'static [u8], fn(u32) -> ProcFile, u64);
 
-/// The files of `/proc/<pid>`, in listing order.
-const PROCESS_FILES: [ProcessFile; 3] =
-    [(b"status", ProcFile::Status, 2), (b"cmdline", ProcFile::Cmdline, 3), (b"stat", ProcFile::Stat, 4)];
+/// The files of `/proc/<pid>`, in listing order; `fd` and `exe` follow them.
+const PROCESS_FILES: [ProcessFile; 4] = [
+    (b"status", ProcFile::Status, 2),
+    (b"cmdline", ProcFile::Cmdline, 3),
+    (b"stat", ProcFile::Stat, 4),
+    (b"comm", ProcFile::Comm, 8),
+];
+
+/// Entries of `/proc/<pid>`: its files, `fd`, `exe`.
+const PROCESS_ENTRIES: usize = PROCESS_FILES.len() + 2;
 
 /// The entries of `/proc` that are not processes, in listing order: `self`, the top files,
 /// `reef`. Processes follow them.
@@ -114,15 +145,18 @@ pub(crate) const FIXED_ENTRIES: u64 = 1 + TOP_FILES.len() as u64 + 1;
 
 impl ProcNode {
     pub fn inode(self) -> u64 {
-        let of_process = |pid: u32, code: u64| (u64::from(pid) + 1) << 8 | code;
+        let of_process = |pid: u32, code: u64| (u64::from(pid) + 1) << PID_SHIFT | code;
         match self {
             Self::Root => ROOT_CODE,
             Self::SelfLink => SELF_CODE,
             Self::SelfLinkOf(pid) => of_process(pid, SELF_OF_PROCESS_CODE),
             Self::ReefDirectory => REEF_CODE,
             Self::ProcessDirectory(pid) => of_process(pid, PROCESS_DIRECTORY_CODE),
+            Self::DescriptorDirectory(pid) => of_process(pid, DESCRIPTOR_DIRECTORY_CODE),
+            Self::DescriptorLink(pid, fd) => of_process(pid, FD_LINK_BASE + u64::from(fd)),
+            Self::ProgramLink(pid) => of_process(pid, PROGRAM_LINK_CODE),
             Self::File(file) => match file {
-                ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) => {
+                ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) | ProcFile::Comm(pid) => {
                     let (_, _, code) = PROCESS_FILES.iter().find(|(_, make, _)| make(pid) == file).expect("listed");
                     of_process(pid, *code)
                 }
@@ -135,8 +169,8 @@ impl ProcNode {
     /// The node of inode number `inode`, `None` for a number no node has. Whether its process
     /// is alive is not checked here.
     pub fn from_inode(inode: u64) -> Option<Self> {
-        let code = inode & 0xff;
-        match inode >> 8 {
+        let code = inode & ((1 << PID_SHIFT) - 1);
+        match inode >> PID_SHIFT {
             0 => match code {
                 ROOT_CODE => Some(Self::Root),
                 SELF_CODE => Some(Self::SelfLink),
@@ -153,6 +187,9 @@ impl ProcNode {
                 match code {
                     PROCESS_DIRECTORY_CODE => Some(Self::ProcessDirectory(pid)),
                     SELF_OF_PROCESS_CODE => Some(Self::SelfLinkOf(pid)),
+                    DESCRIPTOR_DIRECTORY_CODE => Some(Self::DescriptorDirectory(pid)),
+                    PROGRAM_LINK_CODE => Some(Self::ProgramLink(pid)),
+                    FD_LINK_BASE.. => Some(Self::DescriptorLink(pid, u32::try_from(code - FD_LINK_BASE).ok()?)),
                     _ => PROCESS_FILES.iter().find(|(_, _, c)| *c == code).map(|(_, make, _)| Self::File(make(pid))),
                 }
             }
@@ -163,23 +200,45 @@ impl ProcNode {
     pub fn process(self) -> Option<u32> {
         match self {
             Self::ProcessDirectory(pid)
-            | Self::File(ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid)) => Some(pid),
+            | Self::DescriptorDirectory(pid)
+            | Self::DescriptorLink(pid, _)
+            | Self::ProgramLink(pid)
+            | Self::File(ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) | ProcFile::Comm(pid)) => {
+                Some(pid)
+            }
             _ => None,
         }
     }
 
     pub fn is_directory(self) -> bool {
-        matches!(self, Self::Root | Self::ReefDirectory | Self::ProcessDirectory(_))
+        matches!(self, Self::Root | Self::ReefDirectory | Self::ProcessDirectory(_) | Self::DescriptorDirectory(_))
+    }
+
+    pub fn is_link(self) -> bool {
+        matches!(self, Self::SelfLink | Self::SelfLinkOf(_) | Self::DescriptorLink(..) | Self::ProgramLink(_))
+    }
+
+    /// The `d_type` code a listing gives this node.
+    pub fn kind_code(self) -> u8 {
+        if self.is_link() {
+            SYMLINK_CODE
+        } else if self.is_directory() {
+            DIRECTORY_CODE
+        } else {
+            REGULAR_CODE
+        }
     }
 }
 
 /// The child `name` of the directory `directory`, for process `caller` (whose `self` it is).
-/// `pids` is asked only when the name could be a process's.
+/// `pids` is asked only when the name could be a process's, `descriptors` only when it could
+/// be a descriptor of the process.
 pub(crate) fn lookup(
     directory: ProcNode,
     name: &[u8],
     caller: u32,
     pids: impl FnOnce() -> Vec<u32>,
+    descriptors: impl FnOnce(u32) -> Vec<u32>,
 ) -> Option<ProcNode> {
     match directory {
         ProcNode::Root => {
@@ -199,10 +258,18 @@ pub(crate) fn lookup(
             .iter()
             .find(|(candidate, _, _)| *candidate == name)
             .map(|(_, view, _)| ProcNode::File(ProcFile::Reef(*view))),
-        ProcNode::ProcessDirectory(pid) => PROCESS_FILES
-            .iter()
-            .find(|(candidate, _, _)| *candidate == name)
-            .map(|(_, make, _)| ProcNode::File(make(pid))),
+        ProcNode::ProcessDirectory(pid) => match name {
+            b"fd" => Some(ProcNode::DescriptorDirectory(pid)),
+            b"exe" => Some(ProcNode::ProgramLink(pid)),
+            _ => PROCESS_FILES
+                .iter()
+                .find(|(candidate, _, _)| *candidate == name)
+                .map(|(_, make, _)| ProcNode::File(make(pid))),
+        },
+        ProcNode::DescriptorDirectory(pid) => {
+            let fd = parse_decimal(name).filter(|&fd| fd < MAX_DESCRIPTOR)?;
+            descriptors(pid).contains(&fd).then_some(ProcNode::DescriptorLink(pid, fd))
+        }
         _ => None,
     }
 }
@@ -236,19 +303,35 @@ pub(crate) fn fixed_entry(directory: ProcNode, position: u64) -> Option<(&'stati
         ProcNode::ReefDirectory => {
             REEF_FILES.get(position).map(|&(name, view, _)| (name, ProcNode::File(ProcFile::Reef(view))))
         }
-        ProcNode::ProcessDirectory(pid) => {
-            PROCESS_FILES.get(position).map(|&(name, make, _)| (name, ProcNode::File(make(pid))))
-        }
+        ProcNode::ProcessDirectory(pid) => match position {
+            position if position < PROCESS_FILES.len() => {
+                let (name, make, _) = PROCESS_FILES[position];
+                Some((name, ProcNode::File(make(pid))))
+            }
+            position if position == PROCESS_FILES.len() => Some((b"fd", ProcNode::DescriptorDirectory(pid))),
+            position if position + 1 == PROCESS_ENTRIES => Some((b"exe", ProcNode::ProgramLink(pid))),
+            _ => None,
+        },
         _ => None,
     }
 }
 
-/// The name of a node in its directory, for paths.
-pub(crate) fn name_of_directory(directory: ProcNode) -> Option<Vec<u8>> {
+/// The directory holding the directory `directory`.
+pub(crate) fn parent_of_directory(directory: ProcNode) -> ProcNode {
     match directory {
-        ProcNode::ReefDirectory => Some(b"reef".to_vec()),
-        ProcNode::ProcessDirectory(pid) => Some(decimal(u64::from(pid))),
-        _ => None,
+        ProcNode::DescriptorDirectory(pid) => ProcNode::ProcessDirectory(pid),
+        _ => ProcNode::Root,
+    }
+}
+
+/// The names from `/proc` down to the directory `directory`, for paths: none for `/proc`
+/// itself.
+pub(crate) fn names_of_directory(directory: ProcNode) -> Vec<Vec<u8>> {
+    match directory {
+        ProcNode::ReefDirectory => alloc::vec![b"reef".to_vec()],
+        ProcNode::ProcessDirectory(pid) => alloc::vec![decimal(u64::from(pid))],
+        ProcNode::DescriptorDirectory(pid) => alloc::vec![decimal(u64::from(pid)), b"fd".to_vec()],
+        _ => Vec::new(),
     }
 }
 
@@ -277,7 +360,12 @@ mod tests {
         let mut nodes = vec![ProcNode::Root, ProcNode::SelfLink, ProcNode::ReefDirectory];
         for pid in [0, 1, 42, u32::MAX] {
             nodes.extend([ProcNode::SelfLinkOf(pid), ProcNode::ProcessDirectory(pid)]);
-            nodes.extend([ProcFile::Status(pid), ProcFile::Cmdline(pid), ProcFile::Stat(pid)].map(ProcNode::File));
+            nodes.extend([ProcNode::DescriptorDirectory(pid), ProcNode::ProgramLink(pid)]);
+            nodes.extend([0, 1, 1023, MAX_DESCRIPTOR - 1].map(|fd| ProcNode::DescriptorLink(pid, fd)));
+            nodes.extend(
+                [ProcFile::Status(pid), ProcFile::Cmdline(pid), ProcFile::Stat(pid), ProcFile::Comm(pid)]
+                    .map(ProcNode::File),
+            );
         }
         nodes.extend(
             [ProcFile::CpuInfo, ProcFile::Interrupts, ProcFile::MemInfo, ProcFile::Mounts, ProcFile::Uptime]
@@ -296,7 +384,7 @@ mod tests {
         assert_eq!(inodes.len(), nodes.len(), "inode numbers are distinct");
         assert_eq!(ProcNode::from_inode(0), None);
         assert_eq!(ProcNode::from_inode(99), None);
-        assert_eq!(ProcNode::from_inode(1 << 8 | 99), None);
+        assert_eq!(ProcNode::from_inode(1 << PID_SHIFT | 99), None);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub(crate) enum Content {
     Directory(Directory),
     /// The link's target, as given.
     Symlink(Vec<u8>),
+    /// A named pipe: the bytes live in the file service's pipe while it is open, never here.
+    Fifo,
 }
 
 /// A directory's entries, by name for lookups and by insertion sequence for listings. A
@@ -188,6 +190,7 @@ impl Tmpfs {
             NewContent::Regular => (Content::Regular(FilePages::default()), 1),
             NewContent::Directory => (Content::Directory(Directory::new(directory, name.to_vec())), 2),
             NewContent::Symlink(target) => (Content::Symlink(target), 1),
+            NewContent::Fifo => (Content::Fifo, 1),
         };
         let is_directory = matches!(content, Content::Directory(_));
         self.nodes.insert(inode, TmpNode { mode, links, accessed: now, modified: now, changed: now, content });
@@ -382,4 +385,5 @@ pub(crate) enum NewContent {
     Regular,
     Directory,
     Symlink(Vec<u8>),
+    Fifo,
 }

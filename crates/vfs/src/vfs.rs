@@ -184,6 +184,12 @@ impl Vfs {
                         return Err(ENOENT);
                     }
                 }
+                if let ProcNode::DescriptorLink(pid, fd) = proc_node {
+                    // Gone once the descriptor is closed, as on Linux.
+                    if !self.proc.descriptors(pid)?.iter().any(|(open, _)| *open == fd) {
+                        return Err(ENOENT);
+                    }
+                }
                 Ok(Found::Procfs(proc_node))
             }
             Filesystem::Sysfs => {
@@ -203,17 +209,19 @@ impl Vfs {
                 mode::DIRECTORY => NodeKind::Directory,
                 mode::REGULAR => NodeKind::Regular,
                 mode::SYMLINK => NodeKind::Symlink,
+                mode::FIFO => NodeKind::Fifo,
                 _ => NodeKind::Special,
             },
             Found::Tmpfs(_, tmp) => match tmp.content {
                 Content::Regular(_) => NodeKind::Regular,
                 Content::Directory(_) => NodeKind::Directory,
                 Content::Symlink(_) => NodeKind::Symlink,
+                Content::Fifo => NodeKind::Fifo,
             },
             Found::Devfs(None) => NodeKind::Directory,
             Found::Devfs(Some(device)) => NodeKind::Device(device.device),
             Found::Procfs(proc_node) => match proc_node {
-                ProcNode::SelfLink | ProcNode::SelfLinkOf(_) => NodeKind::Symlink,
+                _ if proc_node.is_link() => NodeKind::Symlink,
                 ProcNode::File(file) => NodeKind::ProcFile(file),
                 _ => NodeKind::Directory,
             },
@@ -277,7 +285,7 @@ impl Vfs {
                         metadata.blocks = file.page_count() as u64 * (PAGE_SIZE as u64 / 512);
                     }
                     Content::Symlink(target) => metadata.size = target.len() as u64,
-                    Content::Directory(_) => {}
+                    Content::Directory(_) | Content::Fifo => {}
                 }
             }
             Found::Devfs(device) => {
@@ -296,16 +304,25 @@ impl Vfs {
                 }
             }
             Found::Procfs(proc_node) => {
+                // Linux's modes: a descriptor's link and its directory are the owner's alone
+                // (`lrwx------` for every descriptor here: the access mode is the service's).
                 metadata.mode = match proc_node {
-                    ProcNode::SelfLink | ProcNode::SelfLinkOf(_) => mode::SYMLINK | 0o777,
+                    ProcNode::DescriptorLink(..) => mode::SYMLINK | 0o700,
+                    _ if proc_node.is_link() => mode::SYMLINK | 0o777,
                     ProcNode::File(_) => mode::REGULAR | 0o444,
+                    ProcNode::DescriptorDirectory(_) => mode::DIRECTORY | 0o500,
                     _ => mode::DIRECTORY | 0o555,
                 };
-                if proc_node == ProcNode::Root {
+                match proc_node {
                     // `.`, `..`, `reef`'s `..`, each process's `..`.
-                    metadata.links = 3 + self.proc.pids().len() as u64;
-                } else if proc_node.is_directory() {
-                    metadata.links = 2;
+                    ProcNode::Root => metadata.links = 3 + self.proc.pids().len() as u64,
+                    // `.`, `..`, `fd`'s `..`.
+                    ProcNode::ProcessDirectory(_) => metadata.links = 3,
+                    _ if proc_node.is_directory() => metadata.links = 2,
+                    _ => {}
+                }
+                if proc_node.is_link() {
+                    metadata.size = self.read_link(node).map_or(0, |target| target.len() as u64);
                 }
             }
             Found::Sysfs(SysNode::File(file)) => {
@@ -502,6 +519,12 @@ impl Vfs {
             // Not looked up by a process: no pid to link to.
             Found::Procfs(ProcNode::SelfLink) => Err(ENOENT),
             Found::Procfs(ProcNode::SelfLinkOf(pid)) => Ok(procfs::decimal(u64::from(pid))),
+            Found::Procfs(ProcNode::DescriptorLink(pid, fd)) => {
+                let descriptors = self.proc.descriptors(pid)?;
+                let (_, target) = descriptors.into_iter().find(|(open, _)| *open == fd).ok_or(ENOENT)?;
+                Ok(target)
+            }
+            Found::Procfs(ProcNode::ProgramLink(pid)) => self.proc.program(pid),
             _ => Err(EINVAL),
         }
     }
@@ -657,12 +680,16 @@ impl Vfs {
                 .map(|device| (entry(device.name, position + 2, CHARACTER_DEVICE_CODE), cursor + 1)),
             Found::Procfs(directory) => {
                 if let Some((name, child)) = procfs::fixed_entry(directory, position) {
-                    let kind_code = match child {
-                        ProcNode::SelfLink => SYMLINK_CODE,
-                        ProcNode::File(_) => REGULAR_CODE,
-                        _ => DIRECTORY_CODE,
-                    };
-                    Some((entry(name, child.inode(), kind_code), cursor + 1))
+                    Some((entry(name, child.inode(), child.kind_code()), cursor + 1))
+                } else if let ProcNode::DescriptorDirectory(pid) = directory {
+                    // The cursor is the next descriptor to list, as for the pids below.
+                    let first = u32::try_from(position).unwrap_or(u32::MAX);
+                    let descriptors = self.proc.descriptors(pid)?;
+                    descriptors.iter().map(|(fd, _)| *fd).filter(|&fd| fd >= first).min().map(|fd| {
+                        let child = ProcNode::DescriptorLink(pid, fd);
+                        let next = FIRST_ENTRY + u64::from(fd) + 1;
+                        (entry(&procfs::decimal(u64::from(fd)), child.inode(), SYMLINK_CODE), next)
+                    })
                 } else if directory == ProcNode::Root {
                     // After the fixed entries, the cursor is the next pid to list, so
                     // processes that come and go do not shift the others.
@@ -715,7 +742,7 @@ impl Vfs {
                 }
             }
             Found::Devfs(_) => {}
-            Found::Procfs(directory) => names.extend(procfs::name_of_directory(directory)),
+            Found::Procfs(directory) => names.extend(procfs::names_of_directory(directory).into_iter().rev()),
             Found::Sysfs(mut directory) => {
                 while directory != SysNode::Root {
                     names.push(directory.name());
@@ -752,8 +779,15 @@ impl Vfs {
                 self.tmpfs.directory(inode)?.lookup(name).map(|child| NodeId::new(Filesystem::Tmpfs, child))
             }
             Found::Devfs(_) => devfs::lookup(name).map(|inode| NodeId::new(Filesystem::Devfs, inode)),
-            Found::Procfs(proc_node) => procfs::lookup(proc_node, name, caller, || self.proc.pids())
-                .map(|child| NodeId::new(Filesystem::Procfs, child.inode())),
+            Found::Procfs(proc_node) => {
+                let descriptors = |pid| {
+                    self.proc
+                        .descriptors(pid)
+                        .map_or_else(|_| Vec::new(), |list| list.iter().map(|(fd, _)| *fd).collect())
+                };
+                procfs::lookup(proc_node, name, caller, || self.proc.pids(), descriptors)
+                    .map(|child| NodeId::new(Filesystem::Procfs, child.inode()))
+            }
             Found::Sysfs(sys_node) => sysfs::lookup(sys_node, name, self.sys.core_count())
                 .map(|child| NodeId::new(Filesystem::Sysfs, child.inode())),
         })
@@ -771,7 +805,7 @@ impl Vfs {
                 self.tmpfs.get(directory.parent)?;
                 NodeId::new(Filesystem::Tmpfs, directory.parent)
             }
-            Found::Procfs(_) => NodeId::new(Filesystem::Procfs, procfs::ROOT_INODE),
+            Found::Procfs(proc_node) => NodeId::new(Filesystem::Procfs, procfs::parent_of_directory(proc_node).inode()),
             Found::Sysfs(sys_node) => NodeId::new(Filesystem::Sysfs, sys_node.parent().inode()),
             _ => return Err(ENOTDIR),
         })

@@ -561,7 +561,7 @@ fn listings_have_kinds_and_the_inodes_stat_gives() {
     );
     assert_eq!(
         fixture.listing(fixture.resolve("/proc/42").unwrap()).unwrap(),
-        [".", "..", "status", "cmdline", "stat"]
+        [".", "..", "status", "cmdline", "stat", "comm", "fd", "exe"]
     );
     assert_eq!(
         fixture.listing(fixture.resolve("/proc/reef").unwrap()).unwrap(),

@@ -110,7 +110,10 @@ pub fn wants_reply(request_id: u64) -> bool {
 }
 
 /// Sends the releases dropped handles left (at safe points: after a system call, idle, exit).
+/// The running process's descriptor changes go first, so the service never lists a
+/// descriptor on a handle it was told to release.
 pub fn flush_releases() {
+    super::proc::report_descriptors();
     if !HAS_RELEASES.swap(false, Ordering::Relaxed) {
         return;
     }
@@ -123,6 +126,19 @@ pub fn flush_releases() {
         if let Err(error) = send(&request) {
             log::warn!("a file handle was not released at the service: {error}");
         }
+    }
+}
+
+/// Tells the service process `pid`'s descriptors: `count` × (descriptor u32, handle u64) in
+/// `table`. No reply: the request goes in order with this instance's other requests, so the
+/// service has it before any request the process makes after it.
+pub fn report_descriptors(pid: u32, count: usize, table: &[u8]) {
+    let mut words = [0u64; REQUEST_WORDS];
+    words[0] = count as u64;
+    let request =
+        FileRequest { request_id: no_reply_id(), pid, op: FileOp::Descriptors, words, first: table, second: &[] };
+    if let Err(error) = send(&request) {
+        log::debug!("the descriptors of pid {pid} were not reported to /proc: {error}");
     }
 }
 

@@ -201,22 +201,38 @@ struct Slot {
 pub const MAX_FILES: usize = 1024;
 
 /// A process's descriptors.
-#[derive(Clone)]
 pub struct FileTable {
     slots: Vec<Option<Slot>>,
+    /// Descriptors came or went since the service was last told (`/proc/<pid>/fd`,
+    /// [`proc::report_descriptors`]). A new table, a fork's copy included, is unreported.
+    unreported: bool,
+}
+
+impl Clone for FileTable {
+    fn clone(&self) -> Self {
+        Self { slots: self.slots.clone(), unreported: true }
+    }
 }
 
 impl FileTable {
     /// No descriptors.
     pub fn empty() -> Self {
-        Self { slots: Vec::new() }
+        Self { slots: Vec::new(), unreported: true }
     }
 
     /// fds 0, 1 and 2 on the console.
     pub fn with_console() -> Self {
         let console = Arc::new(Handle::console());
         let slot = Some(Slot { open: console, close_on_exec: false });
-        Self { slots: alloc::vec![slot.clone(), slot.clone(), slot] }
+        Self { slots: alloc::vec![slot.clone(), slot.clone(), slot], unreported: true }
+    }
+
+    /// The descriptors and the handles they name, if they changed since the last call.
+    pub fn take_changes(&mut self) -> Option<Vec<(u32, u64)>> {
+        if !core::mem::take(&mut self.unreported) {
+            return None;
+        }
+        Some(self.all().map(|(fd, handle, _)| (fd as u32, handle.id)).collect())
     }
 
     /// The open file behind `fd`.
@@ -237,6 +253,7 @@ impl FileTable {
             self.slots.resize(free + 1, None);
         }
         self.slots[free] = Some(Slot { open, close_on_exec });
+        self.unreported = true;
         Ok(free)
     }
 
@@ -249,13 +266,16 @@ impl FileTable {
             self.slots.resize(fd + 1, None);
         }
         self.slots[fd] = Some(Slot { open, close_on_exec });
+        self.unreported = true;
         Ok(())
     }
 
     /// Closes `fd`.
     pub fn close(&mut self, fd: i64) -> Result<(), Errno> {
         let slot = usize::try_from(fd).ok().and_then(|fd| self.slots.get_mut(fd)).ok_or(errno::EBADF)?;
-        slot.take().map(drop).ok_or(errno::EBADF)
+        slot.take().map(drop).ok_or(errno::EBADF)?;
+        self.unreported = true;
+        Ok(())
     }
 
     /// `FD_CLOEXEC` of `fd`.
@@ -273,6 +293,7 @@ impl FileTable {
         for slot in &mut self.slots {
             if slot.as_ref().is_some_and(|s| s.close_on_exec) {
                 *slot = None;
+                self.unreported = true;
             }
         }
     }
@@ -280,6 +301,7 @@ impl FileTable {
     /// At exit.
     pub fn close_all(&mut self) {
         self.slots.clear();
+        self.unreported = true;
     }
 
     /// The open descriptors not marked `FD_CLOEXEC`, for a process started elsewhere.
@@ -298,7 +320,7 @@ impl FileTable {
 
     /// A table of `descriptors` (fd, handle), none of them `FD_CLOEXEC`.
     pub fn from_inherited(descriptors: Vec<(usize, Handle)>) -> Self {
-        let mut table = Self { slots: Vec::new() };
+        let mut table = Self::empty();
         for (fd, handle) in descriptors {
             let _ = table.install_at(fd, Arc::new(handle), false);
         }

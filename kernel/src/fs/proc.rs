@@ -23,6 +23,10 @@ struct Record {
     core: u32,
     name: String,
     command_line: Vec<u8>,
+    /// The program's path (`exe`).
+    program: Vec<u8>,
+    /// Its descriptors as last reported, each with what its link names (`fd/`).
+    descriptors: Vec<(u32, Vec<u8>)>,
 }
 
 /// Every instance's processes, kept by the service's instance.
@@ -30,19 +34,53 @@ static RECORDS: Mutex<BTreeMap<u32, Record>> = Mutex::new(BTreeMap::new());
 
 fn apply(record: &ProcessRecord<'_>) {
     let mut records = RECORDS.lock();
-    if record.alive {
-        records.insert(
-            record.pid,
-            Record {
-                parent_pid: record.parent_pid,
-                core: record.core,
-                name: String::from_utf8_lossy(record.name).into_owned(),
-                command_line: record.command_line.to_vec(),
-            },
-        );
-    } else {
+    if !record.alive {
         records.remove(&record.pid);
+        return;
     }
+    // A new program keeps the descriptors (its own report says which `execve` closed); a
+    // new process starts with its parent's, as a fork's copy does, until it reports its own
+    // at the end of its first system call.
+    let descriptors = match records.get(&record.pid) {
+        Some(known) => known.descriptors.clone(),
+        None => records.get(&record.parent_pid).map(|parent| parent.descriptors.clone()).unwrap_or_default(),
+    };
+    records.insert(
+        record.pid,
+        Record {
+            parent_pid: record.parent_pid,
+            core: record.core,
+            name: String::from_utf8_lossy(record.name).into_owned(),
+            command_line: record.command_line.to_vec(),
+            program: record.program.to_vec(),
+            descriptors,
+        },
+    );
+}
+
+/// The service's side of a descriptor report: process `pid`'s descriptors now, each with the
+/// name of its open file. A report from a process the service no longer lists is dropped.
+pub fn set_descriptors(pid: u32, descriptors: Vec<(u32, Vec<u8>)>) {
+    if let Some(record) = RECORDS.lock().get_mut(&pid) {
+        record.descriptors = descriptors;
+    }
+}
+
+/// After each system call (and at safe points): if the running process's descriptors changed,
+/// tells the service which handles they name now, so that `/proc/<pid>/fd` lists them
+/// (docs/files.md, "`/proc/<pid>/fd`": why the tables are reported rather than asked for).
+/// Its own record goes first, so the service knows the pid the report is for.
+pub fn report_descriptors() {
+    let Some(process) = crate::sched::current_process() else { return };
+    // Never waits: a safe point may come while the process's state is held.
+    let Some(table) = process.state.try_lock().and_then(|mut state| state.files.take_changes()) else { return };
+    flush_reports();
+    let mut table_bytes = Vec::with_capacity(table.len() * 12);
+    for (fd, handle) in &table {
+        table_bytes.extend_from_slice(&fd.to_le_bytes());
+        table_bytes.extend_from_slice(&handle.to_le_bytes());
+    }
+    super::client::report_descriptors(process.pid, table.len(), &table_bytes);
 }
 
 fn on_record(bytes: &[u8]) -> crate::msg::HandlerResult {
@@ -59,8 +97,8 @@ pub fn init() {
 }
 
 /// Tells the service a process of this instance appeared, changed program (`alive`) or
-/// ended; `arguments` are its argv.
-pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: &[u8]) {
+/// ended; `command_line` is its argv, `program` the path of the file it runs.
+pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: &[u8], program: &str) {
     let record = ProcessRecord {
         pid,
         parent_pid,
@@ -68,6 +106,7 @@ pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: 
         alive,
         name: name.as_bytes(),
         command_line: &command_line[..command_line.len().min(4096)],
+        program: &program.as_bytes()[..program.len().min(4096)],
     };
     if shared::this_core() as usize == super::service::SERVICE_CORE {
         return apply(&record);
@@ -138,14 +177,28 @@ impl ProcSource for Source {
         RECORDS.lock().keys().copied().collect()
     }
 
+    fn descriptors(&self, pid: u32) -> Result<Vec<(u32, Vec<u8>)>, Errno> {
+        Ok(RECORDS.lock().get(&pid).ok_or(errno::ENOENT)?.descriptors.clone())
+    }
+
+    fn program(&self, pid: u32) -> Result<Vec<u8>, Errno> {
+        Ok(RECORDS.lock().get(&pid).ok_or(errno::ENOENT)?.program.clone())
+    }
+
     fn generate(&self, file: ProcFile) -> Result<Vec<u8>, Errno> {
         let mut text = String::new();
         match file {
-            ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) => {
+            ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) | ProcFile::Comm(pid) => {
                 let records = RECORDS.lock();
                 let record = records.get(&pid).ok_or(errno::ENOENT)?;
                 match file {
                     ProcFile::Cmdline(_) => return Ok(record.command_line.clone()),
+                    ProcFile::Comm(_) => {
+                        // Linux keeps 15 bytes of a name (`TASK_COMM_LEN` with its NUL).
+                        let mut name = record.name.as_bytes()[..record.name.len().min(15)].to_vec();
+                        name.push(b'\n');
+                        return Ok(name);
+                    }
                     ProcFile::Status(_) => {
                         let _ = write!(
                             text,

@@ -73,6 +73,9 @@ enum Object {
     },
     PipeReader(u64),
     PipeWriter(u64),
+    /// Both ends of a pipe: a FIFO opened for reading and writing (`O_RDWR`), which Linux
+    /// opens at once as a reader and a writer.
+    PipeBoth(u64),
 }
 
 /// One open file description: shared by every descriptor `dup` and `fork` made of it.
@@ -83,6 +86,9 @@ struct OpenFile {
     offset: u64,
     /// Client instances' references (each instance holds one per handle it uses).
     references: u32,
+    /// What `/proc/<pid>/fd` links name it by: the path it was opened under (links followed),
+    /// `pipe:[N]`, `/dev/console`.
+    name: Vec<u8>,
 }
 
 impl OpenFile {
@@ -96,7 +102,7 @@ impl OpenFile {
             Object::Device { device: Device::Null, .. } => HandleKind::Null,
             Object::Device { device: Device::Zero, .. } => HandleKind::Zero,
             Object::Device { .. } => HandleKind::Device,
-            Object::PipeReader(_) | Object::PipeWriter(_) => HandleKind::Pipe,
+            Object::PipeReader(_) | Object::PipeWriter(_) | Object::PipeBoth(_) => HandleKind::Pipe,
         }
     }
 
@@ -113,6 +119,31 @@ struct Pipe {
     buffer: PipeBuffer,
     readers: u32,
     writers: u32,
+    /// The FIFO this pipe serves while any end of it is open; `None` for `pipe()`'s.
+    node: Option<NodeId>,
+    /// Opens of each end so far: an `open` that waits for the other end waits for its count
+    /// to change, so a writer that opened and closed meanwhile still lets a reader's open
+    /// finish, as Linux's `r_counter` and `w_counter` do.
+    reader_opens: u64,
+    writer_opens: u64,
+}
+
+impl Pipe {
+    fn new(node: Option<NodeId>) -> Self {
+        Self { buffer: PipeBuffer::new(), readers: 0, writers: 0, node, reader_opens: 0, writer_opens: 0 }
+    }
+
+    /// One more open end: for reading, writing or both.
+    fn add_ends(&mut self, reading: bool, writing: bool) {
+        if reading {
+            self.readers += 1;
+            self.reader_opens += 1;
+        }
+        if writing {
+            self.writers += 1;
+            self.writer_opens += 1;
+        }
+    }
 }
 
 /// A request kept until it can complete.
@@ -182,6 +213,10 @@ struct Service {
     next_handle: u64,
     pipes: BTreeMap<u64, Pipe>,
     next_pipe: u64,
+    /// The pipe of each FIFO some end of which is open.
+    fifos: BTreeMap<NodeId, u64>,
+    /// FIFO opens waiting for the other end: handle → the other end's open count then.
+    fifo_waits: BTreeMap<u64, u64>,
     parked: Vec<Parked>,
     terminal: Terminal,
     /// Something parked requests wait for changed.
@@ -233,6 +268,8 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         next_handle: CONSOLE_HANDLE + 1,
         pipes: BTreeMap::new(),
         next_pipe: 1,
+        fifos: BTreeMap::new(),
+        fifo_waits: BTreeMap::new(),
         parked: Vec::new(),
         terminal: Terminal::new(),
         changed: false,
@@ -248,6 +285,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
             flags: flags::READ_WRITE,
             offset: 0,
             references: 1,
+            name: b"/dev/console".to_vec(),
         },
     );
     *SERVICE.lock() = Some(service);
@@ -524,7 +562,9 @@ impl Service {
             | Object::Proc { node, .. }
             | Object::Sys { node, .. } => Some(*node),
             Object::Device { node, .. } => *node,
-            _ => None,
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
+                self.pipes.get(pipe).and_then(|pipe| pipe.node)
+            }
         })
     }
 
@@ -546,7 +586,7 @@ impl Service {
     ) -> Result<Outcome, Errno> {
         let done_value = |value: u64| Ok(Outcome::Done(Reply::value(0, value)));
         match op {
-            FileOp::Open => self.open_path(pid, w, first),
+            FileOp::Open => self.open_path(pid, w, first, done),
             FileOp::Read => self.read(w[0], w[1] as usize, w[2]),
             FileOp::Write => self.write(pid, w[0], w[1], first, done),
             FileOp::Seek => self.seek(w[0], w[1] as i64, w[2]),
@@ -645,21 +685,49 @@ impl Service {
             FileOp::Pipe => {
                 let pipe = self.next_pipe;
                 self.next_pipe += 1;
-                self.pipes.insert(pipe, Pipe { buffer: PipeBuffer::new(), readers: 1, writers: 1 });
+                let mut state = Pipe::new(None);
+                state.add_ends(true, true);
+                self.pipes.insert(pipe, state);
                 let status = w[0] & flags::NONBLOCK;
+                // Linux's name for a pipe: its inode number, which `fstat` gives too.
+                let name = alloc::format!("pipe:[{pipe}]").into_bytes();
                 let reader = self.new_handle(OpenFile {
                     object: Object::PipeReader(pipe),
                     flags: status,
                     offset: 0,
                     references: 1,
+                    name: name.clone(),
                 });
                 let writer = self.new_handle(OpenFile {
                     object: Object::PipeWriter(pipe),
                     flags: status | flags::WRITE_ONLY,
                     offset: 0,
                     references: 1,
+                    name,
                 });
                 Ok(Outcome::Done(Reply { words: [reader, writer], ..Reply::value(0, 0) }))
+            }
+            FileOp::MakeNode => {
+                let context = self.context(pid, w[1])?;
+                let (directory, name) = self.vfs.resolve_parent(&context, self.base(w[0])?, first)?;
+                self.vfs.make_node(directory, &name, w[2] as u32)?;
+                done_value(0)
+            }
+            FileOp::Descriptors => {
+                let count = w[0] as usize;
+                if first.len() != count.saturating_mul(12) {
+                    return Err(errno::EINVAL);
+                }
+                let descriptors = first
+                    .chunks_exact(12)
+                    .filter_map(|entry| {
+                        let fd = u32::from_le_bytes(entry[..4].try_into().ok()?);
+                        let handle = u64::from_le_bytes(entry[4..].try_into().ok()?);
+                        Some((fd, self.name_of(handle)?))
+                    })
+                    .collect();
+                super::proc::set_descriptors(pid, descriptors);
+                Ok(Outcome::Silent)
             }
             FileOp::Retain => {
                 let file = self.open.get_mut(&w[0]).ok_or(errno::EBADF)?;
@@ -692,19 +760,24 @@ impl Service {
         }
     }
 
-    fn open_path(&mut self, pid: u32, w: &[u64; 6], path: &[u8]) -> Result<Outcome, Errno> {
+    /// `done` is 0 for a new open, else the handle of a FIFO open waiting for the other end.
+    fn open_path(&mut self, pid: u32, w: &[u64; 6], path: &[u8], done: u64) -> Result<Outcome, Errno> {
+        if done != 0 {
+            return self.fifo_open_waiting(done);
+        }
         let open_flags = w[2];
         let context = self.context(pid, w[1])?;
         let base = self.base(w[0])?;
         let follow = open_flags & flags::NO_FOLLOW == 0;
-        let node = match self.vfs.resolve(&context, base, path, follow) {
+        let (node, name) = match self.vfs.resolve_with_path(&context, base, path, follow) {
             Ok(_) if open_flags & flags::CREATE != 0 && open_flags & flags::EXCLUSIVE != 0 => {
                 return Err(errno::EEXIST)
             }
-            Ok(node) => node,
+            Ok(found) => found,
             Err(errno::ENOENT) if open_flags & flags::CREATE != 0 => {
                 let (directory, name) = self.vfs.resolve_parent(&context, base, path)?;
-                self.vfs.create(&context, directory, &name, w[3] as u32, true)?.0
+                let node = self.vfs.create(&context, directory, &name, w[3] as u32, true)?.0;
+                (node, self.vfs.path_in(directory, &name).unwrap_or_default())
             }
             Err(error) => return Err(error),
         };
@@ -730,7 +803,8 @@ impl Service {
                 Object::Regular(node)
             }
             NodeKind::Device(device) => Object::Device { node: Some(node), device },
-            // FIFOs and sockets of the archive: nothing serves them.
+            NodeKind::Fifo => return self.open_fifo(node, status, name),
+            // Sockets and devices of the archive outside `/dev`: nothing serves them.
             NodeKind::Special => return Err(errno::ENXIO),
             NodeKind::ProcFile(_) => {
                 if wants_write {
@@ -754,10 +828,99 @@ impl Service {
         if !matches!(object, Object::Device { .. }) {
             self.vfs.open_node(node)?;
         }
-        let file = OpenFile { object, flags: status, offset: 0, references: 1 };
+        let file = OpenFile { object, flags: status, offset: 0, references: 1, name };
         let kind = file.kind();
         let handle = self.new_handle(file);
         Ok(Outcome::Done(Reply { words: [handle, kind as u64], ..Reply::value(0, 0) }))
+    }
+
+    /// Opens the FIFO `node` as an end of the pipe the service keeps for it (made now if no
+    /// end is open), with Linux's rules [fifo(7), Linux `fifo_open`]: for reading, or for
+    /// writing, the open waits (parked, the handle its progress) until the other end is
+    /// opened, unless `O_NONBLOCK`; a reader with `O_NONBLOCK` opens at once, a writer with
+    /// `O_NONBLOCK` and no reader is `ENXIO`; `O_RDWR` opens at once as both ends.
+    fn open_fifo(&mut self, node: NodeId, status: u64, name: Vec<u8>) -> Result<Outcome, Errno> {
+        let (reading, writing) = match status & flags::ACCESS_MODE {
+            flags::WRITE_ONLY => (false, true),
+            flags::READ_WRITE => (true, true),
+            _ => (true, false),
+        };
+        let nonblocking = status & flags::NONBLOCK != 0;
+        let existing = self.fifos.get(&node).copied();
+        let readers = existing.and_then(|pipe| self.pipes.get(&pipe)).map_or(0, |pipe| pipe.readers);
+        if writing && !reading && nonblocking && readers == 0 {
+            return Err(errno::ENXIO);
+        }
+        self.vfs.open_node(node)?;
+        let pipe = existing.unwrap_or_else(|| {
+            let pipe = self.next_pipe;
+            self.next_pipe += 1;
+            self.pipes.insert(pipe, Pipe::new(Some(node)));
+            self.fifos.insert(node, pipe);
+            pipe
+        });
+        let Some(state) = self.pipes.get_mut(&pipe) else { return Err(errno::EIO) };
+        state.add_ends(reading, writing);
+        let waits_for = match (reading, writing) {
+            _ if nonblocking => None,
+            (true, false) => (state.writers == 0).then_some(state.writer_opens),
+            (false, true) => (state.readers == 0).then_some(state.reader_opens),
+            _ => None,
+        };
+        // An end opened: opens of the other end waiting for one go on.
+        self.changed = true;
+        let object = match (reading, writing) {
+            (true, true) => Object::PipeBoth(pipe),
+            (true, false) => Object::PipeReader(pipe),
+            _ => Object::PipeWriter(pipe),
+        };
+        let handle = self.new_handle(OpenFile { object, flags: status, offset: 0, references: 1, name });
+        if let Some(seen) = waits_for {
+            self.fifo_waits.insert(handle, seen);
+            return Ok(Outcome::Park(handle));
+        }
+        Ok(Outcome::Done(Reply { words: [handle, HandleKind::Pipe as u64], ..Reply::value(0, 0) }))
+    }
+
+    /// A FIFO open parked until the other end opens: done once that end's open count moved.
+    fn fifo_open_waiting(&mut self, handle: u64) -> Result<Outcome, Errno> {
+        let seen = *self.fifo_waits.get(&handle).ok_or(errno::EBADF)?;
+        let (pipe, reading) = match self.open.get(&handle).map(|file| &file.object) {
+            Some(Object::PipeReader(pipe)) => (*pipe, true),
+            Some(Object::PipeWriter(pipe)) => (*pipe, false),
+            _ => return Err(errno::EBADF),
+        };
+        let state = self.pipes.get(&pipe).ok_or(errno::EBADF)?;
+        let opens = if reading { state.writer_opens } else { state.reader_opens };
+        if opens == seen {
+            return Ok(Outcome::Park(handle));
+        }
+        self.fifo_waits.remove(&handle);
+        Ok(Outcome::Done(Reply { words: [handle, HandleKind::Pipe as u64], ..Reply::value(0, 0) }))
+    }
+
+    /// What `/proc/<pid>/fd` shows for `handle`: a directory by its path now, a file by the
+    /// path it was opened under, with Linux's ` (deleted)` once its last name is gone.
+    fn name_of(&self, handle: u64) -> Option<Vec<u8>> {
+        let file = self.open.get(&handle)?;
+        let node = match &file.object {
+            Object::Directory { node, .. } => {
+                if let Ok(path) = self.vfs.path_of(*node) {
+                    return Some(path);
+                }
+                Some(*node)
+            }
+            Object::Regular(node) => Some(*node),
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
+                self.pipes.get(pipe).and_then(|pipe| pipe.node)
+            }
+            _ => None,
+        };
+        let mut name = file.name.clone();
+        if node.is_some_and(|node| self.vfs.stat(node).map_or(true, |metadata| metadata.links == 0)) {
+            name.extend_from_slice(b" (deleted)");
+        }
+        Some(name)
     }
 
     fn release(&mut self, handle: u64) {
@@ -778,18 +941,25 @@ impl Service {
                 let _ = self.vfs.close_node(node);
             }
             Object::Device { .. } => {}
-            Object::PipeReader(pipe) | Object::PipeWriter(pipe) => {
-                let reader = matches!(file.object, Object::PipeReader(_));
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
+                let reader = matches!(file.object, Object::PipeReader(_) | Object::PipeBoth(_));
+                let writer = matches!(file.object, Object::PipeWriter(_) | Object::PipeBoth(_));
+                self.fifo_waits.remove(&handle);
                 if let Some(state) = self.pipes.get_mut(&pipe) {
-                    if reader {
-                        state.readers -= 1;
-                    } else {
-                        state.writers -= 1;
-                    }
+                    state.readers -= u32::from(reader);
+                    state.writers -= u32::from(writer);
+                    let node = state.node;
+                    // The last end of a FIFO drops its bytes, as Linux's `free_pipe_info`.
                     if state.readers == 0 && state.writers == 0 {
                         if let Some(mut state) = self.pipes.remove(&pipe) {
                             state.buffer.release(self.vfs.page_store());
                         }
+                        if let Some(node) = node {
+                            self.fifos.remove(&node);
+                        }
+                    }
+                    if let Some(node) = node {
+                        let _ = self.vfs.close_node(node);
                     }
                 }
                 self.changed = true;
@@ -835,7 +1005,7 @@ impl Service {
                     None => return Ok(Outcome::Park(0)),
                 },
             },
-            Object::PipeReader(pipe) => {
+            Object::PipeReader(pipe) | Object::PipeBoth(pipe) => {
                 let pipe = self.pipes.get_mut(pipe).ok_or(errno::EBADF)?;
                 if pipe.buffer.is_empty() {
                     if pipe.writers == 0 {
@@ -900,7 +1070,7 @@ impl Service {
                 }
                 _ => Ok(Outcome::Done(Reply::value(0, data.len() as u64))),
             },
-            Object::PipeWriter(pipe) => {
+            Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
                 let pipe = self.pipes.get_mut(pipe).ok_or(errno::EBADF)?;
                 if pipe.readers == 0 {
                     return if done > 0 { Ok(Outcome::Done(Reply::value(0, done))) } else { Err(errno::EPIPE) };
@@ -992,7 +1162,12 @@ impl Service {
                 rdev: (5 << 8) | 1,
                 ..Metadata::default()
             }),
-            Object::PipeReader(pipe) | Object::PipeWriter(pipe) => Ok(Metadata {
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe)
+                if self.pipes.get(pipe).is_some_and(|p| p.node.is_some()) =>
+            {
+                self.metadata(self.pipes.get(pipe).and_then(|p| p.node).ok_or(errno::EBADF)?)
+            }
+            Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => Ok(Metadata {
                 device: 12,
                 inode: *pipe,
                 mode: initramfs::mode::FIFO | 0o600,
@@ -1044,6 +1219,13 @@ impl Service {
                 }
                 None => events::INVALID,
             },
+            Object::PipeBoth(pipe) => match self.pipes.get(pipe) {
+                Some(pipe) => {
+                    (if pipe.buffer.is_empty() { 0 } else { events::IN })
+                        | if pipe.buffer.space() > 0 { events::OUT } else { 0 }
+                }
+                None => events::INVALID,
+            },
             Object::PipeWriter(pipe) => match self.pipes.get(pipe) {
                 Some(pipe) if pipe.readers == 0 => events::ERROR,
                 Some(pipe) => {
@@ -1089,7 +1271,7 @@ impl Service {
                 self.changed = true;
                 Ok(Outcome::Done(Reply { bytes: out, ..Reply::value(0, 0) }))
             }
-            Object::PipeReader(pipe) if request == FIONREAD => {
+            Object::PipeReader(pipe) | Object::PipeBoth(pipe) if request == FIONREAD => {
                 let length = self.pipes.get(pipe).map_or(0, |p| p.buffer.len() as u32);
                 Ok(Outcome::Done(Reply { bytes: length.to_le_bytes().to_vec(), ..Reply::value(0, 0) }))
             }
@@ -1127,6 +1309,12 @@ impl Service {
     fn cancel(&mut self, client: usize, request_id: u64, later: &mut Vec<(usize, Reply)>) {
         if let Some(index) = self.parked.iter().position(|p| p.client == client && p.request_id == request_id) {
             let parked = self.parked.swap_remove(index);
+            if parked.op == FileOp::Open {
+                // A FIFO open waiting for the other end: its handle goes with it.
+                self.release(parked.done);
+                later.push((client, Reply::error(request_id, errno::EINTR)));
+                return;
+            }
             let reply = if parked.done > 0 {
                 Reply::value(request_id, parked.done)
             } else {

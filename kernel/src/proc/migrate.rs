@@ -149,6 +149,8 @@ pub enum CannotMove {
     Ending,
     /// It takes part in a `vfork` that is not over (one address space, two processes).
     InAVfork,
+    /// A stop signal stopped it (its threads wait for a SIGCONT, not for a move).
+    Stopped,
 }
 
 impl CannotMove {
@@ -159,6 +161,7 @@ impl CannotMove {
             Self::HasSyspage => 0x2_0000,
             Self::Ending => 0x3_0000,
             Self::InAVfork => 0x4_0000,
+            Self::Stopped => 0x5_0000,
         }
     }
 
@@ -167,6 +170,7 @@ impl CannotMove {
             0x2_0000 => Self::HasSyspage,
             0x3_0000 => Self::Ending,
             0x4_0000 => Self::InAVfork,
+            0x5_0000 => Self::Stopped,
             count => Self::Threads(count as usize),
         }
     }
@@ -181,6 +185,7 @@ impl core::fmt::Display for CannotMove {
             Self::HasSyspage => write!(f, "the kernel core of a thread's syspage did not let go of it"),
             Self::Ending => write!(f, "it is ending"),
             Self::InAVfork => write!(f, "it shares its address space with a vforked child or parent until an exec"),
+            Self::Stopped => write!(f, "it is stopped: continue it first (kill -s CONT)"),
         }
     }
 }
@@ -207,6 +212,9 @@ fn why_it_cannot_go(process: &Process, going: Going) -> Option<CannotMove> {
     }
     if process.is_in_a_vfork() {
         return Some(CannotMove::InAVfork);
+    }
+    if process.is_stopped() {
+        return Some(CannotMove::Stopped);
     }
     let threads = process.state.lock().threads.len();
     // Each thread's tid is recorded in its range's KCB while it lives elsewhere.
@@ -1031,6 +1039,7 @@ pub(super) fn install(
                     process_group: c.process_group,
                     wait_status: (c.wait_status != NOT_EXITED).then_some(c.wait_status),
                     times: abi::process::CpuTimes::default(),
+                    change: None,
                 })
                 .collect(),
             threads: image.threads().map(|t| t.tid).collect(),
@@ -1056,6 +1065,7 @@ pub(super) fn install(
         // Not carried by the image: a moved process counts its time from its arrival.
         cpu: Mutex::new(super::ProcessCpu::default()),
         options: Mutex::new(super::Options::default()),
+        stopped: AtomicU32::new(0),
     });
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         RETURNING.store(true, Ordering::Relaxed);

@@ -103,6 +103,8 @@ pub struct Child {
     pub wait_status: Option<u32>,
     /// Set when it exited: its CPU time and that of the children it reaped.
     pub times: CpuTimes,
+    /// A stop or continue not yet reported by a `wait4` that asked (its wait status).
+    pub change: Option<u32>,
 }
 
 /// What changes while a process runs.
@@ -158,6 +160,8 @@ pub struct Process {
     cpu: Mutex<ProcessCpu>,
     /// What `prctl` set.
     pub options: Mutex<Options>,
+    /// The signal that stopped it, 0 while it runs.
+    stopped: AtomicU32,
 }
 
 /// Linux's default timer slack, 50 µs (`PR_GET_TIMERSLACK`).
@@ -264,6 +268,16 @@ impl Process {
         let cpu = *self.cpu.lock();
         let own = live.iter().fold(cpu.ended_threads, |sum, thread| sum.plus(thread.cpu.times()));
         (own, cpu.reaped_children)
+    }
+
+    /// Whether a stop signal stopped it (until a SIGCONT).
+    pub fn is_stopped(&self) -> bool {
+        self.stop_signal().is_some()
+    }
+
+    /// The signal that stopped it, if it is stopped.
+    pub fn stop_signal(&self) -> Option<u32> {
+        Some(self.stopped.load(Ordering::Relaxed)).filter(|&signal| signal != 0 && signal != CONTINUED_UNREPORTED)
     }
 
     /// Whether it runs in its parent's address space (a vforked child before its `execve`).
@@ -488,6 +502,7 @@ fn create(
         loan: Mutex::new(Loan::None),
         cpu: Mutex::new(ProcessCpu::default()),
         options: Mutex::new(Options::default()),
+        stopped: AtomicU32::new(0),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -509,12 +524,12 @@ fn create(
 /// Tells `/proc` (the file service) what `process` runs now.
 /// Tells `/proc` (the file service) the process's name, arguments and program.
 pub fn report_to_proc(process: &Process) {
-    let (name, command_line) = {
+    let (name, command_line, program) = {
         let state = process.state.lock();
-        (state.name.clone(), state.command_line.clone())
+        (state.name.clone(), state.command_line.clone(), state.path.clone())
     };
     let parent = if process.parent.pid == 0 { 0 } else { process.parent.pid };
-    crate::fs::proc::report(process.pid, parent, true, &name, &command_line);
+    crate::fs::proc::report(process.pid, parent, true, &name, &command_line, &program);
 }
 
 /// Replaces the calling process's program (`execve`); on success the caller's user frame
@@ -663,12 +678,14 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
             loan: Mutex::new(if vfork { Loan::BorrowedFrom(process.clone()) } else { Loan::None }),
             cpu: Mutex::new(ProcessCpu::default()),
             options: Mutex::new(*process.options.lock()),
+            stopped: AtomicU32::new(0),
         });
         state.children.push(Child {
             pid,
             process_group: process.process_group(),
             wait_status: None,
             times: CpuTimes::default(),
+            change: None,
         });
         child
     };
@@ -798,6 +815,71 @@ pub fn exit_thread() -> ! {
     sched::exit_current()
 }
 
+/// `Process::stopped` of a process a SIGCONT continued whose parent is not told yet.
+const CONTINUED_UNREPORTED: u32 = u32::MAX;
+
+/// The calling thread takes stop signal `signal` (its default action): the process stops,
+/// its parent learns it (`WIFSTOPPED`, SIGCHLD with `CLD_STOPPED`) once per stop, and the
+/// thread waits until a SIGCONT continues the process or it is killed. Its other threads stop
+/// as they next return to ring 3. The parent is told here, in the thread, not where the
+/// signals were sent (a message handler may send them, and must not wait to send).
+pub fn stop_here(signal: u32) {
+    let previous = sched::with_current_process(|p| p.stopped.swap(signal, Ordering::Relaxed));
+    if matches!(previous, Some(0 | CONTINUED_UNREPORTED)) {
+        if let Some(process) = sched::current_process() {
+            report_change(&process, (signal << 8) | 0x7f);
+        }
+    }
+    loop {
+        let state = sched::with_current_process(|p| (p.is_killed(), p.pid, p.stopped.load(Ordering::Relaxed)));
+        match state {
+            Some((true, ..)) => exit_thread(),
+            Some((false, pid, CONTINUED_UNREPORTED)) => {
+                let first = sched::with_current_process(|p| {
+                    p.stopped.compare_exchange(CONTINUED_UNREPORTED, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+                });
+                if first == Some(true) {
+                    if let Some(process) = find(pid) {
+                        report_change(&process, CONTINUED_STATUS);
+                    }
+                }
+                return;
+            }
+            Some((false, pid, stopped)) if stopped != 0 => {
+                // Only the process's end cuts the stop short (SIGKILL): signals wait for it.
+                let _ = sched::block_uninterruptible(WaitToken::Continued(pid), None);
+            }
+            _ => return,
+        }
+    }
+}
+
+/// SIGCONT reached `process`: if it was stopped it runs again; its thread that stopped tells
+/// the parent (`WIFCONTINUED`, SIGCHLD with `CLD_CONTINUED`).
+pub(super) fn continue_process(process: &Process) {
+    let stopped = process.stopped.load(Ordering::Relaxed);
+    if stopped != 0 && stopped != CONTINUED_UNREPORTED {
+        process.stopped.store(CONTINUED_UNREPORTED, Ordering::Relaxed);
+        sched::wake(WaitToken::Continued(process.pid), usize::MAX);
+    }
+}
+
+/// Tells `process`'s parent, wherever it lives, that it stopped or continued (`status`), by
+/// the message that carries exits.
+fn report_change(process: &Process, status: u32) {
+    if process.parent.pid == 0 {
+        return;
+    }
+    let change = ChildExited {
+        parent_pid: process.parent.pid,
+        child_pid: process.pid,
+        wait_status: status,
+        process_group: process.process_group(),
+        times: CpuTimes::default(),
+    };
+    report_exit(process.parent.home() as u32, change);
+}
+
 /// The last thread of `process` is leaving: free its memory and files, tell its parent.
 fn end_process(process: &Arc<Process>) {
     let status = match process.exit_status.load(Ordering::Relaxed) {
@@ -811,7 +893,7 @@ fn end_process(process: &Arc<Process>) {
     for child in children.iter().filter(|child| child.wait_status.is_none()) {
         signal::parent_died(child.pid, process.pid);
     }
-    crate::fs::proc::report(process.pid, 0, false, "", &[]);
+    crate::fs::proc::report(process.pid, 0, false, "", &[], "");
     release_pid(process.pid);
     if status & 0x7f != 0 {
         shared::this_kcb().processes.killed.fetch_add(1, Ordering::Relaxed);
@@ -884,6 +966,11 @@ fn report_exit(parent_core: u32, exited: ChildExited) {
 /// (`migrate::move_current`). Else its parent would wait for that child forever.
 pub(super) fn record_exit(exited: &ChildExited) {
     let (parent_pid, child_pid) = (exited.parent_pid, exited.child_pid);
+    // A stop or a continue, not an end: the child stays a child.
+    let change = is_stop_or_continue(exited.wait_status);
+    if parent_pid == 0 && change {
+        return;
+    }
     if parent_pid == 0 {
         let mut children = KERNEL_CHILDREN.lock();
         if let Some(child) = children.iter_mut().find(|c| c.pid == child_pid) {
@@ -908,7 +995,7 @@ pub(super) fn record_exit(exited: &ChildExited) {
         return;
     };
     let action = parent.signals.action(signal::SIGCHLD);
-    let reap_now = action.handler == signal::SIG_IGN || action.flags & signal::SA_NOCLDWAIT != 0;
+    let reap_now = !change && (action.handler == signal::SIG_IGN || action.flags & signal::SA_NOCLDWAIT != 0);
     let recorded = {
         let mut state = parent.state.lock();
         // Under the lock its image reads the children with.
@@ -922,9 +1009,14 @@ pub(super) fn record_exit(exited: &ChildExited) {
                 state.children.remove(index);
                 true
             }
+            Some(index) if change => {
+                state.children[index].change = Some(exited.wait_status);
+                true
+            }
             Some(index) => {
                 let child = &mut state.children[index];
                 child.wait_status = Some(exited.wait_status);
+                child.change = None;
                 child.times = exited.times;
                 child.process_group = exited.process_group;
                 true
@@ -936,14 +1028,27 @@ pub(super) fn record_exit(exited: &ChildExited) {
         // Waiters first: a parent blocked in wait4 reaps the child rather than being
         // interrupted by the SIGCHLD that follows.
         sched::wake(WaitToken::Child(parent_pid), usize::MAX);
-        signal::post_child_exit(&parent, child_pid, exited.wait_status);
+        // SA_NOCLDSTOP: no SIGCHLD for a child's stop or continue.
+        if !(change && action.flags & signal::SA_NOCLDSTOP != 0) {
+            signal::post_child_exit(&parent, child_pid, exited.wait_status);
+        }
     }
 }
 
-/// `wait4` options Reef honours: `WNOHANG`. `WUNTRACED` and `WCONTINUED` are accepted (no
-/// process stops or continues yet), as are `__WNOTHREAD`, `__WALL` and `__WCLONE`.
+/// `wait4` options Reef honours: `WNOHANG`, `WUNTRACED` (report a child's stop) and
+/// `WCONTINUED` (its continue); `__WNOTHREAD`, `__WALL` and `__WCLONE` are accepted.
 pub const WNOHANG: u64 = 1;
-const WAIT_OPTIONS: u64 = WNOHANG | 2 | 8 | 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
+const WUNTRACED: u64 = 2;
+const WCONTINUED: u64 = 8;
+const WAIT_OPTIONS: u64 = WNOHANG | WUNTRACED | WCONTINUED | 0x2000_0000 | 0x4000_0000 | 0x8000_0000;
+
+/// The wait status of a child that continued (`WIFCONTINUED`).
+pub const CONTINUED_STATUS: u32 = 0xffff;
+
+/// Whether `status` reports a stop (`WIFSTOPPED`: `0x7f` in the low byte) or a continue.
+fn is_stop_or_continue(status: u32) -> bool {
+    status == CONTINUED_STATUS || status & 0xff == 0x7f
+}
 
 /// Which children a wait takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -972,13 +1077,32 @@ pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32
             if !children.iter().any(matching) {
                 return Err(errno::ECHILD);
             }
+            // A stop or continue the caller asks about is reported once, the child kept.
+            let wanted_change = |status: u32| {
+                if status == CONTINUED_STATUS {
+                    options & WCONTINUED != 0
+                } else {
+                    options & WUNTRACED != 0
+                }
+            };
+            let changed = children
+                .iter_mut()
+                .find(|c| matching(c) && c.wait_status.is_none() && c.change.is_some_and(wanted_change));
+            if let Some(child) = changed {
+                let status = child.change.take().unwrap_or(0);
+                return Ok(Some((child.pid, status, CpuTimes::default(), false)));
+            }
             Ok(children
                 .iter()
                 .position(|c| matching(c) && c.wait_status.is_some())
                 .map(|at| children.remove(at))
-                .map(|c| (c.pid, c.wait_status.unwrap_or(0), c.times)))
+                .map(|c| (c.pid, c.wait_status.unwrap_or(0), c.times, true)))
         })??;
-        if let Some(found) = reaped {
+        if let Some((pid, status, times, ended)) = reaped {
+            let found = (pid, status, times);
+            if !ended {
+                return Ok(Some(found));
+            }
             if let Some(parent) = find(parent_pid) {
                 let mut cpu = parent.cpu.lock();
                 cpu.reaped_children = cpu.reaped_children.plus(found.2);
@@ -1060,7 +1184,7 @@ pub fn spawn(
         let pid = create(path, arguments, environment, parent, membership, inherited)?;
         let process_group = membership.map_or(pid, |(group, _)| group);
         let _ = with_children(parent_pid, |children| {
-            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default() })
+            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default(), change: None })
         });
         return Ok(pid);
     }
@@ -1185,7 +1309,7 @@ fn on_spawn_reply(message: &channel::Message) -> crate::msg::HandlerResult {
         let pid = reply.result as u32;
         let process_group = if process_group == 0 { pid } else { process_group };
         let _ = with_children(parent_pid, |children| {
-            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default() })
+            children.push(Child { pid, process_group, wait_status: None, times: CpuTimes::default(), change: None })
         });
     }
     sched::wake(WaitToken::Reply(reply.request_id), usize::MAX);

@@ -65,6 +65,7 @@ pub const SIG_DFL: u64 = 0;
 pub const SIG_IGN: u64 = 1;
 
 /// `sa_flags` bits [Linux arch/x86/include/uapi/asm/signal.h].
+pub const SA_NOCLDSTOP: u64 = 0x1;
 pub const SA_NOCLDWAIT: u64 = 0x2;
 pub const SA_RESTORER: u64 = 0x0400_0000;
 pub const SA_ONSTACK: u64 = 0x0800_0000;
@@ -117,11 +118,19 @@ enum DefaultAction {
     Terminate,
     /// Terminate with the core-dump bit in the wait status.
     Core,
-    /// Nothing. Stop signals too: Reef does not stop and continue processes yet.
+    /// Stop the process until a SIGCONT.
+    Stop,
+    /// Nothing (SIGCONT's continuing is done when it is sent, whatever its disposition).
     Ignore,
 }
 
+/// The signals that stop a process by default.
+pub const STOP_SIGNALS: SignalSet = bit(SIGSTOP) | bit(SIGTSTP) | bit(SIGTTIN) | bit(SIGTTOU);
+
 fn default_action(signal: u32) -> DefaultAction {
+    if STOP_SIGNALS & bit(signal) != 0 {
+        return DefaultAction::Stop;
+    }
     if IGNORED_BY_DEFAULT & bit(signal) != 0 {
         return DefaultAction::Ignore;
     }
@@ -133,15 +142,8 @@ fn default_action(signal: u32) -> DefaultAction {
     }
 }
 
-/// Signals whose default action is to do nothing (stop signals among them, for now).
-const IGNORED_BY_DEFAULT: SignalSet = bit(SIGCHLD)
-    | bit(SIGCONT)
-    | bit(SIGURG)
-    | bit(SIGWINCH)
-    | bit(SIGSTOP)
-    | bit(SIGTSTP)
-    | bit(SIGTTIN)
-    | bit(SIGTTOU);
+/// Signals whose default action is to do nothing.
+const IGNORED_BY_DEFAULT: SignalSet = bit(SIGCHLD) | bit(SIGCONT) | bit(SIGURG) | bit(SIGWINCH);
 
 /// What taking a signal with `action` comes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +151,8 @@ enum Outcome {
     Ignore,
     /// The process ends with this wait status.
     End(u32),
+    /// The process stops until a SIGCONT.
+    Stop,
     Handler,
 }
 
@@ -158,6 +162,7 @@ fn outcome(signal: u32, action: &Action) -> Outcome {
         SIG_DFL => match default_action(signal) {
             DefaultAction::Terminate => Outcome::End(signal),
             DefaultAction::Core => Outcome::End(signal | CORE_DUMPED),
+            DefaultAction::Stop => Outcome::Stop,
             DefaultAction::Ignore => Outcome::Ignore,
         },
         _ => Outcome::Handler,
@@ -361,6 +366,7 @@ pub fn needs_delivery(thread: &Thread) -> bool {
     let pending = thread.signals.pending.set() | process.signals.pending.set();
     pending & !thread.signals.blocked.load(Ordering::Relaxed) != 0
         || thread.signals.saved_mask.load(Ordering::Relaxed) != NO_SAVED_MASK
+        || process.is_stopped()
 }
 
 /// Makes `info.signal` pending for `process` (or only its `thread`), or acts at once: SIGKILL
@@ -376,6 +382,25 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
         return;
     }
     let bit = bit(signal);
+    // A stop and a continue cancel each other's pending signals; SIGCONT continues the
+    // process whatever its disposition, before any handler runs [Linux kernel/signal.c
+    // prepare_signal].
+    let cancelled = if signal == SIGCONT {
+        STOP_SIGNALS
+    } else if STOP_SIGNALS & bit != 0 {
+        self::bit(SIGCONT)
+    } else {
+        0
+    };
+    if cancelled != 0 {
+        process.signals.pending.discard(cancelled);
+        for thread in sched::threads_of(process.pid) {
+            thread.signals.pending.discard(cancelled);
+        }
+    }
+    if signal == SIGCONT {
+        super::continue_process(process);
+    }
     let threads = match thread {
         Some(thread) => alloc::vec![thread.clone()],
         None => sched::threads_of(process.pid),
@@ -399,15 +424,19 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
     }
     match outcome {
         Outcome::End(status) => process.doom(status),
-        Outcome::Handler => sched::interrupt_one(&takers),
+        // A thread that takes it stops the process as it returns to ring 3.
+        Outcome::Handler | Outcome::Stop => sched::interrupt_one(&takers),
         Outcome::Ignore => {}
     }
 }
 
 /// SIGCHLD for `parent`: its child `child` ended with `wait_status`.
 pub(super) fn post_child_exit(parent: &Process, child: u32, wait_status: u32) {
-    // CLD_EXITED, CLD_KILLED, CLD_DUMPED [Linux include/uapi/asm-generic/siginfo.h].
+    // CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_CONTINUED
+    // [Linux include/uapi/asm-generic/siginfo.h].
     let (code, status) = match wait_status & 0x7f {
+        _ if wait_status == super::CONTINUED_STATUS => (6, SIGCONT),
+        0x7f => (5, (wait_status >> 8) & 0xff),
         0 => (1, (wait_status >> 8) & 0xff),
         signal if wait_status & CORE_DUMPED != 0 => (3, signal),
         signal => (2, signal),
@@ -734,6 +763,8 @@ fn settle(frame: &mut InterruptFrame, call: InterruptedCall, handler_flags: Opti
 enum Fate {
     /// The signal's action ends it with this wait status.
     End(u32),
+    /// The signal's action stops it.
+    Stop(u32),
     /// The handler cannot be entered: SIGSEGV, with this report.
     BadHandler(&'static str, u64),
 }
@@ -754,6 +785,11 @@ pub fn deliver(frame: &mut InterruptFrame, interrupted: Option<InterruptedCall>)
     match fate {
         Ok(()) => {}
         Err(Fate::End(status)) => super::exit_process(status),
+        Err(Fate::Stop(signal)) => {
+            super::stop_here(signal);
+            // Continued: the signals that came meanwhile.
+            deliver(frame, None);
+        }
         Err(Fate::BadHandler(why, address)) => kill_for_bad_frame(why, address),
     }
 }
@@ -764,6 +800,13 @@ fn deliver_to(
     process: &Arc<Process>,
     mut interrupted: Option<InterruptedCall>,
 ) -> Result<(), Fate> {
+    // Another thread stopped the process: this one stops too on its way out.
+    if let Some(signal) = process.stop_signal() {
+        if let Some(call) = interrupted.take() {
+            settle(frame, call, None);
+        }
+        return Err(Fate::Stop(signal));
+    }
     loop {
         let ready = (thread.signals.pending.set() | process.signals.pending.set())
             & !thread.signals.blocked.load(Ordering::Relaxed);
@@ -778,6 +821,13 @@ fn deliver_to(
         match outcome(signal, &action) {
             Outcome::Ignore => {}
             Outcome::End(status) => return Err(Fate::End(status)),
+            Outcome::Stop => {
+                // A call the stop cut short runs again once the process continues.
+                if let Some(call) = interrupted.take() {
+                    settle(frame, call, None);
+                }
+                return Err(Fate::Stop(signal));
+            }
             Outcome::Handler => {
                 if let Some(call) = interrupted.take() {
                     settle(frame, call, Some(action.flags));

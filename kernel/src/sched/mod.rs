@@ -41,6 +41,8 @@ pub enum WaitToken {
     Away(u32),
     /// Process `pid`'s vforked child let go of its address space (see `proc::Loan`).
     MemoryBack(u32),
+    /// Process `pid`, stopped, was continued (SIGCONT).
+    Continued(u32),
 }
 
 /// Why a blocked thread runs again.

@@ -319,7 +319,13 @@ fn open_handle(directory: i64, path: &[u8], open_flags: u64, mode: u64) -> Resul
 
 pub fn openat(directory: i64, path: u64, open_flags: u64, mode: u64) -> SyscallResult {
     let path = path_argument(path)?;
-    let handle = open_handle(directory, &path, open_flags, mode)?;
+    let handle = match open_handle(directory, &path, open_flags, mode) {
+        Ok(handle) => handle,
+        // Only a FIFO's open waits (for the other end): a signal cuts it short, and it runs
+        // again after the handler if that asks for restarts, as Linux's `fifo_open`.
+        Err(errno::EINTR) => return Err(crate::proc::signal::interrupted_errno()),
+        Err(error) => return Err(error),
+    };
     install(handle, open_flags & flags::CLOSE_ON_EXEC != 0)
 }
 
@@ -436,6 +442,16 @@ pub fn mkdirat(directory: i64, path: u64, mode: u64) -> SyscallResult {
     let umask = process()?.state.lock().umask;
     let permissions = (mode & 0o7777) & !u64::from(umask);
     ask(FileOp::MakeDirectory, &[directory_word(directory, &path)?, cwd_word()?, permissions], &path, &[])?;
+    Ok(0)
+}
+
+/// `mknodat`: a FIFO or a regular file (the service's `Vfs::make_node` says what else is
+/// refused, and why); the device number is for device nodes, which are refused.
+pub fn mknodat(directory: i64, path: u64, mode: u64, _device: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let umask = process()?.state.lock().umask;
+    let type_and_permissions = (mode & 0o170_000) | ((mode & 0o7777) & !u64::from(umask));
+    ask(FileOp::MakeNode, &[directory_word(directory, &path)?, cwd_word()?, type_and_permissions], &path, &[])?;
     Ok(0)
 }
 

@@ -143,6 +143,8 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_faccessat2 => files::faccessat(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_mkdir => files::mkdirat(AT_FDCWD, a.0[0], a.0[1]),
         nr::__NR_mkdirat => files::mkdirat(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_mknod => files::mknodat(AT_FDCWD, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_mknodat => files::mknodat(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_rmdir => files::unlinkat(AT_FDCWD, a.0[0], u64::from(nr::AT_REMOVEDIR)),
         nr::__NR_unlink => files::unlinkat(AT_FDCWD, a.0[0], 0),
         nr::__NR_unlinkat => files::unlinkat(a.fd(0), a.0[1], a.0[2]),

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // Each test file uses its own part.
 
 use initramfs::{Archive, Writer};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use vfs::{Context, Errno, HeapPageStore, NodeId, ProcFile, ProcSource, SysSource, Vfs};
@@ -14,9 +15,14 @@ pub fn clock() -> u64 {
     NOW.fetch_add(1, Ordering::Relaxed)
 }
 
-/// A process list the test changes while the VFS holds it; each file's text names the file.
+/// A process list the test changes while the VFS holds it, and the descriptors of some of
+/// them (by pid: number and link target); each file's text names the file, every program is
+/// `/bin/busybox`.
 #[derive(Clone, Default)]
-pub struct Processes(pub Arc<Mutex<Vec<u32>>>);
+pub struct Processes(pub Arc<Mutex<Vec<u32>>>, pub Arc<Mutex<Descriptors>>);
+
+/// Each process's descriptors: number and link target.
+pub type Descriptors = BTreeMap<u32, Vec<(u32, Vec<u8>)>>;
 
 impl ProcSource for Processes {
     fn pids(&self) -> Vec<u32> {
@@ -25,13 +31,27 @@ impl ProcSource for Processes {
 
     fn generate(&self, file: ProcFile) -> Result<Vec<u8>, Errno> {
         let pid = match file {
-            ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) => Some(pid),
+            ProcFile::Status(pid) | ProcFile::Cmdline(pid) | ProcFile::Stat(pid) | ProcFile::Comm(pid) => Some(pid),
             _ => None,
         };
         if pid.is_some_and(|pid| !self.pids().contains(&pid)) {
             return Err(linux_raw_sys::errno::ENOENT);
         }
         Ok(format!("{file:?}\n").into_bytes())
+    }
+
+    fn descriptors(&self, pid: u32) -> Result<Vec<(u32, Vec<u8>)>, Errno> {
+        if !self.pids().contains(&pid) {
+            return Err(linux_raw_sys::errno::ENOENT);
+        }
+        Ok(self.1.lock().unwrap().get(&pid).cloned().unwrap_or_default())
+    }
+
+    fn program(&self, pid: u32) -> Result<Vec<u8>, Errno> {
+        if !self.pids().contains(&pid) {
+            return Err(linux_raw_sys::errno::ENOENT);
+        }
+        Ok(b"/bin/busybox".to_vec())
     }
 }
 
@@ -114,7 +134,7 @@ pub struct Fixture {
 pub fn fixture(page_limit: usize) -> Fixture {
     let bytes: &'static [u8] = Box::leak(archive_bytes().into_boxed_slice());
     let archive = Archive::parse(bytes).unwrap();
-    let processes = Processes(Arc::new(Mutex::new(vec![1, 42])));
+    let processes = Processes(Arc::new(Mutex::new(vec![1, 42])), Arc::default());
     let cores = Cores::new(4);
     let pages = Box::new(HeapPageStore::new());
     let vfs = Vfs::new(Some(archive), pages, page_limit, clock, Box::new(processes.clone()), Arc::new(cores.clone()));
