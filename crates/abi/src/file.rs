@@ -379,9 +379,14 @@ pub struct ProcessRecord<'a> {
     pub command_line: &'a [u8],
     /// The file it runs, an absolute path (Linux's `/proc/<pid>/exe`).
     pub program: &'a [u8],
+    /// Its process group and session (`/proc/<pid>/stat` fields 5 and 6).
+    pub process_group: u32,
+    pub session: u32,
+    /// Whether a stop signal stopped it (state `T`).
+    pub stopped: bool,
 }
 
-const RECORD_HEADER: usize = 4 + 4 + 4 + 4 + 4 + 4 + 4;
+const RECORD_HEADER: usize = 4 * 10;
 
 impl<'a> ProcessRecord<'a> {
     /// Bytes [`encode`](Self::encode) writes.
@@ -402,6 +407,9 @@ impl<'a> ProcessRecord<'a> {
         put(out, 16, &(self.name.len() as u32).to_le_bytes());
         put(out, 20, &(self.command_line.len() as u32).to_le_bytes());
         put(out, 24, &(self.program.len() as u32).to_le_bytes());
+        put(out, 28, &self.process_group.to_le_bytes());
+        put(out, 32, &self.session.to_le_bytes());
+        put(out, 36, &u32::from(self.stopped).to_le_bytes());
         put(out, RECORD_HEADER, self.name);
         put(out, RECORD_HEADER + self.name.len(), self.command_line);
         put(out, RECORD_HEADER + self.name.len() + self.command_line.len(), self.program);
@@ -425,6 +433,11 @@ impl<'a> ProcessRecord<'a> {
             1 => true,
             _ => return Err(DecodeError::BadField("alive")),
         };
+        let stopped = match u32_in(bytes, 36) {
+            0 => false,
+            1 => true,
+            _ => return Err(DecodeError::BadField("stopped")),
+        };
         Ok(Self {
             pid: u32_in(bytes, 0),
             parent_pid: u32_in(bytes, 4),
@@ -433,6 +446,9 @@ impl<'a> ProcessRecord<'a> {
             name: &bytes[RECORD_HEADER..RECORD_HEADER + name],
             command_line: &bytes[RECORD_HEADER + name..RECORD_HEADER + name + command_line],
             program: &bytes[RECORD_HEADER + name + command_line..],
+            process_group: u32_in(bytes, 28),
+            session: u32_in(bytes, 32),
+            stopped,
         })
     }
 }
@@ -493,6 +509,9 @@ mod tests {
             name: b"sh",
             command_line: b"sh\0-c\0ls\0",
             program: b"/bin/busybox",
+            process_group: 7,
+            session: 5,
+            stopped: true,
         };
         let mut out = vec![0u8; record.encoded_size()];
         record.encode(&mut out);

@@ -27,6 +27,11 @@ struct Record {
     program: Vec<u8>,
     /// Its descriptors as last reported, each with what its link names (`fd/`).
     descriptors: Vec<(u32, Vec<u8>)>,
+    /// The same descriptors with the service's handle each names (opening `fd/N` reopens it).
+    handles: Vec<(u32, u64)>,
+    process_group: u32,
+    session: u32,
+    stopped: bool,
 }
 
 /// Every instance's processes, kept by the service's instance.
@@ -41,9 +46,9 @@ fn apply(record: &ProcessRecord<'_>) {
     // A new program keeps the descriptors (its own report says which `execve` closed); a
     // new process starts with its parent's, as a fork's copy does, until it reports its own
     // at the end of its first system call.
-    let descriptors = match records.get(&record.pid) {
-        Some(known) => known.descriptors.clone(),
-        None => records.get(&record.parent_pid).map(|parent| parent.descriptors.clone()).unwrap_or_default(),
+    let (descriptors, handles) = match records.get(&record.pid).or_else(|| records.get(&record.parent_pid)) {
+        Some(known) => (known.descriptors.clone(), known.handles.clone()),
+        None => Default::default(),
     };
     records.insert(
         record.pid,
@@ -54,16 +59,27 @@ fn apply(record: &ProcessRecord<'_>) {
             command_line: record.command_line.to_vec(),
             program: record.program.to_vec(),
             descriptors,
+            handles,
+            process_group: record.process_group,
+            session: record.session,
+            stopped: record.stopped,
         },
     );
 }
 
 /// The service's side of a descriptor report: process `pid`'s descriptors now, each with the
 /// name of its open file. A report from a process the service no longer lists is dropped.
-pub fn set_descriptors(pid: u32, descriptors: Vec<(u32, Vec<u8>)>) {
+pub fn set_descriptors(pid: u32, descriptors: Vec<(u32, Vec<u8>)>, handles: Vec<(u32, u64)>) {
     if let Some(record) = RECORDS.lock().get_mut(&pid) {
         record.descriptors = descriptors;
+        record.handles = handles;
     }
+}
+
+/// The service's handle that descriptor `fd` of process `pid` named when it last reported.
+pub fn descriptor_handle(pid: u32, fd: u32) -> Option<u64> {
+    let records = RECORDS.lock();
+    records.get(&pid)?.handles.iter().find(|(number, _)| *number == fd).map(|(_, handle)| *handle)
 }
 
 /// After each system call (and at safe points): if the running process's descriptors changed,
@@ -99,6 +115,35 @@ pub fn init() {
 /// Tells the service a process of this instance appeared, changed program (`alive`) or
 /// ended; `command_line` is its argv, `program` the path of the file it runs.
 pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: &[u8], program: &str) {
+    report_with(
+        pid,
+        parent_pid,
+        alive,
+        name,
+        command_line,
+        program,
+        Membership { process_group: pid, session: pid, stopped: false },
+    );
+}
+
+/// A process's group, session and stop state, as `/proc/<pid>/stat` shows them.
+#[derive(Clone, Copy)]
+pub struct Membership {
+    pub process_group: u32,
+    pub session: u32,
+    pub stopped: bool,
+}
+
+/// [`report`], with the process's group, session and stop state.
+pub fn report_with(
+    pid: u32,
+    parent_pid: u32,
+    alive: bool,
+    name: &str,
+    command_line: &[u8],
+    program: &str,
+    membership: Membership,
+) {
     let record = ProcessRecord {
         pid,
         parent_pid,
@@ -107,6 +152,9 @@ pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: 
         name: name.as_bytes(),
         command_line: &command_line[..command_line.len().min(4096)],
         program: &program.as_bytes()[..program.len().min(4096)],
+        process_group: membership.process_group,
+        session: membership.session,
+        stopped: membership.stopped,
     };
     if shared::this_core() as usize == super::service::SERVICE_CORE {
         return apply(&record);
@@ -202,14 +250,22 @@ impl ProcSource for Source {
                     ProcFile::Status(_) => {
                         let _ = write!(
                             text,
-                            "Name:\t{}\nUmask:\t0022\nState:\tR (running)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\n\
+                            "Name:\t{}\nUmask:\t0022\nState:\t{}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\n\
                              Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCpus_allowed_list:\t{}\n",
-                            record.name, record.parent_pid, record.core
+                            record.name,
+                            if record.stopped { "T (stopped)" } else { "R (running)" },
+                            record.parent_pid,
+                            record.core
                         );
                     }
                     _ => {
                         // Linux's 52 fields; Reef fills the identity ones and the core (39th).
-                        let _ = write!(text, "{pid} ({}) R {} {pid} {pid} 0 -1 0", record.name, record.parent_pid);
+                        let state = if record.stopped { 'T' } else { 'R' };
+                        let _ = write!(
+                            text,
+                            "{pid} ({}) {state} {} {} {} 0 -1 0",
+                            record.name, record.parent_pid, record.process_group, record.session
+                        );
                         for field in 10..=52 {
                             let value = if field == 39 { record.core } else { 0 };
                             let _ = write!(text, " {value}");

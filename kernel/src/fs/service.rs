@@ -146,6 +146,36 @@ impl Pipe {
     }
 }
 
+/// What opening a descriptor's link gives: an open already made (a pipe's new end), or a
+/// node to open as a path's would be.
+enum Reopened {
+    Done(Outcome),
+    Node(NodeId, Vec<u8>),
+}
+
+/// The process and descriptor a path names through a descriptor link, as Linux's
+/// `/proc/<pid>/fd/N` (and `/proc/self/fd/N`) and the `/dev` links to them: `/dev/fd/N`,
+/// `/dev/stdin`, `/dev/stdout`, `/dev/stderr`. `pid` is the caller's. Only absolute paths.
+fn descriptor_link(pid: u32, path: &[u8]) -> Option<(u32, u32)> {
+    let number = |text: &[u8]| core::str::from_utf8(text).ok()?.parse::<u32>().ok();
+    match path {
+        b"/dev/stdin" => return Some((pid, 0)),
+        b"/dev/stdout" => return Some((pid, 1)),
+        b"/dev/stderr" => return Some((pid, 2)),
+        _ => {}
+    }
+    if let Some(fd) = path.strip_prefix(b"/dev/fd/") {
+        return Some((pid, number(fd)?));
+    }
+    let rest = path.strip_prefix(b"/proc/")?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    let owner = match &rest[..slash] {
+        b"self" => pid,
+        digits => number(digits)?,
+    };
+    Some((owner, number(rest[slash..].strip_prefix(b"/fd/")?)?))
+}
+
 /// A request kept until it can complete.
 struct Parked {
     client: usize,
@@ -596,8 +626,19 @@ impl Service {
             }
             FileOp::StatPath => {
                 let context = self.context(pid, w[1])?;
-                let node = self.vfs.resolve(&context, self.base(w[0])?, first, w[2] != 0)?;
-                let metadata = self.metadata(node)?;
+                let followed = descriptor_link(pid, first).filter(|_| w[2] != 0);
+                // A descriptor link, followed: what the descriptor has open (`stat` of
+                // `/dev/fd/63` is the pipe's, as bash's `<(…)` needs).
+                let handle = followed.map(|(owner, fd)| super::proc::descriptor_handle(owner, fd).ok_or(errno::ENOENT));
+                let metadata = match handle {
+                    Some(Ok(handle)) if handle == CONSOLE_HANDLE => {
+                        let console = self.vfs.resolve(&context, None, b"/dev/console", true)?;
+                        self.metadata(console)?
+                    }
+                    Some(Ok(handle)) => self.stat_handle(handle)?,
+                    Some(Err(error)) => return Err(error),
+                    None => self.metadata(self.vfs.resolve(&context, self.base(w[0])?, first, w[2] != 0)?)?,
+                };
                 Ok(Outcome::Done(Reply { bytes: metadata.encode().to_vec(), ..Reply::value(0, 0) }))
             }
             FileOp::ReadDirectory => self.read_directory(w[0], w[1] as usize),
@@ -718,15 +759,16 @@ impl Service {
                 if first.len() != count.saturating_mul(12) {
                     return Err(errno::EINVAL);
                 }
-                let descriptors = first
+                let handles: Vec<(u32, u64)> = first
                     .chunks_exact(12)
                     .filter_map(|entry| {
                         let fd = u32::from_le_bytes(entry[..4].try_into().ok()?);
-                        let handle = u64::from_le_bytes(entry[4..].try_into().ok()?);
-                        Some((fd, self.name_of(handle)?))
+                        Some((fd, u64::from_le_bytes(entry[4..].try_into().ok()?)))
                     })
                     .collect();
-                super::proc::set_descriptors(pid, descriptors);
+                let descriptors =
+                    handles.iter().filter_map(|&(fd, handle)| Some((fd, self.name_of(handle)?))).collect();
+                super::proc::set_descriptors(pid, descriptors, handles);
                 Ok(Outcome::Silent)
             }
             FileOp::Retain => {
@@ -769,7 +811,14 @@ impl Service {
         let context = self.context(pid, w[1])?;
         let base = self.base(w[0])?;
         let follow = open_flags & flags::NO_FOLLOW == 0;
-        let (node, name) = match self.vfs.resolve_with_path(&context, base, path, follow) {
+        let magic = descriptor_link(pid, path).map(|(owner, fd)| self.reopen(&context, owner, fd, open_flags));
+        let resolved = match magic {
+            Some(Ok(Reopened::Done(outcome))) => return Ok(outcome),
+            Some(Ok(Reopened::Node(node, name))) => Ok((node, name)),
+            Some(Err(error)) => return Err(error),
+            None => self.vfs.resolve_with_path(&context, base, path, follow),
+        };
+        let (node, name) = match resolved {
             Ok(_) if open_flags & flags::CREATE != 0 && open_flags & flags::EXCLUSIVE != 0 => {
                 return Err(errno::EEXIST)
             }
@@ -832,6 +881,43 @@ impl Service {
         let kind = file.kind();
         let handle = self.new_handle(file);
         Ok(Outcome::Done(Reply { words: [handle, kind as u64], ..Reply::value(0, 0) }))
+    }
+
+    /// Opens what descriptor `fd` of process `owner` names, as Linux opens a
+    /// `/proc/<pid>/fd/N` link (a "magic" link, followed to the open file, not to a path): a
+    /// pipe gives a new end of the same pipe for the access asked (`O_RDWR`: the end the
+    /// descriptor is), a file or a device its node, opened anew (its own offset).
+    fn reopen(&mut self, context: &Context, owner: u32, fd: u32, open_flags: u64) -> Result<Reopened, Errno> {
+        let handle = super::proc::descriptor_handle(owner, fd).ok_or(errno::ENOENT)?;
+        if handle == CONSOLE_HANDLE {
+            let console = self.vfs.resolve_with_path(context, None, b"/dev/console", true)?;
+            return Ok(Reopened::Node(console.0, console.1));
+        }
+        let file = self.open.get(&handle).ok_or(errno::ENOENT)?;
+        let name = file.name.clone();
+        let status = open_flags & (flags::ACCESS_MODE | flags::APPEND | flags::NONBLOCK);
+        let (pipe, end) = match &file.object {
+            Object::PipeReader(pipe) => (*pipe, (true, false)),
+            Object::PipeWriter(pipe) => (*pipe, (false, true)),
+            Object::PipeBoth(pipe) => (*pipe, (true, true)),
+            Object::Regular(node) | Object::Directory { node, .. } => return Ok(Reopened::Node(*node, name)),
+            Object::Device { node: Some(node), .. } => return Ok(Reopened::Node(*node, name)),
+            _ => return Err(errno::ENXIO),
+        };
+        let (reading, writing) = match status & flags::ACCESS_MODE {
+            flags::WRITE_ONLY => (false, true),
+            flags::READ_WRITE => end,
+            _ => (true, false),
+        };
+        self.pipes.get_mut(&pipe).ok_or(errno::ENOENT)?.add_ends(reading, writing);
+        self.changed = true;
+        let object = match (reading, writing) {
+            (true, true) => Object::PipeBoth(pipe),
+            (true, false) => Object::PipeReader(pipe),
+            _ => Object::PipeWriter(pipe),
+        };
+        let handle = self.new_handle(OpenFile { object, flags: status, offset: 0, references: 1, name });
+        Ok(Reopened::Done(Outcome::Done(Reply { words: [handle, HandleKind::Pipe as u64], ..Reply::value(0, 0) })))
     }
 
     /// Opens the FIFO `node` as an end of the pipe the service keeps for it (made now if no

@@ -91,6 +91,7 @@ pub fn set_group(pid: u32, group: u32) -> Result<(), Errno> {
         }
         me.process_group.store(group, Ordering::Relaxed);
         tell_parent_here(&me);
+        super::report_to_proc(&me);
         return Ok(());
     }
     if !me.state.lock().children.iter().any(|c| c.pid == target) {
@@ -140,6 +141,7 @@ fn set_child_group_here(request: &SetProcessGroup) -> Result<(), Errno> {
         return Err(errno::EPERM);
     }
     child.process_group.store(request.group, Ordering::Relaxed);
+    super::report_to_proc(&child);
     Ok(())
 }
 
@@ -153,6 +155,7 @@ pub fn new_session() -> Result<u32, Errno> {
     me.session.store(me.pid, Ordering::Relaxed);
     me.process_group.store(me.pid, Ordering::Relaxed);
     tell_parent_here(&me);
+    super::report_to_proc(&me);
     Ok(me.pid)
 }
 

@@ -529,7 +529,12 @@ pub fn report_to_proc(process: &Process) {
         (state.name.clone(), state.command_line.clone(), state.path.clone())
     };
     let parent = if process.parent.pid == 0 { 0 } else { process.parent.pid };
-    crate::fs::proc::report(process.pid, parent, true, &name, &command_line, &program);
+    let membership = crate::fs::proc::Membership {
+        process_group: process.process_group(),
+        session: process.session(),
+        stopped: process.is_stopped(),
+    };
+    crate::fs::proc::report_with(process.pid, parent, true, &name, &command_line, &program, membership);
 }
 
 /// Replaces the calling process's program (`execve`); on success the caller's user frame
@@ -828,6 +833,7 @@ pub fn stop_here(signal: u32) {
     if matches!(previous, Some(0 | CONTINUED_UNREPORTED)) {
         if let Some(process) = sched::current_process() {
             report_change(&process, (signal << 8) | 0x7f);
+            report_to_proc(&process);
         }
     }
     loop {
@@ -841,6 +847,7 @@ pub fn stop_here(signal: u32) {
                 if first == Some(true) {
                     if let Some(process) = find(pid) {
                         report_change(&process, CONTINUED_STATUS);
+                        report_to_proc(&process);
                     }
                 }
                 return;
