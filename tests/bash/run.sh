@@ -9,7 +9,7 @@ here=.
 here=$(cd "$here" && pwd)
 scratch_root=${TMPDIR:-/tmp}/bash-suite
 # A script still running after this many seconds is killed: its remaining cases are missing.
-# The slowest takes about 6 s on Reef under TCG; the limit stays below the 30 s of silence
+# The slowest takes about 6 s on Reef under TCG; the limit stays below the 60 s of silence
 # after which cargo xtask test's watchdog would end the whole run (a hung case is silent).
 limit=25
 

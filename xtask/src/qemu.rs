@@ -82,7 +82,7 @@ pub struct Machine {
 }
 
 /// The watchdog of every `cargo xtask test` run unless the test says otherwise.
-pub const TEST_WATCHDOG: Duration = Duration::from_secs(30);
+pub const TEST_WATCHDOG: Duration = Duration::from_secs(60);
 
 /// How long the watchdog waits for the kernel's dump before it ends QEMU anyway (a kernel
 /// whose core 0 is wedged never prints it).
@@ -297,10 +297,21 @@ pub fn boot_until(
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             break Some(status);
         }
-        if start.elapsed() > machine.timeout && dump_asked.is_none() {
+        if start.elapsed() > machine.timeout && !timed_out {
             timed_out = true;
-            let _ = child.kill();
-            break child.wait().ok();
+            // A watched run that times out asks for the dump too (unless the watchdog did
+            // already), so a slow hang that still printed now and then names its cause.
+            match (machine.watchdog, keyboard.as_mut()) {
+                (Some(_), Some(stdin)) if dump_asked.is_none() => {
+                    let _ = stdin.write_all(DUMP_REQUEST).and_then(|()| stdin.flush());
+                    dump_asked = Some((Instant::now(), last_output.elapsed(), serial.len()));
+                }
+                (Some(_), _) if dump_asked.is_some() => {}
+                _ => {
+                    let _ = child.kill();
+                    break child.wait().ok();
+                }
+            }
         }
         if let Ok(chunk) = receiver.recv_timeout(Duration::from_millis(2)) {
             echo(&chunk);
@@ -321,7 +332,8 @@ pub fn boot_until(
         serial.push_str(errors.trim());
         serial.push('\n');
     }
-    let stalled = dump_asked.map(|(_, quiet, _)| quiet);
+    // A dump the timeout asked for is no stall: the run printed within its watchdog.
+    let stalled = if timed_out { None } else { dump_asked.map(|(_, quiet, _)| quiet) };
     let guest_status = if timed_out || marker_time.is_some() || stalled.is_some() {
         None
     } else {

@@ -55,7 +55,7 @@ const SUITES: [Suite; 2] = [
 
 /// Seconds a test may take before `timeout` kills it. The slowest nix tests sleep for a
 /// second or two on purpose; under TCG a wide margin over their real work remains. It stays
-/// under the test watchdog's 30 s of silence, which would end the whole run.
+/// under the test watchdog's 60 s of silence, which would end the whole run.
 const TEST_SECONDS: u32 = 20;
 
 /// Where the image keeps the suites (`/opt/crate-tests/<suite>/<executable>`); the host
