@@ -86,13 +86,16 @@ pub enum FileOp {
     /// (count) + `count` × (descriptor u32, handle u64): the calling process's descriptors
     /// now, for `/proc/<pid>/fd`. No reply.
     Descriptors = 28,
+    /// (device) → (magic, read-only, pages, free pages, nodes, free nodes) as bytes, of the file system a `stat` named
+    /// with that `st_dev` (`statfs`).
+    FilesystemSpace = 29,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 28] = [
+        const ALL: [FileOp; 29] = [
             Open,
             Read,
             Write,
@@ -121,6 +124,7 @@ impl FileOp {
             Cancel,
             MakeNode,
             Descriptors,
+            FilesystemSpace,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }

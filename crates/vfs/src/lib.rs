@@ -19,7 +19,7 @@ mod sysfs;
 mod tmpfs;
 mod vfs;
 
-pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind};
+pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};
 pub use procfs::{ProcFile, ProcSource, ReefView};

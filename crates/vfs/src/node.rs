@@ -155,6 +155,29 @@ pub struct Counts {
     pub tmpfs_page_limit: usize,
 }
 
+/// A file system's type and room, as `statfs` reports them ([`Vfs::space`](crate::Vfs::space)).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Space {
+    /// Linux's magic number for the type (`f_type`).
+    pub magic: u64,
+    /// Mounted read-only (`ST_RDONLY`).
+    pub read_only: bool,
+    /// Pages it may hold (`f_blocks`, 4 KiB each).
+    pub pages: u64,
+    /// Of those, the free ones (`f_bfree`, `f_bavail`).
+    pub free_pages: u64,
+    /// Nodes it may hold (`f_files`).
+    pub nodes: u64,
+    /// Of those, the free ones (`f_ffree`).
+    pub free_nodes: u64,
+}
+
+/// `statfs` types [Linux include/uapi/linux/magic.h].
+pub const RAMFS_MAGIC: u64 = 0x8584_58f6;
+pub const TMPFS_MAGIC: u64 = 0x0102_1994;
+pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+pub const SYSFS_MAGIC: u64 = 0x6265_6572;
+
 /// The `d_type` code for a node with this `st_mode`.
 pub(crate) fn kind_code_of_mode(mode: u32) -> u8 {
     // `S_IFMT >> 12` is `DT_*` for every type: Linux's `fs_umode_to_dtype` does the same.

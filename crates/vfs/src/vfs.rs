@@ -3,8 +3,9 @@
 use crate::archive_index::{ArchiveIndex, IndexNode, ROOT as ARCHIVE_ROOT};
 use crate::devfs::{self, Devfs, DeviceNode};
 use crate::node::{
-    device_number, kind_code_of_mode, Counts, DirectoryEntry, Filesystem, Metadata, NodeId, NodeKind,
-    CHARACTER_DEVICE_CODE, DIRECTORY_CODE, REGULAR_CODE, SYMLINK_CODE,
+    device_number, kind_code_of_mode, Counts, DirectoryEntry, Filesystem, Metadata, NodeId, NodeKind, Space,
+    CHARACTER_DEVICE_CODE, DIRECTORY_CODE, PROC_SUPER_MAGIC, RAMFS_MAGIC, REGULAR_CODE, SYMLINK_CODE, SYSFS_MAGIC,
+    TMPFS_MAGIC,
 };
 use crate::pages::{CountedPages, PageStore, PAGE_SIZE};
 use crate::procfs::{self, ProcFile, ProcNode, ProcSource};
@@ -611,6 +612,33 @@ impl Vfs {
         if self.tmpfs.get(node.inode()).is_ok_and(|tmp| tmp.links == 0) {
             self.tmpfs.free(node.inode(), &mut self.pages);
         }
+    }
+
+    /// What `statfs` says of the file system whose nodes `stat` shows with device number
+    /// `device`: its Linux type, whether it is read-only, and its pages and nodes (tmpfs
+    /// counts its pages against its limit and offers as many nodes; the others hold none).
+    /// `ENOENT` for a number no mount has.
+    pub fn space(&self, device: u64) -> Result<Space, Errno> {
+        let filesystem = Filesystem::ALL
+            .into_iter()
+            .find(|&filesystem| device_number(0, filesystem as u32 + 1) == device)
+            .ok_or(ENOENT)?;
+        let (magic, read_only) = match filesystem {
+            // Linux's initramfs root is a ramfs (here read-only), /dev a devtmpfs.
+            Filesystem::Archive => (RAMFS_MAGIC, true),
+            Filesystem::Tmpfs | Filesystem::Devfs => (TMPFS_MAGIC, false),
+            Filesystem::Procfs => (PROC_SUPER_MAGIC, false),
+            Filesystem::Sysfs => (SYSFS_MAGIC, false),
+        };
+        let mut space = Space { magic, read_only, pages: 0, free_pages: 0, nodes: 0, free_nodes: 0 };
+        if filesystem == Filesystem::Tmpfs {
+            let limit = self.pages.limit as u64;
+            space.pages = limit;
+            space.free_pages = limit.saturating_sub(self.pages.used as u64);
+            space.nodes = limit;
+            space.free_nodes = limit.saturating_sub(self.tmpfs.node_count() as u64);
+        }
+        Ok(space)
     }
 
     /// Totals for leak checks.

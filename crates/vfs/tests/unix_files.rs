@@ -137,3 +137,24 @@ fn open_files_are_named_by_where_the_walk_found_them() {
     let (_, name) = fixture.vfs.resolve_with_path(&relative, None, b"file", true).unwrap();
     assert_eq!(name, b"/tmp/d/file");
 }
+
+#[test]
+fn statfs_names_each_mount_and_counts_tmpfs_pages() {
+    let mut fixture = fixture(64);
+    let space_of = |fixture: &common::Fixture, path: &str| {
+        let node = fixture.resolve(path).unwrap();
+        fixture.vfs.space(fixture.vfs.stat(node).unwrap().device).unwrap()
+    };
+    let root = space_of(&fixture, "/etc/motd");
+    assert_eq!((root.magic, root.read_only, root.pages), (0x8584_58f6, true, 0));
+    assert_eq!(space_of(&fixture, "/proc").magic, 0x9fa0);
+    assert_eq!(space_of(&fixture, "/dev/null").magic, 0x0102_1994);
+    let before = space_of(&fixture, "/tmp");
+    assert_eq!((before.magic, before.pages, before.free_pages), (0x0102_1994, 64, 64));
+    let (tmp, _) = fixture.parent("/tmp/x").unwrap();
+    let file = fixture.vfs.make_node(tmp, b"data", 0o600).unwrap();
+    fixture.vfs.write(file, 0, &[7u8; 3 * 4096]).unwrap();
+    let after = space_of(&fixture, "/tmp");
+    assert_eq!((after.free_pages, after.free_nodes), (61, before.free_nodes - 1));
+    assert_eq!(fixture.vfs.space(999), Err(ENOENT));
+}

@@ -799,6 +799,19 @@ impl Service {
                 Ok(Outcome::Done(Reply { bytes: path, ..Reply::value(0, 0) }))
             }
             FileOp::Cancel => Ok(Outcome::Silent),
+            FileOp::FilesystemSpace => {
+                let space = self.vfs.space(w[0])?;
+                let fields = [
+                    space.magic,
+                    u64::from(space.read_only),
+                    space.pages,
+                    space.free_pages,
+                    space.nodes,
+                    space.free_nodes,
+                ];
+                let bytes = fields.iter().flat_map(|field| field.to_le_bytes()).collect();
+                Ok(Outcome::Done(Reply { bytes, ..Reply::value(0, 0) }))
+            }
         }
     }
 

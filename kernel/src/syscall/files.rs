@@ -190,6 +190,80 @@ fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno>
     }
 }
 
+/// `statfs(path, buffer)`: the file system holding `path`.
+pub fn statfs(path: u64, buffer: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    write_filesystem_stats(stat_at(linux::AT_FDCWD as i64, &path, 0)?.device, buffer)
+}
+
+/// `fstatfs(fd, buffer)`: the file system holding what `fd` has open. A pipe or the console
+/// is on Linux's pipefs or devtmpfs.
+pub fn fstatfs(fd: i64, buffer: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    let device = match handle.kind {
+        HandleKind::Pipe => return write_statfs(buffer, vfs_pipe_space()),
+        _ => metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?.device,
+    };
+    write_filesystem_stats(device, buffer)
+}
+
+/// What Linux's pipefs says: no room to speak of.
+fn vfs_pipe_space() -> vfs::Space {
+    /// `PIPEFS_MAGIC` [Linux include/uapi/linux/magic.h].
+    const PIPEFS_MAGIC: u64 = 0x5049_5045;
+    vfs::Space { magic: PIPEFS_MAGIC, read_only: false, pages: 0, free_pages: 0, nodes: 0, free_nodes: 0 }
+}
+
+/// Asks the service about the file system of device `device` and writes its `statfs`.
+fn write_filesystem_stats(device: u64, buffer: u64) -> SyscallResult {
+    let bytes = ask(FileOp::FilesystemSpace, &[device], &[], &[])?.bytes;
+    let mut words = [0u64; 6];
+    if bytes.len() != words.len() * 8 {
+        return Err(errno::EIO);
+    }
+    for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        *word = u64::from_le_bytes(chunk.try_into().map_err(|_| errno::EIO)?);
+    }
+    let space = vfs::Space {
+        magic: words[0],
+        read_only: words[1] != 0,
+        pages: words[2],
+        free_pages: words[3],
+        nodes: words[4],
+        free_nodes: words[5],
+    };
+    write_statfs(buffer, space)
+}
+
+/// Linux's x86-64 `struct statfs`: type, block size, blocks, free, available, files, free
+/// files, fsid (two ints), name length, fragment size, mount flags, four spare words.
+fn write_statfs(buffer: u64, space: vfs::Space) -> SyscallResult {
+    /// `ST_RDONLY`, `ST_NOATIME` (Reef's mounts do not update access times).
+    const READ_ONLY: u64 = 1;
+    const NO_ACCESS_TIME: u64 = 1024;
+    let page = vfs::PAGE_SIZE as u64;
+    let flags = NO_ACCESS_TIME | if space.read_only { READ_ONLY } else { 0 };
+    let fields: [u64; 15] = [
+        space.magic,
+        page,
+        space.pages,
+        space.free_pages,
+        space.free_pages,
+        space.nodes,
+        space.free_nodes,
+        0,
+        255,
+        page,
+        flags,
+        0,
+        0,
+        0,
+        0,
+    ];
+    write_user(buffer, &fields)?;
+    Ok(0)
+}
+
 /// `fadvise64(fd, offset, length, advice)`: advice about the access pattern, which a kernel
 /// may follow or not (POSIX); Reef reads every file the same way, so it checks the descriptor
 /// and the advice and does nothing.

@@ -26,6 +26,8 @@ fn script(cores: usize) -> String {
         "echo a | xargs /nonexistent 2>/dev/null; echo xargs=$?".into(),
         // CPU time reaches wait4's rusage: `time` printed zeros.
         "time sh -c 'i=0; while [ $i -lt 6000 ]; do i=$((i+1)); done' 2>/tmp/time.txt; grep user /tmp/time.txt".into(),
+        // statfs names each mount's type (it was ENOSYS).
+        "stat -f -c fs=%T /tmp /proc /etc".into(),
         // The kernel runs #! scripts: the process is named after the script.
         "printf '#!/bin/sh\\necho script-comm $(cut -d\\\\  -f2 /proc/$$/stat) $0 $1\\n' > /tmp/s.sh; \
          chmod +x /tmp/s.sh; /tmp/s.sh one"
@@ -71,6 +73,7 @@ fn check(serial: &str, cores: usize) -> Result<(), String> {
     printed(serial, "xargs=127", "xargs did not see its child's exec error (vfork shares memory)")?;
     user_time_counted(serial)?;
     printed(serial, "script-comm (s.sh) /tmp/s.sh one", "the kernel did not run the #! script under its name")?;
+    printed(serial, "fs=tmpfs\nfs=proc\nfs=ramfs", "statfs did not name tmpfs, proc and the initramfs's ramfs")?;
     if cores > 1 {
         printed(serial, "on-yes=0", "yes on core 1 did not end when head did")?;
         printed(serial, "on-pipe=141", "a program on core 1 killed by SIGPIPE did not report 141")?;
