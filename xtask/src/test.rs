@@ -45,6 +45,27 @@ fn all_tests_passed(serial: &str, expected: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a run named `name` is selected by `cargo xtask test`'s `--only`, read from the
+/// command line before the runs are listed: suites whose inputs are costly to prepare (the
+/// foreign suites' builds and reference runs) prepare them only when one of their runs is.
+fn is_selected(name: &str) -> bool {
+    let arguments: Vec<String> = std::env::args().collect();
+    let only = arguments.iter().position(|a| a == "--only").and_then(|at| arguments.get(at + 1));
+    only.is_none_or(|only| name.contains(only.as_str()))
+}
+
+/// A run that fails at once, after a boot that costs seconds, with why its suite could not be
+/// prepared (a fetch or a build that failed): the failure is reported as that run's.
+fn unprepared(name: String, why: &str, machine: &dyn Fn(usize, &str) -> Machine) -> Integration {
+    let why = format!("the suite could not be prepared: {why}");
+    Integration {
+        name,
+        machine: machine(1, &exec("true")),
+        expected_status: 0,
+        check: Box::new(move |_| Err(why.clone())),
+    }
+}
+
 /// The run printed `text`; else the error says what that means.
 fn printed(serial: &str, text: &str, missing: &str) -> Result<(), String> {
     serial.contains(text).then_some(()).ok_or_else(|| missing.to_string())

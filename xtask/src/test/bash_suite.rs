@@ -207,35 +207,17 @@ struct Prepared {
 /// Adds `foreign-bash-<N>-cores` for each of [`REEF_RUNS`]. The packages are fetched, the
 /// image built and the host's reference run made only when one of them is selected.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
-    let only = selected_name();
-    if !REEF_RUNS.iter().any(|run| only.as_deref().is_none_or(|o| run.name().contains(o))) {
+    if !REEF_RUNS.iter().any(|run| super::is_selected(&run.name())) {
         return;
     }
     let prepared = prepare();
     for run in &REEF_RUNS {
         let integration = match &prepared {
             Ok(prepared) => reef_integration(run, prepared, machine),
-            Err(why) => {
-                // Reported as this run's failure, after a boot that costs seconds.
-                let why = why.clone();
-                Integration {
-                    name: run.name(),
-                    machine: machine(1, &exec("true")),
-                    expected_status: 0,
-                    check: Box::new(move |_| Err(format!("the bash suite could not be prepared: {why}"))),
-                }
-            }
+            Err(why) => super::unprepared(run.name(), why, machine),
         };
         list.push(integration);
     }
-}
-
-/// The value of `--only` on `cargo xtask test`'s command line, read before test.rs selects
-/// the runs, so that an unselected suite costs nothing.
-fn selected_name() -> Option<String> {
-    let arguments: Vec<String> = std::env::args().collect();
-    let at = arguments.iter().position(|a| a == "--only")?;
-    arguments.get(at + 1).cloned()
 }
 
 fn reef_integration(run: &ReefRun, prepared: &Prepared, machine: &dyn Fn(usize, &str) -> Machine) -> Integration {

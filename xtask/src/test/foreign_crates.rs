@@ -76,35 +76,17 @@ struct Prepared {
 /// only when one of them is selected (`--only`): their first build takes a minute or more.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     let names: Vec<String> = SUITES.iter().map(|suite| format!("foreign-crates-{}", suite.name)).collect();
-    let only = selected_name();
-    if !names.iter().any(|name| only.as_deref().is_none_or(|o| name.contains(o))) {
+    if !names.iter().any(|name| super::is_selected(name)) {
         return;
     }
     let prepared = prepare();
     for (suite, name) in SUITES.iter().zip(names) {
         let integration = match &prepared {
             Ok(prepared) => suite_integration(suite, name, prepared, machine),
-            Err(why) => {
-                // Reported as this integration's failure, after a boot that costs seconds.
-                let why = why.clone();
-                Integration {
-                    name,
-                    machine: machine(1, &exec("true")),
-                    expected_status: 0,
-                    check: Box::new(move |_| Err(format!("the suite could not be prepared: {why}"))),
-                }
-            }
+            Err(why) => super::unprepared(name, why, machine),
         };
         list.push(integration);
     }
-}
-
-/// The value of `--only` on `cargo xtask test`'s command line (test.rs's `run` reads it for
-/// the runs it selects; this is read before it selects, to skip the crates' build).
-fn selected_name() -> Option<String> {
-    let arguments: Vec<String> = std::env::args().collect();
-    let at = arguments.iter().position(|a| a == "--only")?;
-    arguments.get(at + 1).cloned()
 }
 
 fn suite_integration(
