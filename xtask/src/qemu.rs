@@ -358,6 +358,17 @@ pub fn exec_argument(command: &str) -> Result<String, String> {
              use single quotes ('...') inside it"
         ));
     }
+    // The kernel ignores a longer `exec=` (and boots to the interactive shell, which would
+    // wait for a keyboard): refused here with the reason instead.
+    let limit = platform::cmdline::MAX_VALUE;
+    if command.is_empty() || command.len() > limit || !command.is_ascii() {
+        return Err(format!(
+            "the command line is {} bytes{}; the kernel takes 1 to {limit} ASCII characters: \
+             put the commands in a script and run that",
+            command.len(),
+            if command.is_ascii() { "" } else { " and not all ASCII" }
+        ));
+    }
     Ok(format!("exec=\"{command}\""))
 }
 

@@ -575,19 +575,26 @@ pub fn slice_ended() -> bool {
     NEED_SWITCH.swap(false, Ordering::Relaxed)
 }
 
-/// The running thread keeps the CPU past a tick that came while it ran in the kernel: a
-/// `fork` copies the parent's memory (milliseconds under TCG), and a slice ending on its
-/// return would run the child, or a job forked just before, ahead of the parent. Linux places
-/// a forked child behind its parent (`sched_child_runs_first` 0, CFS's start debit), and
-/// shells rely on it: `kill $$ & (sleep 1; exit 42)` forks the subshell before the kill
-/// comes. The slice then ends at the next tick.
+/// The running thread keeps the CPU past a tick that came while it ran in the kernel, and
+/// past the next one: a `fork` copies the parent's memory (milliseconds under TCG), and a
+/// slice ending on its return, or just after, would run the child, or a job forked just
+/// before, ahead of the parent. Linux places a forked child behind its parent
+/// (`sched_child_runs_first` 0, CFS's start debit), and shells rely on it: `kill $$ & (sleep
+/// 1; exit 42)` forks the subshell before the kill comes. The slice then ends at the tick
+/// after next, unless the parent blocks first.
 pub fn keep_slice() {
     NEED_SWITCH.store(false, Ordering::Relaxed);
+    KEEP_NEXT_TICK.store(true, Ordering::Relaxed);
 }
+
+/// Set by [`keep_slice`]: the next tick does not end the slice.
+static KEEP_NEXT_TICK: AtomicBool = AtomicBool::new(false);
 
 pub fn on_tick() {
     wake_expired();
-    NEED_SWITCH.store(true, Ordering::Relaxed);
+    if !KEEP_NEXT_TICK.swap(false, Ordering::Relaxed) {
+        NEED_SWITCH.store(true, Ordering::Relaxed);
+    }
     LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
 }
 
@@ -711,6 +718,8 @@ fn switch_to(next: Arc<Thread>) {
     let now = cpu::read_tsc();
     previous.cpu.stop(now);
     next.cpu.start(now);
+    // A forked parent's grace is its own: the thread after it gets a plain slice.
+    KEEP_NEXT_TICK.store(false, Ordering::Relaxed);
     // SAFETY: interrupts are masked; `previous` is the running thread, so nothing else
     // touches its context; `next` is not running (it was in the ready queue).
     let (save, load) = unsafe {

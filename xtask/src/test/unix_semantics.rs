@@ -7,8 +7,8 @@ use crate::qemu::Machine;
 /// Runs of the trap race (`kill $$ &` before a subshell): Linux's answer each time.
 const TRAP_RUNS: usize = 5;
 
-/// The shell lines, with `cores` cores: those that cross cores need two.
-fn script(cores: usize) -> String {
+/// The issue's findings as shell lines, with `cores` cores: those that cross cores need two.
+fn findings_script(cores: usize) -> String {
     let mut lines = vec![
         // The issue's first find: the writer must die of SIGPIPE once head has gone.
         "(yes hello | head -c 5 >/dev/null; echo yes-head=$?)".to_string(),
@@ -24,8 +24,23 @@ fn script(cores: usize) -> String {
             .into(),
         // busybox's spawn sees its vforked child's exec error in the memory they share.
         "echo a | xargs /nonexistent 2>/dev/null; echo xargs=$?".into(),
+    ];
+    if cores > 1 {
+        lines.extend([
+            "on 1 yes | head -c 5 >/dev/null; echo on-yes=$?".to_string(),
+            "on 1 sh -c 'kill -s PIPE $$'; echo on-pipe=$?".into(),
+        ]);
+    }
+    lines.extend(["rm -f /tmp/trap.sh /tmp/p.awk".to_string(), "/bin/ps".into()]);
+    super::shell_line(&lines)
+}
+
+/// The calls the issue found missing or wrong, as shell lines.
+fn calls_script(cores: usize) -> String {
+    let mut lines = vec![
         // CPU time reaches wait4's rusage: `time` printed zeros.
-        "time sh -c 'i=0; while [ $i -lt 6000 ]; do i=$((i+1)); done' 2>/tmp/time.txt; grep user /tmp/time.txt".into(),
+        "time sh -c 'i=0; while [ $i -lt 6000 ]; do i=$((i+1)); done' 2>/tmp/time.txt; grep user /tmp/time.txt"
+            .to_string(),
         // statfs names each mount's type (it was ENOSYS).
         "stat -f -c fs=%T /tmp /proc /etc".into(),
         // The kernel runs #! scripts: the process is named after the script.
@@ -34,16 +49,12 @@ fn script(cores: usize) -> String {
             .into(),
     ];
     if cores > 1 {
-        lines.extend([
-            "on 1 yes | head -c 5 >/dev/null; echo on-yes=$?".to_string(),
-            "on 1 sh -c 'kill -s PIPE $$'; echo on-pipe=$?".into(),
-            // taskset moves the program to core 1 before it runs there.
-            "taskset -c 1 cut -d\\  -f39 /proc/self/stat | sed s/^/taskset-core=/".into(),
-        ]);
+        // taskset moves the program to core 1 before it runs there.
+        lines.push("taskset -c 1 cut -d\\  -f39 /proc/self/stat | sed s/^/taskset-core=/".into());
     } else {
         lines.push("taskset -c 1 true 2>/dev/null; echo taskset-refused=$?".into());
     }
-    lines.extend(["rm -f /tmp/trap.sh /tmp/p.awk /tmp/time.txt /tmp/s.sh".to_string(), "/bin/ps".into()]);
+    lines.extend(["rm -f /tmp/time.txt /tmp/s.sh".to_string(), "/bin/ps".into()]);
     super::shell_line(&lines)
 }
 
@@ -56,7 +67,7 @@ fn user_time_counted(serial: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check(serial: &str, cores: usize) -> Result<(), String> {
+fn check_findings(serial: &str, cores: usize) -> Result<(), String> {
     printed(serial, "yes-head=0", "`yes hello | head -c 5` did not end with head's status")?;
     printed(serial, "own-pipe=141", "a shell killed by its own SIGPIPE did not report 141")?;
     printed(serial, "yes-quiet", "the pipeline with `yes` on its left did not end")?;
@@ -71,12 +82,18 @@ fn check(serial: &str, cores: usize) -> Result<(), String> {
     }
     printed(serial, "got hi\ngot there\nsystem=5", "awk's getline from a command or system() failed")?;
     printed(serial, "xargs=127", "xargs did not see its child's exec error (vfork shares memory)")?;
-    user_time_counted(serial)?;
-    printed(serial, "script-comm (s.sh) /tmp/s.sh one", "the kernel did not run the #! script under its name")?;
-    printed(serial, "fs=tmpfs\nfs=proc\nfs=ramfs", "statfs did not name tmpfs, proc and the initramfs's ramfs")?;
     if cores > 1 {
         printed(serial, "on-yes=0", "yes on core 1 did not end when head did")?;
         printed(serial, "on-pipe=141", "a program on core 1 killed by SIGPIPE did not report 141")?;
+    }
+    nothing_leaked(serial, cores)
+}
+
+fn check_calls(serial: &str, cores: usize) -> Result<(), String> {
+    user_time_counted(serial)?;
+    printed(serial, "fs=tmpfs\nfs=proc\nfs=ramfs", "statfs did not name tmpfs, proc and the initramfs's ramfs")?;
+    printed(serial, "script-comm (s.sh) /tmp/s.sh one", "the kernel did not run the #! script under its name")?;
+    if cores > 1 {
         printed(serial, "taskset-core=1", "taskset -c 1 did not move the program to core 1")?;
     } else {
         printed(serial, "taskset-refused=1", "taskset to a core that does not exist was not refused")?;
@@ -84,14 +101,20 @@ fn check(serial: &str, cores: usize) -> Result<(), String> {
     nothing_leaked(serial, cores)
 }
 
-/// The runs: one, two and four cores.
+/// The runs: one, two and four cores, each script.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     for cores in [1usize, 2, 4] {
         list.push(Integration {
             name: format!("unix-semantics-{cores}-cores"),
-            machine: machine(cores, &exec(&script(cores))),
+            machine: machine(cores, &exec(&findings_script(cores))),
             expected_status: 0,
-            check: Box::new(move |serial| check(serial, cores)),
+            check: Box::new(move |serial| check_findings(serial, cores)),
+        });
+        list.push(Integration {
+            name: format!("unix-calls-{cores}-cores"),
+            machine: machine(cores, &exec(&calls_script(cores))),
+            expected_status: 0,
+            check: Box::new(move |serial| check_calls(serial, cores)),
         });
     }
 }
@@ -103,7 +126,8 @@ mod tests {
     #[test]
     fn the_script_fits_the_kernel_command_line() {
         for cores in [1, 2, 4] {
-            assert!(crate::qemu::exec_argument(&script(cores)).is_ok());
+            assert!(crate::qemu::exec_argument(&findings_script(cores)).is_ok());
+            assert!(crate::qemu::exec_argument(&calls_script(cores)).is_ok());
         }
     }
 
