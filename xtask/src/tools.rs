@@ -198,6 +198,10 @@ Hello from Reef's initramfs.
 This is /etc/hello.txt: three lines of fixed text,
 so a test can check every byte a program read.
 ";
+/// `/etc/passwd` and `/etc/group`: every process is root; `nobody` and `nogroup` as Debian
+/// names them, which programs (and nix's tests) look up as the unprivileged user.
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const GROUP: &str = "root:x:0:\nnogroup:x:65534:\n";
 /// `/etc/motd`.
 const MOTD: &str = "Reef: a multikernel OS. Every core runs its own kernel instance; cores talk by messages.\n";
 /// The directories at the top of the image, with their permissions: `/tmp` is world-writable
@@ -360,6 +364,8 @@ pub fn initramfs_image(
     }
     image.file("etc/hello.txt", 0o644, HELLO_TEXT.as_bytes());
     image.file("etc/motd", 0o644, MOTD.as_bytes());
+    image.file("etc/passwd", 0o644, PASSWD.as_bytes());
+    image.file("etc/group", 0o644, GROUP.as_bytes());
     // An executable file that is no program (an ELF magic, then nothing that parses): the
     // suite checks that starting it is refused with ENOEXEC and harms no kernel.
     image.file("bin/bad-elf", 0o755, b"\x7fELF\x02\x01\x01 not a program, cut short");
@@ -498,6 +504,8 @@ mod tests {
         }
         assert_eq!(archive.find("/etc/hello.txt").unwrap().data, HELLO_TEXT.as_bytes());
         assert_eq!(archive.find("/etc/motd").unwrap().data, MOTD.as_bytes());
+        assert!(std::str::from_utf8(archive.find("/etc/passwd").unwrap().data).unwrap().starts_with("root:x:0:0:"));
+        assert!(archive.find("/etc/group").is_some());
         let in_bin: Vec<&str> = archive.read_dir("/bin").unwrap().map(|entry| entry.file_name()).collect();
         assert_eq!(in_bin, ["tiny", "busybox", "[", "[[", "ash", "ls", "sh", "bad-elf"]);
     }
