@@ -306,7 +306,8 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     if let Err(error) = crate::mm::window::prepare_kernel_half() {
         log::error!("no frame for the kernel half's tables: {error:?}");
     }
-    crate::sched::init();
+    register_hooks();
+    crate::sched::init(crate::proc::ThreadPart::boot());
     crate::proc::init();
     crate::core::role::init();
     crate::core::lifecycle::init();
@@ -404,6 +405,51 @@ fn start_requested_cores(region: &SharedRegion) {
 /// notification mode says. It never spins unbounded, so idle vCPUs cost the host little.
 fn idle_loop() -> ! {
     loop {
-        crate::sched::idle_once();
+        crate::core::idle::idle_once();
     }
+}
+
+/// Wires the services into the base's hook points, in one place, before the first thread
+/// runs or the first interrupt comes. The base (scheduler, trap table, system-call entry,
+/// console) names no service: each hook below is where a higher layer registers.
+///
+/// Order: the system-call entry and the trap table first (an exception or a system call
+/// may come as soon as a thread runs), then the scheduler (before `sched::init`), then the
+/// console's input listener (before its interrupt is routed).
+fn register_hooks() {
+    crate::arch::user::register_system_call_handler(crate::syscall::dispatch);
+    crate::interrupt::register_hooks(crate::interrupt::TrapHooks {
+        on_interrupt: crate::core::park::note_interrupt,
+        exception_from_user: crate::core::traps::exception_from_user,
+        resolve_user_fault: crate::proc::thread::resolve_user_fault,
+        kill_for_fault: crate::proc::kill_for_fault,
+        return_to_user: crate::core::traps::return_to_user,
+        core_ending: crate::msg::count_lost_in_fault,
+        core_ended: crate::core::park::leave_for_good,
+    });
+    crate::interrupt::register_vector(crate::arch::idt::VECTOR_MESSAGE, message_interrupt);
+    crate::interrupt::register_vector(crate::arch::idt::VECTOR_BENCH, bench_interrupt);
+    crate::sched::register_hooks(crate::sched::Hooks {
+        wakeup_before_block: crate::proc::thread::wakeup_before_block,
+        serve: crate::core::idle::serve,
+        idle: crate::core::idle::idle_while_waiting,
+        after_slice: crate::core::park::while_waiting,
+        thread_start: crate::proc::thread::on_thread_start,
+        threads_freed: crate::proc::publish_counts,
+    });
+    crate::console::set_input_listener(crate::fs::service::note_console_input);
+}
+
+/// The message IPI: the channels have news for this core; its threads look on their way
+/// back to ring 3.
+fn message_interrupt(_frame: &mut crate::arch::idt::InterruptFrame) {
+    crate::msg::on_notification();
+    crate::sched::on_message_notification();
+    crate::arch::apic::local().end_of_interrupt();
+}
+
+/// The benchmark IPI (`msg bench`): acknowledged first, as the benchmark times the handler.
+fn bench_interrupt(_frame: &mut crate::arch::idt::InterruptFrame) {
+    crate::arch::apic::local().end_of_interrupt();
+    crate::msg::bench::on_bench_interrupt();
 }

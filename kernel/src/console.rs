@@ -39,10 +39,21 @@ pub fn route_input(facts: &BootFacts) {
     }
 }
 
-/// From the console vector: count it; the file service reads the bytes in thread context.
+/// Who reads the console's input (the file service), told on each input interrupt.
+static INPUT_LISTENER: spin::Once<fn()> = spin::Once::new();
+
+/// Registers the reader of console input (`boot`, once): told when an input interrupt came.
+pub fn set_input_listener(listener: fn()) {
+    INPUT_LISTENER.call_once(|| listener);
+}
+
+/// From the console vector: count it; the listener (the file service) reads the bytes in
+/// thread context.
 pub fn on_input_interrupt() {
     INPUT_INTERRUPTS.fetch_add(1, Ordering::Relaxed);
-    crate::fs::service::note_console_input();
+    if let Some(listener) = INPUT_LISTENER.get() {
+        listener();
+    }
     crate::sched::on_message_notification();
 }
 

@@ -1,10 +1,55 @@
 //! Interrupt and exception dispatch for this instance; an exception stops only this core.
+//!
+//! The trap table is mechanism: it counts, acknowledges, and handles what the base owns (the
+//! timer, the wake-up IPI, the console, kernel faults). What an exception from ring 3 means,
+//! what a device vector does and what happens on the way back to ring 3 are [`TrapHooks`] and
+//! vector handlers that `boot` registers; the table names no service.
 
 use crate::arch::idt::InterruptFrame;
 use crate::arch::{apic, cpu, idt};
 use crate::core::kcb::CoreState;
 use crate::core::shared;
 use core::sync::atomic::Ordering;
+
+/// What the layers above decide for the trap table; registered once by `boot`.
+pub struct TrapHooks {
+    /// An interrupt (vector 32 or above) arrived: a parked core notes it.
+    pub on_interrupt: fn(),
+    /// An exception from ring 3, before anything else: whether a layer took it (an
+    /// application core's guest traps to its home).
+    pub exception_from_user: fn(frame: &mut InterruptFrame, fault_address: u64) -> bool,
+    /// A page fault at user address `address` (from ring 3, or from a copy to or from user
+    /// memory): whether the running process's memory resolved it (write, execute).
+    pub resolve_user_fault: fn(address: u64, write: bool, execute: bool) -> bool,
+    /// An exception from ring 3 that nothing resolved: the process ends (it returns only if
+    /// the thread has no process).
+    pub kill_for_fault: fn(frame: &InterruptFrame, address: u64) -> !,
+    /// On the way back to ring 3 after an interrupt or exception.
+    pub return_to_user: fn(frame: &mut InterruptFrame),
+    /// This core is ending after a fault or panic, before its KCB says so: count what it
+    /// was handling as lost.
+    pub core_ending: fn(),
+    /// After its KCB says faulted: a parked core gives its host's processor back.
+    pub core_ended: fn(),
+}
+
+static HOOKS: spin::Once<TrapHooks> = spin::Once::new();
+
+/// Registers the trap table's hooks (`boot`, once, before interrupts are enabled).
+pub fn register_hooks(hooks: TrapHooks) {
+    HOOKS.call_once(|| hooks);
+}
+
+/// A handler of a device or IPI vector; it acknowledges the interrupt itself (some must
+/// before they work, some after).
+pub type VectorHandler = fn(frame: &mut InterruptFrame);
+
+static VECTOR_HANDLERS: [spin::Once<VectorHandler>; 256] = [const { spin::Once::new() }; 256];
+
+/// Registers `handler` for `vector` (`boot`, once per vector).
+pub fn register_vector(vector: u8, handler: VectorHandler) {
+    VECTOR_HANDLERS[usize::from(vector)].call_once(|| handler);
+}
 
 /// What `/proc/interrupts` calls `vector`.
 pub fn vector_name(vector: u8) -> &'static str {
@@ -51,18 +96,24 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
     if let Some(region) = shared::region() {
         region.kcb(shared::this_core() as usize).interrupts.count(frame.vector);
     }
+    let hooks = HOOKS.get();
     if frame.vector >= 32 {
-        crate::core::park::note_interrupt();
+        if let Some(hooks) = hooks {
+            (hooks.on_interrupt)();
+        }
     }
-    if frame.vector < 32 && frame.came_from_user() && crate::core::ac::runs_thread() {
-        // An application core's guest: its home decides what the exception means.
+    if frame.vector < 32 && frame.came_from_user() {
         let fault_address = if frame.vector == 14 { cpu::read_cr2() } else { 0 };
-        crate::core::ac::on_exception(frame, fault_address);
-        return;
+        if hooks.is_some_and(|hooks| (hooks.exception_from_user)(frame, fault_address)) {
+            return;
+        }
     }
     match frame.vector {
         14 => page_fault(frame),
-        0..=31 if frame.came_from_user() => crate::proc::kill_for_fault(frame, 0),
+        0..=31 if frame.came_from_user() => match hooks {
+            Some(hooks) => (hooks.kill_for_fault)(frame, 0),
+            None => fault(frame),
+        },
         0..=31 => fault(frame),
         v if v == u64::from(idt::VECTOR_TIMER) => {
             // The count lives in this core's KCB only; this core is its only writer.
@@ -73,11 +124,6 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
             crate::sched::on_tick();
         }
-        v if v == u64::from(idt::VECTOR_MESSAGE) => {
-            crate::msg::on_notification();
-            crate::sched::on_message_notification();
-            apic::local().end_of_interrupt();
-        }
         v if v == u64::from(idt::VECTOR_WAKE) => apic::local().end_of_interrupt(),
         v if v == u64::from(idt::VECTOR_CONSOLE) => {
             // Wakes core 0, where the file service reads the bytes for a process waiting for them.
@@ -85,21 +131,18 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
             crate::sched::wake(crate::sched::WaitToken::Console, usize::MAX);
         }
-        v if v == u64::from(idt::VECTOR_BENCH) => {
-            apic::local().end_of_interrupt();
-            crate::msg::bench::on_bench_interrupt();
-        }
         v if v == u64::from(idt::VECTOR_SPURIOUS) => {}
-        // The 8259s are masked at boot: a legacy vector here means a device or the firmware
-        // left something enabled, worth a line but no EOI (the LAPIC did not deliver it).
-        vector => log::warn!("stray interrupt on vector {vector} ignored: a legacy PIC line is unmasked"),
+        vector => match VECTOR_HANDLERS.get(vector as usize).and_then(spin::Once::get) {
+            Some(handler) => handler(frame),
+            // The 8259s are masked at boot: a legacy vector here means a device or the
+            // firmware left something enabled, worth a line but no EOI (the LAPIC did not
+            // deliver it).
+            None => log::warn!("stray interrupt on vector {vector} ignored: a legacy PIC line is unmasked"),
+        },
     }
     if frame.came_from_user() {
-        crate::sched::before_user_return(frame, None);
-        if crate::core::ac::runs_thread() {
-            crate::core::ac::after_interrupt(frame);
-        } else {
-            crate::proc::remote::return_visitor(frame);
+        if let Some(hooks) = hooks {
+            (hooks.return_to_user)(frame);
         }
     }
 }
@@ -117,12 +160,9 @@ fn page_fault(frame: &mut InterruptFrame) {
     let execute = frame.error_code & 16 != 0;
     let user_copy = if frame.came_from_user() { None } else { crate::arch::user::fault_fixup(frame.rip) };
     if frame.came_from_user() || user_copy.is_some() {
+        let hooks = HOOKS.get();
         let resolved = address < crate::arch::user::USER_END
-            && crate::sched::current_process().is_some_and(|process| {
-                // A copy never runs with the process's state locked (see `syscall`), so this
-                // lock cannot be held by the code that faulted.
-                process.with_memory(|memory| memory.handle_fault(address, write, execute))
-            });
+            && hooks.is_some_and(|hooks| (hooks.resolve_user_fault)(address, write, execute));
         if resolved {
             return;
         }
@@ -130,8 +170,9 @@ fn page_fault(frame: &mut InterruptFrame) {
             frame.rip = fixup;
             return;
         }
-        // Re-enable interrupts: the process's end may wait for messages.
-        crate::proc::kill_for_fault(frame, address);
+        if let Some(hooks) = hooks {
+            (hooks.kill_for_fault)(frame, address);
+        }
     }
     fault(frame)
 }
@@ -191,10 +232,15 @@ pub fn release_shared_locks() {
 pub fn stop_this_core() -> ! {
     let core = shared::this_core();
     if let Some(region) = shared::region() {
-        crate::msg::count_lost_in_fault();
+        let hooks = HOOKS.get();
+        if let Some(hooks) = hooks {
+            (hooks.core_ending)();
+        }
         region.kcb(core as usize).set_state(CoreState::Faulted);
         // A parked core gives its host's processor back instead of halting it.
-        crate::core::park::leave_for_good();
+        if let Some(hooks) = hooks {
+            (hooks.core_ended)();
+        }
     }
     if core == 0 {
         crate::arch::legacy::qemu_exit(CORE_0_FAILED_STATUS);

@@ -3,9 +3,11 @@
 
 pub mod ac;
 pub mod boot_driver;
+pub mod idle;
 pub mod kcb;
 pub mod kernel_image;
 pub mod lifecycle;
 pub mod park;
 pub mod role;
 pub mod shared;
+pub mod traps;

@@ -234,7 +234,7 @@ fn call_with(
     deadline_ns: Option<u64>,
 ) -> Result<Answer, Errno> {
     let request_id = new_request_id();
-    let pid = sched::current_process().map_or(0, |p| p.pid);
+    let pid = crate::proc::current_process().map_or(0, |p| p.pid);
     let request = FileRequest { request_id, pid, op, words, first, second };
     PENDING.lock().insert(request_id, None);
     match send(&request) {

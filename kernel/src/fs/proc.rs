@@ -87,7 +87,7 @@ pub fn descriptor_handle(pid: u32, fd: u32) -> Option<u64> {
 /// (docs/files.md, "`/proc/<pid>/fd`": why the tables are reported rather than asked for).
 /// Its own record goes first, so the service knows the pid the report is for.
 pub fn report_descriptors() {
-    let Some(process) = crate::sched::current_process() else { return };
+    let Some(process) = crate::proc::current_process() else { return };
     // Never waits: a safe point may come while the process's state is held.
     let Some(table) = process.state.try_lock().and_then(|mut state| state.files.take_changes()) else { return };
     flush_reports();

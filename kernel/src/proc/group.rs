@@ -7,14 +7,13 @@
 
 use super::{find, home_of, Errno, Parent, Process};
 use crate::core::shared;
-use crate::sched;
 use abi::message::{handler, IccStatus, ICC_ARGUMENTS};
 use abi::signal::{GroupMembers, ProcessIds, SetProcessGroup};
 use core::sync::atomic::Ordering;
 use linux_raw_sys::errno;
 
 fn caller() -> Result<alloc::sync::Arc<Process>, Errno> {
-    sched::current_process().ok_or(errno::EPERM)
+    crate::proc::current_process().ok_or(errno::EPERM)
 }
 
 fn ids_of(process: &Process) -> ProcessIds {

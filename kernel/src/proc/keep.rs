@@ -29,6 +29,7 @@ use crate::arch::paging::{physical_to_virtual, PAGE_SIZE};
 use crate::core::shared;
 use crate::fs::Handle;
 use crate::mm::frames;
+use crate::proc::ThreadExt;
 use crate::sched::{self, WaitToken};
 use abi::migration::{MoveImage, MovedThread};
 use alloc::collections::BTreeMap;
@@ -74,7 +75,7 @@ struct Taken {
 /// from this state); returns, the frame untouched, if the restart is given up.
 pub fn stay_current(frame: &InterruptFrame) {
     let me = sched::current();
-    let Some(process) = me.process.clone() else { return };
+    let Some(process) = me.part().process.clone() else { return };
     let pid = process.pid;
     // Through a stop of unknown length its syspage is not served: its kernel core lets go of
     // it (the calls in flight done) and the kernel after the start registers it again. A

@@ -35,6 +35,7 @@ use crate::core::kcb::{PartitionRange, Role};
 use crate::core::shared;
 use crate::fs::{FileTable, Handle};
 use crate::mm::user::{AddressSpace, Area, AreaKind, MemoryError, PageSource, Protection};
+use crate::proc::ThreadExt;
 use crate::sched::{self, Thread, WaitToken, Wakeup};
 use abi::message::Kind;
 use abi::migration::{
@@ -307,7 +308,7 @@ pub fn move_process(pid: u32, core: usize) -> Result<u64, Errno> {
     if kcb.role() != Role::Timesharing || kcb.parking.host().is_some() {
         return Err(errno::EBUSY);
     }
-    let caller = sched::current_process().ok_or(errno::ESRCH)?;
+    let caller = crate::proc::current_process().ok_or(errno::ESRCH)?;
     let pid = if pid == 0 { caller.pid } else { pid };
     let home = home_of(pid);
     if home == core {
@@ -398,7 +399,7 @@ pub fn is_kept_here(process: &Process) -> bool {
 /// their process going on elsewhere.
 pub fn move_current(frame: &mut InterruptFrame) {
     let me = sched::current();
-    let Some(process) = me.process.clone() else { return };
+    let Some(process) = me.part().process.clone() else { return };
     if is_kept_here(&process) {
         // Kept here for this core's next kernel.
         drop((me, process));
@@ -494,7 +495,7 @@ fn syspage_not_released(threads: &[MovedThread]) -> Option<CannotMove> {
 /// the destination); the last of them takes the process down ([`leave`]).
 fn exit_moved_thread(me: Arc<Thread>) -> ! {
     super::remote::moved_away_from_here(&me);
-    if let Some(process) = me.process.as_ref() {
+    if let Some(process) = me.part().process.as_ref() {
         process.state.lock().threads.retain(|&tid| tid != me.tid);
     }
     drop(me);
@@ -523,9 +524,9 @@ fn error_text(error: Errno) -> &'static str {
 pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedThread {
     let mut fpu = FpuState::initial();
     fpu.save();
-    let stack = *thread.signals.alternate_stack.lock();
-    let restart = *thread.restart_sleep.lock();
-    let away = *thread.away.lock();
+    let stack = *thread.part().signals.alternate_stack.lock();
+    let restart = *thread.part().restart_sleep.lock();
+    let away = *thread.part().away.lock();
     let syspage = crate::syscall::syspage::kept_registration(thread.tid);
     MovedThread {
         tid: thread.tid,
@@ -542,8 +543,8 @@ pub(super) fn capture_thread(thread: &Thread, frame: &InterruptFrame) -> MovedTh
         }),
         syspage_page: syspage.map_or(0, |(_, page, _)| page),
         fs_base: thread.fs_base.load(Ordering::Relaxed),
-        clear_child_tid: thread.clear_child_tid.load(Ordering::Relaxed),
-        blocked: thread.signals.blocked.load(Ordering::Relaxed),
+        clear_child_tid: thread.part().clear_child_tid.load(Ordering::Relaxed),
+        blocked: thread.part().signals.blocked.load(Ordering::Relaxed),
         alternate_stack_base: stack.base,
         alternate_stack_size: stack.size,
         restart_until_ns: restart.map_or(NO_RESTART, |(until, _)| until),
@@ -567,7 +568,7 @@ fn moved_signals(process: &Process, threads: &[MovedThread]) -> Vec<MovedSignal>
     };
     let mut pending: Vec<MovedSignal> = process.signals.pending.entries().into_iter().map(record(0)).collect();
     for thread in threads.iter().filter_map(|t| sched::find_thread(t.tid)) {
-        pending.extend(thread.signals.pending.entries().into_iter().map(record(thread.tid)));
+        pending.extend(thread.part().signals.pending.entries().into_iter().map(record(thread.tid)));
     }
     pending
 }
@@ -1081,7 +1082,7 @@ pub(super) fn install(
         let mut fpu = FpuState(moved.fpu);
         fpu.sanitize();
         let fs_base = if user::is_user_range(moved.fs_base, 0) { moved.fs_base } else { 0 };
-        let thread = Thread::new_user(
+        let thread = crate::proc::thread::new_thread(
             moved.tid,
             process.clone(),
             &frame,
@@ -1092,7 +1093,7 @@ pub(super) fn install(
         let Ok(thread) = thread else {
             return Err(failed_after_adoption(arrival, &process, handles, errno::ENOMEM));
         };
-        thread.clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
+        thread.part().clear_child_tid.store(moved.clear_child_tid, Ordering::Relaxed);
         // A moved thread's syspage was let go of for the move; a kept thread's too for a stop
         // until a start, and is served on through a restart.
         let released = moved.syspage_flags & abi::migration::SYSPAGE_RELEASED != 0;
@@ -1105,7 +1106,7 @@ pub(super) fn install(
             super::remote::adopt_away(&thread, moved.application_core as usize, u64::from(moved.application_flags));
         }
         if moved.restart_until_ns != NO_RESTART {
-            *thread.restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
+            *thread.part().restart_sleep.lock() = Some((moved.restart_until_ns, moved.restart_remaining));
         }
         threads.push(thread);
     }
@@ -1121,7 +1122,7 @@ pub(super) fn install(
             status: pending.status,
         };
         match threads.iter().find(|t| t.tid == pending.thread) {
-            Some(thread) => thread.signals.pending.add(info),
+            Some(thread) => thread.part().signals.pending.add(info),
             None => process.signals.pending.add(info),
         }
     }

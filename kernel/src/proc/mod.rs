@@ -9,6 +9,9 @@ pub mod keep;
 pub mod migrate;
 pub mod remote;
 pub mod signal;
+pub mod thread;
+
+pub use thread::{current_process, with_current_process, ThreadExt, ThreadPart};
 
 use crate::arch::idt::InterruptFrame;
 use crate::arch::user::{self, FpuState};
@@ -506,7 +509,7 @@ fn create(
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
-    let thread = match Thread::new_user(pid, process.clone(), &frame, FpuState::initial(), 0, signals) {
+    let thread = match thread::new_thread(pid, process.clone(), &frame, FpuState::initial(), 0, signals) {
         Ok(thread) => thread,
         Err(_) => {
             release_pid(pid);
@@ -540,7 +543,7 @@ pub fn report_to_proc(process: &Process) {
 /// Replaces the calling process's program (`execve`); on success the caller's user frame
 /// is `frame`, to be returned into.
 pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut InterruptFrame) -> Result<(), Errno> {
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     if process.state.lock().threads.len() > 1 {
         // Linux kills the other threads first; Reef asks programs to exec from one thread.
         return Err(errno::EBUSY);
@@ -575,9 +578,9 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     *frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let me = sched::current();
     me.fs_base.store(0, Ordering::Relaxed);
-    me.clear_child_tid.store(0, Ordering::Relaxed);
+    me.part().clear_child_tid.store(0, Ordering::Relaxed);
     // The alternate stack was memory of the old program.
-    *me.signals.alternate_stack.lock() = crate::arch::signal::AlternateStack {
+    *me.part().signals.alternate_stack.lock() = crate::arch::signal::AlternateStack {
         flags: crate::arch::signal::AlternateStack::DISABLE,
         ..Default::default()
     };
@@ -595,7 +598,7 @@ pub fn fork(frame: &InterruptFrame) -> Result<u32, Errno> {
 /// the child's pid once the child let go of it.
 pub fn vfork(frame: &InterruptFrame) -> Result<u32, Errno> {
     let pid = new_child(frame, true)?;
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     // The child runs on this instance only (neither moves): its wake-up cannot come before
     // this wait, as the kernel is not preempted. Only the process's end cuts it short.
     while matches!(*process.loan.lock(), Loan::LentTo(_)) {
@@ -633,7 +636,7 @@ fn hand_memory_to_borrower(parent: &Process, state: &mut ProcessState) {
 
 /// A child of the calling process: a copy of its memory, or (`vfork`) its memory lent.
 fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let me = sched::current();
     // A vforked child that vforks again (POSIX leaves it undefined; busybox's `timeout` forks
     // there) gets a copy: a loan is from a parent that owns its address space.
@@ -700,13 +703,14 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
     let mut child_frame = *frame;
     child_frame.rax = 0;
     let fs_base = me.fs_base.load(Ordering::Relaxed);
-    let signals = me.signals.copy_for_fork();
-    let thread = Thread::new_user(pid, child.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
-        process.state.lock().children.retain(|c| c.pid != pid);
-        end_loan(&child);
-        release_pid(pid);
-        errno::EAGAIN
-    })?;
+    let signals = me.part().signals.copy_for_fork();
+    let thread =
+        thread::new_thread(pid, child.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
+            process.state.lock().children.retain(|c| c.pid != pid);
+            end_loan(&child);
+            release_pid(pid);
+            errno::EAGAIN
+        })?;
     report_to_proc(&child);
     PROCESSES.lock().insert(pid, child);
     shared::this_kcb().processes.created.fetch_add(1, Ordering::Relaxed);
@@ -725,7 +729,7 @@ pub fn clone_thread(
     child_tid: u64,
     flags: u64,
 ) -> Result<u32, Errno> {
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let me = sched::current();
     let tid = allocate_pid().ok_or(errno::EAGAIN)?;
     let mut child_frame = *frame;
@@ -734,9 +738,9 @@ pub fn clone_thread(
         child_frame.rsp = stack;
     }
     let fs_base = tls.unwrap_or(me.fs_base.load(Ordering::Relaxed));
-    let signals = me.signals.copy_for_thread();
+    let signals = me.part().signals.copy_for_thread();
     let thread =
-        Thread::new_user(tid, process.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
+        thread::new_thread(tid, process.clone(), &child_frame, me.fpu_copy(), fs_base, signals).map_err(|_| {
             release_pid(tid);
             errno::EAGAIN
         })?;
@@ -751,7 +755,7 @@ pub fn clone_thread(
         let _ = user::copy_to_user(child_tid, &tid_bytes);
     }
     if flags & u64::from(linux_raw_sys::general::CLONE_CHILD_CLEARTID) != 0 {
-        thread.clear_child_tid.store(child_tid, Ordering::Relaxed);
+        thread.part().clear_child_tid.store(child_tid, Ordering::Relaxed);
     }
     process.state.lock().threads.push(tid);
     publish_counts();
@@ -766,7 +770,7 @@ pub fn exited_status(code: u32) -> u32 {
 
 /// `exit_group` (and a fatal signal): the whole process ends with `wait_status`.
 pub fn exit_process(wait_status: u32) -> ! {
-    if let Some(process) = sched::current_process() {
+    if let Some(process) = crate::proc::current_process() {
         process.doom(wait_status);
     }
     exit_thread()
@@ -774,7 +778,7 @@ pub fn exit_process(wait_status: u32) -> ! {
 
 /// `exit(code)` of one thread: when it is the last, the process ends with `code`.
 pub fn exit_thread_with(code: u32) -> ! {
-    if let Some(process) = sched::current_process() {
+    if let Some(process) = crate::proc::current_process() {
         if process.state.lock().threads.len() == 1 {
             let status = exited_status(code);
             let _ = process.exit_status.compare_exchange(NO_STATUS, status, Ordering::Relaxed, Ordering::Relaxed);
@@ -786,14 +790,14 @@ pub fn exit_thread_with(code: u32) -> ! {
 /// `exit` of one thread; the last thread out ends the process.
 pub fn exit_thread() -> ! {
     let me = sched::current();
-    let Some(process) = me.process.clone() else {
+    let Some(process) = me.part().process.clone() else {
         panic!("the boot thread cannot exit");
     };
     // Away on an application core: it lets go of the thread (and this process's tables).
     remote::thread_leaves(&me);
     crate::syscall::syspage::thread_leaves(me.tid);
     // CLONE_CHILD_CLEARTID: zero the tid word and wake a joiner (pthread_join's futex).
-    let clear = me.clear_child_tid.swap(0, Ordering::Relaxed);
+    let clear = me.part().clear_child_tid.swap(0, Ordering::Relaxed);
     if clear != 0 && !process.is_killed() && user::copy_to_user(clear, &0u32.to_le_bytes()).is_ok() {
         sched::wake(WaitToken::Futex(process.pid, clear), usize::MAX);
     }
@@ -829,19 +833,19 @@ const CONTINUED_UNREPORTED: u32 = u32::MAX;
 /// as they next return to ring 3. The parent is told here, in the thread, not where the
 /// signals were sent (a message handler may send them, and must not wait to send).
 pub fn stop_here(signal: u32) {
-    let previous = sched::with_current_process(|p| p.stopped.swap(signal, Ordering::Relaxed));
+    let previous = crate::proc::with_current_process(|p| p.stopped.swap(signal, Ordering::Relaxed));
     if matches!(previous, Some(0 | CONTINUED_UNREPORTED)) {
-        if let Some(process) = sched::current_process() {
+        if let Some(process) = crate::proc::current_process() {
             report_change(&process, (signal << 8) | 0x7f);
             report_to_proc(&process);
         }
     }
     loop {
-        let state = sched::with_current_process(|p| (p.is_killed(), p.pid, p.stopped.load(Ordering::Relaxed)));
+        let state = crate::proc::with_current_process(|p| (p.is_killed(), p.pid, p.stopped.load(Ordering::Relaxed)));
         match state {
             Some((true, ..)) => exit_thread(),
             Some((false, pid, CONTINUED_UNREPORTED)) => {
-                let first = sched::with_current_process(|p| {
+                let first = crate::proc::with_current_process(|p| {
                     p.stopped.compare_exchange(CONTINUED_UNREPORTED, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
                 });
                 if first == Some(true) {
@@ -1144,7 +1148,7 @@ pub fn kill_for_fault(frame: &InterruptFrame, address: u64) -> ! {
         17 => (signal::SIGBUS, "SIGBUS"),
         _ => (signal::SIGSEGV, "SIGSEGV"),
     };
-    let (pid, name) = sched::with_current_process(|p| (p.pid, p.state.lock().name.clone()))
+    let (pid, name) = crate::proc::with_current_process(|p| (p.pid, p.state.lock().name.clone()))
         .expect("a user fault comes from a process");
     log::error!(
         "process {} ({}) killed by {}: {} at rip={:#x} address={:#x} error={:#x} on core {}",

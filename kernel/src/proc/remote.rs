@@ -11,6 +11,7 @@ use crate::arch::user::FpuState;
 use crate::core::kcb::Role;
 use crate::core::shared;
 use crate::proc::Errno;
+use crate::proc::ThreadExt;
 use crate::sched::{self, WaitToken, Wakeup};
 use abi::application::{AcCommand, AcEvent, CommandKind, EventKind, MAX_ROOT_ENTRIES};
 use abi::message::Kind;
@@ -75,7 +76,7 @@ impl<'a> MappingChange<'a> {
         let away: Vec<(usize, u32)> = sched::threads_of(process.pid)
             .iter()
             .filter(|t| t.tid != me)
-            .filter_map(|t| t.away.lock().map(|away| (away.core, t.tid)))
+            .filter_map(|t| t.part().away.lock().map(|away| (away.core, t.tid)))
             .collect();
         if !away.is_empty() {
             process.state.lock().memory.defer_frees();
@@ -121,10 +122,10 @@ impl Drop for MappingChange<'_> {
 /// happens on its way back to ring 3 ([`serve`]).
 pub fn move_to_ac(core: u64, flags: u64) -> Result<u64, Errno> {
     let thread = sched::current();
-    if thread.process.is_none() {
+    if thread.part().process.is_none() {
         return Err(errno::EPERM);
     }
-    if thread.away.lock().is_some() {
+    if thread.part().away.lock().is_some() {
         return Err(errno::EALREADY);
     }
     if flags & !abi::call::MOVE_SYSPAGE != 0 {
@@ -135,7 +136,7 @@ pub fn move_to_ac(core: u64, flags: u64) -> Result<u64, Errno> {
     if flags & abi::call::MOVE_SYSPAGE != 0 {
         crate::syscall::syspage::prepare_for_ac(&thread)?;
     }
-    *thread.away.lock() = Some(Away { core, flags, started: false, visiting: false });
+    *thread.part().away.lock() = Some(Away { core, flags, started: false, visiting: false });
     Ok(core as u64)
 }
 
@@ -176,7 +177,7 @@ fn free_application_core() -> Option<usize> {
 /// The core the calling thread's user code runs on (`reef_core`): its AC while away (home
 /// while it visits during its AC's restart).
 pub fn current_core() -> usize {
-    match *sched::current().away.lock() {
+    match *sched::current().part().away.lock() {
         Some(away) if !away.visiting => away.core,
         _ => shared::this_core() as usize,
     }
@@ -185,7 +186,7 @@ pub fn current_core() -> usize {
 /// A thread of a process kept through this home's restart, whose user code ran on `core`:
 /// it is away again, and goes back there from its first way to ring 3 ([`serve_first`]).
 pub fn adopt_away(thread: &sched::Thread, core: usize, flags: u64) {
-    *thread.away.lock() = Some(Away { core, flags, started: true, visiting: false });
+    *thread.part().away.lock() = Some(Away { core, flags, started: true, visiting: false });
 }
 
 /// At a thread's first entry to ring 3: a thread adopted away ([`adopt_away`]) goes to its AC
@@ -200,7 +201,7 @@ pub fn serve_first(frame: &mut InterruptFrame) {
 
 /// Whether the running thread is away (a cheap test on every system call's way out).
 fn current_away() -> Option<Away> {
-    sched::with_current_thread(|thread| *thread.away.lock()).flatten()
+    sched::with_current_thread(|thread| *thread.part().away.lock()).flatten()
 }
 
 /// What came of one trip of a thread to its AC.
@@ -258,7 +259,7 @@ pub fn serve(frame: &mut InterruptFrame) {
         // (an exit, a fatal fault) may never return here to drop them.
         let trip = {
             let thread = sched::current();
-            let process = thread.process.clone().expect("only user threads move");
+            let process = thread.part().process.clone().expect("only user threads move");
             travel(frame, &thread, &process, away)
         };
         match trip {
@@ -266,7 +267,7 @@ pub fn serve(frame: &mut InterruptFrame) {
             Trip::Killed => super::exit_thread(),
             Trip::Event(EventKind::Syscall, _) => crate::syscall::execute(frame),
             Trip::Event(EventKind::Fault, address) => fault(frame, address),
-            Trip::Event(..) => sched::before_user_return(frame, None),
+            Trip::Event(..) => super::thread::before_user_return(frame, None),
         }
     }
 }
@@ -284,7 +285,7 @@ pub fn return_visitor(frame: &mut InterruptFrame) {
 
 fn set_visiting(visiting: bool) {
     sched::with_current_thread(|thread| {
-        if let Some(away) = thread.away.lock().as_mut() {
+        if let Some(away) = thread.part().away.lock().as_mut() {
             if away.visiting != visiting {
                 count_visitor(visiting);
             }
@@ -303,7 +304,7 @@ fn count_visitor(arrives: bool) {
 
 /// The thread is no longer away (home for good, or ending): its record, taken.
 fn take_away(thread: &sched::Thread) -> Option<Away> {
-    let away = thread.away.lock().take();
+    let away = thread.part().away.lock().take();
     if away.is_some_and(|away| away.visiting) {
         count_visitor(false);
     }
@@ -341,7 +342,7 @@ fn travel(frame: &mut InterruptFrame, thread: &sched::Thread, process: &super::P
         }
         _ => {}
     }
-    if let Some(current) = thread.away.lock().as_mut() {
+    if let Some(current) = thread.part().away.lock().as_mut() {
         current.started = true;
     }
     *frame = InterruptFrame::from_registers(&event.registers);
@@ -429,12 +430,12 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
             return Waited::Event(Box::new(event));
         }
         // (A process kept here is asked too: `is_asked` covers both.)
-        if !recalled && thread.process.as_ref().is_some_and(|process| super::migrate::is_asked(process)) {
+        if !recalled && thread.part().process.as_ref().is_some_and(|process| super::migrate::is_asked(process)) {
             // This home restarts and keeps the process, or it moves to another TC: the thread
             // checks in at home with its registers, as for a signal (the AC holds it until
             // the home it then has ships it back).
             recalled = true;
-            let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+            let pid = thread.part().process.as_ref().map_or(0, |p| p.pid);
             send(core, &AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid));
         }
         // Calls of its syspage a kernel core handed back (`execac --syspage`).
@@ -486,7 +487,7 @@ fn wait_event(thread: &sched::Thread, core: usize, incarnation: u32) -> Waited {
             Wakeup::Interrupted => {
                 if !recalled {
                     recalled = true;
-                    let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+                    let pid = thread.part().process.as_ref().map_or(0, |p| p.pid);
                     send(core, &AcCommand::bare(CommandKind::Recall, shared::this_core() as u16, pid, thread.tid));
                 }
             }
@@ -501,10 +502,10 @@ fn fault(frame: &mut InterruptFrame, address: u64) {
         let write = frame.error_code & 2 != 0;
         let execute = frame.error_code & 16 != 0;
         let resolved = address < crate::arch::user::USER_END
-            && sched::current_process()
+            && crate::proc::current_process()
                 .is_some_and(|p| p.with_memory(|memory| memory.handle_fault(address, write, execute)));
         if resolved {
-            sched::before_user_return(frame, None);
+            super::thread::before_user_return(frame, None);
             return;
         }
     }
@@ -514,7 +515,7 @@ fn fault(frame: &mut InterruptFrame, address: u64) {
 /// Tells the AC the thread is over there; with `wait`, until it let go of the process's
 /// tables (a killed thread's AC may still be running its code).
 fn end_on(thread: &sched::Thread, core: usize, wait: bool) {
-    let pid = thread.process.as_ref().map_or(0, |p| p.pid);
+    let pid = thread.part().process.as_ref().map_or(0, |p| p.pid);
     if wait {
         END_WAITERS.lock().push(thread.tid);
     }

@@ -19,6 +19,7 @@ use crate::arch::idt::InterruptFrame;
 use crate::arch::signal::{AlternateStack, HandlerEntry, SignalInfo};
 use crate::arch::user::FpuState;
 use crate::core::shared;
+use crate::proc::ThreadExt;
 use crate::sched::{self, Thread};
 use abi::message::{handler, IccStatus, ICC_ARGUMENTS};
 use abi::signal::{SignalCode, SignalRequest, SignalTarget, MAX_SIGNAL};
@@ -281,7 +282,7 @@ impl ProcessSignals {
         if outcome(signal, &action) == Outcome::Ignore {
             self.pending.discard(bit(signal));
             for thread in threads {
-                thread.signals.pending.discard(bit(signal));
+                thread.part().signals.pending.discard(bit(signal));
             }
         }
         previous
@@ -355,17 +356,17 @@ impl ThreadSignals {
 /// Whether `thread` of `process` has a pending signal it does not block and that would do
 /// something (run a handler or end the process): what interrupts its waits.
 pub fn would_interrupt(thread: &Thread, process: &Process) -> bool {
-    let pending = thread.signals.pending.set() | process.signals.pending.set();
-    pending & !thread.signals.blocked.load(Ordering::Relaxed) & !process.signals.ignored() != 0
+    let pending = thread.part().signals.pending.set() | process.signals.pending.set();
+    pending & !thread.part().signals.blocked.load(Ordering::Relaxed) & !process.signals.ignored() != 0
 }
 
 /// Whether the return to ring 3 of `thread` has signal work: a pending signal it does not
 /// block, or a mask to put back.
 pub fn needs_delivery(thread: &Thread) -> bool {
-    let Some(process) = thread.process.as_ref() else { return false };
-    let pending = thread.signals.pending.set() | process.signals.pending.set();
-    pending & !thread.signals.blocked.load(Ordering::Relaxed) != 0
-        || thread.signals.saved_mask.load(Ordering::Relaxed) != NO_SAVED_MASK
+    let Some(process) = thread.part().process.as_ref() else { return false };
+    let pending = thread.part().signals.pending.set() | process.signals.pending.set();
+    pending & !thread.part().signals.blocked.load(Ordering::Relaxed) != 0
+        || thread.part().signals.saved_mask.load(Ordering::Relaxed) != NO_SAVED_MASK
         || process.is_stopped()
 }
 
@@ -395,7 +396,7 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
     if cancelled != 0 {
         process.signals.pending.discard(cancelled);
         for thread in sched::threads_of(process.pid) {
-            thread.signals.pending.discard(cancelled);
+            thread.part().signals.pending.discard(cancelled);
         }
     }
     if signal == SIGCONT {
@@ -406,7 +407,7 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
         None => sched::threads_of(process.pid),
     };
     let takers: Vec<Arc<Thread>> =
-        threads.iter().filter(|t| t.signals.blocked.load(Ordering::Relaxed) & bit == 0).cloned().collect();
+        threads.iter().filter(|t| t.part().signals.blocked.load(Ordering::Relaxed) & bit == 0).cloned().collect();
     // Blocked everywhere, a signal waits even if ignored: the disposition may change before
     // it is unblocked [Linux kernel/signal.c sig_ignored].
     let blocked = takers.is_empty() && !threads.is_empty();
@@ -416,7 +417,7 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
         return;
     }
     match thread {
-        Some(thread) => thread.signals.pending.add(info),
+        Some(thread) => thread.part().signals.pending.add(info),
         None => process.signals.pending.add(info),
     }
     if blocked {
@@ -456,7 +457,7 @@ fn send_here(request: &SignalRequest) -> usize {
     match request.target {
         // A thread id names its process too, as on Linux.
         SignalTarget::Process(pid) => {
-            let process = super::find(pid).or_else(|| sched::find_thread(pid).and_then(|t| t.process.clone()));
+            let process = super::find(pid).or_else(|| sched::find_thread(pid).and_then(|t| t.part().process.clone()));
             process.map_or(0, |process| {
                 post(&process, None, info);
                 1
@@ -464,10 +465,10 @@ fn send_here(request: &SignalRequest) -> usize {
         }
         SignalTarget::Thread { thread, process } => {
             let found = sched::find_thread(thread)
-                .filter(|t| t.process.as_ref().is_some_and(|p| process == 0 || p.pid == process));
+                .filter(|t| t.part().process.as_ref().is_some_and(|p| process == 0 || p.pid == process));
             match found {
                 Some(thread) => {
-                    if let Some(owner) = thread.process.clone() {
+                    if let Some(owner) = thread.part().process.clone() {
                         post(&owner, Some(&thread), info);
                     }
                     1
@@ -563,7 +564,7 @@ pub fn signal_handler(arguments: &[u64; ICC_ARGUMENTS]) -> Result<u64, IccStatus
 
 /// The caller of a system call, as a sender of signals.
 fn calling_process() -> u32 {
-    sched::with_current_process(|p| p.pid).unwrap_or(0)
+    crate::proc::with_current_process(|p| p.pid).unwrap_or(0)
 }
 
 /// `kill(pid, signal)` from a process: `pid` > 0 is that process, 0 the caller's group,
@@ -572,7 +573,7 @@ fn calling_process() -> u32 {
 pub fn kill(pid: i32, signal: u32) -> Result<(), Errno> {
     let sender = calling_process();
     let target = match pid {
-        0 => SignalTarget::Group(sched::with_current_process(Process::process_group).ok_or(errno::ESRCH)?),
+        0 => SignalTarget::Group(crate::proc::with_current_process(Process::process_group).ok_or(errno::ESRCH)?),
         -1 => SignalTarget::AllButInitAndSender,
         i32::MIN => return Err(errno::ESRCH),
         p if p < 0 => SignalTarget::Group(p.unsigned_abs()),
@@ -629,7 +630,7 @@ pub fn send_to_current(signal: u32) {
         return;
     }
     let thread = sched::current();
-    if let Some(process) = thread.process.clone() {
+    if let Some(process) = thread.part().process.clone() {
         post(&process, Some(&thread), SignalInfo { signal, code: SignalCode::Kernel.number(), ..Default::default() });
     }
 }
@@ -640,7 +641,7 @@ pub fn set_action(signal: u32, new: Option<Action>) -> Result<Action, Errno> {
     if !(1..=MAX_SIGNAL).contains(&signal) || (new.is_some() && UNBLOCKABLE & bit(signal) != 0) {
         return Err(errno::EINVAL);
     }
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     Ok(match new {
         Some(action) => {
             let action = Action { mask: action.mask & !UNBLOCKABLE, ..action };
@@ -661,7 +662,7 @@ pub enum MaskChange {
 /// `rt_sigprocmask` on the calling thread; returns the previous mask.
 pub fn change_mask(change: Option<MaskChange>) -> SignalSet {
     let thread = sched::current();
-    let blocked = &thread.signals.blocked;
+    let blocked = &thread.part().signals.blocked;
     let previous = blocked.load(Ordering::Relaxed);
     let mask = match change {
         None => return previous,
@@ -676,8 +677,8 @@ pub fn change_mask(change: Option<MaskChange>) -> SignalSet {
 /// `rt_sigpending`: signals pending for the calling thread or its process that it blocks.
 pub fn pending() -> SignalSet {
     let thread = sched::current();
-    let process = thread.process.as_ref().map_or(0, |p| p.signals.pending.set());
-    (thread.signals.pending.set() | process) & thread.signals.blocked.load(Ordering::Relaxed)
+    let process = thread.part().process.as_ref().map_or(0, |p| p.signals.pending.set());
+    (thread.part().signals.pending.set() | process) & thread.part().signals.blocked.load(Ordering::Relaxed)
 }
 
 /// `rt_sigsuspend` (with a mask) and `pause` (without): waits, with `mask` blocked instead of
@@ -686,8 +687,8 @@ pub fn pending() -> SignalSet {
 pub fn suspend(mask: Option<SignalSet>) -> Errno {
     let thread = sched::current();
     if let Some(mask) = mask {
-        let previous = thread.signals.blocked.swap(mask & !UNBLOCKABLE, Ordering::Relaxed);
-        thread.signals.saved_mask.store(previous, Ordering::Relaxed);
+        let previous = thread.part().signals.blocked.swap(mask & !UNBLOCKABLE, Ordering::Relaxed);
+        thread.part().signals.saved_mask.store(previous, Ordering::Relaxed);
     }
     drop(thread);
     while sched::block(sched::WaitToken::Signal, None) == sched::Wakeup::Woken {}
@@ -700,7 +701,7 @@ pub fn alternate_stack(new: Option<AlternateStack>, stack_pointer: u64) -> Resul
     /// `MINSIGSTKSZ` of x86-64.
     const MINIMUM_SIZE: u64 = 2048;
     let thread = sched::current();
-    let mut current = thread.signals.alternate_stack.lock();
+    let mut current = thread.part().signals.alternate_stack.lock();
     let on_it = on_stack(&current, stack_pointer);
     let mut shown = *current;
     shown.flags = if on_it { AlternateStack::ON_STACK } else { current.flags };
@@ -755,7 +756,7 @@ fn settle(frame: &mut InterruptFrame, call: InterruptedCall, handler_flags: Opti
         frame.rax = if call.rule == RESTART_BLOCK { SYS_RESTART_SYSCALL } else { call.number };
     } else if call.rule == RESTART_BLOCK {
         // A handler ran: the sleep ends with EINTR, as it would have without the move.
-        crate::sched::current().restart_sleep.lock().take();
+        crate::sched::current().part().restart_sleep.lock().take();
     }
 }
 
@@ -776,7 +777,7 @@ enum Fate {
 pub fn deliver(frame: &mut InterruptFrame, interrupted: Option<InterruptedCall>) {
     let fate = {
         let thread = sched::current();
-        match thread.process.clone() {
+        match thread.part().process.clone() {
             Some(process) => deliver_to(frame, &thread, &process, interrupted),
             None => Ok(()),
         }
@@ -808,13 +809,14 @@ fn deliver_to(
         return Err(Fate::Stop(signal));
     }
     loop {
-        let ready = (thread.signals.pending.set() | process.signals.pending.set())
-            & !thread.signals.blocked.load(Ordering::Relaxed);
+        let ready = (thread.part().signals.pending.set() | process.signals.pending.set())
+            & !thread.part().signals.blocked.load(Ordering::Relaxed);
         if ready == 0 {
             break;
         }
         let signal = ready.trailing_zeros() + 1;
-        let Some(info) = thread.signals.pending.take(signal).or_else(|| process.signals.pending.take(signal)) else {
+        let Some(info) = thread.part().signals.pending.take(signal).or_else(|| process.signals.pending.take(signal))
+        else {
             continue;
         };
         let action = process.signals.action(signal);
@@ -839,8 +841,8 @@ fn deliver_to(
     if let Some(call) = interrupted {
         settle(frame, call, None);
     }
-    if let Some(mask) = thread.signals.take_saved_mask() {
-        thread.signals.blocked.store(mask, Ordering::Relaxed);
+    if let Some(mask) = thread.part().signals.take_saved_mask() {
+        thread.part().signals.blocked.store(mask, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -859,10 +861,10 @@ fn enter_handler(
     if !user(action.handler) {
         return Err(Fate::BadHandler("a handler outside user space", action.handler));
     }
-    let blocked = thread.signals.blocked.load(Ordering::Relaxed);
-    let mask = thread.signals.take_saved_mask().unwrap_or(blocked);
+    let blocked = thread.part().signals.blocked.load(Ordering::Relaxed);
+    let mask = thread.part().signals.take_saved_mask().unwrap_or(blocked);
     let (alternate_stack, stack_top) = {
-        let mut stack = thread.signals.alternate_stack.lock();
+        let mut stack = thread.part().signals.alternate_stack.lock();
         let on_it = on_stack(&stack, frame.rsp);
         let enabled = stack.flags & AlternateStack::DISABLE == 0;
         let top = (action.flags & SA_ONSTACK != 0 && enabled && !on_it).then(|| stack.base + stack.size);
@@ -894,7 +896,7 @@ fn enter_handler(
     FpuState::initial().restore();
     let signal = info.signal;
     let deferred = if action.flags & SA_NODEFER != 0 { 0 } else { bit(signal) };
-    thread.signals.blocked.store((blocked | action.mask | deferred) & !UNBLOCKABLE, Ordering::Relaxed);
+    thread.part().signals.blocked.store((blocked | action.mask | deferred) & !UNBLOCKABLE, Ordering::Relaxed);
     if action.flags & SA_RESETHAND != 0 {
         process.signals.set_action(signal, Action::default(), &[]);
     }
@@ -919,7 +921,7 @@ pub fn sigreturn(frame: &mut InterruptFrame) -> Result<u64, Errno> {
     }
     {
         let thread = sched::current();
-        thread.signals.blocked.store(saved.mask & !UNBLOCKABLE, Ordering::Relaxed);
+        thread.part().signals.blocked.store(saved.mask & !UNBLOCKABLE, Ordering::Relaxed);
     }
     // As Linux's `restore_altstack`: like a `sigaltstack` call, whose failure is ignored.
     let _ = alternate_stack(Some(saved.alternate_stack), frame.rsp);
@@ -929,7 +931,7 @@ pub fn sigreturn(frame: &mut InterruptFrame) -> Result<u64, Errno> {
 /// A signal frame the process gave (or left no room for) is unusable: one line naming it, as
 /// for a fault, and the process ends with SIGSEGV.
 fn kill_for_bad_frame(why: &str, address: u64) -> ! {
-    let (pid, name) = sched::with_current_process(|p| (p.pid, p.state.lock().name.clone())).unwrap_or_default();
+    let (pid, name) = crate::proc::with_current_process(|p| (p.pid, p.state.lock().name.clone())).unwrap_or_default();
     log::error!(
         "process {pid} ({name}) killed by SIGSEGV: {why} (address={address:#x}) on core {}",
         shared::this_core()

@@ -5,6 +5,11 @@
 //! another core. The boot thread (the idle loop; on core 0 it first waits for init) is a
 //! thread too, with no process. The kernel is not preemptible: a thread leaves the CPU only when it blocks,
 //! yields, exits, or is preempted on its way back to ring 3.
+//!
+//! This is the mechanism only. What a thread belongs to (a process) is an [`Owner`] and an
+//! extension the process layer sets when it makes the thread; what runs at the points the
+//! mechanism cannot decide alone (before a thread blocks, when nothing is ready, a new
+//! thread's first run) are [`Hooks`] that `boot` registers. The scheduler names no service.
 
 use crate::arch::cpu;
 use crate::arch::gdt;
@@ -12,12 +17,11 @@ use crate::arch::idt::InterruptFrame;
 use crate::arch::paging;
 use crate::arch::stacks::{StackError, ThreadStack};
 use crate::arch::user::{self, FpuState, SYSCALL_STACK_TOP};
-use crate::proc::signal::{self, InterruptedCall, ThreadSignals};
-use crate::proc::Process;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::any::Any;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use spin::Mutex;
@@ -70,6 +74,46 @@ impl Wakeup {
     }
 }
 
+/// What the scheduler needs of the owner of a user thread (a process, in `proc`).
+pub trait Owner: Any + Send + Sync {
+    /// Its id (the pid): [`threads_of`], [`wake_process`] and [`wake_for_move`] name it.
+    fn id(&self) -> u32;
+    /// The root of its address space, loaded when one of its threads runs.
+    fn page_table_root(&self) -> u64;
+}
+
+/// What the layers above the scheduler do at the points where the mechanism needs them;
+/// registered once by `boot` ([`register_hooks`]).
+pub struct Hooks {
+    /// Before the running thread blocks: whether its wait ends at once, and why (its process
+    /// is killed, a signal is pending, it moves). `interruptible` is false for
+    /// [`block_uninterruptible`].
+    pub wakeup_before_block: fn(thread: &Thread, interruptible: bool) -> Option<Wakeup>,
+    /// This core's work that any waiting thread may do: messages and deferred service work.
+    pub serve: fn(),
+    /// Nothing is ready and the running thread waits: sleep until an interrupt (or do a
+    /// kernel core's work until a thread is ready).
+    pub idle: fn(),
+    /// After a slice ended and the thread got the CPU back (a parked core gives its host's
+    /// processor back here).
+    pub after_slice: fn(),
+    /// A new thread's first code, before it enters ring 3 with `frame`.
+    pub thread_start: fn(frame: &mut InterruptFrame),
+    /// The stacks of dead threads were freed.
+    pub threads_freed: fn(),
+}
+
+static HOOKS: spin::Once<Hooks> = spin::Once::new();
+
+/// Registers the hooks (`boot`, once, before the first thread is made).
+pub fn register_hooks(hooks: Hooks) {
+    HOOKS.call_once(|| hooks);
+}
+
+fn hooks() -> &'static Hooks {
+    HOOKS.get().expect("boot registers the scheduler's hooks before any thread runs")
+}
+
 /// A blocked thread's wait.
 #[derive(Clone, Copy, Debug)]
 struct Wait {
@@ -100,27 +144,20 @@ pub struct Thread {
     /// Thread id (global: from this instance's pid range).
     pub tid: u32,
     /// The process it belongs to; `None` for the boot thread.
-    pub process: Option<Arc<Process>>,
+    pub owner: Option<Arc<dyn Owner>>,
     context: UnsafeCell<Context>,
     /// Its kernel stack; `None` for the boot thread, which runs on the instance's main stack.
     stack: Option<ThreadStack>,
     state: AtomicU8,
     /// TLS base (FS), set by `arch_prctl` or `clone(CLONE_SETTLS)`.
     pub fs_base: AtomicU64,
-    /// `set_tid_address`/`CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
-    pub clear_child_tid: AtomicU64,
-    /// Its blocked mask, signals sent to it alone, its alternate stack.
-    pub signals: ThreadSignals,
     wait: Mutex<Option<Wait>>,
     wakeup: Mutex<Wakeup>,
-    /// Where its user code runs when not here: an application core (NIX execac). Its home
-    /// serves its traps, see `proc::remote`.
-    pub away: Mutex<Option<crate::proc::remote::Away>>,
-    /// A sleep cut short by a move of its process, which `restart_syscall` finishes: its end
-    /// (monotonic ns) and where the time left goes if a signal ends it.
-    pub restart_sleep: Mutex<Option<(u64, u64)>>,
     /// The CPU time it used here.
     pub cpu: CpuClock,
+    /// What the layer that made it keeps per thread (`proc::ThreadPart`: signals, where it
+    /// runs when away...), set when it is made.
+    pub extension: Box<dyn Any + Send + Sync>,
 }
 
 /// A thread's CPU time on its instance, in TSC cycles: what it ran before its current run,
@@ -187,32 +224,29 @@ impl Thread {
         self.state.store(state as u8, Ordering::Relaxed);
     }
 
-    /// A user thread ready to enter ring 3 with `frame`.
+    /// A user thread of `owner`, ready to enter ring 3 with `frame`.
     pub fn new_user(
         tid: u32,
-        process: Arc<Process>,
+        owner: Arc<dyn Owner>,
         frame: &InterruptFrame,
         fpu: FpuState,
         fs_base: u64,
-        signals: ThreadSignals,
+        extension: Box<dyn Any + Send + Sync>,
     ) -> Result<Arc<Self>, StackError> {
         let stack = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop))?;
         // SAFETY: the stack was just allocated for this thread and is mapped writable.
         let stack_pointer = unsafe { user::prepare_thread_stack(stack.top(), frame) };
         Ok(Arc::new(Self {
             tid,
-            process: Some(process),
+            owner: Some(owner),
             context: UnsafeCell::new(Context { stack_pointer, fpu: Box::new(fpu) }),
             stack: Some(stack),
             state: AtomicU8::new(State::Ready as u8),
             fs_base: AtomicU64::new(fs_base),
-            clear_child_tid: AtomicU64::new(0),
-            signals,
             wait: Mutex::new(None),
             wakeup: Mutex::new(Wakeup::Woken),
-            away: Mutex::new(None),
-            restart_sleep: Mutex::new(None),
             cpu: CpuClock::default(),
+            extension,
         }))
     }
 
@@ -239,24 +273,8 @@ struct Scheduler {
 
 static SCHEDULER: Mutex<Scheduler> =
     Mutex::new(Scheduler { current: None, ready: VecDeque::new(), blocked: Vec::new(), dead: Vec::new(), switches: 0 });
-/// The process of the running thread (null for the boot thread), kept by the switch so the
-/// system-call path reaches it without the scheduler's lock.
-static CURRENT_PROCESS: core::sync::atomic::AtomicPtr<Process> =
-    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
-
-/// Runs `work` with the running thread's process, if it has one, without taking the
-/// scheduler's lock (the fast path of calls like `getppid`).
-pub fn with_current_process<T>(work: impl FnOnce(&Process) -> T) -> Option<T> {
-    let pointer = CURRENT_PROCESS.load(Ordering::Relaxed);
-    // SAFETY: the switch stores the running thread's `Arc<Process>` pointer here; that thread
-    // holds the `Arc` for as long as it exists, and it exists while it runs `work` (even if
-    // `work` blocks, the thread stays in the scheduler's lists), so the process outlives the
-    // reference. Only this core writes the pointer.
-    unsafe { pointer.as_ref() }.map(work)
-}
-
-/// The running thread, kept by the switch like [`CURRENT_PROCESS`], for the signal check on
-/// every return to ring 3.
+/// The running thread, kept by the switch so the system-call path (and the signal check on
+/// every return to ring 3) reaches it without the scheduler's lock.
 static CURRENT_THREAD: core::sync::atomic::AtomicPtr<Thread> =
     core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
 
@@ -264,8 +282,9 @@ static CURRENT_THREAD: core::sync::atomic::AtomicPtr<Thread> =
 /// first switch (the boot thread never returns to ring 3).
 pub fn with_current_thread<T>(work: impl FnOnce(&Thread) -> T) -> Option<T> {
     let pointer = CURRENT_THREAD.load(Ordering::Relaxed);
-    // SAFETY: as for `with_current_process`: the switch stores the running thread's `Arc`
-    // pointer here, and the scheduler's lists hold that `Arc` while the thread runs `work`.
+    // SAFETY: the switch stores the running thread's `Arc` pointer here, and the scheduler's
+    // lists hold that `Arc` while the thread runs `work` (even if `work` blocks, the thread
+    // stays in the lists), so the thread outlives the reference. Only this core writes it.
     unsafe { pointer.as_ref() }.map(work)
 }
 
@@ -305,23 +324,22 @@ fn with_scheduler<T>(work: impl FnOnce(&mut Scheduler) -> T) -> T {
     cpu::without_interrupts(|| work(&mut SCHEDULER.lock()))
 }
 
-/// Makes the code running now the boot thread of this instance.
-pub fn init() {
+/// Makes the code running now the boot thread of this instance, with `extension` as what
+/// the layers above keep for it.
+pub fn init(extension: Box<dyn Any + Send + Sync>) {
     let boot = Arc::new(Thread {
         tid: 0,
-        process: None,
+        owner: None,
         context: UnsafeCell::new(Context { stack_pointer: 0, fpu: Box::new(FpuState::initial()) }),
         stack: None,
         state: AtomicU8::new(State::Running as u8),
         fs_base: AtomicU64::new(0),
-        clear_child_tid: AtomicU64::new(0),
-        signals: ThreadSignals::new(0),
         wait: Mutex::new(None),
         wakeup: Mutex::new(Wakeup::Woken),
-        away: Mutex::new(None),
-        restart_sleep: Mutex::new(None),
         cpu: CpuClock::default(),
+        extension,
     });
+    CURRENT_THREAD.store(Arc::as_ptr(&boot).cast_mut(), Ordering::Relaxed);
     with_scheduler(|s| s.current = Some(boot));
 }
 
@@ -332,11 +350,6 @@ pub fn current() -> Arc<Thread> {
 
 fn is_current(thread: &Thread) -> bool {
     with_scheduler(|s| s.current.as_ref().is_some_and(|c| core::ptr::eq(c.as_ref(), thread)))
-}
-
-/// The process of the running thread, if it is a user thread.
-pub fn current_process() -> Option<Arc<Process>> {
-    current().process.clone()
 }
 
 /// Queues a new or woken thread.
@@ -354,37 +367,6 @@ pub fn others_ready() -> bool {
 /// switches so far.
 pub fn counts() -> (usize, usize, u64) {
     with_scheduler(|s| (s.ready.len() + 1, s.blocked.len(), s.switches))
-}
-
-/// One round of the boot thread's idle loop: handle messages, run the ready threads (the
-/// boot thread comes back when they block or their slice ends), else sleep until an
-/// interrupt. (Processes run on every core, between keystrokes too.)
-pub fn idle_once() {
-    crate::msg::drain();
-    crate::core::lifecycle::stop_if_asked();
-    crate::core::park::park_if_asked();
-    crate::core::park::unpark_if_asked();
-    crate::fs::at_safe_point();
-    crate::proc::migrate::at_safe_point();
-    match crate::core::role::current() {
-        crate::core::kcb::Role::Application => {
-            crate::core::ac::run_pending();
-            // The guest may have left because this core stops.
-            crate::core::lifecycle::stop_if_asked();
-        }
-        crate::core::kcb::Role::Kernel => {
-            crate::syscall::syspage::serve_as_kernel_core();
-            return;
-        }
-        crate::core::kcb::Role::Timesharing => {}
-    }
-    let ready = with_scheduler(|s| !s.ready.is_empty());
-    crate::console::print_deferred(!ready);
-    if ready {
-        yield_now();
-    } else {
-        crate::msg::wait_for_messages();
-    }
 }
 
 /// Gives the CPU to the next ready thread, if any; the caller stays ready.
@@ -427,8 +409,7 @@ pub fn sleep_while(timeout_ms: u64, condition: impl Fn() -> bool) -> bool {
         }
         if block_uninterruptible(WaitToken::Sleep, Some(now + crate::time::ns_to_cycles(500_000))) == Wakeup::Killed {
             // A killed caller's waits end at once: it looks at this core's work itself.
-            crate::msg::drain();
-            crate::fs::at_safe_point();
+            (hooks().serve)();
             cpu::relax();
         }
     }
@@ -444,22 +425,9 @@ pub fn block_uninterruptible(token: WaitToken, deadline_tsc: Option<u64>) -> Wak
 fn block_as(wait: Wait) -> Wakeup {
     cpu::disable_interrupts();
     let me = current();
-    if let Some(process) = me.process.as_ref() {
-        let early = if process.is_killed() {
-            Some(Wakeup::Killed)
-        } else if wait.interruptible && signal::would_interrupt(&me, process) {
-            Some(Wakeup::Interrupted)
-        } else if wait.interruptible && crate::proc::migrate::is_asked(process) {
-            // A thread away on an AC checks in at home like the others: its home-side self
-            // recalls it from its AC, then waits uninterruptibly for its registers.
-            Some(Wakeup::Moving)
-        } else {
-            None
-        };
-        if let Some(wakeup) = early {
-            cpu::enable_interrupts();
-            return wakeup;
-        }
+    if let Some(wakeup) = (hooks().wakeup_before_block)(&me, wait.interruptible) {
+        cpu::enable_interrupts();
+        return wakeup;
     }
     *me.wait.lock() = Some(wait);
     me.set_state(State::Blocked);
@@ -503,7 +471,7 @@ pub fn wake_for_move(pid: u32) {
         while i < s.blocked.len() {
             let thread = &s.blocked[i];
             let interruptible = thread.wait.lock().is_some_and(|w| w.interruptible);
-            if interruptible && thread.process.as_ref().is_some_and(|p| p.pid == pid) {
+            if interruptible && thread.owner.as_ref().is_some_and(|p| p.id() == pid) {
                 unblock(s, i, Wakeup::Moving);
             } else {
                 i += 1;
@@ -517,7 +485,7 @@ pub fn wake_process(pid: u32) {
     with_scheduler(|s| {
         let mut i = 0;
         while i < s.blocked.len() {
-            if s.blocked[i].process.as_ref().is_some_and(|p| p.pid == pid) {
+            if s.blocked[i].owner.as_ref().is_some_and(|p| p.id() == pid) {
                 unblock(s, i, Wakeup::Killed);
             } else {
                 i += 1;
@@ -541,7 +509,7 @@ impl Scheduler {
 
 /// Threads of process `pid` on this instance (running, ready or blocked).
 pub fn threads_of(pid: u32) -> Vec<Arc<Thread>> {
-    with_scheduler(|s| s.live().filter(|t| t.process.as_ref().is_some_and(|p| p.pid == pid)).cloned().collect())
+    with_scheduler(|s| s.live().filter(|t| t.owner.as_ref().is_some_and(|p| p.id() == pid)).cloned().collect())
 }
 
 /// The live thread `tid` of this instance.
@@ -621,38 +589,27 @@ fn wake_expired() {
     })
 }
 
-/// On the way back to ring 3 with `frame` (after a system call or an interrupt from user
-/// mode): handles this core's messages, ends a killed thread, switches if the slice is over,
-/// and last delivers pending signals, settling `interrupted` (the system call a signal cut
-/// short, if any: it fails with `EINTR` or runs again).
-pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<InterruptedCall>) {
+/// Whether a message notification or a tick asked for a look at the channels since the last
+/// one, clearing the note: the return path to ring 3 then serves this core's work (a system
+/// call's return stays free of channel polling otherwise).
+pub fn take_look_at_messages() -> bool {
     if LOOK_AT_MESSAGES.load(Ordering::Relaxed) {
         LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
-        crate::msg::drain();
-        crate::fs::at_safe_point();
-        crate::proc::migrate::at_safe_point();
+        return true;
     }
-    if with_current_process(|p| p.is_killed()) == Some(true) {
-        crate::proc::exit_thread();
+    false
+}
+
+/// On the way back to ring 3: if the running thread's slice is over, gives the CPU to the
+/// next ready thread and, once it runs again, the `after_slice` hook; whether it did.
+pub fn end_slice_if_due() -> bool {
+    if !NEED_SWITCH.load(Ordering::Relaxed) {
+        return false;
     }
-    crate::syscall::syspage::run_forwarded();
-    if NEED_SWITCH.load(Ordering::Relaxed) {
-        NEED_SWITCH.store(false, Ordering::Relaxed);
-        yield_now();
-        // A parked core's slice ends for its host's sake; a host's for its guests'.
-        crate::core::park::while_waiting();
-        // Killed while it waited for the CPU.
-        if with_current_process(|p| p.is_killed()) == Some(true) {
-            crate::proc::exit_thread();
-        }
-    }
-    if interrupted.is_some() || with_current_thread(signal::needs_delivery) == Some(true) {
-        signal::deliver(frame, interrupted);
-    }
-    // Last: the frame is what ring 3 would get, a cut-short call rewound to run again.
-    if with_current_process(crate::proc::migrate::is_asked) == Some(true) {
-        crate::proc::migrate::move_current(frame);
-    }
+    NEED_SWITCH.store(false, Ordering::Relaxed);
+    yield_now();
+    (hooks().after_slice)();
+    true
 }
 
 /// The running thread ends: it is never scheduled again; its stack is freed once another
@@ -691,17 +648,10 @@ fn schedule() {
             None => {
                 drop(me);
                 cpu::enable_interrupts();
-                crate::msg::drain();
-                crate::fs::at_safe_point();
+                (hooks().serve)();
                 wake_expired();
                 if with_scheduler(|s| s.ready.is_empty()) {
-                    if crate::core::role::current() == crate::core::kcb::Role::Kernel {
-                        // Core 0 as a KC, its boot thread waiting for init: serve syspages and
-                        // files here until a thread is ready.
-                        crate::syscall::syspage::serve_as_kernel_core();
-                    } else {
-                        crate::msg::wait_for_messages();
-                    }
+                    (hooks().idle)();
                 }
                 cpu::disable_interrupts();
             }
@@ -730,10 +680,8 @@ fn switch_to(next: Arc<Thread>) {
         (&raw mut previous_context.stack_pointer, next_context.stack_pointer)
     };
     user::set_fs_base(next.fs_base.load(Ordering::Relaxed));
-    CURRENT_PROCESS
-        .store(next.process.as_ref().map_or(core::ptr::null_mut(), |p| Arc::as_ptr(p).cast_mut()), Ordering::Relaxed);
     CURRENT_THREAD.store(Arc::as_ptr(&next).cast_mut(), Ordering::Relaxed);
-    let root = match &next.process {
+    let root = match &next.owner {
         Some(process) => process.page_table_root(),
         None => crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed),
     };
@@ -767,13 +715,12 @@ fn after_switch() {
     if !dead.is_empty() {
         EXITING.fetch_sub(dead.len() as u32, Ordering::Relaxed);
         drop(dead);
-        crate::proc::publish_counts();
+        (hooks().threads_freed)();
     }
 }
 
 /// The first code of a new thread after its first switch, before it enters ring 3.
 pub extern "C" fn on_thread_start(frame: &mut InterruptFrame) {
     after_switch();
-    crate::syscall::syspage::serve_adopted();
-    crate::proc::remote::serve_first(frame);
+    (hooks().thread_start)(frame);
 }

@@ -7,7 +7,6 @@ use crate::fs::client::{self, Answer};
 use crate::fs::service::{events, flags};
 use crate::fs::{self, Handle};
 use crate::proc::{Errno, Process};
-use crate::sched;
 use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE, REQUEST_WORDS};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -18,7 +17,7 @@ use linux_raw_sys::general as linux;
 const PATH_MAX: usize = 4096;
 
 fn process() -> Result<Arc<Process>, Errno> {
-    sched::current_process().ok_or(errno::EPERM)
+    crate::proc::current_process().ok_or(errno::EPERM)
 }
 
 fn handle_of(fd: i64) -> Result<Arc<Handle>, Errno> {
@@ -103,7 +102,7 @@ fn read_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Syscal
     }
     // What the process printed without a newline (a prompt) shows before it may wait.
     if handle.kind != HandleKind::Regular {
-        if let Some(process) = sched::current_process() {
+        if let Some(process) = crate::proc::current_process() {
             fs::console::flush(&process);
         }
     }

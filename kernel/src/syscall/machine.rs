@@ -53,7 +53,7 @@ pub fn reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> Sys
     match decode_reboot(magic, second_magic, command, argument)? {
         RebootRequest::CtrlAltDelete => Ok(0),
         RebootRequest::End(action) => {
-            if let Some(process) = crate::sched::current_process() {
+            if let Some(process) = crate::proc::current_process() {
                 let name = process.state.lock().name.clone();
                 log::info!("{name} (pid {}) ends the machine: {action:?}", process.pid);
             }
@@ -84,7 +84,7 @@ fn decode_control(argv: u64, buffer: u64, capacity: u64, status: u64) -> Result<
     }
     // More than a buffer of `BUFFER_SIZE` never fills: the rest is neither checked nor written.
     let capacity = usize::try_from(capacity).unwrap_or(usize::MAX).min(BUFFER_SIZE);
-    let process = crate::sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let state = process.state.lock();
     let status_size = core::mem::size_of::<u32>() as u64;
     // Checked before the command runs, so a bad pointer never leaves a command done and its

@@ -5,7 +5,6 @@ use crate::arch::paging::PAGE_SIZE;
 use crate::mm::user::{AreaKind, MemoryError, Protection};
 use crate::proc::remote::MappingChange;
 use crate::proc::{Errno, Process};
-use crate::sched;
 use linux_raw_sys::errno;
 
 const MAP_SHARED: u64 = 0x01;
@@ -34,7 +33,7 @@ fn change_mappings(process: &Process, start: u64, end: u64) -> Result<MappingCha
 }
 
 pub fn brk(wanted: u64) -> SyscallResult {
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let _change = MappingChange::begin(&process);
     Ok(process.with_memory(|memory| if wanted == 0 { memory.heap_end } else { memory.set_break(wanted) }))
 }
@@ -45,7 +44,7 @@ pub fn mmap(hint: u64, length: u64, protection: u64, flags: u64, fd: i64, offset
     }
     let length = length.checked_add(PAGE_SIZE - 1).ok_or(errno::ENOMEM)? & !(PAGE_SIZE - 1);
     let protection = Protection::from_linux(protection);
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
     let replacing = fixed
         && flags & MAP_FIXED_NOREPLACE == 0
@@ -100,7 +99,7 @@ pub fn munmap(start: u64, length: u64) -> SyscallResult {
     }
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
     process.with_memory(|memory| memory.unmap(start, end)).map_err(memory_errno)?;
     Ok(0)
@@ -112,7 +111,7 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
     }
     let end =
         start.checked_add(length).and_then(|e| e.checked_add(PAGE_SIZE - 1)).ok_or(errno::EINVAL)? & !(PAGE_SIZE - 1);
-    let process = sched::current_process().ok_or(errno::EPERM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
     let _change = change_mappings(&process, start & !(PAGE_SIZE - 1), end)?;
     process
         .with_memory(|memory| memory.protect(start, end, Protection::from_linux(protection)))

@@ -42,8 +42,9 @@ impl Arguments {
     }
 }
 
-/// Called by the SYSCALL entry with the thread's saved user frame.
-pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
+/// Called by the SYSCALL entry (`arch::user`, where `boot` registers it) with the thread's
+/// saved user frame.
+pub fn dispatch(frame: &mut InterruptFrame) {
     // The entry masked interrupts; a system call may take long (exec) or block.
     cpu::enable_interrupts();
     if crate::core::ac::runs_thread() {
@@ -75,7 +76,7 @@ pub fn execute(frame: &mut InterruptFrame) {
         Err(error) => (-i64::from(error)) as u64,
     };
     crate::fs::client::flush_releases();
-    sched::before_user_return(frame, interrupted);
+    crate::proc::thread::before_user_return(frame, interrupted);
     // The kernel's part of the thread's time (its runs only: a wait is no one's time).
     let me = sched::current();
     me.cpu.charge_system(me.cpu.cycles().saturating_sub(started));
@@ -105,7 +106,7 @@ fn unimplemented(number: u64) -> SyscallResult {
         None => false,
     };
     if first {
-        let (pid, name) = match sched::current_process() {
+        let (pid, name) = match crate::proc::current_process() {
             Some(process) => (process.pid, process.state.lock().name.clone()),
             None => (0, alloc::string::String::from("kernel")),
         };

@@ -5,6 +5,7 @@ use super::{read_string, read_string_array, read_user, write_user, SyscallResult
 use crate::arch::idt::InterruptFrame;
 use crate::core::shared;
 use crate::proc;
+use crate::proc::ThreadExt;
 use crate::sched::{self, WaitToken, Wakeup};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -13,15 +14,15 @@ use linux_raw_sys::errno;
 use linux_raw_sys::general as linux;
 
 fn current() -> Result<alloc::sync::Arc<proc::Process>, u32> {
-    sched::current_process().ok_or(errno::EPERM)
+    crate::proc::current_process().ok_or(errno::EPERM)
 }
 
 pub fn getpid() -> SyscallResult {
-    sched::with_current_process(|p| u64::from(p.pid)).ok_or(errno::EPERM)
+    crate::proc::with_current_process(|p| u64::from(p.pid)).ok_or(errno::EPERM)
 }
 
 pub fn getppid() -> SyscallResult {
-    sched::with_current_process(|p| u64::from(p.parent.pid)).ok_or(errno::EPERM)
+    crate::proc::with_current_process(|p| u64::from(p.parent.pid)).ok_or(errno::EPERM)
 }
 
 pub fn fork(frame: &InterruptFrame) -> SyscallResult {
@@ -220,7 +221,7 @@ pub fn futex(address: u64, operation: u64, value: u64, timeout: u64, _bitset: u6
 
 pub fn set_tid_address(address: u64) -> SyscallResult {
     let me = sched::current();
-    me.clear_child_tid.store(address, Ordering::Relaxed);
+    me.part().clear_child_tid.store(address, Ordering::Relaxed);
     Ok(u64::from(me.tid))
 }
 

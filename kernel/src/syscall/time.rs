@@ -1,6 +1,7 @@
 //! Time calls: clocks from the TSC (monotonic since boot; realtime is boot time plus that).
 
 use super::{read_user, write_user, SyscallResult};
+use crate::proc::ThreadExt;
 use crate::sched::{self, WaitToken};
 use linux_raw_sys::errno;
 use linux_raw_sys::general::{timespec, timeval};
@@ -48,13 +49,13 @@ fn cpu_clock(pid: u32, per_thread: bool) -> Result<u64, u32> {
     let total = |times: abi::process::CpuTimes| (times.user_us + times.system_us) * 1000;
     if per_thread {
         let thread = if pid == 0 { sched::current() } else { sched::find_thread(pid).ok_or(errno::EINVAL)? };
-        let caller = sched::current_process().ok_or(errno::EPERM)?;
-        if thread.process.as_ref().is_none_or(|p| p.pid != caller.pid) {
+        let caller = crate::proc::current_process().ok_or(errno::EPERM)?;
+        if thread.part().process.as_ref().is_none_or(|p| p.pid != caller.pid) {
             return Err(errno::EINVAL);
         }
         return Ok(total(thread.cpu.times()));
     }
-    let process = if pid == 0 { sched::current_process() } else { crate::proc::find(pid) };
+    let process = if pid == 0 { crate::proc::current_process() } else { crate::proc::find(pid) };
     let process = process.ok_or(errno::EINVAL)?;
     Ok(total(process.cpu_times(&sched::threads_of(process.pid)).0))
 }
@@ -113,7 +114,7 @@ pub(super) fn sleep_until(until_ns: u64, remaining: u64) -> SyscallResult {
         if wakeup == sched::Wakeup::Moving {
             // The process moves to another core: `restart_syscall` sleeps the rest there (the
             // monotonic clock is the same on every core).
-            *sched::current().restart_sleep.lock() = Some((until_ns, remaining));
+            *sched::current().part().restart_sleep.lock() = Some((until_ns, remaining));
             return Err(crate::proc::signal::RESTART_BLOCK);
         }
         if wakeup.by_signal() {
@@ -128,7 +129,7 @@ pub(super) fn sleep_until(until_ns: u64, remaining: u64) -> SyscallResult {
 /// `restart_syscall`: finishes the sleep a move cut short (see `sleep_until`); with none to
 /// finish, `EINTR` as on Linux.
 pub fn restart_syscall() -> SyscallResult {
-    let pending = sched::current().restart_sleep.lock().take();
+    let pending = sched::current().part().restart_sleep.lock().take();
     match pending {
         Some((until_ns, remaining)) => sleep_until(until_ns, remaining),
         None => Err(errno::EINTR),

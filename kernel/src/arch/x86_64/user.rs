@@ -173,10 +173,24 @@ global_asm!(
     user_data = const USER_DATA as u64,
     user_code = const USER_CODE as u64,
     vector = const super::idt::VECTOR_SYSCALL,
-    dispatch = sym crate::syscall::dispatch,
+    dispatch = sym system_call,
     started = sym crate::sched::on_thread_start,
     smap = sym SMAP_ENABLED,
 );
+
+/// The system-call layer's entry, registered by `boot` before any thread runs.
+static SYSTEM_CALL_HANDLER: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Registers the function that serves every SYSCALL with the thread's saved user frame.
+pub fn register_system_call_handler(handler: fn(&mut InterruptFrame)) {
+    SYSTEM_CALL_HANDLER.call_once(|| handler);
+}
+
+/// Called by the SYSCALL entry with the thread's saved user frame.
+extern "C" fn system_call(frame: &mut InterruptFrame) {
+    let handler = SYSTEM_CALL_HANDLER.get().expect("boot registers the system-call handler before any thread runs");
+    handler(frame);
+}
 
 extern "C" {
     fn syscall_entry();

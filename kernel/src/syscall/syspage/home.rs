@@ -1,6 +1,7 @@
 //! The home's side of syspages: registration, and running the calls a kernel core hands back.
 
 use super::*;
+use crate::proc::ThreadExt;
 
 /// A thread's registered syspage, as its home keeps it.
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +34,7 @@ pub fn register(page: u64, kernel_core: u64) -> SyscallResult {
 }
 
 fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: bool) -> Result<(), Errno> {
-    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
     if page == 0 || !page.is_multiple_of(PAGE_SIZE) {
         return Err(errno::EINVAL);
     }
@@ -239,7 +240,7 @@ pub fn released_head(tid: u32) -> Option<usize> {
 pub fn resume_after_move(thread: &Thread) {
     let Some(registration) = REGISTRATIONS.lock().iter().find(|r| r.tid == thread.tid).copied() else { return };
     let Some(head) = registration.released else { return };
-    let parent = thread.process.as_ref().map_or(0, |process| process.parent.pid);
+    let parent = thread.part().process.as_ref().map_or(0, |process| process.parent.pid);
     match attach_from(&registration, parent, head) {
         Ok(kernel_core) => {
             if let Some(mine) = REGISTRATIONS.lock().iter_mut().find(|r| r.tid == thread.tid) {
@@ -307,7 +308,7 @@ fn adopt(
     kernel_made: bool,
     released: Option<usize>,
 ) -> Result<(), Errno> {
-    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
     let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
     let registration =
         Registration { pid: process.pid, tid: thread.tid, kernel_core, user_page, physical, kernel_made, released };
@@ -364,7 +365,7 @@ pub fn prepare_for_ac(thread: &Thread) -> Result<(), Errno> {
         return Ok(());
     }
     let kernel_core = first_running_kernel_core().ok_or(errno::ENXIO)?;
-    let process = thread.process.as_ref().ok_or(errno::EPERM)?;
+    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
     let page = {
         let mut state = process.state.lock();
         let start = state.memory.find_free(0, PAGE_SIZE).map_err(|_| errno::ENOMEM)?;
