@@ -80,9 +80,9 @@ fn c_string(physical: u64) -> &'static str {
     ::core::str::from_utf8(bytes).unwrap_or("")
 }
 
-/// The bootstrap core's Rust entry, from `_pvh_start` on the boot page tables.
-#[no_mangle]
-extern "C" fn boot_main(start_info_physical: u32) -> ! {
+/// The bootstrap core's Rust entry, from `_pvh_start` on the boot page tables (through
+/// `base::kernel_entry!`).
+pub fn boot_main(start_info_physical: u32) -> ! {
     let boot_tsc = cpu::read_tsc();
     legacy::com1::init();
     legacy::disable_pic(idt::VECTOR_LEGACY_BASE);
@@ -221,8 +221,9 @@ extern "C" fn boot_main(start_info_physical: u32) -> ! {
     boot_driver::enter_first_instance(region)
 }
 
-/// Where every kernel instance starts, on its own page tables and stack, with its KCB.
-pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
+/// Where every kernel instance starts, on its own page tables and stack, with its KCB
+/// (through `base::kernel_entry!`).
+pub fn instance_entry(kcb_address: u64) -> ! {
     // SAFETY: the boot driver passes the address of this core's KCB in the shared region,
     // which this instance's page tables map.
     let kcb = unsafe { &*(kcb_address as *const Kcb) };

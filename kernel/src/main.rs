@@ -11,25 +11,24 @@
 
 extern crate alloc;
 
-mod arch;
 mod boot;
-mod console;
 mod control;
 mod core;
 mod fs;
 mod init_process;
-mod interrupt;
-mod mm;
 mod msg;
 mod power;
 mod proc;
-mod random;
-mod sched;
 mod selftest;
 mod syscall;
-mod time;
 
-pub use boot::instance_entry;
+// The base's rooms, under their own names: `crate::sched` is `base::sched`.
+use base::{arch, console, interrupt, mm, print, println, random, sched, time};
+
+base::kernel_entry!(boot: boot::boot_main, instance: boot::instance_entry);
+
+/// Where every kernel instance starts (the boot driver's jump, a restarted image's note).
+pub use reef_instance_entry as instance_entry;
 
 #[panic_handler]
 fn panic(info: &::core::panic::PanicInfo) -> ! {

@@ -15,7 +15,7 @@
 
 use super::{area, icc, line, try_send_pair, Handler, HandlerResult, NotifyMode, SendError, MESSAGING_CORES};
 use crate::arch::{apic, cpu, idt};
-use crate::core::shared::{self, CacheLine, SharedLock};
+use crate::core::shared;
 use crate::println;
 use ::core::fmt::Write;
 use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -30,71 +30,6 @@ macro_rules! say {
     ($out:expr, $($argument:tt)*) => {{
         let _ = writeln!($out, $($argument)*);
     }};
-}
-
-/// Cache lines and result slots shared by the initiator and the responder of a benchmark.
-#[repr(C)]
-pub struct BenchArea {
-    /// Raw ping-pong: a whole line written by the initiator (7 data words, then word 7 the
-    /// sequence), as the FOS/Barrelfish cache-line benchmark sends a line-sized message.
-    pub ping: LinePair<[AtomicU64; 8]>,
-    /// Raw ping-pong: the responder's line.
-    pub pong: LinePair<[AtomicU64; 8]>,
-    /// The responder is set up and waits for the first probe.
-    pub ready: CacheLine<AtomicU32>,
-    /// The responder's receive-side breakdown, one summary per phase (send→wake,
-    /// wake→dequeue, dequeue→handler), written before its ICC reply, which orders them.
-    pub breakdown: CacheLine<[PhaseSummary; 3]>,
-    /// Held by the initiator for a whole run: the lines above, the responders and multicast
-    /// group 0 serve one benchmark at a time, and processes on any core can start one.
-    pub initiator: SharedLock,
-}
-
-/// A value alone in an aligned pair of cache lines. Hosts that fetch lines in pairs (the
-/// adjacent-line prefetch of x86 L2 caches) would otherwise make two vCPUs writing
-/// neighbouring lines contend as if they shared one, and the raw ping-pong, the floor of the
-/// polled ratio, would pay for a conflict the channel's rings do not have.
-#[repr(C, align(128))]
-pub struct LinePair<T>(pub T);
-
-/// A summary of signed cycle differences as the responder measured it, for the initiator to
-/// print: every field of a `samples::Summary<i64>` (as bits) and how many were negative.
-#[repr(C)]
-pub struct PhaseSummary {
-    count: AtomicU64,
-    min: AtomicU64,
-    p5: AtomicU64,
-    /// `f64` bits: the median of an even count is the mean of the middle two.
-    median: AtomicU64,
-    p95: AtomicU64,
-    max: AtomicU64,
-    negative: AtomicU64,
-}
-
-impl PhaseSummary {
-    fn store(&self, summary: &samples::Summary<i64>, negative: u64) {
-        self.count.store(summary.count as u64, Ordering::Relaxed);
-        self.min.store(summary.min as u64, Ordering::Relaxed);
-        self.p5.store(summary.p5 as u64, Ordering::Relaxed);
-        self.median.store(summary.median.to_bits(), Ordering::Relaxed);
-        self.p95.store(summary.p95 as u64, Ordering::Relaxed);
-        self.max.store(summary.max as u64, Ordering::Relaxed);
-        self.negative.store(negative, Ordering::Relaxed);
-    }
-
-    fn load(&self) -> (samples::Summary<i64>, u64) {
-        let signed = |word: &AtomicU64| word.load(Ordering::Relaxed) as i64;
-        let summary = samples::Summary {
-            count: self.count.load(Ordering::Relaxed) as usize,
-            min: signed(&self.min),
-            p5: signed(&self.p5),
-            median: f64::from_bits(self.median.load(Ordering::Relaxed)),
-            p95: signed(&self.p95),
-            max: signed(&self.max),
-            mean: 0.0,
-        };
-        (summary, self.negative.load(Ordering::Relaxed))
-    }
 }
 
 const RESPONDER_CACHELINE: u64 = 0;

@@ -18,20 +18,15 @@ use crate::core::shared;
 use ::core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use abi::message::{DecodeError, Kind, Ping, Probe, MAX_KIND, PAYLOAD_SIZE};
 use alloc::vec::Vec;
-use channel::{ChannelError, Message, MpscQueue, MpscReceiver, Multicast, MulticastReader, Reassembler, Urpc};
+use channel::{ChannelError, Message, MpscReceiver, MulticastReader, Reassembler};
 use channel::{UrpcReceiver, UrpcSender};
 use spin::Mutex;
 
-/// Cores that get channels (the first ones the MADT lists).
-pub const MESSAGING_CORES: usize = 16;
-/// Slots of each receive queue.
-pub const QUEUE_SLOTS: usize = 256;
-/// Slots of each URPC pair ring.
-pub const PAIR_SLOTS: usize = 64;
-/// Multicast groups in the shared region.
-pub const GROUPS: usize = 4;
-/// Slots of each multicast group ring.
-pub const GROUP_SLOTS: usize = 64;
+pub use crate::core::messages::{
+    Group, MessageArea, NotifyLine, NotifyMode, ReceiveQueue, DEFAULT_HYBRID_SPIN_NS, GROUPS, GROUP_SLOTS,
+    MESSAGING_CORES, PAIR_SLOTS, QUEUE_SLOTS,
+};
+
 /// Largest large message a receiver reassembles. A receiver collects at most one large
 /// message per receive queue at a time (a reservation's chunks are consecutive), so two of
 /// these, 2 MiB, is all that senders can make it hold: an eighth of its 16 MiB heap. A first
@@ -39,102 +34,6 @@ pub const GROUP_SLOTS: usize = 64;
 /// the image of a process of 512 threads (760 bytes each), as many as a KCB records living
 /// elsewhere (`kcb::block::MAX_MOVED_AWAY`).
 pub const MAX_LARGE_MESSAGE: usize = 1 << 20;
-
-pub type ReceiveQueue = MpscQueue<QUEUE_SLOTS, MESSAGING_CORES>;
-pub type PairRing = Urpc<PAIR_SLOTS>;
-pub type Group = Multicast<GROUP_SLOTS, 64>;
-
-/// How a receiver learns of a message on a channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub enum NotifyMode {
-    /// No notification: the receiver finds messages when it looks (spinning, or on its next
-    /// timer tick when idle).
-    Poll = 0,
-    /// The sender sends an IPI after every message.
-    Ipi = 1,
-    /// The receiver polls for a while after its last message, then arms an IPI and sleeps;
-    /// the sender interrupts it only when armed (Barrelfish).
-    Hybrid = 2,
-    /// The receiver MONITORs a doorbell line and MWAITs; the sender writes the doorbell.
-    /// Falls back to `Hybrid` where CPUID offers no MONITOR/MWAIT.
-    Mwait = 3,
-}
-
-impl NotifyMode {
-    /// From its number; unknown numbers mean `Hybrid`, the default.
-    pub fn from_u32(value: u32) -> Self {
-        match value {
-            0 => Self::Poll,
-            1 => Self::Ipi,
-            3 => Self::Mwait,
-            _ => Self::Hybrid,
-        }
-    }
-
-    /// Parses `msg mode`'s word.
-    pub fn parse(word: &str) -> Option<Self> {
-        Some(match word {
-            "poll" => Self::Poll,
-            "ipi" => Self::Ipi,
-            "hybrid" => Self::Hybrid,
-            "mwait" => Self::Mwait,
-            _ => return None,
-        })
-    }
-
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Poll => "poll",
-            Self::Ipi => "ipi",
-            Self::Hybrid => "hybrid",
-            Self::Mwait => "mwait",
-        }
-    }
-
-    /// Every mode, in order.
-    pub const ALL: [Self; 4] = [Self::Poll, Self::Ipi, Self::Hybrid, Self::Mwait];
-}
-
-/// Default spin of `Hybrid` before arming the IPI, in nanoseconds.
-pub const DEFAULT_HYBRID_SPIN_NS: u64 = 20_000;
-
-/// A receiving core's notification state, alone on its cache line; the owner writes `armed`
-/// and `mode`, senders read them and write `doorbell`.
-#[repr(C, align(64))]
-pub struct NotifyLine {
-    /// [`NotifyMode`] of the core's receive queues.
-    pub mode: AtomicU32,
-    /// 1 while the core sleeps and wants an IPI for the next message (hybrid).
-    pub armed: AtomicU32,
-    /// Written by senders to wake an MWAIT.
-    pub doorbell: AtomicU64,
-    /// Hybrid spin before sleeping, in TSC cycles (0: the default).
-    pub spin_cycles: AtomicU64,
-    /// Bit k set: kind k goes to the high-priority queue (the receiver's registry decides).
-    pub high_priority_kinds: AtomicU64,
-}
-
-/// One core's receiving side.
-#[repr(C)]
-pub struct CoreChannels {
-    pub high: ReceiveQueue,
-    pub normal: ReceiveQueue,
-    pub notify: NotifyLine,
-    /// [`NotifyMode`] of the URPC ring from each core to this one.
-    pub pair_modes: [AtomicU32; MESSAGING_CORES],
-}
-
-/// The channel area of the shared region. All-zero is valid: empty rings, poll mode.
-#[repr(C)]
-pub struct MessageArea {
-    pub cores: [CoreChannels; MESSAGING_CORES],
-    /// `pairs[from][to]`: the URPC ring from core `from` to core `to`.
-    pub pairs: [[PairRing; MESSAGING_CORES]; MESSAGING_CORES],
-    pub groups: [Group; GROUPS],
-    pub bench: bench::BenchArea,
-}
 
 pub use kcb::block::MessageCounters;
 

@@ -1,7 +1,7 @@
 //! Time from the TSC, calibrated once by the bootstrap core against the PIT.
 
 use crate::arch::cpu::read_tsc;
-use crate::core::shared;
+use crate::percore::shared;
 use core::cell::Cell;
 
 /// Nanoseconds in `cycles` TSC ticks.

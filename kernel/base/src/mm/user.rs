@@ -145,7 +145,8 @@ impl AddressSpace {
     /// An empty user half under a copy of this instance's kernel half.
     pub fn new() -> Result<Self, MemoryError> {
         let root = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
-        let kernel_root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+        let kernel_root =
+            crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
         // SAFETY: both are PML4 frames of this instance, mapped by its direct map; the kernel
         // half's entries point at tables every process of this instance shares (they are
         // created before the first process and never freed).

@@ -7,8 +7,8 @@
 
 use crate::arch::idt::InterruptFrame;
 use crate::arch::{apic, cpu, idt};
-use crate::core::kcb::CoreState;
-use crate::core::shared;
+use crate::percore::kcb::CoreState;
+use crate::percore::shared;
 use core::sync::atomic::Ordering;
 
 /// What the layers above decide for the trap table; registered once by `boot`.

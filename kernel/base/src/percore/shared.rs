@@ -182,7 +182,7 @@ pub struct SharedRegion {
     pub header: SharedHeader,
     pub kcbs: [Kcb; MAX_CORES],
     /// Receive queues, URPC rings, multicast groups (see `msg`).
-    pub messages: crate::msg::MessageArea,
+    pub messages: super::messages::MessageArea,
 }
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);

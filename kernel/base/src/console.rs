@@ -3,7 +3,7 @@
 
 use crate::arch::ioapic::IoApic;
 use crate::arch::{apic, cpu, idt, legacy::com1};
-use crate::core::shared::{self, BootFacts};
+use crate::percore::shared::{self, BootFacts};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use platform::cmdline::LogLevel;

@@ -70,7 +70,7 @@ pub fn unmap(partition: Range) {
 /// Maps a fresh zeroed frame at kernel address `virtual_address` in this instance's kernel
 /// half (which every process of the instance shares), writable, no-execute.
 pub fn map_kernel_page(virtual_address: u64) -> Result<u64, FrameError> {
-    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let root = crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let (free_before, _) = frames::counts();
     let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
     let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
@@ -95,7 +95,7 @@ pub fn map_kernel_page(virtual_address: u64) -> Result<u64, FrameError> {
 /// first time (as a KC or an AC, perhaps for a moment) would otherwise make two tables then and
 /// keep them.
 pub fn prepare_kernel_half() -> Result<(), FrameError> {
-    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let root = crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let pdpt = next_table(root, (BOOT_WINDOW_BASE >> 39) & 511)?;
     next_table(pdpt, (BOOT_WINDOW_BASE >> 30) & 511)?;
     for window in [COPY_WINDOW, SYSPAGE_WINDOW_BASE] {
@@ -117,7 +117,7 @@ pub const COPY_WINDOW: u64 = SYSPAGE_WINDOW_BASE + (1 << 30);
 /// process and this kernel core or application core) at `virtual_address`, writable,
 /// no-execute. The frame stays the home's; [`unmap_frame`] removes the mapping.
 pub fn map_frame(virtual_address: u64, physical: u64) -> Result<(), FrameError> {
-    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let root = crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let pdpt = next_table(root, (virtual_address >> 39) & 511)?;
     let pd = next_table(pdpt, (virtual_address >> 30) & 511)?;
     let pt = next_table(pd, (virtual_address >> 21) & 511)?;
@@ -133,7 +133,7 @@ pub fn map_frame(virtual_address: u64, physical: u64) -> Result<(), FrameError> 
 
 /// Removes a mapping [`map_frame`] made and flushes it from this core's TLB.
 pub fn unmap_frame(virtual_address: u64) {
-    let root = crate::core::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
+    let root = crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let Ok(pdpt) = next_table(root, (virtual_address >> 39) & 511) else { return };
     let Ok(pd) = next_table(pdpt, (virtual_address >> 30) & 511) else { return };
     let Ok(pt) = next_table(pd, (virtual_address >> 21) & 511) else { return };

@@ -683,7 +683,7 @@ fn switch_to(next: Arc<Thread>) {
     CURRENT_THREAD.store(Arc::as_ptr(&next).cast_mut(), Ordering::Relaxed);
     let root = match &next.owner {
         Some(process) => process.page_table_root(),
-        None => crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed),
+        None => crate::percore::shared::this_kcb().page_table_root.load(Ordering::Relaxed),
     };
     if root != paging::current_root() {
         // SAFETY: every root of this instance maps the kernel half (text, data, stacks)

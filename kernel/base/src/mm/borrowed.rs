@@ -22,7 +22,7 @@ impl BorrowedRoot {
     /// A root with this instance's kernel half and an empty user half.
     pub fn new() -> Result<Self, FrameError> {
         let root = frames::allocate_zeroed()?;
-        let kernel_root = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+        let kernel_root = crate::percore::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
         // SAFETY: both are PML4 frames of this instance, covered by its direct map; the kernel
         // half's entries point at tables every root of this instance shares.
         unsafe {
@@ -71,7 +71,7 @@ impl BorrowedRoot {
 impl Drop for BorrowedRoot {
     fn drop(&mut self) {
         if paging::current_root() == self.root {
-            let own = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
+            let own = crate::percore::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
             // SAFETY: the instance's own root maps the whole kernel half.
             unsafe { paging::load_root(own) };
         }

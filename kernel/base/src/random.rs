@@ -8,8 +8,9 @@ static STATE: AtomicU64 = AtomicU64::new(0);
 fn next_seeded() -> u64 {
     let mut state = STATE.load(Ordering::Relaxed);
     if state == 0 {
-        state =
-            crate::arch::cpu::read_tsc() ^ 0x9E37_79B9_7F4A_7C15 ^ (u64::from(crate::core::shared::this_core()) << 56);
+        state = crate::arch::cpu::read_tsc()
+            ^ 0x9E37_79B9_7F4A_7C15
+            ^ (u64::from(crate::percore::shared::this_core()) << 56);
     }
     // splitmix64
     state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);

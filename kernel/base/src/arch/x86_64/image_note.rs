@@ -17,7 +17,7 @@ global_asm!(
     .long {version}
     .long {layout}
     .quad 0
-    .quad {entry}
+    .quad reef_instance_entry
     .quad __image_start
     .quad __text_end
     .quad __shared_image_end
@@ -33,5 +33,4 @@ global_asm!(
     version = const kcb::VERSION,
     layout = const kcb::NOTE_LAYOUT,
     flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
-    entry = sym crate::instance_entry,
 );
