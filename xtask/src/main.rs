@@ -37,7 +37,10 @@ cargo xtask <command>
   test [--accel kvm|tcg] [--only NAME]
         the whole suite: check, host unit tests, loom models, the initramfs read back, QEMU
         integration runs (each boots the kernel with the initramfs as -initrd)
-  check rustfmt, clippy with the workspace lints as errors, the dependency-direction rule
+  check [layers | lists]
+        rustfmt, clippy with the workspace lints as errors, the dependency-direction rule, no
+        kernel room naming a higher one (xtask/src/check/layers.rs), `unsafe` only where allowed;
+        `layers`: the last three only; `lists`: print what their allow-lists would hold today
   bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json and boot.png
   bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
@@ -118,7 +121,7 @@ fn main() -> ExitCode {
     let result = match arguments.first().map(String::as_str) {
         Some("run") => qemu::run_command(&arguments[1..]),
         Some("test") => test::run(&arguments[1..]),
-        Some("check") => check::run(),
+        Some("check") => check::run(&arguments[1..]),
         Some("bench") => bench::run(&arguments[1..]),
         Some("peer") => peer::run(&arguments[1..]),
         Some("build") => tools::build_kernel().and_then(|kernel| {

@@ -1,6 +1,5 @@
-//! `cargo xtask check`: formatting, clippy with the workspace lints, dependency direction.
+//! The direction between workspace crates, from `cargo metadata`.
 
-use crate::tools::{cargo, run_checked};
 use serde_json::Value;
 
 /// Layers, lowest first. A crate may depend only on crates of a lower layer, except that
@@ -24,15 +23,7 @@ fn layer(manifest_relative: &str) -> Option<(u8, &'static str)> {
 const LEAVES: [&str; 4] = ["abi", "channel", "syspage", "kcb"];
 
 /// Checks that no workspace crate depends on a crate of its own or a higher layer.
-pub fn dependency_direction() -> Result<(), String> {
-    let output = cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
-        .output()
-        .map_err(|e| format!("cargo metadata: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr)));
-    }
-    let metadata: Value = serde_json::from_slice(&output.stdout).map_err(|e| e.to_string())?;
+pub fn dependency_direction(metadata: &Value) -> Result<(), String> {
     let root = metadata["workspace_root"].as_str().unwrap_or_default().to_string();
     let packages = metadata["packages"].as_array().cloned().unwrap_or_default();
     let relative =
@@ -71,46 +62,4 @@ pub fn dependency_direction() -> Result<(), String> {
     } else {
         Err(format!("dependencies point upward: {}", violations.join("; ")))
     }
-}
-
-/// Runs every check; the first failure stops it.
-pub fn run_all() -> Result<(), String> {
-    run_checked(cargo().args(["fmt", "--all", "--check"]), "cargo fmt --check (run `cargo fmt --all`)")?;
-    run_checked(
-        cargo().args([
-            "clippy",
-            "--quiet",
-            "--workspace",
-            "--exclude",
-            "kernel",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-        "clippy on the host crates",
-    )?;
-    run_checked(
-        cargo().args([
-            "clippy",
-            "--quiet",
-            "--release",
-            "-p",
-            "kernel",
-            "--target",
-            "x86_64-unknown-none",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-        "clippy on the kernel",
-    )?;
-    dependency_direction()
-}
-
-/// `cargo xtask check`.
-pub fn run() -> Result<u8, String> {
-    run_all()?;
-    println!("xtask: check passed");
-    Ok(0)
 }

@@ -1,0 +1,67 @@
+//! The kernel's rooms and their layers: the one table `cargo xtask check` reads (edit here).
+//!
+//! A room is what sits right under a kernel crate's `src/` (a file's stem or a directory),
+//! or a longer path prefix given its own row (`syscall/syspage`): the longest prefix wins.
+//! A room may name rooms of a lower or its own rank, never a higher one. Ranks below
+//! [`BASE_RANKS_BELOW`] are the base, the only kernel code allowed `unsafe`. Rows of a crate
+//! whose directory does not exist yet are skipped; every file of a crate that exists must
+//! fall in a row, and every row must hold a file.
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// The crate's directory, from the workspace root.
+    pub crate_dir: &'static str,
+    /// The room: a path under `src/` without `.rs`, `/` between parts.
+    pub room: &'static str,
+    pub rank: u8,
+    /// Why it sits there, in a line.
+    pub why: &'static str,
+}
+
+pub const fn room(crate_dir: &'static str, room: &'static str, rank: u8, why: &'static str) -> Room {
+    Room { crate_dir, room, rank, why }
+}
+
+/// Ranks below this are the base (the future crate `base`): `unsafe` is allowed there.
+pub const BASE_RANKS_BELOW: u8 = 10;
+
+/// The kernel crates: their directory and the name other crates' paths start with.
+pub const KERNEL_CRATES: [(&str, &str); 2] = [("kernel/base", "base"), ("kernel", "kernel")];
+
+#[rustfmt::skip]
+pub const ROOMS: &[Room] = &[
+    // crate `base` (kernel/base, once it exists): holds the unsafe, names no service.
+    room("kernel/base", "arch",      0, "x86-64: entry, trampoline, descriptor tables, APIC, paging, context switch"),
+    room("kernel/base", "percore",   1, "the shared region and KCB access every room reads"),
+    room("kernel/base", "mm",        2, "frames, heap, address spaces, the copy window"),
+    room("kernel/base", "time",      2, "TSC time"),
+    room("kernel/base", "random",    2, "random bytes"),
+    room("kernel/base", "console",   3, "the console sink"),
+    room("kernel/base", "interrupt", 3, "the trap table higher rooms register with"),
+    room("kernel/base", "sched",     4, "the scheduler's mechanism, hook lists, per-thread extension slot"),
+    room("kernel/base", "lib",       9, "the crate root: declares the rooms"),
+
+    // crate `kernel`: today it still holds the future base (ranks below 10) too.
+    room("kernel", "arch",            0, "base: architecture code"),
+    room("kernel", "core/shared",     1, "base (percore): the shared region"),
+    room("kernel", "core/kcb",        1, "base (percore): the KCB"),
+    room("kernel", "mm",              2, "base: memory"),
+    room("kernel", "time",            2, "base: time"),
+    room("kernel", "random",          2, "base: random bytes"),
+    room("kernel", "console",         3, "base: the console sink"),
+    room("kernel", "interrupt",       3, "base: the trap table"),
+    room("kernel", "sched",           4, "base: the scheduler's mechanism"),
+    room("kernel", "msg",            10, "channels' kernel side: registry, ICC, notification"),
+    room("kernel", "syscall/syspage", 11, "the syspage service (Memsc)"),
+    room("kernel", "fs",             12, "files: VFS, 9P client, tmpfs, /proc, /sys, the file service"),
+    room("kernel", "proc",           13, "processes: creation, fork, threads, signals, migration"),
+    room("kernel", "core",           14, "the cores orchestrator: roles, lifecycle, park, boot driver, AC, images"),
+    room("kernel", "syscall",        15, "system calls: decode, then invoke"),
+    room("kernel", "control",        16, "control commands and read-only views"),
+    room("kernel", "power",          16, "power off, restart, halt"),
+    room("kernel", "selftest",       17, "in-guest tests (to go behind the test-hooks feature)"),
+    room("kernel", "init_process",   18, "the end of boot: tests asked for, then /sbin/init"),
+    room("kernel", "boot",           19, "wires hooks and handlers in one order"),
+    room("kernel", "main",           20, "the crate root: declares the rooms, the panic handler"),
+];
