@@ -239,7 +239,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     shared::attach(region, core);
     remove_identity_map();
     gdt::load();
-    idt::load();
+    idt::load(crate::interrupt::dispatch);
     let facts = &region.header.facts;
     cpu::set_pause_in_spins(facts.pause_in_spins);
     crate::console::init_logging(facts.options.log);

@@ -92,7 +92,7 @@ pub fn exception_name(vector: u64) -> &'static str {
 }
 
 /// Called by every entry stub with the saved frame.
-pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
+pub fn dispatch(frame: &mut InterruptFrame) {
     if let Some(region) = shared::region() {
         region.kcb(shared::this_core() as usize).interrupts.count(frame.vector);
     }

@@ -7,12 +7,14 @@ use serde_json::Value;
 fn layer(manifest_relative: &str) -> Option<(u8, &'static str)> {
     if manifest_relative.starts_with("crates/") {
         Some((0, "library crate"))
+    } else if manifest_relative.starts_with("kernel/base/") {
+        Some((1, "kernel base"))
     } else if manifest_relative.starts_with("kernel/") {
-        Some((1, "kernel"))
+        Some((2, "kernel"))
     } else if manifest_relative.starts_with("user/") {
         Some((1, "user program"))
     } else if manifest_relative.starts_with("xtask/") {
-        Some((2, "host tool"))
+        Some((3, "host tool"))
     } else {
         None
     }

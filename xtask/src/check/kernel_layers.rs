@@ -57,6 +57,10 @@ struct KernelCrate<'a> {
     macros: HashMap<String, &'a Room>,
     /// What the crate root imports, by last segment: `pub use boot::instance_entry`.
     root_imports: HashMap<String, Vec<String>>,
+    /// Names a module of this crate takes from another kernel crate (`use base::sched;` at the
+    /// root, `pub use base::percore::shared;` in `core`): the module path of the name here,
+    /// the other crate's name, and the path there.
+    aliases: Vec<(Vec<String>, String, Vec<String>)>,
 }
 
 impl<'a> KernelCrate<'a> {
@@ -93,6 +97,37 @@ impl<'a> KernelCrate<'a> {
         }
         self.root_row()
     }
+}
+
+/// The room `crate::segments` of `kernel_crate` lands in, following names the crate takes
+/// from another kernel crate (`crate::sched` is `base::sched` when the root says `use
+/// base::sched;`); the longest alias that starts the path wins.
+fn resolve_across<'a>(
+    crates: &[KernelCrate<'a>],
+    kernel_crate: &KernelCrate<'a>,
+    segments: &[String],
+) -> Option<&'a Room> {
+    let mut current = kernel_crate;
+    let mut path: Vec<String> = segments.to_vec();
+    // Aliases lead to another crate and never back (Cargo forbids the cycle): a few hops at most.
+    for _ in 0..4 {
+        let alias = current
+            .aliases
+            .iter()
+            .filter(|(here, _, _)| here.len() <= path.len() && here.iter().zip(&path).all(|(a, b)| a == b))
+            .max_by_key(|(here, _, _)| here.len());
+        let Some((here, other, there)) = alias else {
+            return current.resolve(&path);
+        };
+        let Some(next) = crates.iter().find(|candidate| candidate.name == other.as_str()) else {
+            return current.resolve(&path);
+        };
+        let mut rest = there.clone();
+        rest.extend_from_slice(&path[here.len()..]);
+        path = rest;
+        current = next;
+    }
+    current.resolve(&path)
 }
 
 /// A file's path under `src/` as segments: `proc/migrate.rs` is `[proc, migrate]`, `sched/mod.rs`
@@ -161,7 +196,8 @@ pub fn read(root: &Path, table: &[Room], kernel_crates: &[(&str, &str)]) -> Read
     for &(dir, name) in &existing {
         let rows: Vec<&Room> = table.iter().filter(|row| row.crate_dir == dir).collect();
         reading.rooms += rows.len();
-        let mut kernel_crate = KernelCrate { dir, name, rows, macros: HashMap::new(), root_imports: HashMap::new() };
+        let mut kernel_crate =
+            KernelCrate { dir, name, rows, macros: HashMap::new(), root_imports: HashMap::new(), aliases: Vec::new() };
         let source = root.join(dir).join("src");
         let mut covered = BTreeSet::new();
         for file in rust_files(&source, &[]) {
@@ -200,6 +236,14 @@ pub fn read(root: &Path, table: &[Room], kernel_crates: &[(&str, &str)]) -> Read
                         kernel_crate.root_imports.insert(last.clone(), path.segments.clone());
                     }
                 }
+                if let Start::Word(word) = &path.start {
+                    let from_other_crate = existing.iter().any(|&(_, other)| other == word && other != name);
+                    if let (true, Some(last)) = (from_other_crate, path.segments.last()) {
+                        let mut here = module.clone();
+                        here.push(last.clone());
+                        kernel_crate.aliases.push((here, word.clone(), path.segments.clone()));
+                    }
+                }
             }
             for macro_name in &file_reading.macros {
                 kernel_crate.macros.insert(macro_name.clone(), row);
@@ -226,7 +270,7 @@ pub fn read(root: &Path, table: &[Room], kernel_crates: &[(&str, &str)]) -> Read
                     None => continue,
                 },
             };
-            let Some(to) = target_crate.resolve(&path.segments) else {
+            let Some(to) = resolve_across(&crates, target_crate, &path.segments) else {
                 continue;
             };
             let same_room = target_crate.dir == crates[crate_index].dir && to.room == from.room;

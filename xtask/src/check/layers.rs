@@ -23,7 +23,7 @@ pub const fn room(crate_dir: &'static str, room: &'static str, rank: u8, why: &'
     Room { crate_dir, room, rank, why }
 }
 
-/// Ranks below this are the base (the future crate `base`): `unsafe` is allowed there.
+/// Ranks below this are the base (the crate `base`): `unsafe` is allowed there.
 pub const BASE_RANKS_BELOW: u8 = 10;
 
 /// The kernel crates: their directory and the name other crates' paths start with.
@@ -31,32 +31,23 @@ pub const KERNEL_CRATES: [(&str, &str); 2] = [("kernel/base", "base"), ("kernel"
 
 #[rustfmt::skip]
 pub const ROOMS: &[Room] = &[
-    // crate `base` (kernel/base, once it exists): holds the unsafe, names no service.
+    // crate `base` (kernel/base): holds the unsafe, names no service.
     room("kernel/base", "arch",      0, "x86-64: entry, trampoline, descriptor tables, APIC, paging, context switch"),
     room("kernel/base", "percore",   1, "the shared region and KCB access every room reads"),
     room("kernel/base", "mm",        2, "frames, heap, address spaces, the copy window"),
     room("kernel/base", "time",      2, "TSC time"),
     room("kernel/base", "random",    2, "random bytes"),
-    room("kernel/base", "console",   3, "the console sink"),
-    room("kernel/base", "interrupt", 3, "the trap table higher rooms register with"),
-    room("kernel/base", "sched",     4, "the scheduler's mechanism, hook lists, per-thread extension slot"),
+    room("kernel/base", "sched",     3, "the scheduler's mechanism, hooks, per-thread extension slot"),
+    room("kernel/base", "console",   4, "the console sink (its input wakes the scheduler)"),
+    room("kernel/base", "interrupt", 4, "the trap table higher rooms register with (it drives the tick)"),
     room("kernel/base", "lib",       9, "the crate root: declares the rooms"),
 
-    // crate `kernel`: today it still holds the future base (ranks below 10) too.
-    room("kernel", "arch",            0, "base: architecture code"),
-    room("kernel", "core/shared",     1, "base (percore): the shared region"),
-    room("kernel", "core/kcb",        1, "base (percore): the KCB"),
-    room("kernel", "mm",              2, "base: memory"),
-    room("kernel", "time",            2, "base: time"),
-    room("kernel", "random",          2, "base: random bytes"),
-    room("kernel", "console",         3, "base: the console sink"),
-    room("kernel", "interrupt",       3, "base: the trap table"),
-    room("kernel", "sched",           4, "base: the scheduler's mechanism"),
+    // crate `kernel`: the services, each #![deny(unsafe_code)], and boot.
     room("kernel", "msg",            10, "channels' kernel side: registry, ICC, notification"),
     room("kernel", "syscall/syspage", 11, "the syspage service (Memsc)"),
     room("kernel", "fs",             12, "files: VFS, 9P client, tmpfs, /proc, /sys, the file service"),
     room("kernel", "proc",           13, "processes: creation, fork, threads, signals, migration"),
-    room("kernel", "core",           14, "the cores orchestrator: roles, lifecycle, park, boot driver, AC, images"),
+    room("kernel", "core",           14, "the cores orchestrator: roles, lifecycle, park, boot driver, AC, images, idle loop"),
     room("kernel", "syscall",        15, "system calls: decode, then invoke"),
     room("kernel", "control",        16, "control commands and read-only views"),
     room("kernel", "power",          16, "power off, restart, halt"),

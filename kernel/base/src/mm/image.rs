@@ -61,14 +61,7 @@ impl ImageLayout {
     }
 }
 
-/// The bytes from `start` to `end`, two linker symbols of this image.
-///
-/// # Safety
-/// The symbols must delimit one contiguous run of read-only bytes of the image, `start` first.
-pub unsafe fn linked_bytes(start: *const u8, end: *const u8) -> &'static [u8] {
-    // SAFETY: guaranteed by the caller; the image lives as long as the instance.
-    unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
-}
+pub use crate::arch::image_note::linked_bytes;
 
 /// The linker's build id (SHA-1 of the image), as hex.
 pub fn build_id() -> [u8; 40] {

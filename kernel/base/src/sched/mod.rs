@@ -327,6 +327,7 @@ fn with_scheduler<T>(work: impl FnOnce(&mut Scheduler) -> T) -> T {
 /// Makes the code running now the boot thread of this instance, with `extension` as what
 /// the layers above keep for it.
 pub fn init(extension: Box<dyn Any + Send + Sync>) {
+    user::register_thread_start(on_thread_start);
     let boot = Arc::new(Thread {
         tid: 0,
         owner: None,
@@ -720,7 +721,7 @@ fn after_switch() {
 }
 
 /// The first code of a new thread after its first switch, before it enters ring 3.
-pub extern "C" fn on_thread_start(frame: &mut InterruptFrame) {
+fn on_thread_start(frame: &mut InterruptFrame) {
     after_switch();
     (hooks().thread_start)(frame);
 }

@@ -272,13 +272,25 @@ global_asm!(
     .quad 0xffffffffffffffff
     .quad 0
     "#,
-    dispatch = sym crate::interrupt::dispatch,
+    dispatch = sym dispatch,
     smap = sym super::user::SMAP_ENABLED,
     thread_stack_top = sym super::user::SYSCALL_STACK_TOP,
 );
 
 extern "C" {
     static interrupt_stub_table: [u64; 0];
+}
+
+/// The trap table's dispatch (`interrupt::dispatch`), given to [`load`].
+static DISPATCH: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Called by every entry stub with the saved frame: hands it to the trap table.
+extern "C" fn dispatch(frame: &mut InterruptFrame) {
+    match DISPATCH.get() {
+        Some(dispatch) => dispatch(frame),
+        // `load` records the dispatch before the IDT exists: nothing can come here first.
+        None => super::cpu::halt_forever(),
+    }
 }
 
 /// One IDT gate [SDM vol3 §6.14.1, figure 6-8].
@@ -321,9 +333,11 @@ unsafe impl Sync for Table {}
 
 static TABLE: Table = Table(UnsafeCell::new([Gate::MISSING; 256]));
 
-/// Fills and loads this core's IDT. Double fault, NMI and machine check run on the critical
-/// IST stack, page faults on their own.
-pub fn load() {
+/// Fills and loads this core's IDT, whose stubs hand every frame to `dispatch` (the trap
+/// table). Double fault, NMI and machine check run on the critical IST stack, page faults on
+/// their own.
+pub fn load(dispatch: fn(&mut InterruptFrame)) {
+    DISPATCH.call_once(|| dispatch);
     let table = TABLE.0.get();
     let mut entry = (&raw const interrupt_stub_table).cast::<u64>();
     loop {

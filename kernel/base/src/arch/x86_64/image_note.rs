@@ -34,3 +34,12 @@ global_asm!(
     layout = const kcb::NOTE_LAYOUT,
     flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
 );
+
+/// The bytes from `start` to `end`, two linker symbols of this image.
+///
+/// # Safety
+/// The symbols must delimit one contiguous run of read-only bytes of the image, `start` first.
+pub unsafe fn linked_bytes(start: *const u8, end: *const u8) -> &'static [u8] {
+    // SAFETY: guaranteed by the caller; the image lives as long as the instance.
+    unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
+}

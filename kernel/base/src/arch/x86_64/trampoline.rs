@@ -104,7 +104,7 @@ extern "C" {
 /// The trampoline's bytes, as linked into the kernel image.
 pub fn code() -> &'static [u8] {
     // SAFETY: the two symbols delimit one contiguous, read-only run of bytes in .rodata.
-    unsafe { crate::mm::image::linked_bytes(&raw const __trampoline_start, &raw const __trampoline_end) }
+    unsafe { super::image_note::linked_bytes(&raw const __trampoline_start, &raw const __trampoline_end) }
 }
 
 /// Offset of [`TrampolineParameters`] from the start of the trampoline.

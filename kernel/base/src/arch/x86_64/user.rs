@@ -174,9 +174,23 @@ global_asm!(
     user_code = const USER_CODE as u64,
     vector = const super::idt::VECTOR_SYSCALL,
     dispatch = sym system_call,
-    started = sym crate::sched::on_thread_start,
+    started = sym thread_start,
     smap = sym SMAP_ENABLED,
 );
+
+/// The scheduler's first code of a new thread (`sched::on_thread_start`), set by `sched::init`.
+static THREAD_START: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Registers what a new thread runs first, on its own stack, before it enters ring 3.
+pub fn register_thread_start(start: fn(&mut InterruptFrame)) {
+    THREAD_START.call_once(|| start);
+}
+
+/// Called by `thread_first_entry` with the new thread's user frame.
+extern "C" fn thread_start(frame: &mut InterruptFrame) {
+    let start = THREAD_START.get().expect("sched::init registers the thread start before any thread is made");
+    start(frame);
+}
 
 /// The system-call layer's entry, registered by `boot` before any thread runs.
 static SYSTEM_CALL_HANDLER: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();

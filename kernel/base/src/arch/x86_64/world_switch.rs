@@ -94,7 +94,7 @@ extern "C" {
 /// the shared region).
 pub fn code() -> &'static [u8] {
     // SAFETY: the two symbols delimit one contiguous, read-only run of bytes in .rodata.
-    unsafe { crate::mm::image::linked_bytes(&raw const __world_switch_start, &raw const __world_switch_end) }
+    unsafe { super::image_note::linked_bytes(&raw const __world_switch_start, &raw const __world_switch_end) }
 }
 
 fn entry(symbol: *const u8) -> u64 {
