@@ -316,6 +316,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     crate::proc::record_baseline();
     crate::fs::console::init();
     crate::power::init();
+    register_with_files();
     if facts.initramfs.end > facts.initramfs.start {
         let length = (facts.initramfs.end - facts.initramfs.start) as usize;
         // SAFETY: the boot driver mapped the initramfs read-only in this instance's direct
@@ -345,6 +346,20 @@ pub fn instance_entry(kcb_address: u64) -> ! {
         crate::init_process::run()
     }
     idle_loop()
+}
+
+/// What the file service (below processes, the cores layer and control) needs of them,
+/// registered before it starts: the calling process's pid and descriptor changes, the signals
+/// of the terminal's keys, starting and stopping a core through `/sys`, and the `/proc/reef`
+/// views (the watchdog dump's `ps` table among them).
+fn register_with_files() {
+    crate::fs::client::register_current_pid(crate::proc::current_pid);
+    crate::fs::proc::register_descriptors(crate::proc::descriptor_changes);
+    crate::fs::service::register_signal_group(|group, signal| {
+        let _ = crate::proc::signal::signal_group(group, signal);
+    });
+    crate::fs::sys::register_core_switch(crate::core::lifecycle::set_online);
+    crate::fs::proc::register_views(crate::control::write_reef_view);
 }
 
 // The root's entry 0 while it mapped the low 2 MiB at their identity addresses (private

@@ -142,6 +142,20 @@ impl View {
     }
 }
 
+/// Writes the `/proc/reef` file of `view` into `out` (registered with the file service, which
+/// sits below control: `fs::proc::register_views`).
+pub fn write_reef_view(view: vfs::ReefView, out: &mut dyn Write) {
+    let view = match view {
+        vfs::ReefView::Cores => View::Cores,
+        vfs::ReefView::Mem => View::Mem,
+        vfs::ReefView::Msg => View::Msg,
+        vfs::ReefView::Syscalls => View::Syscalls,
+        // `files` is the file service's own; it never asks for it.
+        vfs::ReefView::Processes | vfs::ReefView::Files => View::Processes,
+    };
+    self::view(view, out);
+}
+
 /// Writes `view` into `out`; stops early only if `out` refuses text.
 pub fn view(view: View, out: &mut dyn Write) {
     let _ = match view {

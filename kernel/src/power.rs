@@ -20,7 +20,7 @@ const POWER_OFF_STATUS: u32 = 0;
 /// Ends the machine. The calling process's unfinished output line is written first.
 pub fn end_machine(action: ShutdownAction) -> ! {
     if let Some(process) = crate::proc::current_process() {
-        crate::fs::console::flush(&process);
+        crate::fs::console::flush(&process.console_pending);
     }
     let me = shared::this_core();
     if me != 0 {

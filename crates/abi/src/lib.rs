@@ -11,3 +11,7 @@ pub mod migration;
 pub mod process;
 pub mod script;
 pub mod signal;
+
+/// A Linux errno (the values are `linux_raw_sys::errno`'s; a system call returns it negated):
+/// the one error type every layer of the kernel, and the file service's replies, agree on.
+pub type Errno = u32;

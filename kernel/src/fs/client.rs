@@ -4,15 +4,24 @@
 
 use super::service::{self, Reply, SERVICE_CORE};
 use crate::core::shared;
-use crate::proc::Errno;
 use crate::sched::{self, WaitToken, Wakeup};
 use abi::file::{FileOp, FileReply, FileRequest, HandleKind, CONSOLE_HANDLE, REQUEST_WORDS};
 use abi::message::Kind;
+use abi::Errno;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use linux_raw_sys::errno;
-use spin::Mutex;
+use spin::{Mutex, Once};
+
+/// The running thread's process id (0 for a kernel thread), which each request carries: the
+/// process layer's, registered at boot.
+static CURRENT_PID: Once<fn() -> u32> = Once::new();
+
+/// Registers how a request learns the calling process's pid (until then it says 0).
+pub fn register_current_pid(current_pid: fn() -> u32) {
+    CURRENT_PID.call_once(|| current_pid);
+}
 
 /// One reference to an open file of the service. Descriptors that share an open file
 /// (`dup`, `fork`) share one `Handle`; the last to go releases it at the service.
@@ -234,7 +243,7 @@ fn call_with(
     deadline_ns: Option<u64>,
 ) -> Result<Answer, Errno> {
     let request_id = new_request_id();
-    let pid = crate::proc::current_process().map_or(0, |p| p.pid);
+    let pid = CURRENT_PID.get().map_or(0, |current_pid| current_pid());
     let request = FileRequest { request_id, pid, op, words, first, second };
     PENDING.lock().insert(request_id, None);
     match send(&request) {

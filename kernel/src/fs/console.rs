@@ -4,9 +4,9 @@
 
 use crate::arch::legacy::com1;
 use crate::core::shared;
-use crate::proc::Process;
 use abi::message::Kind;
 use alloc::vec::Vec;
+use spin::Mutex;
 
 /// Longest piece of output one message carries.
 const PIECE: usize = 16 * 1024;
@@ -43,9 +43,10 @@ fn emit(bytes: &[u8]) {
 }
 
 /// A process writes `bytes` to its console: complete lines go out now, a partial last line
-/// waits for its end (or for the process to read input or exit).
-pub fn write(process: &Process, bytes: &[u8]) {
-    let mut pending = process.console_pending.lock();
+/// waits in `pending`, the process's own, for its end (or for the process to read input or
+/// exit).
+pub fn write(pending: &Mutex<Vec<u8>>, bytes: &[u8]) {
+    let mut pending = pending.lock();
     match bytes.iter().rposition(|&b| b == b'\n') {
         Some(last) => {
             let mut out: Vec<u8> = core::mem::take(&mut *pending);
@@ -65,9 +66,10 @@ pub fn write(process: &Process, bytes: &[u8]) {
     }
 }
 
-/// Writes what `process` left without a newline (before it reads input, and at exit).
-pub fn flush(process: &Process) {
-    let out = core::mem::take(&mut *process.console_pending.lock());
+/// Writes what a process left without a newline in `pending` (before it reads input, and at
+/// exit).
+pub fn flush(pending: &Mutex<Vec<u8>>) {
+    let out = core::mem::take(&mut *pending.lock());
     emit(&out);
 }
 

@@ -10,6 +10,8 @@
 //! runs the key there, after it let go of the service's lock: the dump takes that lock's
 //! snapshot and the records' lock, and waits for no other core: every core's counts are in
 //! its KCB and every process's record is kept here, so a wedged core cannot stop the dump.
+//! The `ps` table of every core is the `/proc/reef/processes` view, which control (above the
+//! file service) registers at boot (`fs::proc::register_views`).
 
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -72,7 +74,7 @@ pub fn run(key: u8) {
 fn dump(text: &mut alloc::string::String) {
     let _ =
         writeln!(text, "dump asked on the console (BREAK then `t`): every core's processes, the file service's counts");
-    crate::control::view(crate::control::View::Processes, text);
+    super::proc::write_view(vfs::ReefView::Processes, text);
     let _ = writeln!(text, "processes of every core (as /proc knows them):");
     super::proc::write_records(text);
     let files = super::proc::source().generate(vfs::ProcFile::Reef(vfs::ReefView::Files));

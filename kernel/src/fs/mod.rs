@@ -2,6 +2,12 @@
 //! instance 0: the initramfs at `/`, tmpfs at `/tmp`, `/dev`, `/proc`, `/sys`, pipes, the
 //! console).
 //! Every instance also maps the initramfs read-only, to load programs without a round trip.
+//!
+//! Files sit below processes, the cores layer and control, and name none of them: what they
+//! need of those (the running process, signals from the terminal's keys, starting and
+//! stopping a core, the `/proc/reef` views) is registered at boot (`boot.rs`). No `unsafe`:
+//! raw memory is the memory manager's (`mm::held_frames` holds tmpfs's and pipes' pages).
+#![deny(unsafe_code)]
 
 pub mod client;
 pub mod console;
@@ -13,7 +19,7 @@ pub mod terminal;
 
 pub use client::Handle;
 
-use crate::proc::Errno;
+use abi::Errno;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -330,21 +336,29 @@ impl FileTable {
 
 /// `struct stat` of what the service reports [Linux arch/x86/include/uapi/asm/stat.h].
 pub fn linux_stat(metadata: &abi::file::Metadata) -> linux_raw_sys::general::stat {
-    // SAFETY: `stat` is plain integers, for which all zeroes is a valid value.
-    let mut stat: linux_raw_sys::general::stat = unsafe { core::mem::zeroed() };
-    stat.st_dev = metadata.device;
-    stat.st_ino = metadata.inode;
-    stat.st_nlink = u64::from(metadata.links);
-    stat.st_mode = metadata.mode;
-    stat.st_uid = metadata.uid;
-    stat.st_gid = metadata.gid;
-    stat.st_rdev = metadata.rdev;
-    stat.st_size = metadata.size as i64;
-    stat.st_blksize = 4096;
-    stat.st_blocks = metadata.blocks as i64;
     let split = |ns: u64| (ns / 1_000_000_000, ns % 1_000_000_000);
-    (stat.st_atime, stat.st_atime_nsec) = split(metadata.accessed_ns);
-    (stat.st_mtime, stat.st_mtime_nsec) = split(metadata.modified_ns);
-    (stat.st_ctime, stat.st_ctime_nsec) = split(metadata.changed_ns);
-    stat
+    let (accessed, accessed_ns) = split(metadata.accessed_ns);
+    let (modified, modified_ns) = split(metadata.modified_ns);
+    let (changed, changed_ns) = split(metadata.changed_ns);
+    // Every field named (padding zero), so no field is left unset without `unsafe`.
+    linux_raw_sys::general::stat {
+        st_dev: metadata.device,
+        st_ino: metadata.inode,
+        st_nlink: u64::from(metadata.links),
+        st_mode: metadata.mode,
+        st_uid: metadata.uid,
+        st_gid: metadata.gid,
+        __pad0: 0,
+        st_rdev: metadata.rdev,
+        st_size: metadata.size as i64,
+        st_blksize: 4096,
+        st_blocks: metadata.blocks as i64,
+        st_atime: accessed,
+        st_atime_nsec: accessed_ns,
+        st_mtime: modified,
+        st_mtime_nsec: modified_ns,
+        st_ctime: changed,
+        st_ctime_nsec: changed_ns,
+        __unused: [0; 3],
+    }
 }

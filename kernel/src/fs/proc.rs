@@ -1,12 +1,16 @@
 //! What `/proc` shows: the processes of every instance (each instance reports its processes'
 //! births, programs and ends to the service), the cores, memory, and Reef's own views.
+//!
+//! The file service sits below processes, the cores layer and control: what it shows of them
+//! is registered at boot, never named: the `/proc/reef` views control renders
+//! ([`register_views`]), and the running process's descriptor table ([`register_descriptors`]).
 
 use crate::core::kcb::CoreState;
 use crate::core::kcb::PartitionRange;
 use crate::core::shared;
-use crate::proc::Errno;
 use abi::file::ProcessRecord;
 use abi::message::Kind;
+use abi::Errno;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -14,8 +18,37 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 use core::sync::atomic::Ordering;
 use linux_raw_sys::errno;
-use spin::Mutex;
+use spin::{Mutex, Once};
 use vfs::{ProcFile, ProcSource, ReefView};
+
+/// Writes a `/proc/reef` view the file service does not keep itself (all but `files`).
+pub type ViewWriter = fn(ReefView, &mut dyn Write);
+
+/// The running process's pid and its descriptors, (descriptor, handle) each, if they changed
+/// since it was last asked.
+pub type DescriptorChanges = fn() -> Option<(u32, Vec<(u32, u64)>)>;
+
+static VIEWS: Once<ViewWriter> = Once::new();
+static DESCRIPTOR_CHANGES: Once<DescriptorChanges> = Once::new();
+
+/// Registers who writes the `/proc/reef` views of cores, memory, messages, system calls and
+/// processes (control, at boot). Until then they are empty.
+pub fn register_views(write: ViewWriter) {
+    VIEWS.call_once(|| write);
+}
+
+/// Registers how the running process's descriptor changes are taken (the process layer, at
+/// boot). Until then no table is reported.
+pub fn register_descriptors(changes: DescriptorChanges) {
+    DESCRIPTOR_CHANGES.call_once(|| changes);
+}
+
+/// Writes the registered `view` into `out` (nothing if none is registered).
+pub fn write_view(view: ReefView, out: &mut dyn Write) {
+    if let Some(write) = VIEWS.get() {
+        write(view, out);
+    }
+}
 
 /// A process as `/proc/<pid>` shows it.
 struct Record {
@@ -87,16 +120,15 @@ pub fn descriptor_handle(pid: u32, fd: u32) -> Option<u64> {
 /// (docs/files.md, "`/proc/<pid>/fd`": why the tables are reported rather than asked for).
 /// Its own record goes first, so the service knows the pid the report is for.
 pub fn report_descriptors() {
-    let Some(process) = crate::proc::current_process() else { return };
-    // Never waits: a safe point may come while the process's state is held.
-    let Some(table) = process.state.try_lock().and_then(|mut state| state.files.take_changes()) else { return };
+    let Some(changes) = DESCRIPTOR_CHANGES.get() else { return };
+    let Some((pid, table)) = changes() else { return };
     flush_reports();
     let mut table_bytes = Vec::with_capacity(table.len() * 12);
     for (fd, handle) in &table {
         table_bytes.extend_from_slice(&fd.to_le_bytes());
         table_bytes.extend_from_slice(&handle.to_le_bytes());
     }
-    super::client::report_descriptors(process.pid, table.len(), &table_bytes);
+    super::client::report_descriptors(pid, table.len(), &table_bytes);
 }
 
 fn on_record(bytes: &[u8]) -> crate::msg::HandlerResult {
@@ -401,14 +433,7 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             Ok(())
         }
         ReefView::Cores | ReefView::Mem | ReefView::Msg | ReefView::Syscalls | ReefView::Processes => {
-            let view = match view {
-                ReefView::Cores => crate::control::View::Cores,
-                ReefView::Mem => crate::control::View::Mem,
-                ReefView::Msg => crate::control::View::Msg,
-                ReefView::Syscalls => crate::control::View::Syscalls,
-                _ => crate::control::View::Processes,
-            };
-            crate::control::view(view, text);
+            write_view(view, text);
             Ok(())
         }
     }

@@ -1,11 +1,26 @@
 //! What `/sys` shows: the cores the machine lists and whether each runs (from their KCBs);
-//! a write to `cpu<K>/online` stops or starts core K through the core lifecycle.
+//! a write to `cpu<K>/online` stops or starts core K through the core lifecycle, which the
+//! cores layer (above the file service) registers at boot.
 
 use crate::core::kcb::CoreState;
 use crate::core::shared;
-use crate::proc::Errno;
+use abi::Errno;
 use alloc::sync::Arc;
+use linux_raw_sys::errno;
+use spin::Once;
 use vfs::SysSource;
+
+/// Starts (`true`) or stops core K, and says why it could not.
+pub type CoreSwitch = fn(usize, bool) -> Result<(), Errno>;
+
+/// The core lifecycle's switch, registered at boot.
+static SET_ONLINE: Once<CoreSwitch> = Once::new();
+
+/// Registers how a write to `cpu<K>/online` starts or stops core K (until then it is
+/// refused with ENOSYS).
+pub fn register_core_switch(set_online: CoreSwitch) {
+    SET_ONLINE.call_once(|| set_online);
+}
 
 struct Source;
 
@@ -28,6 +43,7 @@ impl SysSource for Source {
     fn set_online(&self, core: usize, online: bool) -> Result<(), Errno> {
         // Sends an inter-core call and waits for the core: the file service calls it with no
         // lock held (`service::submit`).
-        crate::core::lifecycle::set_online(core, online)
+        let set_online = SET_ONLINE.get().ok_or(errno::ENOSYS)?;
+        set_online(core, online)
     }
 }

@@ -1,7 +1,7 @@
 //! The console's line discipline: termios modes, line editing, echo, and the keys that send
 //! signals to the foreground process group [Linux drivers/tty/n_tty.c, termios(3)].
 
-use crate::proc::Errno;
+use abi::Errno;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use linux_raw_sys::errno;

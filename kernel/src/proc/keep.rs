@@ -107,7 +107,7 @@ pub fn stay_current(frame: &InterruptFrame) {
         };
         if completed_now {
             // The rest of a line it printed goes out now, before the next kernel prints more.
-            crate::fs::console::flush(&process);
+            crate::fs::console::flush(&process.console_pending);
             kcb.kept.frozen.fetch_add(1, Ordering::Release);
         }
         // Calls a kernel core handed back for this thread's syspage meanwhile run here, in its

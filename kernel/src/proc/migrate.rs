@@ -728,7 +728,7 @@ pub(super) fn pack(
 fn hand_over(process: &Arc<Process>, threads: &[MovedThread], destination: usize) -> Result<Vec<u32>, Errno> {
     let packed_tsc = crate::arch::cpu::read_tsc();
     // The rest of a line it printed goes out from here, before the destination prints more.
-    crate::fs::console::flush(process);
+    crate::fs::console::flush(&process.console_pending);
     let Packed { bytes, retained, pending, move_id } = pack(process, threads, References::Retain, packed_tsc)?;
     if bytes.len() > crate::msg::MAX_LARGE_MESSAGE {
         return Err(errno::E2BIG);

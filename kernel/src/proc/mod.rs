@@ -384,8 +384,25 @@ pub fn all() -> Vec<Arc<Process>> {
     PROCESSES.lock().values().cloned().collect()
 }
 
-/// A Linux errno as the negative value a system call returns.
-pub type Errno = u32;
+/// The running thread's process id, 0 for a kernel thread (registered with the file service,
+/// whose requests carry it: `fs::client::register_current_pid`).
+pub fn current_pid() -> u32 {
+    crate::proc::current_process().map_or(0, |process| process.pid)
+}
+
+/// The running process's pid and descriptors (descriptor, file service handle), if they
+/// changed since last asked (registered with the file service, which reports them to
+/// `/proc/<pid>/fd`: `fs::proc::register_descriptors`).
+pub fn descriptor_changes() -> Option<(u32, Vec<(u32, u64)>)> {
+    let process = crate::proc::current_process()?;
+    // Never waits: a safe point may come while the process's state is held.
+    let table = process.state.try_lock().and_then(|mut state| state.files.take_changes())?;
+    Some((process.pid, table))
+}
+
+/// A Linux errno (declared in `abi`, so that the layers below processes, the file service
+/// among them, name the same type).
+pub use abi::Errno;
 
 /// Reads a program (see `fs::find_program`: `working_directory` for a relative path, `may_ask`
 /// the file service) and loads it into a fresh address space.
@@ -897,7 +914,7 @@ fn end_process(process: &Arc<Process>) {
         NO_STATUS => 0,
         status => status,
     };
-    crate::fs::console::flush(process);
+    crate::fs::console::flush(&process.console_pending);
     // Orphans are reaped by nobody: forget them (their exits find no parent and are dropped).
     // Those still running get their parent-death signal, if they asked for one.
     let children = let_go(process);

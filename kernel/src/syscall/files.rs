@@ -103,7 +103,7 @@ fn read_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Syscal
     // What the process printed without a newline (a prompt) shows before it may wait.
     if handle.kind != HandleKind::Regular {
         if let Some(process) = crate::proc::current_process() {
-            fs::console::flush(&process);
+            fs::console::flush(&process.console_pending);
         }
     }
     let mut done = 0u64;
@@ -174,7 +174,7 @@ fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Sysca
 fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno> {
     if handle.kind == HandleKind::Console {
         // Line-buffered by the process and written by the console's owner: no round trip.
-        fs::console::write(&*process()?, bytes);
+        fs::console::write(&process()?.console_pending, bytes);
         return Ok(bytes.len() as u64);
     }
     match ask(FileOp::Write, &[handle.id, offset], bytes, &[]) {
@@ -827,7 +827,7 @@ pub fn poll(fds: u64, count: u64, timeout_ms: i64) -> SyscallResult {
 fn poll_entries(entries: &mut [linux::pollfd], timeout_ms: i64) -> SyscallResult {
     let process = process()?;
     // A prompt printed without a newline shows before the process waits.
-    fs::console::flush(&process);
+    fs::console::flush(&process.console_pending);
     let mut question = Vec::with_capacity(entries.len() * 10);
     let mut asked = Vec::new();
     for (index, entry) in entries.iter_mut().enumerate() {

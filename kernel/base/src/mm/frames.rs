@@ -126,6 +126,11 @@ pub fn free(frame: u64) -> Result<(), FrameError> {
     FRAMES.lock().as_mut().ok_or(FrameError::NotAllocated(frame))?.free(frame)
 }
 
+/// The lowest address a frame of this instance's allocator can have (0 before it exists).
+pub fn first_address() -> u64 {
+    FRAMES.lock().as_ref().map_or(0, |f| f.base)
+}
+
 /// (free, total) frames of this instance.
 pub fn counts() -> (u64, u64) {
     FRAMES.lock().as_ref().map_or((0, 0), |f| (f.free_frames(), f.total_frames()))

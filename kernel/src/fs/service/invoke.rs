@@ -1,0 +1,66 @@
+//! Carrying out a decoded request: each variant goes to the room that serves it.
+
+use super::request::Request;
+use super::{Errno, Outcome, Reply, Service};
+use alloc::vec::Vec;
+use linux_raw_sys::errno;
+
+impl Service {
+    /// Carries out `request` of process `pid`; `done` is the progress of a parked request
+    /// tried again (0 the first time). An error is the errno the caller gets.
+    pub(super) fn invoke(&mut self, pid: u32, request: &Request<'_>, done: u64) -> Result<Outcome, Errno> {
+        match request {
+            Request::Open { at, flags, mode, path } => self.open_path(pid, *at, *flags, *mode, path, done),
+            Request::Read { handle, length, offset } => self.read(*handle, *length, *offset),
+            Request::Write { handle, offset, data } => self.write(*handle, *offset, data, done),
+            Request::Seek { handle, offset, whence } => self.seek(*handle, *offset, *whence),
+            Request::Stat { handle } => {
+                let metadata = self.stat_handle(*handle)?;
+                Ok(Outcome::Done(Reply { bytes: metadata.encode().to_vec(), ..Reply::value(0, 0) }))
+            }
+            Request::StatPath { at, follow, path } => self.stat_path(pid, *at, *follow, path),
+            Request::ReadDirectory { handle, capacity } => self.read_directory(*handle, *capacity),
+            Request::MakeDirectory { at, mode, path } => self.make_directory(pid, *at, *mode, path),
+            Request::Unlink { at, remove_directory, path } => self.unlink(pid, *at, *remove_directory, path),
+            Request::Rename { from, to, working_directory, flags, from_path, to_path } => {
+                self.rename(pid, (*from, from_path), (*to, to_path), *working_directory, *flags)
+            }
+            Request::Link { from, to, working_directory, follow, from_path, to_path } => {
+                self.link(pid, (*from, from_path), (*to, to_path), *working_directory, *follow)
+            }
+            Request::Symlink { at, target, path } => self.symlink(pid, *at, target, path),
+            Request::ReadLink { at, path } => self.read_link(pid, *at, path),
+            Request::Truncate { handle, size } => self.truncate(*handle, *size),
+            Request::SetTimes { target, accessed_ns, modified_ns } => {
+                self.set_times(pid, target, *accessed_ns, *modified_ns)
+            }
+            Request::ChangeMode { target, mode } => self.change_mode(pid, target, *mode),
+            Request::Access { target, mode } => self.access(pid, target, *mode),
+            Request::Pipe { flags } => self.make_pipe(*flags),
+            Request::MakeNode { at, mode, path } => self.make_node(pid, *at, *mode, path),
+            Request::Descriptors { table } => {
+                let descriptors: Vec<(u32, Vec<u8>)> =
+                    table.iter().filter_map(|&(fd, handle)| Some((fd, self.name_of(handle)?))).collect();
+                crate::fs::proc::set_descriptors(pid, descriptors, table.clone());
+                Ok(Outcome::Silent)
+            }
+            Request::Retain { handle } => {
+                let file = self.open.get_mut(handle).ok_or(errno::EBADF)?;
+                file.references += 1;
+                Ok(Outcome::Done(Reply::value(0, 0)))
+            }
+            Request::Release { handle } => {
+                self.release(*handle);
+                Ok(Outcome::Silent)
+            }
+            Request::GetFlags { handle } => self.get_flags(*handle),
+            Request::SetFlags { handle, flags } => self.set_flags(*handle, *flags),
+            Request::Poll { entries, wait } => self.poll(entries, *wait),
+            Request::Control { handle, request, argument } => self.control(*handle, *request, argument),
+            Request::PathOf { handle } => self.path_of(*handle),
+            // The parked request is finished by `submit`, which knows the caller's core.
+            Request::Cancel { .. } => Ok(Outcome::Silent),
+            Request::FilesystemSpace { device } => self.filesystem_space(*device),
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! A file request decoded once from its words and bytes, before the service acts on it.
+//!
+//! `abi::file::FileRequest` checks the message's lengths and its operation code; what the six
+//! words mean is each operation's (listed on `abi::file::FileOp`). [`Request::decode`] reads
+//! them into one typed variant per operation and refuses, with a named [`DecodeError`], a
+//! request whose shape is wrong whatever the service's state (seL4's decode-then-invoke:
+//! `invoke.rs` then carries the request out). Checks that depend on the open files (a
+//! handle that is not open, a `whence` an open file refuses) stay with the invocation, in
+//! the order the service always made them, so every reply is what it was.
+
+use abi::file::{FileOp, FileRequest, NONE};
+use abi::Errno;
+use alloc::borrow::Cow;
+use alloc::vec::Vec;
+use linux_raw_sys::errno;
+
+/// Linux open flags the service reads.
+pub mod flags {
+    pub const ACCESS_MODE: u64 = 3;
+    pub const WRITE_ONLY: u64 = 1;
+    pub const READ_WRITE: u64 = 2;
+    pub const CREATE: u64 = 0o100;
+    pub const EXCLUSIVE: u64 = 0o200;
+    pub const TRUNCATE: u64 = 0o1000;
+    pub const APPEND: u64 = 0o2000;
+    pub const NONBLOCK: u64 = 0o4000;
+    pub const DIRECTORY: u64 = 0o200000;
+    pub const NO_FOLLOW: u64 = 0o400000;
+    pub const CLOSE_ON_EXEC: u64 = 0o2000000;
+    /// Flags `F_SETFL` may change.
+    pub const CHANGEABLE: u64 = APPEND | NONBLOCK;
+}
+
+/// `poll` event bits.
+pub mod events {
+    pub const IN: u16 = 0x1;
+    pub const OUT: u16 = 0x4;
+    pub const ERROR: u16 = 0x8;
+    pub const HANG_UP: u16 = 0x10;
+    pub const INVALID: u16 = 0x20;
+}
+
+/// Bytes a request carries (a path, a write's data): borrowed from the message, or owned
+/// by a request parked until it can complete.
+pub type Bytes<'a> = Cow<'a, [u8]>;
+
+/// Bytes of one `poll` entry on the wire: the handle (u64), then the events wanted (u16).
+const POLL_ENTRY_BYTES: usize = 10;
+/// Bytes of one descriptor of a report on the wire: the descriptor (u32), then its handle (u64).
+const DESCRIPTOR_BYTES: usize = 12;
+
+/// Why a request was refused before the service looked at its open files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A `Poll`'s bytes are not its entry count times 10 (a handle and the events wanted).
+    PollEntries,
+    /// A `Descriptors` report's bytes are not its count times 12 (a descriptor and a handle).
+    DescriptorTable,
+}
+
+impl DecodeError {
+    /// The errno the caller gets.
+    pub fn errno(self) -> Errno {
+        match self {
+            Self::PollEntries | Self::DescriptorTable => errno::EINVAL,
+        }
+    }
+}
+
+/// Where a path starts: from the open directory `directory` (an `*at` call's), else from
+/// the working directory `working_directory`, else from the root. `None` is the wire's `NONE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub directory: Option<u64>,
+    pub working_directory: Option<u64>,
+}
+
+/// What `utimensat`, `fchmodat` and `faccessat` act on: an open file (an empty path), or a
+/// path, its last link followed or not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    Handle(u64),
+    Path { at: At, path: Bytes<'a>, follow: bool },
+}
+
+/// One `poll` entry: the handle and the events it waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollEntry {
+    pub handle: u64,
+    pub events: u16,
+}
+
+/// A file request, decoded: one variant per `abi::file::FileOp`, its words named and typed.
+/// `offset: None` is the wire's `NONE`: the open file's own position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// Opens `path` with Linux open `flags`, creating it with `mode` under `O_CREAT`.
+    Open {
+        at: At,
+        flags: u64,
+        mode: u32,
+        path: Bytes<'a>,
+    },
+    Read {
+        handle: u64,
+        length: usize,
+        offset: Option<u64>,
+    },
+    Write {
+        handle: u64,
+        offset: Option<u64>,
+        data: Bytes<'a>,
+    },
+    Seek {
+        handle: u64,
+        offset: i64,
+        whence: u64,
+    },
+    Stat {
+        handle: u64,
+    },
+    StatPath {
+        at: At,
+        follow: bool,
+        path: Bytes<'a>,
+    },
+    ReadDirectory {
+        handle: u64,
+        capacity: usize,
+    },
+    MakeDirectory {
+        at: At,
+        mode: u32,
+        path: Bytes<'a>,
+    },
+    /// `unlinkat`, or `rmdir` with `remove_directory`.
+    Unlink {
+        at: At,
+        remove_directory: bool,
+        path: Bytes<'a>,
+    },
+    /// `renameat2`: `from` and `to` are the two paths' directories; `flags` its own.
+    Rename {
+        from: Option<u64>,
+        to: Option<u64>,
+        working_directory: Option<u64>,
+        flags: u32,
+        from_path: Bytes<'a>,
+        to_path: Bytes<'a>,
+    },
+    /// `linkat`: `follow` the last link of `from_path`.
+    Link {
+        from: Option<u64>,
+        to: Option<u64>,
+        working_directory: Option<u64>,
+        follow: bool,
+        from_path: Bytes<'a>,
+        to_path: Bytes<'a>,
+    },
+    /// `symlinkat`: a link at `path` that says `target`.
+    Symlink {
+        at: At,
+        target: Bytes<'a>,
+        path: Bytes<'a>,
+    },
+    ReadLink {
+        at: At,
+        path: Bytes<'a>,
+    },
+    Truncate {
+        handle: u64,
+        size: u64,
+    },
+    /// `None` leaves that time as it is.
+    SetTimes {
+        target: Target<'a>,
+        accessed_ns: Option<u64>,
+        modified_ns: Option<u64>,
+    },
+    ChangeMode {
+        target: Target<'a>,
+        mode: u32,
+    },
+    /// `faccessat`'s `mode`: `W_OK` (2) and `X_OK` (1) bits.
+    Access {
+        target: Target<'a>,
+        mode: u64,
+    },
+    /// A pipe; `flags` may hold `O_NONBLOCK`.
+    Pipe {
+        flags: u64,
+    },
+    Retain {
+        handle: u64,
+    },
+    Release {
+        handle: u64,
+    },
+    GetFlags {
+        handle: u64,
+    },
+    SetFlags {
+        handle: u64,
+        flags: u64,
+    },
+    /// Waits for one entry to be ready if `wait` and none is.
+    Poll {
+        entries: Vec<PollEntry>,
+        wait: bool,
+    },
+    /// A terminal request (`ioctl` number) with its argument's bytes.
+    Control {
+        handle: u64,
+        request: u32,
+        argument: Bytes<'a>,
+    },
+    PathOf {
+        handle: u64,
+    },
+    /// Finishes the caller's parked request `request_id` with what it has.
+    Cancel {
+        request_id: u64,
+    },
+    /// `mknodat` of a FIFO or a regular file: `mode` is its type and permissions.
+    MakeNode {
+        at: At,
+        mode: u32,
+        path: Bytes<'a>,
+    },
+    /// The calling process's descriptors now: (descriptor, handle) each.
+    Descriptors {
+        table: Vec<(u32, u64)>,
+    },
+    FilesystemSpace {
+        device: u64,
+    },
+}
+
+/// `NONE` as `None`.
+fn given(word: u64) -> Option<u64> {
+    (word != NONE).then_some(word)
+}
+
+impl<'a> Request<'a> {
+    /// Reads `request`'s words (each operation's, as `abi::file::FileOp` lists them) and bytes.
+    pub fn decode(request: &FileRequest<'a>) -> Result<Self, DecodeError> {
+        let w = &request.words;
+        let first = Cow::Borrowed(request.first);
+        let second = Cow::Borrowed(request.second);
+        let at = At { directory: given(w[0]), working_directory: given(w[1]) };
+        // An empty path names the open file `w[0]` itself.
+        let target = |follow: u64| {
+            if request.first.is_empty() {
+                Target::Handle(w[0])
+            } else {
+                Target::Path { at, path: Cow::Borrowed(request.first), follow: follow != 0 }
+            }
+        };
+        Ok(match request.op {
+            FileOp::Open => Self::Open { at, flags: w[2], mode: w[3] as u32, path: first },
+            FileOp::Read => Self::Read { handle: w[0], length: w[1] as usize, offset: given(w[2]) },
+            FileOp::Write => Self::Write { handle: w[0], offset: given(w[1]), data: first },
+            FileOp::Seek => Self::Seek { handle: w[0], offset: w[1] as i64, whence: w[2] },
+            FileOp::Stat => Self::Stat { handle: w[0] },
+            FileOp::StatPath => Self::StatPath { at, follow: w[2] != 0, path: first },
+            FileOp::ReadDirectory => Self::ReadDirectory { handle: w[0], capacity: w[1] as usize },
+            FileOp::MakeDirectory => Self::MakeDirectory { at, mode: w[2] as u32, path: first },
+            FileOp::Unlink => Self::Unlink { at, remove_directory: w[2] != 0, path: first },
+            FileOp::Rename => Self::Rename {
+                from: given(w[0]),
+                to: given(w[1]),
+                working_directory: given(w[2]),
+                flags: w[3] as u32,
+                from_path: first,
+                to_path: second,
+            },
+            FileOp::Link => Self::Link {
+                from: given(w[0]),
+                to: given(w[1]),
+                working_directory: given(w[2]),
+                follow: w[3] != 0,
+                from_path: first,
+                to_path: second,
+            },
+            FileOp::Symlink => Self::Symlink { at, target: first, path: second },
+            FileOp::ReadLink => Self::ReadLink { at, path: first },
+            FileOp::Truncate => Self::Truncate { handle: w[0], size: w[1] },
+            FileOp::SetTimes => {
+                Self::SetTimes { target: target(w[4]), accessed_ns: given(w[2]), modified_ns: given(w[3]) }
+            }
+            FileOp::ChangeMode => Self::ChangeMode { target: target(w[3]), mode: w[2] as u32 },
+            FileOp::Access => Self::Access { target: target(w[3]), mode: w[2] },
+            FileOp::Pipe => Self::Pipe { flags: w[0] },
+            FileOp::Retain => Self::Retain { handle: w[0] },
+            FileOp::Release => Self::Release { handle: w[0] },
+            FileOp::GetFlags => Self::GetFlags { handle: w[0] },
+            FileOp::SetFlags => Self::SetFlags { handle: w[0], flags: w[1] },
+            FileOp::Poll => {
+                let count = w[0] as usize;
+                if count.checked_mul(POLL_ENTRY_BYTES) != Some(request.first.len()) {
+                    return Err(DecodeError::PollEntries);
+                }
+                let entries = request
+                    .first
+                    .chunks_exact(POLL_ENTRY_BYTES)
+                    .map(|entry| PollEntry {
+                        handle: u64::from_le_bytes(entry[..8].try_into().unwrap_or([0; 8])),
+                        events: u16::from_le_bytes([entry[8], entry[9]]),
+                    })
+                    .collect();
+                Self::Poll { entries, wait: w[1] != 0 }
+            }
+            FileOp::Control => Self::Control { handle: w[0], request: w[1] as u32, argument: first },
+            FileOp::PathOf => Self::PathOf { handle: w[0] },
+            FileOp::Cancel => Self::Cancel { request_id: w[0] },
+            FileOp::MakeNode => Self::MakeNode { at, mode: w[2] as u32, path: first },
+            FileOp::Descriptors => {
+                let count = w[0] as usize;
+                if request.first.len() != count.saturating_mul(DESCRIPTOR_BYTES) {
+                    return Err(DecodeError::DescriptorTable);
+                }
+                let table = request
+                    .first
+                    .chunks_exact(DESCRIPTOR_BYTES)
+                    .filter_map(|entry| {
+                        let fd = u32::from_le_bytes(entry[..4].try_into().ok()?);
+                        Some((fd, u64::from_le_bytes(entry[4..].try_into().ok()?)))
+                    })
+                    .collect();
+                Self::Descriptors { table }
+            }
+            FileOp::FilesystemSpace => Self::FilesystemSpace { device: w[0] },
+        })
+    }
+
+    /// The request with its bytes its own, to be kept while it waits (parked): only an open
+    /// (a FIFO's, for the other end), a read, a write and a poll ever wait.
+    pub fn to_parked(&self) -> Option<Request<'static>> {
+        let owned = |bytes: &Bytes<'_>| Cow::Owned(bytes.to_vec());
+        Some(match self {
+            Self::Open { at, flags, mode, path } => {
+                Request::Open { at: *at, flags: *flags, mode: *mode, path: owned(path) }
+            }
+            Self::Read { handle, length, offset } => {
+                Request::Read { handle: *handle, length: *length, offset: *offset }
+            }
+            Self::Write { handle, offset, data } => {
+                Request::Write { handle: *handle, offset: *offset, data: owned(data) }
+            }
+            Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },
+            _ => return None,
+        })
+    }
+}
