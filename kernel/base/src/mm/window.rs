@@ -3,7 +3,9 @@
 //! A running instance maps nothing of another partition; the window is mapped only for the
 //! duration of one start, then removed and flushed.
 
-use crate::arch::paging::{current_root, flags, flush_page, physical_to_virtual, BOOT_WINDOW_BASE, LARGE_PAGE_SIZE};
+use crate::arch::paging::{
+    current_root, flags, flush_page, physical_to_virtual, BOOT_WINDOW_BASE, LARGE_PAGE_SIZE, PAGE_SIZE,
+};
 use crate::mm::frames::{self, FrameError};
 use platform::memmap::Range;
 
@@ -140,4 +142,17 @@ pub fn unmap_frame(virtual_address: u64) {
     // SAFETY: as in `map_frame`; the tables exist (it created them).
     unsafe { entry(pt, (virtual_address >> 12) & 511).write(0) };
     flush_page(virtual_address);
+}
+
+/// Copies the frame `physical` of another partition (a page of a process moving in) into
+/// `out`, at most one page of it, through this instance's copy window ([`COPY_WINDOW`]).
+pub fn copy_from_frame(physical: u64, out: &mut [u8]) -> Result<(), FrameError> {
+    map_frame(COPY_WINDOW, physical)?;
+    let length = out.len().min(PAGE_SIZE as usize);
+    // SAFETY: the window maps that one frame, readable, for the length of one page, and
+    // `length` is at most a page; nothing else uses the copy window (its one user is the move
+    // handler, `proc::migrate`, and message handlers do not nest on one core).
+    unsafe { core::ptr::copy_nonoverlapping(COPY_WINDOW as *const u8, out.as_mut_ptr(), length) };
+    unmap_frame(COPY_WINDOW);
+    Ok(())
 }
