@@ -310,6 +310,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     register_hooks();
     crate::sched::init(crate::proc::ThreadPart::boot());
     crate::proc::init();
+    crate::core::ac::init();
     crate::core::role::init();
     crate::core::lifecycle::init();
     crate::core::park::init();
@@ -434,6 +435,7 @@ fn idle_loop() -> ! {
 /// console's input listener (before its interrupt is routed).
 fn register_hooks() {
     crate::arch::user::register_system_call_handler(crate::syscall::dispatch);
+    crate::proc::remote::register_system_call_executor(crate::syscall::execute);
     crate::interrupt::register_hooks(crate::interrupt::TrapHooks {
         on_interrupt: crate::core::park::note_interrupt,
         exception_from_user: crate::core::traps::exception_from_user,

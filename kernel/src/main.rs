@@ -27,9 +27,6 @@ use base::{arch, console, interrupt, mm, print, println, random, sched, time};
 
 base::kernel_entry!(boot: boot::boot_main, instance: boot::instance_entry);
 
-/// Where every kernel instance starts (the boot driver's jump, a restarted image's note).
-pub use reef_instance_entry as instance_entry;
-
 #[panic_handler]
 fn panic(info: &::core::panic::PanicInfo) -> ! {
     interrupt::release_shared_locks();

@@ -4,7 +4,7 @@
 //! maps T's partition into its own boot window, writes T's page tables, a private copy of the
 //! kernel's `.data`/`.bss` and a boot stack into the front of T's partition, unmaps the window,
 //! and sends INIT-SIPI-SIPI to a trampoline below 1 MiB that enters long mode on T's page
-//! tables and calls [`crate::instance_entry`] with T's KCB. From then on only T writes its
+//! tables and calls the instance entry (`arch::image_note::instance_entry`) with T's KCB. From then on only T writes its
 //! partition. The trampoline page is shared, so starts are serialised by a lock in the shared
 //! region; the lock is held until T has left the trampoline.
 
@@ -322,7 +322,7 @@ pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
     let (root, stack_top) = (prepared.root, prepared.stack_top);
     // SAFETY: `root` maps the kernel image, the new stack and the shared region (which holds
     // the KCB); `instance_entry` never returns.
-    unsafe { crate::arch::paging::enter_instance(root, stack_top, crate::instance_entry, kcb as *const Kcb as u64) }
+    unsafe { crate::arch::paging::enter_instance(root, stack_top, crate::arch::image_note::instance_entry(), kcb as *const Kcb as u64) }
 }
 
 /// Where a running instance sees the target partition: its boot window.
@@ -455,7 +455,7 @@ fn wake_instance(
     image: Option<&KernelImage>,
     prepared: &Prepared,
 ) -> Result<(), BootError> {
-    let entry = image.map_or(crate::instance_entry as *const () as u64, |image| image.note.instance_entry);
+    let entry = image.map_or(crate::arch::image_note::instance_entry() as *const () as u64, |image| image.note.instance_entry);
     let parameters = TrampolineParameters {
         page_table_root: prepared.root,
         stack_top: prepared.stack_top,

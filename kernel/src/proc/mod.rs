@@ -1302,7 +1302,7 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
         Inherited { files: FileTable::from_inherited(adopted), working_directory, death_signal: origin.death_signal };
     // Only a timesharing core runs processes (an AC runs one thread of another core's, a KC
     // none); the references adopted above are released with `inherited`.
-    let timesharing = crate::core::role::current() == crate::core::kcb::Role::Timesharing;
+    let timesharing = shared::this_kcb().role() == crate::core::kcb::Role::Timesharing;
     let created = if timesharing {
         create(request.path, &arguments, &environment, parent, membership, inherited)
     } else {
@@ -1362,7 +1362,6 @@ pub fn init() {
     migrate::init();
     remote::init();
     crate::syscall::syspage::init();
-    crate::core::ac::init();
 }
 
 /// A few words for a Linux errno, for the kernel's messages (init that did not start).

@@ -21,6 +21,20 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use linux_raw_sys::errno;
 use spin::Mutex;
 
+/// The system-call layer's executor (`syscall::execute`), which serves a visitor's trap here:
+/// registered by `boot`.
+static SYSTEM_CALL_EXECUTOR: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Registers what runs a system call a visiting thread brought home (`boot`, once).
+pub fn register_system_call_executor(execute: fn(&mut InterruptFrame)) {
+    SYSTEM_CALL_EXECUTOR.call_once(|| execute);
+}
+
+fn execute_system_call(frame: &mut InterruptFrame) {
+    let execute = SYSTEM_CALL_EXECUTOR.get().expect("boot registers the system-call executor before any process runs");
+    execute(frame);
+}
+
 /// How long a killed thread's home waits for its AC to let go before freeing its memory.
 const END_ACK_TIMEOUT_MS: u64 = 200;
 /// How often a waiting home looks whether its AC still runs.
@@ -265,7 +279,7 @@ pub fn serve(frame: &mut InterruptFrame) {
         match trip {
             Trip::Home => return,
             Trip::Killed => super::exit_thread(),
-            Trip::Event(EventKind::Syscall, _) => crate::syscall::execute(frame),
+            Trip::Event(EventKind::Syscall, _) => execute_system_call(frame),
             Trip::Event(EventKind::Fault, address) => fault(frame, address),
             Trip::Event(..) => super::thread::before_user_return(frame, None),
         }

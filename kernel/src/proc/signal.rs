@@ -854,7 +854,7 @@ fn enter_handler(
     info: SignalInfo,
     action: &Action,
 ) -> Result<(), Fate> {
-    let user = crate::syscall::is_user_address;
+    let user = |address: u64| address < crate::arch::user::USER_END;
     if action.flags & SA_RESTORER == 0 || !user(action.restorer) {
         return Err(Fate::BadHandler("a handler without a user-space SA_RESTORER return", action.restorer));
     }

@@ -100,7 +100,7 @@ pub(in crate::proc) fn install(
 fn check(image: &MoveImage<'_>, arrival: Arrival) -> Result<Checked, Errno> {
     let header = &image.header;
     let origin = header.origin as usize;
-    if crate::core::role::current() != Role::Timesharing {
+    if crate::core::shared::this_kcb().role() != Role::Timesharing {
         return Err(errno::EBUSY);
     }
     let from_here = origin == shared::this_core() as usize;

@@ -43,3 +43,17 @@ pub unsafe fn linked_bytes(start: *const u8, end: *const u8) -> &'static [u8] {
     // SAFETY: guaranteed by the caller; the image lives as long as the instance.
     unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
 }
+
+extern "C" {
+    /// Where every kernel instance starts: defined in the kernel crate by `kernel_entry!`.
+    fn reef_instance_entry(kcb_address: u64) -> !;
+}
+
+/// This image's instance entry (what its note records), for a boot driver that starts a core
+/// on the image it runs itself.
+pub fn instance_entry() -> extern "C" fn(u64) -> ! {
+    // SAFETY: `kernel_entry!` defines `reef_instance_entry` as a plain (safe) `extern "C" fn(u64)
+    // -> !`; the declaration above is only how this crate names it, so dropping the `unsafe`
+    // from the pointer's type changes nothing about the call.
+    unsafe { core::mem::transmute::<unsafe extern "C" fn(u64) -> !, extern "C" fn(u64) -> !>(reef_instance_entry) }
+}
