@@ -17,6 +17,7 @@ use crate::arch::{cpu, gdt};
 use crate::core::kcb::Role;
 use crate::core::shared;
 use crate::mm::borrowed::BorrowedRoot;
+use crate::syscall::syspage::AcSubmit;
 use abi::application::{AcCommand, AcEvent, CommandKind, EventKind};
 use abi::message::Kind;
 use alloc::boxed::Box;
@@ -219,10 +220,22 @@ pub fn on_system_call(frame: &mut InterruptFrame) {
     let Some(guest) = *GUEST.lock() else { leave() };
     // A recalled thread's call goes home with its registers (the home wants the thread
     // there), not through the syspage.
-    if guest.flags & abi::call::MOVE_SYSPAGE as u8 != 0
-        && !RECALLED.load(Ordering::Acquire)
-        && crate::syscall::syspage::submit_for_ac(frame, guest.kernel_core as usize, guest.syspage)
-    {
+    let submitted = if guest.flags & abi::call::MOVE_SYSPAGE as u8 != 0 && !RECALLED.load(Ordering::Acquire) {
+        crate::syscall::syspage::submit_for_ac(frame, guest.kernel_core as usize, guest.syspage, is_ended)
+    } else {
+        AcSubmit::NotTaken
+    };
+    let served = match submitted {
+        AcSubmit::Done { stale_translations } => {
+            if stale_translations {
+                flush_translations();
+            }
+            true
+        }
+        AcSubmit::NotTaken => false,
+        AcSubmit::Ended => leave(),
+    };
+    if served {
         // A signal for the thread meanwhile: the home delivers it.
         after_interrupt(frame);
         cpu::disable_interrupts();

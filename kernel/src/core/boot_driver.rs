@@ -322,7 +322,14 @@ pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
     let (root, stack_top) = (prepared.root, prepared.stack_top);
     // SAFETY: `root` maps the kernel image, the new stack and the shared region (which holds
     // the KCB); `instance_entry` never returns.
-    unsafe { crate::arch::paging::enter_instance(root, stack_top, crate::arch::image_note::instance_entry(), kcb as *const Kcb as u64) }
+    unsafe {
+        crate::arch::paging::enter_instance(
+            root,
+            stack_top,
+            crate::arch::image_note::instance_entry(),
+            kcb as *const Kcb as u64,
+        )
+    }
 }
 
 /// Where a running instance sees the target partition: its boot window.
@@ -455,7 +462,8 @@ fn wake_instance(
     image: Option<&KernelImage>,
     prepared: &Prepared,
 ) -> Result<(), BootError> {
-    let entry = image.map_or(crate::arch::image_note::instance_entry() as *const () as u64, |image| image.note.instance_entry);
+    let entry =
+        image.map_or(crate::arch::image_note::instance_entry() as *const () as u64, |image| image.note.instance_entry);
     let parameters = TrampolineParameters {
         page_table_root: prepared.root,
         stack_top: prepared.stack_top,

@@ -20,7 +20,7 @@ pub fn idle_once() {
             super::lifecycle::stop_if_asked();
         }
         Role::Kernel => {
-            crate::syscall::syspage::serve_as_kernel_core();
+            super::kernel_core::serve_as_kernel_core();
             return;
         }
         Role::Timesharing => {}
@@ -46,7 +46,7 @@ pub fn serve() {
 /// sleeps until a message or an interrupt.
 pub fn idle_while_waiting() {
     if super::role::current() == Role::Kernel {
-        crate::syscall::syspage::serve_as_kernel_core();
+        super::kernel_core::serve_as_kernel_core();
     } else {
         crate::msg::wait_for_messages();
     }

@@ -6,6 +6,7 @@ pub use base::percore::{kcb, messages, shared};
 pub mod ac;
 pub mod boot_driver;
 pub mod idle;
+pub mod kernel_core;
 pub mod kernel_image;
 pub mod lifecycle;
 pub mod park;

@@ -14,32 +14,44 @@ static OWN: Mutex<Option<OwnPage>> = Mutex::new(None);
 /// The AC's window slot (an AC serves no syspage, so slot 0 is free).
 const OWN_SLOT: usize = 0;
 
-/// On an AC: the guest's call as a syspage entry for `kernel_core`, waited for; false when it
-/// must go to the home instead (a call that changes the thread's registers, a full ring, a
-/// KC that stopped).
-pub fn submit_for_ac(frame: &mut InterruptFrame, kernel_core: usize, physical: u64) -> bool {
+/// What became of a guest's call offered to its kernel core's syspage.
+pub enum AcSubmit {
+    /// Served: the result is in the frame. With `stale_translations`, the home changed the
+    /// tables this AC walks (they are the home's): translations it cached of them may be stale
+    /// (a page unmapped and mapped again elsewhere), and the AC must flush them.
+    Done { stale_translations: bool },
+    /// It must go to the home instead (a call that changes the thread's registers, a full
+    /// ring, a KC that stopped).
+    NotTaken,
+    /// The guest was ended meanwhile (`is_ended` said so): the home waits for this core to
+    /// let go of the thread.
+    Ended,
+}
+
+/// On an AC: the guest's call as a syspage entry for `kernel_core`, waited for while
+/// `is_ended` (the AC side's word that its guest is ending) says no.
+pub fn submit_for_ac(
+    frame: &mut InterruptFrame,
+    kernel_core: usize,
+    physical: u64,
+    is_ended: fn() -> bool,
+) -> AcSubmit {
     let number = frame.rax;
     // The KC the home named at the last run, unless it left its role since (its syspages went
     // to another KC, which the KCBs name).
     let kernel_core = if is_running_kernel_core(kernel_core) { kernel_core } else { server_of(physical, kernel_core) };
     if physical == 0 || !travels_by_syspage(number) || !crate::msg::is_live(kernel_core) {
-        return false;
+        return AcSubmit::NotTaken;
     }
-    match submit_and_wait(frame, kernel_core, physical) {
+    match submit_and_wait(frame, kernel_core, physical, is_ended) {
         Submitted::Done(value) => {
             counters().sent_by_syspage.fetch_add(1, Ordering::Relaxed);
             frame.rax = value as u64;
-            if changes_mappings(number) {
-                // The home changed the tables this AC walks (they are the home's):
-                // translations this core cached of them may be stale (a page unmapped and
-                // mapped again elsewhere).
-                crate::core::ac::flush_translations();
-            }
-            true
+            AcSubmit::Done { stale_translations: changes_mappings(number) }
         }
-        Submitted::NotTaken => false,
+        Submitted::NotTaken => AcSubmit::NotTaken,
         // Killed meanwhile: the home waits for this core to let go of the thread.
-        Submitted::Ended => crate::core::ac::leave(),
+        Submitted::Ended => AcSubmit::Ended,
     }
 }
 
@@ -80,7 +92,7 @@ enum Submitted {
 
 /// Puts the call of `frame` in the syspage at `physical` and waits for it; the page's lock is
 /// let go before the caller acts on the outcome (leaving the guest never returns).
-fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64) -> Submitted {
+fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64, is_ended: fn() -> bool) -> Submitted {
     let mut guard = OWN.lock();
     if guard.as_ref().is_none_or(|page| page.physical != physical) {
         if crate::mm::window::map_frame(window(OWN_SLOT), physical).is_err() {
@@ -96,7 +108,7 @@ fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64) ->
     let mut kernel_core = kernel_core;
     let mut polls = 0u32;
     while !Submitter::is_done(page, index) {
-        if crate::core::ac::is_ended() {
+        if is_ended() {
             return Submitted::Ended;
         }
         if polls.is_multiple_of(SERVER_LOOK_EVERY) && polls != 0 {

@@ -24,13 +24,13 @@ mod application;
 mod home;
 mod kernel_core;
 
-pub use application::{release_own, submit_for_ac};
+pub use application::{release_own, submit_for_ac, AcSubmit};
 pub use home::{
     adopt_registration, adopt_released, forget_range, has_forwarded, holds_kernel_page, is_served, kept_registration,
     kick, of_thread, prepare_for_ac, register, release_for_move, released_head, resume_after_move, run_forwarded,
     serve_adopted, thread_leaves, unregister,
 };
-pub use kernel_core::{hand_over, keep_for_next_kernel, serve_as_kernel_core};
+pub use kernel_core::{any_pending, hand_over, keep_for_next_kernel, scan};
 
 use super::SyscallResult;
 use crate::arch::idt::InterruptFrame;
@@ -69,7 +69,7 @@ const MAX_SERVED: usize = crate::core::kcb::MAX_SERVED_SYSPAGES;
 /// to let go of a syspage.
 const RESTART_PATIENCE_MS: u64 = 2000;
 /// Passes over the ring heads between two looks at the KC's message channels.
-const MESSAGE_LOOK_EVERY: u32 = 16;
+pub const MESSAGE_LOOK_EVERY: u32 = 16;
 
 fn counters() -> &'static crate::core::kcb::SyscallCounters {
     &shared::this_kcb().syscalls
