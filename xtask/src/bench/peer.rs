@@ -1,4 +1,5 @@
-//! `cargo xtask peer msg`: the messaging benchmarks on a Linux guest in Reef's QEMU setup.
+//! The Linux peer: `cargo xtask peer msg` (the messaging benchmarks on a Linux guest in Reef's
+//! QEMU setup), and any benchmark's program run in that guest ([`run_program_on`]).
 //!
 //! The Linux peer is Debian's own kernel and busybox (fetched with `apt-get download`, never
 //! installed) plus the `linux-bench` program built static, packed into an initramfs and booted
@@ -45,22 +46,12 @@ struct Options {
     reuse: bool,
 }
 
-/// `cargo xtask peer <what>`.
-pub fn run(arguments: &[String]) -> Result<u8, String> {
-    match arguments.first().map(String::as_str) {
-        Some("msg") => {
-            let options = parse_options(&arguments[1..])?;
-            let results = results(&options)?;
-            print_table(&results);
-            Ok(0)
-        }
-        Some("proc") => crate::proc_bench::peer(&arguments[1..]),
-        Some("syscall") => crate::syscall_bench::peer(&arguments[1..]),
-        Some("ftq") => crate::ftq::peer(&arguments[1..]),
-        Some("cores") => crate::core_bench::peer(&arguments[1..]),
-        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores")),
-        None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
-    }
+/// `cargo xtask peer msg [--cores N] [--runs-per-bench N] [--accel kvm|tcg] [--reuse]`.
+pub fn msg(arguments: &[String]) -> Result<u8, String> {
+    let options = parse_options(arguments)?;
+    let results = results(&options)?;
+    print_table(&results);
+    Ok(0)
 }
 
 /// The Linux figures for `bench msg --vs-linux`: runs the whole peer (download on first use,
