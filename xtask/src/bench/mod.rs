@@ -41,7 +41,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
 /// `cargo xtask peer <what>`: the Linux half of a benchmark alone.
 pub fn run_peer(arguments: &[String]) -> Result<u8, String> {
     match arguments.first().map(String::as_str) {
-        Some("msg") => peer::msg(&arguments[1..]),
+        Some("msg") => peer::msg::run(&arguments[1..]),
         Some("proc") => proc::peer(&arguments[1..]),
         Some("syscall") => syscall::peer(&arguments[1..]),
         Some("ftq") => ftq::peer(&arguments[1..]),

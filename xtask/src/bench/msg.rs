@@ -172,7 +172,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     for run in 0..runs {
         let result = guest_run(&machine, &kernel, run == 0)?;
         if vs_linux {
-            linux_runs.push(crate::bench::peer::linux_msg_results(accel, cores)?);
+            linux_runs.push(crate::bench::peer::msg::linux_results(accel, cores)?);
         }
         let ns = |name: &str, parameter: &str| {
             result.median_ns(name, parameter).map_or("n/a".to_string(), |v| format!("{v:.0}"))
