@@ -1,6 +1,6 @@
 # The bash suite's helpers, sourced by every case script: each case prints one line,
 # `CASE <script>/<name> ok` or `CASE <script>/<name> fail <detail>`, which the harness
-# (xtask/src/test/bash_suite.rs) compares between the host and Reef.
+# (xtask/src/test/catalogue/bash_suite.rs) compares between the host and Reef.
 
 # run.sh names the script's scratch directory: a script that `on` started on another core
 # begins elsewhere. No case reads the console.

@@ -4,21 +4,10 @@
 
 mod bench;
 mod check;
-mod core_bench;
 mod debian;
-mod figure_lines;
-mod fs_bench;
-mod ftq;
 mod interrupts;
 mod kernel_images;
-mod peer;
-mod pingpong_bench;
-mod plot;
-mod proc_bench;
 mod qemu;
-mod spectrum;
-mod stats;
-mod syscall_bench;
 mod test;
 mod tools;
 
@@ -123,7 +112,7 @@ fn main() -> ExitCode {
         Some("test") => test::run(&arguments[1..]),
         Some("check") => check::run(&arguments[1..]),
         Some("bench") => bench::run(&arguments[1..]),
-        Some("peer") => peer::run(&arguments[1..]),
+        Some("peer") => bench::run_peer(&arguments[1..]),
         Some("build") => tools::build_kernel().and_then(|kernel| {
             let initramfs = tools::build_initramfs()?;
             println!("{}\n{}", kernel.display(), initramfs.display());

@@ -3,13 +3,15 @@
 //! with and without `nohz_full`, and the host itself (the floor under every guest), read as
 //! loss fractions, interrupts and a Welch spectrum.
 
+mod spectrum;
+
+use crate::bench::peer;
+use crate::bench::plot::{self, Draw, Mark, Series};
 use crate::interrupts::{self, Table};
-use crate::peer;
-use crate::plot::{self, Draw, Mark, Series};
 use crate::qemu::{self, Accel, Machine};
-use crate::spectrum::{self, PeakTest, Spectrum};
 use crate::tools;
 use serde_json::{json, Map, Value};
+use spectrum::{PeakTest, Spectrum};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -332,7 +334,7 @@ fn analyse(setup: Setup, output: &Output) -> Result<Analysis, String> {
     let spectrum = spectrum::welch(&normalised(counts), sample_rate, segment).ok_or("no spectrum")?;
     let timer = spectrum::peaks_at(&spectrum, f64::from(setup.timer_hz()));
     let values: Vec<f64> = counts.iter().map(|&count| f64::from(count)).collect();
-    let work = crate::stats::summarize(&values).ok_or("no counts")?;
+    let work = crate::bench::stats::summarize(&values).ok_or("no counts")?;
     let lost: Map<String, Value> = LOSS_THRESHOLDS
         .iter()
         .map(|&(numerator, denominator, name)| {
@@ -346,7 +348,7 @@ fn analyse(setup: Setup, output: &Output) -> Result<Analysis, String> {
         .map(|(index, &start)| start.saturating_sub(output.scheduled_start + index as u64 * output.quantum_cycles))
         .map(|cycles| cycles as f64 * 1e9 / output.tsc_hz)
         .collect();
-    let late = crate::stats::summarize(&late).ok_or("no times")?;
+    let late = crate::bench::stats::summarize(&late).ok_or("no times")?;
     let duration = counts.len() as f64 / sample_rate;
     let core_column = |table: &Table| table.cpus.iter().position(|&cpu| cpu == FTQ_CORE);
     let interrupts = output.interrupts.as_ref().map(|(before, after)| {
@@ -383,7 +385,7 @@ fn analyse(setup: Setup, output: &Output) -> Result<Analysis, String> {
         "work_units": { "max": work.max, "median": work.median, "mean": work.mean, "p5": work.p5, "min": work.min,
                         "empty_quanta": counts.iter().filter(|&&c| c == 0).count() },
         "lost": lost,
-        "start_lateness_ns": crate::stats::to_json(&late),
+        "start_lateness_ns": crate::bench::stats::to_json(&late),
         "ftq_summary": output.summary,
         "interrupts": interrupts,
         "spectrum": {

@@ -2,8 +2,10 @@
 //! `mkfifo`, `mknod`, `diff` against a FIFO, `/proc/<pid>/fd`, `comm`, `exe` and `pidof`, with
 //! the answers the same busybox gives on Linux.
 
-use super::{exec, nothing_leaked, printed, Integration};
+use super::{exec, shell_line};
 use crate::qemu::Machine;
+use crate::test::runner::Integration;
+use crate::test::serial::{nothing_leaked, printed};
 
 /// The FIFO lines, with `cores` cores: the FIFO across cores needs three.
 fn fifo_script(cores: usize) -> String {
@@ -33,12 +35,12 @@ fn fifo_script(cores: usize) -> String {
         ]);
     }
     lines.extend(["rm f p a; rm -r d; ls".to_string(), "cat /proc/reef/files".into(), "/bin/ps".into()]);
-    super::shell_line(&lines)
+    shell_line(&lines)
 }
 
 /// The `/proc` lines: descriptors, `comm`, `exe`, `pidof`.
 fn proc_script() -> String {
-    super::shell_line(&[
+    shell_line(&[
         // Its own (ls's fd 3 is the listing), another process's, a pipe's name, /dev/null.
         "echo fds=$(ls /proc/self/fd)",
         "exec 7< /etc/hello.txt; echo fd7=$(readlink /proc/$$/fd/7); exec 7<&-",

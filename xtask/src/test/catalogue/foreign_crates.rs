@@ -13,14 +13,15 @@
 //! signal Reef delivers differently) would take the rest with it.
 
 mod build;
-mod compare;
 mod libtest;
+mod report;
 
-use super::{exec, Integration};
+use super::exec;
 use crate::qemu::Machine;
+use crate::test::known_differences::{compare, parse_known_differences, KnownDifference};
+use crate::test::runner::Integration;
 use crate::tools::{self, ExtraFile};
 use build::Built;
-use compare::KnownDifference;
 use libtest::Outcome;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,9 +115,9 @@ fn suite_integration(
                 return Err(format!("the run of {} on Reef did not reach its end", suite.name));
             }
             let reef = libtest::verdicts(serial, suite.name);
-            let comparison = compare::compare(suite.name, &host, &reef, &known);
-            println!("{}", comparison.summary(suite.name));
-            comparison.holds().then_some(()).ok_or_else(|| comparison.problems(suite.name).join("\n"))
+            let comparison = compare(suite.name, &host, &reef, &known, report::RULES);
+            println!("{}", report::summary(&comparison, suite.name));
+            comparison.holds().then_some(()).ok_or_else(|| report::problems(&comparison, suite.name).join("\n"))
         }),
     }
 }
@@ -127,7 +128,7 @@ fn prepare() -> Result<Prepared, String> {
     let known_path = build::pinned_file("known-differences.txt");
     let known_text =
         std::fs::read_to_string(&known_path).map_err(|e| format!("reading {}: {e}", known_path.display()))?;
-    let known = compare::parse_known_differences(&known_text)?;
+    let known = parse_known_differences(&known_text, &known_path.display().to_string(), report::LAYOUT)?;
     let started = Instant::now();
     let built = build::build_all(&SUITES)?;
     println!("xtask: the crates' tests are built ({:.0} s)", started.elapsed().as_secs_f64());

@@ -1,117 +1,13 @@
-//! `cargo xtask bench`: figures, never verdicts. Each writes JSON under `results/`.
+//! `cargo xtask bench msg`: the channel measurements of `msg bench` in the guest, run by run,
+//! their ratios, and with `--vs-linux` the Linux peer's figures beside them.
 
-use crate::plot::{self, Series};
+use crate::bench::plot::{self, Series};
+use crate::bench::stats::summarize;
 use crate::qemu::{self, Accel, Machine};
-use crate::stats::{summarize, to_json};
 use crate::tools;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// `cargo xtask bench <what>`.
-pub fn run(arguments: &[String]) -> Result<u8, String> {
-    match arguments.first().map(String::as_str) {
-        Some("boot") => boot(&arguments[1..]),
-        Some("msg") => msg(&arguments[1..]),
-        Some("proc") => crate::proc_bench::run(&arguments[1..]),
-        Some("fs") => crate::fs_bench::run(&arguments[1..]),
-        Some("syscall") => crate::syscall_bench::run(&arguments[1..]),
-        Some("ftq") => crate::ftq::bench(&arguments[1..]),
-        Some("cores") => crate::core_bench::bench(&arguments[1..]),
-        Some("pingpong") => crate::pingpong_bench::run(&arguments[1..]),
-        Some(other) => {
-            Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores, pingpong"))
-        }
-        None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
-    }
-}
-
-/// The prompt of the user shell (busybox `sh`, which `/sbin/init` starts in `/tmp`).
-pub const USER_PROMPT: &str = "reef:/tmp# ";
-
-/// The TSC rate the guest printed at boot, in Hz.
-pub fn guest_tsc_hz(serial: &str) -> Option<u64> {
-    let line = serial.lines().find(|l| l.contains("] TSC "))?;
-    let mhz: u64 = line.split("TSC ").nth(1)?.split_whitespace().next()?.parse().ok()?;
-    Some(mhz * 1_000_000)
-}
-
-fn boot(arguments: &[String]) -> Result<u8, String> {
-    let mut runs = 5;
-    let mut accel = Accel::detect();
-    let mut i = 0;
-    while i < arguments.len() {
-        match arguments[i].as_str() {
-            "--runs" => {
-                runs = arguments
-                    .get(i + 1)
-                    .and_then(|r| r.parse().ok())
-                    .filter(|r| *r > 0)
-                    .ok_or("--runs takes a number")?;
-                i += 1;
-            }
-            "--accel" => {
-                accel = Accel::parse(arguments.get(i + 1).ok_or("--accel needs kvm or tcg")?)?;
-                i += 1;
-            }
-            other => return Err(format!("unknown option `{other}` for bench boot")),
-        }
-        i += 1;
-    }
-    tools::ensure_qemu()?;
-    let kernel = tools::build_kernel()?;
-    let initrd = tools::build_initramfs()?;
-    let mut configurations = Vec::new();
-    let mut bars = Vec::new();
-    let mut tsc_hz = None;
-    for cores in [1usize, 4] {
-        let mut machine = Machine::new(cores);
-        machine.accel = accel;
-        machine.timeout = Duration::from_secs(30);
-        machine.initrd = Some(initrd.clone());
-        let mut samples = Vec::new();
-        for _ in 0..runs {
-            // The prompt ash prints once init has started it in /tmp: the machine is usable.
-            let (outcome, prompt) = qemu::boot(&machine, &kernel, Some(USER_PROMPT))?;
-            let prompt = prompt.ok_or_else(|| format!("no prompt within 30 s:\n{}", outcome.serial))?;
-            tsc_hz = tsc_hz.or_else(|| guest_tsc_hz(&outcome.serial));
-            samples.push(prompt.as_secs_f64() * 1000.0);
-        }
-        let summary = summarize(&samples).expect("runs > 0");
-        println!(
-            "boot to prompt, {cores} core(s), {}: median {:.1} ms (p5 {:.1}, p95 {:.1}, min {:.1}) over {runs} runs",
-            accel.name(),
-            summary.median,
-            summary.p5,
-            summary.p95,
-            summary.min
-        );
-        bars.push((cores, summary));
-        configurations.push(serde_json::json!({
-            "cores": cores, "unit": "ms", "samples": samples, "summary": to_json(&summary),
-        }));
-    }
-    let result = serde_json::json!({
-        "benchmark": "boot",
-        "what": "wall time from QEMU process start to the user shell's prompt `reef:/tmp# ` on the serial port",
-        "accelerator": accel.name(),
-        "tsc_hz": tsc_hz,
-        "runs": runs,
-        "configurations": configurations,
-    });
-    let path = tools::root().join("results/boot.json");
-    std::fs::create_dir_all(path.parent().expect("results/")).map_err(|e| e.to_string())?;
-    std::fs::write(&path, serde_json::to_string_pretty(&result).expect("json")).map_err(|e| e.to_string())?;
-    let bars: Vec<plot::BarEntry> =
-        bars.into_iter().map(|(cores, s)| (format!("{cores} core(s)"), s.median, Some((s.p5, s.p95)))).collect();
-    let png = tools::root().join("results/boot.png");
-    match plot::bar_chart(&png, &format!("Boot to shell prompt ({}, median, p5-p95)", accel.name()), "ms", &bars, false)
-    {
-        Ok(()) => println!("xtask: wrote {} and {}", path.display(), png.display()),
-        Err(e) => println!("xtask: wrote {}; no plot: {e}", path.display()),
-    }
-    Ok(0)
-}
 
 /// One `BENCH` line of the guest. The guest prints only what it measured, so every
 /// statistic may be missing (a figure without samples has `n=0` and nothing else).
@@ -224,7 +120,7 @@ fn across_runs(runs: &[GuestRun], name: &str, parameter: &str) -> Option<f64> {
 }
 
 /// `cargo xtask bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]`.
-fn msg(arguments: &[String]) -> Result<u8, String> {
+pub fn run(arguments: &[String]) -> Result<u8, String> {
     let mut cores = 2;
     let mut iterations = 2000u64;
     let mut runs = 3usize;
@@ -276,7 +172,7 @@ fn msg(arguments: &[String]) -> Result<u8, String> {
     for run in 0..runs {
         let result = guest_run(&machine, &kernel, run == 0)?;
         if vs_linux {
-            linux_runs.push(crate::peer::linux_msg_results(accel, cores)?);
+            linux_runs.push(crate::bench::peer::msg::linux_results(accel, cores)?);
         }
         let ns = |name: &str, parameter: &str| {
             result.median_ns(name, parameter).map_or("n/a".to_string(), |v| format!("{v:.0}"))
@@ -688,40 +584,6 @@ fn plots(figures: &[Figure], directory: &std::path::Path, ns: impl Fn(f64) -> f6
     }
 }
 
-/// A time in ns as a table shows it: ms from 1 ms up, else µs; `-` when not measured.
-pub fn time_text(ns: Option<f64>) -> String {
-    match ns {
-        Some(ns) if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
-        Some(ns) => format!("{:.1} µs", ns / 1e3),
-        None => "-".into(),
-    }
-}
-
-/// Writes `results` as `results/<name>` and says so; returns the `results` directory, where
-/// the plots go.
-pub fn write_results(results: &Value, name: &str) -> Result<std::path::PathBuf, String> {
-    let directory = tools::root().join("results");
-    std::fs::create_dir_all(&directory).map_err(|e| e.to_string())?;
-    let path = directory.join(name);
-    std::fs::write(&path, serde_json::to_string_pretty(results).map_err(|e| e.to_string())? + "\n")
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
-    Ok(directory)
-}
-
-/// The number an option such as `--runs` takes, within `range`; else `<option> takes A to B`.
-pub fn number_option(
-    option: &str,
-    value: Option<&String>,
-    range: std::ops::RangeInclusive<usize>,
-) -> Result<usize, String> {
-    value.and_then(|n| n.parse().ok()).filter(|n| range.contains(n)).ok_or(format!(
-        "{option} takes {} to {}",
-        range.start(),
-        range.end()
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,14 +613,6 @@ BENCH name=broken param=- unit=cycles n=1 median=1
         assert_eq!(figures[3].cycles.keys().collect::<Vec<_>>(), ["median"]);
         assert_eq!(median(&figures, "large_roundtrip", "1"), None);
         assert_eq!(median(&figures, "message_roundtrip", "ipi"), Some(30000.0));
-    }
-
-    #[test]
-    fn times_in_tables() {
-        assert_eq!(time_text(Some(40_123_456.0)), "40.12 ms");
-        assert_eq!(time_text(Some(1_000_000.0)), "1.00 ms");
-        assert_eq!(time_text(Some(12_345.0)), "12.3 µs");
-        assert_eq!(time_text(None), "-");
     }
 
     #[test]

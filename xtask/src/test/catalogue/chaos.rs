@@ -8,8 +8,10 @@
 //! The suite runs the seeds of [`SEEDS`]; `REEF_CHAOS_SEEDS=5,6,7 cargo xtask test --only
 //! chaos` runs others. A failing seed's script is in the test's serial log (its `exec=`).
 
-use super::{exec, nothing_leaked, Integration};
+use super::exec;
 use crate::qemu::Machine;
+use crate::test::runner::Integration;
+use crate::test::serial::nothing_leaked;
 
 /// The seeds the suite runs: among the first 130, which all pass, the four that found bugs
 /// (14, 25, 42, 67: `docs/dynamic-cores.md`, "Tests") and eight whose scripts hold much

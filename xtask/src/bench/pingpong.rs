@@ -4,8 +4,8 @@
 //! parked on core 2 (restarted with `/boot/multi` first) and unparked: each round trip's
 //! latency over time, the worst one through each operation, and a plot.
 
-use crate::bench;
-use crate::plot::{self, Draw, Series};
+use crate::bench::common;
+use crate::bench::plot::{self, Draw, Series};
 use crate::qemu::{self, Accel, Machine};
 use crate::tools;
 use serde_json::{json, Value};
@@ -28,9 +28,9 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
     let mut i = 0;
     while i < arguments.len() {
         match arguments[i].as_str() {
-            "--rounds" => options.rounds = bench::number_option("--rounds", arguments.get(i + 1), 100..=1_000_000)?,
+            "--rounds" => options.rounds = common::number_option("--rounds", arguments.get(i + 1), 100..=1_000_000)?,
             "--interval-us" => {
-                options.interval_us = bench::number_option("--interval-us", arguments.get(i + 1), 10..=100_000)?
+                options.interval_us = common::number_option("--interval-us", arguments.get(i + 1), 10..=100_000)?
             }
             "--accel" => options.accel = Accel::parse(arguments.get(i + 1).map_or("", String::as_str))?,
             other => return Err(format!("unknown option `{other}`: {USAGE}")),
@@ -230,7 +230,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         "kept_stopped_us": run.kept_us,
         "samples_start_ns_rtt_ns": run.samples,
     });
-    let directory = bench::write_results(&results, "pingpong.json")?;
+    let directory = common::write_results(&results, "pingpong.json")?;
     let series = Series {
         name: "round trip".into(),
         points: run.samples.iter().map(|&(s, rtt)| (s as f64 / 1e9, rtt as f64 / 1e6)).collect(),

@@ -7,12 +7,12 @@
 //! measured, with why. The plan of cores: with 3, core 0 is the TC, core 1 an AC, core 2 the
 //! KC; with 4, cores 1 and 2 are ACs sharing KC 3.
 
-use crate::figure_lines::{self, Record, Report};
-use crate::fs_bench::LINUX_KERNEL_ARGUMENTS;
-use crate::peer;
-use crate::plot::{self, Series};
+use crate::bench::common::LINUX_KERNEL_ARGUMENTS;
+use crate::bench::figure_lines::{self, Record, Report};
+use crate::bench::peer;
+use crate::bench::plot::{self, Series};
+use crate::bench::stats;
 use crate::qemu::{self, Accel, Machine};
-use crate::stats;
 use crate::tools;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -42,7 +42,7 @@ fn parse_options(arguments: &[String], usage: &str) -> Result<Options, String> {
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
-            "--runs" => options.runs = crate::bench::number_option(word, words.next(), 1..=20)?,
+            "--runs" => options.runs = crate::bench::common::number_option(word, words.next(), 1..=20)?,
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--no-linux" => options.linux = false,
             "--quick" => options.quick = true,
@@ -534,7 +534,7 @@ fn print_figures(runs: &[GuestRun]) {
         "{:<11} {:<9} {:<13} {:>8} {:>6} {:>16} {:>16} {:>16} {:>12} {:>5}",
         "label", "bench", "mechanism", "calls", "batch", "median", "p5", "p95", "calls/s", "core"
     );
-    let time = crate::bench::time_text;
+    let time = crate::bench::common::time_text;
     for run in runs {
         match &run.outcome {
             Err(error) => println!("{:<11} not run: {error}", run.name),
@@ -636,7 +636,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         }) } else { Value::Null },
         "goals": goals.iter().map(Goal::json).collect::<Vec<_>>(),
     });
-    let directory = crate::bench::write_results(&results, "syscall.json")?;
+    let directory = crate::bench::common::write_results(&results, "syscall.json")?;
     let mut every = reef_runs;
     every.extend(linux_runs);
     charts(&every, options.accel, &directory);

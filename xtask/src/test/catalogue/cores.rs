@@ -3,8 +3,10 @@
 //! a restart under an application thread and beside the message stress; parking a core on
 //! another's `multi` kernel under a running process, and unparking it.
 
-use super::{exec, nothing_leaked, printed, printed_in_order, Integration};
+use super::exec;
 use crate::qemu::Machine;
+use crate::test::runner::Integration;
+use crate::test::serial::{nothing_leaked, printed, printed_in_order, test_lines_ok};
 use std::time::Duration;
 
 /// The line `cores` prints for `core` running `image` with `role`.
@@ -651,7 +653,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     "core 3 restarted with /boot/full in ",
                 ],
             )?;
-            super::test_lines_ok(serial, "sysfuzz-full-ring", 2)?;
+            test_lines_ok(serial, "sysfuzz-full-ring", 2)?;
             printed(serial, "ac-loop-done", "busybox's loop through the syspage on AC 2 did not finish")?;
             printed(
                 serial,

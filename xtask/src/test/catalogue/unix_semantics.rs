@@ -1,8 +1,10 @@
 //! Unix semantics a shell relies on, as issue 27 found them broken (SIGPIPE, signal statuses,
 //! traps, vfork, taskset, CPU time, `#!`): busybox's answers must be Linux's.
 
-use super::{exec, nothing_leaked, printed, Integration};
+use super::{exec, shell_line};
 use crate::qemu::Machine;
+use crate::test::runner::Integration;
+use crate::test::serial::{nothing_leaked, printed};
 
 /// Runs of the trap race (`kill $$ &` before a subshell): Linux's answer each time.
 const TRAP_RUNS: usize = 5;
@@ -32,7 +34,7 @@ fn findings_script(cores: usize) -> String {
         ]);
     }
     lines.extend(["rm -f /tmp/trap.sh /tmp/p.awk".to_string(), "/bin/ps".into()]);
-    super::shell_line(&lines)
+    shell_line(&lines)
 }
 
 /// The calls the issue found missing or wrong, as shell lines.
@@ -55,7 +57,7 @@ fn calls_script(cores: usize) -> String {
         lines.push("taskset -c 1 true 2>/dev/null; echo taskset-refused=$?".into());
     }
     lines.extend(["rm -f /tmp/time.txt /tmp/s.sh".to_string(), "/bin/ps".into()]);
-    super::shell_line(&lines)
+    shell_line(&lines)
 }
 
 /// The `user` line of busybox `time` shows some CPU time (it printed `0m 0.00s` before).

@@ -1,7 +1,7 @@
 //! `cargo xtask bench proc` and `peer proc`: the process benchmarks (`user/procbench`), the
 //! same binary on Reef and in the Linux guest, and boot to `/sbin/init` on every core.
 
-use crate::peer;
+use crate::bench::peer;
 use crate::qemu::{self, Accel, Machine};
 use crate::tools;
 use serde_json::{json, Map, Value};
@@ -33,7 +33,7 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
-            "--runs" => options.runs = crate::bench::number_option(word, words.next(), 1..=20)?,
+            "--runs" => options.runs = crate::bench::common::number_option(word, words.next(), 1..=20)?,
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--vs-linux" => options.vs_linux = true,
             other => {
@@ -81,7 +81,7 @@ fn median_ns(figures: &Map<String, Value>, name: &str) -> Option<f64> {
 
 /// The median of per-run medians, by the `samples` definition every figure uses.
 fn median_of(values: Vec<f64>) -> Option<f64> {
-    crate::stats::summarize(&values).map(|s| s.median)
+    crate::bench::stats::summarize(&values).map(|s| s.median)
 }
 
 /// The user programs procbench needs in the Linux guest.
@@ -230,7 +230,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     println!("wrote {}", path.display());
     if !groups.is_empty() {
         let png = directory.join("proc.png");
-        match crate::plot::grouped_bar_chart(
+        match crate::bench::plot::grouped_bar_chart(
             &png,
             &format!("process benchmarks, median ({})", options.accel.name()),
             "ns",

@@ -7,9 +7,13 @@
 //! `tests/bash/known-differences.txt` lists it, and a listed case that passes fails it too, so
 //! the list only shrinks.
 
-use super::{exec, Integration};
+use super::exec;
 use crate::debian;
 use crate::qemu::Machine;
+use crate::test::known_differences::{
+    self, compare, parse_known_differences, Comparison, KnownDifference, Layout, Rules,
+};
+use crate::test::runner::Integration;
 use crate::tools::{self, ExtraFile};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,112 +93,61 @@ fn verdicts(output: &str) -> BTreeMap<String, Verdict> {
     verdicts
 }
 
-/// One entry of the known-differences file: a case that fails on Reef, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KnownDifference {
-    case: String,
-    reason: String,
-}
-
-/// The entries of the known-differences file: one a line, the case name then the reason;
-/// blank lines and `#` comments are skipped. An entry without a reason, or a case listed
-/// twice, is refused: the list is reviewed, so every entry says why.
-fn parse_known_differences(text: &str) -> Result<Vec<KnownDifference>, String> {
-    let mut known: Vec<KnownDifference> = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (case, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-        if reason.trim().is_empty() {
-            return Err(format!("{KNOWN_DIFFERENCES_FILE} line {}: `{case}` has no reason", number + 1));
-        }
-        if known.iter().any(|k| k.case == case) {
-            return Err(format!("{KNOWN_DIFFERENCES_FILE} line {}: `{case}` is listed twice", number + 1));
-        }
-        known.push(KnownDifference { case: case.to_string(), reason: reason.trim().to_string() });
-    }
-    Ok(known)
-}
-
-/// The host's and Reef's verdicts side by side, against the known differences.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Comparison {
-    host_passed: usize,
-    reef_passed: usize,
-    /// Listed cases that failed on Reef, as the list says they do.
-    known_failing: usize,
-    /// Cases that fail on the host: bad cases (they are left out of the comparison).
-    host_failures: Vec<(String, String)>,
-    /// Cases passing on the host that failed (or never ran) on Reef, unlisted: regressions.
-    regressions: Vec<(String, String)>,
-    /// Listed cases that pass on Reef now: the entry must go.
-    now_passing: Vec<String>,
-    /// Listed cases that are no case passing on the host (renamed, removed or broken).
-    stale: Vec<String>,
-    /// Cases Reef printed that the host did not.
-    unknown_on_reef: Vec<String>,
-}
-
-fn compare(
-    host: &BTreeMap<String, Verdict>,
-    reef: &BTreeMap<String, Verdict>,
-    known: &[KnownDifference],
-) -> Comparison {
-    let mut comparison = Comparison::default();
-    let listed = |case: &str| known.iter().any(|k| k.case == case);
-    for (case, verdict) in host {
-        if let Verdict::Failed(detail) = verdict {
-            comparison.host_failures.push((case.clone(), detail.clone()));
-            continue;
-        }
-        comparison.host_passed += 1;
-        match reef.get(case) {
-            Some(Verdict::Passed) if listed(case) => comparison.now_passing.push(case.clone()),
-            Some(Verdict::Passed) => {}
-            Some(Verdict::Failed(_)) | None if listed(case) => comparison.known_failing += 1,
-            Some(Verdict::Failed(detail)) => comparison.regressions.push((case.clone(), detail.clone())),
-            None => comparison.regressions.push((case.clone(), "no verdict on Reef (the script ended early)".into())),
-        }
-    }
-    comparison.reef_passed = reef.values().filter(|v| **v == Verdict::Passed).count();
-    comparison.stale =
-        known.iter().filter(|k| host.get(&k.case) != Some(&Verdict::Passed)).map(|k| k.case.clone()).collect();
-    comparison.unknown_on_reef = reef.keys().filter(|case| !host.contains_key(*case)).cloned().collect();
-    comparison
-}
-
-impl Comparison {
-    /// `bash suite: host 120 passed, Reef 117 passed, 3 known differences`.
-    fn summary(&self) -> String {
-        let mut line = format!(
-            "bash suite: host {} passed, Reef {} passed, {} known differences",
-            self.host_passed, self.reef_passed, self.known_failing
-        );
-        if !self.host_failures.is_empty() {
-            line.push_str(&format!(" ({} cases fail on the host and are left out)", self.host_failures.len()));
-        }
-        line
+impl known_differences::Verdict for Verdict {
+    fn passed(&self) -> bool {
+        *self == Verdict::Passed
     }
 
-    /// Every reason the suite fails, one a line; empty when it holds.
-    fn problems(&self) -> Vec<String> {
-        let mut problems: Vec<String> = self
-            .regressions
-            .iter()
-            .map(|(case, detail)| format!("{case} passes on the host but fails on Reef: {detail}"))
-            .collect();
-        problems.extend(self.now_passing.iter().map(|case| {
-            format!("{case} now passes on Reef: remove it from {KNOWN_DIFFERENCES_FILE} (the list only shrinks)")
-        }));
-        problems.extend(self.stale.iter().map(|case| {
-            format!("{case} is listed in {KNOWN_DIFFERENCES_FILE} but is no case that passes on the host: remove it")
-        }));
-        problems
-            .extend(self.unknown_on_reef.iter().map(|case| format!("{case} was printed on Reef but not on the host")));
-        problems
+    fn describe(&self) -> String {
+        match self {
+            Verdict::Passed => "passed".into(),
+            Verdict::Failed(detail) => detail.clone(),
+        }
     }
+
+    fn missing() -> String {
+        "no verdict on Reef (the script ended early)".into()
+    }
+}
+
+/// The known-differences file names cases of this suite alone: `case reason`.
+const LAYOUT: Layout = Layout::OneSuite("bash");
+
+/// The scripts give the same verdicts every run and the same cases on both sides: a listed
+/// case that fails on the host is stale, and a case only Reef printed fails the suite.
+const RULES: Rules = Rules { stale_when_the_host_fails: true, reef_only_cases_fail: true };
+
+/// `bash suite: host 120 passed, Reef 117 passed, 3 known differences`.
+fn summary(comparison: &Comparison) -> String {
+    let mut line = format!(
+        "bash suite: host {} passed, Reef {} passed, {} known differences",
+        comparison.host_passed,
+        comparison.reef_passed + comparison.reef_passed_uncounted,
+        comparison.known
+    );
+    if !comparison.host_failures.is_empty() {
+        line.push_str(&format!(" ({} cases fail on the host and are left out)", comparison.host_failures.len()));
+    }
+    line
+}
+
+/// Every reason the suite fails, one a line; empty when it holds.
+fn problems(comparison: &Comparison) -> Vec<String> {
+    let mut problems: Vec<String> = comparison
+        .new_failures
+        .iter()
+        .map(|(case, detail)| format!("{case} passes on the host but fails on Reef: {detail}"))
+        .collect();
+    problems.extend(comparison.now_passing.iter().map(|case| {
+        format!("{case} now passes on Reef: remove it from {KNOWN_DIFFERENCES_FILE} (the list only shrinks)")
+    }));
+    problems.extend(comparison.stale.iter().map(|case| {
+        format!("{case} is listed in {KNOWN_DIFFERENCES_FILE} but is no case that passes on the host: remove it")
+    }));
+    problems.extend(
+        comparison.unknown_on_reef.iter().map(|case| format!("{case} was printed on Reef but not on the host")),
+    );
+    problems
 }
 
 /// What the runs share: the image, the host's verdicts and the known differences.
@@ -231,9 +184,9 @@ fn reef_integration(run: &ReefRun, prepared: &Prepared, machine: &dyn Fn(usize, 
         machine: m,
         expected_status: 0,
         check: Box::new(move |serial| {
-            let comparison = compare(&host, &verdicts(serial), &known);
-            println!("{}", comparison.summary());
-            let mut problems = comparison.problems();
+            let comparison = compare("bash", &host, &verdicts(serial), &known, RULES);
+            println!("{}", summary(&comparison));
+            let mut problems = problems(&comparison);
             if !serial.lines().any(|l| l.trim_end() == DONE) {
                 problems.insert(0, format!("the run on Reef did not reach `{DONE}`"));
             }
@@ -267,7 +220,7 @@ fn prepare() -> Result<Prepared, String> {
     let known_path = tools::root().join(KNOWN_DIFFERENCES_FILE);
     let known_text =
         std::fs::read_to_string(&known_path).map_err(|e| format!("reading {}: {e}", known_path.display()))?;
-    let known = parse_known_differences(&known_text)?;
+    let known = parse_known_differences(&known_text, KNOWN_DIFFERENCES_FILE, LAYOUT)?;
     let cache = debian::cache()?;
     let bash = debian::fetch_bash_static(&cache)?;
     let busybox = debian::fetch_busybox(&cache)?;
@@ -387,16 +340,27 @@ mod tests {
 
     #[test]
     fn known_differences_need_a_reason_and_appear_once() {
+        let parse = |text: &str| parse_known_differences(text, KNOWN_DIFFERENCES_FILE, LAYOUT);
         let text = "# comment\n\njobs/stop   Reef has no SIGSTOP\nprocsubst/cat no /dev/fd\n";
         assert_eq!(
-            parse_known_differences(text).unwrap(),
+            parse(text).unwrap(),
             vec![
-                KnownDifference { case: "jobs/stop".into(), reason: "Reef has no SIGSTOP".into() },
-                KnownDifference { case: "procsubst/cat".into(), reason: "no /dev/fd".into() },
+                KnownDifference {
+                    suite: "bash".into(),
+                    case: "jobs/stop".into(),
+                    reason: "Reef has no SIGSTOP".into()
+                },
+                KnownDifference { suite: "bash".into(), case: "procsubst/cat".into(), reason: "no /dev/fd".into() },
             ]
         );
-        assert!(parse_known_differences("jobs/stop\n").unwrap_err().contains("has no reason"));
-        assert!(parse_known_differences("a/b x\na/b y\n").unwrap_err().contains("listed twice"));
+        assert!(parse("jobs/stop\n").unwrap_err().contains("has no reason"));
+        assert!(parse("a/b x\na/b y\n").unwrap_err().contains("listed twice"));
+    }
+
+    #[test]
+    fn the_list_in_the_tree_parses() {
+        let text = std::fs::read_to_string(tools::root().join(KNOWN_DIFFERENCES_FILE)).unwrap();
+        parse_known_differences(&text, KNOWN_DIFFERENCES_FILE, LAYOUT).unwrap();
     }
 
     #[test]
@@ -420,15 +384,15 @@ mod tests {
         ]);
         let known: Vec<KnownDifference> = ["s/known", "s/known-missing", "s/fixed", "s/bad", "s/gone"]
             .iter()
-            .map(|case| KnownDifference { case: case.to_string(), reason: "why".into() })
+            .map(|case| KnownDifference { suite: "bash".into(), case: case.to_string(), reason: "why".into() })
             .collect();
-        let comparison = compare(&host, &reef, &known);
+        let comparison = compare("bash", &host, &reef, &known, RULES);
         assert_eq!(comparison.host_passed, 6);
-        assert_eq!(comparison.reef_passed, 4);
-        assert_eq!(comparison.known_failing, 2);
+        assert_eq!(comparison.reef_passed + comparison.reef_passed_uncounted, 4);
+        assert_eq!(comparison.known, 2);
         assert_eq!(comparison.host_failures, [("s/bad".to_string(), "host says no".to_string())]);
         assert_eq!(
-            comparison.regressions,
+            comparison.new_failures,
             [
                 ("s/missing".to_string(), "no verdict on Reef (the script ended early)".to_string()),
                 ("s/regressed".to_string(), "expected 1 got 2".to_string()),
@@ -438,10 +402,10 @@ mod tests {
         assert_eq!(comparison.stale, ["s/bad", "s/gone"]);
         assert_eq!(comparison.unknown_on_reef, ["s/extra"]);
         assert_eq!(
-            comparison.summary(),
+            summary(&comparison),
             "bash suite: host 6 passed, Reef 4 passed, 2 known differences (1 cases fail on the host and are left out)"
         );
-        let problems = comparison.problems();
+        let problems = problems(&comparison);
         assert_eq!(problems.len(), 6);
         assert!(problems[2].starts_with("s/fixed now passes on Reef: remove it from tests/bash/known-differences.txt"));
     }
@@ -450,10 +414,10 @@ mod tests {
     fn a_clean_comparison_has_no_problems() {
         let host = map(&[("s/a", Verdict::Passed), ("s/b", Verdict::Passed)]);
         let reef = map(&[("s/a", Verdict::Passed), ("s/b", failed("no /dev/fd"))]);
-        let known = vec![KnownDifference { case: "s/b".into(), reason: "no /dev/fd".into() }];
-        let comparison = compare(&host, &reef, &known);
-        assert!(comparison.problems().is_empty(), "{:?}", comparison.problems());
-        assert_eq!(comparison.summary(), "bash suite: host 2 passed, Reef 1 passed, 1 known differences");
+        let known = vec![KnownDifference { suite: "bash".into(), case: "s/b".into(), reason: "no /dev/fd".into() }];
+        let comparison = compare("bash", &host, &reef, &known, RULES);
+        assert!(problems(&comparison).is_empty(), "{:?}", problems(&comparison));
+        assert_eq!(summary(&comparison), "bash suite: host 2 passed, Reef 1 passed, 1 known differences");
     }
 
     #[test]

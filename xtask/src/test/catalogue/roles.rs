@@ -1,8 +1,10 @@
 //! Roles, application cores and syspages (issue 11): `role`, `execac`, `execac --syspage`, the
 //! refusals, the fuzzers on an AC and on a syspage, a role change under the message stress.
 
-use super::{exec, nothing_leaked, printed, printed_in_order, test_lines_ok, Integration, ANY_STATUS};
+use super::exec;
 use crate::qemu::Machine;
+use crate::test::runner::{Integration, ANY_STATUS};
+use crate::test::serial::{nothing_leaked, printed, printed_in_order, process_rows, test_lines_ok};
 use crate::tools;
 
 /// The host's SHA-256 of `/etc/hello.txt`, which busybox on an AC must print too.
@@ -626,7 +628,7 @@ fn file_service_on_a_kernel_core(list: &mut Vec<Integration>, machine: &dyn Fn(u
             if serial.contains("FAULT core") {
                 return Err("a kernel faulted".into());
             }
-            let rows = super::process_rows(serial);
+            let rows = process_rows(serial);
             if rows.len() != 4 || rows.iter().any(|row| row[6] != 0) {
                 return Err(format!("expected four `ps` rows with no leaked frame, got {rows:?}"));
             }

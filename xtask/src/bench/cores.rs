@@ -2,11 +2,11 @@
 //! table 2) with `user/corebench`: on Reef by Linux's `cpuN/online` switch and by the boot
 //! driver, in the Linux guest by its CPU hotplug; idle, then with every other core loaded.
 
-use crate::bench::{self, time_text};
-use crate::figure_lines::{self, Record, Report, NO_LABEL};
-use crate::fs_bench::LINUX_KERNEL_ARGUMENTS;
-use crate::peer;
-use crate::plot;
+use crate::bench::common::LINUX_KERNEL_ARGUMENTS;
+use crate::bench::common::{self, time_text};
+use crate::bench::figure_lines::{self, Record, Report, NO_LABEL};
+use crate::bench::peer;
+use crate::bench::plot;
 use crate::qemu::{self, Accel, Machine};
 use crate::tools;
 use serde_json::{json, Value};
@@ -97,8 +97,8 @@ fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Res
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
-            "--runs" => options.runs = bench::number_option(word, words.next(), 1..=MAX_RUNS)?,
-            "--core" => options.core = bench::number_option(word, words.next(), 1..=CORES - 1)?,
+            "--runs" => options.runs = common::number_option(word, words.next(), 1..=MAX_RUNS)?,
+            "--core" => options.core = common::number_option(word, words.next(), 1..=CORES - 1)?,
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--image" if images_allowed => {
                 let image = words.next().ok_or("--image takes a path in Reef's file system, or `booted`")?;
@@ -108,7 +108,9 @@ fn parse_options(arguments: &[String], usage: &str, images_allowed: bool) -> Res
                 }
                 options.images.push(image.clone());
             }
-            "--park" if images_allowed => options.park = Some(bench::number_option(word, words.next(), 1..=CORES - 1)?),
+            "--park" if images_allowed => {
+                options.park = Some(common::number_option(word, words.next(), 1..=CORES - 1)?)
+            }
             "--no-park" if images_allowed => no_park = true,
             other => return Err(format!("unknown option `{other}`: {usage}")),
         }
@@ -396,7 +398,7 @@ pub fn bench(arguments: &[String]) -> Result<u8, String> {
     } else {
         println!("no results/{LINUX_RESULTS_FILE}: `cargo xtask peer cores` measures Linux, then the ratios show here");
     }
-    let directory = bench::write_results(&results, RESULTS_FILE)?;
+    let directory = common::write_results(&results, RESULTS_FILE)?;
     plot_figures(
         &directory.join("cores.png"),
         &format!("Reef core stop and start, median, p5-p95 ({})", options.accel.name()),
@@ -437,7 +439,7 @@ pub fn peer(arguments: &[String]) -> Result<u8, String> {
     results["kernel_version"] = json!(run.kernel_version);
     results["machine"] = json!(run.machine);
     results["kernel_arguments_added"] = json!(LINUX_KERNEL_ARGUMENTS);
-    let directory = bench::write_results(&results, LINUX_RESULTS_FILE)?;
+    let directory = common::write_results(&results, LINUX_RESULTS_FILE)?;
     plot_figures(
         &directory.join("linux-cores.png"),
         &format!("Linux CPU offline and online, median, p5-p95 ({})", options.accel.name()),

@@ -5,10 +5,11 @@
 //! same commands run on core 0, where the file service lives, and on core 1, where every call
 //! is forwarded to it, each against the Linux guest booted right after in the same QEMU setup.
 
-use crate::peer;
-use crate::plot;
+use crate::bench::common::LINUX_KERNEL_ARGUMENTS;
+use crate::bench::peer;
+use crate::bench::plot;
+use crate::bench::stats::{self, Summary};
 use crate::qemu::{self, Accel, Machine};
-use crate::stats::{self, Summary};
 use crate::tools;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -26,11 +27,6 @@ const LS_FILES: [u64; 3] = [100, 1000, 10_000];
 const PIPE_MIB: u64 = 64;
 /// Boot to the `sh` prompt with 4 cores: the goal, in ms.
 const BOOT_GOAL_MS: f64 = 300.0;
-/// Added to the Linux guest's command line: its `CLOCK_MONOTONIC`, which the samples are read
-/// off, runs on the TSC as Reef's does. Without it the guest's TSC check fails under TCG
-/// ("TSCs unsynchronized"), and on microvm, which has no HPET or ACPI PM timer, the clock
-/// falls back to jiffies: 4 ms steps, a sixth of an `ls -l` of 100 files.
-pub const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
 /// How long a benchmark guest may run, and a boot may take to its shell banner.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 const BOOT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,7 +44,7 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
     let mut options = Options { runs: 3, repeat: 3, accel: Accel::detect(), vs_linux: false };
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
-        let mut number = |range| crate::bench::number_option(word, words.next(), range);
+        let mut number = |range| crate::bench::common::number_option(word, words.next(), range);
         match word.as_str() {
             "--runs" => options.runs = number(1..=20)?,
             "--repeat" => options.repeat = number(1..=100)?,
@@ -372,7 +368,7 @@ fn reef_run(options: &Options, kernel: &std::path::Path, initrd: &std::path::Pat
         report: parse(&outcome.serial),
         timed_out: outcome.timed_out,
         shell_errors,
-        kernel_tsc_hz: crate::bench::guest_tsc_hz(&outcome.serial),
+        kernel_tsc_hz: crate::bench::common::guest_tsc_hz(&outcome.serial),
     })
 }
 
@@ -390,7 +386,7 @@ fn shell_banner(serial: &str) -> bool {
             && words.next() == Some("instances")
             && words.next().is_some_and(|word| word.starts_with("up"))
     };
-    serial.contains(crate::bench::USER_PROMPT)
+    serial.contains(crate::bench::common::USER_PROMPT)
         && serial.lines().any(|line| line.strip_prefix("Reef: ").is_some_and(instances_up))
 }
 

@@ -1,0 +1,87 @@
+//! The file calls: `user/fstest` on two cores, and a file written on one core read on another.
+
+use super::exec;
+use crate::qemu::Machine;
+use crate::test::runner::Integration;
+use crate::test::serial::{fstest_passed, nothing_leaked, printed, spawn_lines};
+use std::time::Duration;
+
+/// The file calls: `user/fstest` on two cores one after the other (each in its own scratch
+/// directory under /tmp), and one file written on core 1 and read back on core 3; each run
+/// ends with the leak check.
+pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    list.push(Integration {
+        name: "fs-calls-2-cores".into(),
+        machine: {
+            let mut m = machine(2, &exec("spawn 0 /bin/fstest; spawn 1 /bin/fstest; /bin/ps"));
+            // Some 65 cases per run, with forks, an exec and a 1 MiB pipe transfer each.
+            m.timeout = Duration::from_secs(180);
+            m
+        },
+        expected_status: 0,
+        check: Box::new(|serial| {
+            let counts = fstest_passed(serial, 2)?;
+            if counts[0] != counts[1] {
+                return Err(format!("the two runs passed different numbers of cases: {counts:?}"));
+            }
+            for core in [0, 1] {
+                if spawn_lines(serial, core, "exited with status 0") != 1 {
+                    return Err(format!("fstest on core {core} did not exit with status 0"));
+                }
+            }
+            nothing_leaked(serial, 2)
+        }),
+    });
+    list.push(Integration {
+        name: "fs-same-file-4-cores".into(),
+        machine: machine(
+            4,
+            &exec(
+                // The file is removed at the end, so the leak check counts what the processes
+                // left, not the file kept on purpose between the two.
+                "spawn 1 /bin/fstest --write /tmp/shared 100000 7; \
+                 spawn 3 /bin/fstest --check /tmp/shared 100000 7; \
+                 spawn 3 /bin/busybox rm /tmp/shared; /bin/ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            fstest_passed(serial, 2)?;
+            printed(
+                serial,
+                "TEST fs-written ok core 1: 100000 bytes of seed 7 written to /tmp/shared",
+                "core 1 did not write /tmp/shared",
+            )?;
+            printed(
+                serial,
+                "TEST fs-same-bytes ok core 3: 100000 bytes of seed 7 in /tmp/shared",
+                "core 3 did not read back the bytes core 1 wrote",
+            )?;
+            nothing_leaked(serial, 4)
+        }),
+    });
+    // Processes killed (`kill -9`) while their open of a file on core 1 is on its way to the
+    // file service on core 0: the reply, which nobody waits for any more, must release the
+    // open file it gave (it was dropped, and the service kept 4 to 9 files open, unlinked, with
+    // their pages, for the system's life). Twenty kills at different moments of the loop.
+    list.push(Integration {
+        name: "killed-while-opening-2-cores".into(),
+        machine: machine(
+            2,
+            &exec(
+                "for k in 1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 3 5; do \
+                 spawn 1 /bin/sh -c 'while :; do echo x > /tmp/k$$; /bin/cat /tmp/k$$; done' > /dev/null & \
+                 sleep 0.0$k; kill -9 -1 2>/dev/null; wait; done; rm -f /tmp/k*; cat /proc/reef/files; /bin/ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(
+                serial,
+                "tmpfs nodes 0, tmpfs pages 0/",
+                "files opened by killed processes stayed open at the file service (see `open files`)",
+            )?;
+            nothing_leaked(serial, 2)
+        }),
+    });
+}
