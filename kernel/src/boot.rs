@@ -436,6 +436,10 @@ fn idle_loop() -> ! {
 fn register_hooks() {
     crate::arch::user::register_system_call_handler(crate::syscall::dispatch);
     crate::proc::remote::register_system_call_executor(crate::syscall::execute);
+    crate::syscall::syspage::register_hooks(crate::syscall::syspage::SyspageHooks {
+        execute: crate::syscall::execute_for_syspage,
+        forwarded: crate::proc::keep::nudge,
+    });
     crate::interrupt::register_hooks(crate::interrupt::TrapHooks {
         on_interrupt: crate::core::park::note_interrupt,
         exception_from_user: crate::core::traps::exception_from_user,

@@ -66,6 +66,14 @@ impl Owner for Process {
     fn page_table_root(&self) -> u64 {
         Process::page_table_root(self)
     }
+
+    fn parent_id(&self) -> u32 {
+        self.parent.pid
+    }
+
+    fn with_address_space(&self, work: &mut dyn FnMut(&mut crate::mm::user::AddressSpace)) {
+        self.with_memory(|memory| work(memory));
+    }
 }
 
 /// A user thread `tid` of `process`, ready to enter ring 3 with `frame`.

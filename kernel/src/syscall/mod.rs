@@ -57,6 +57,19 @@ pub fn dispatch(frame: &mut InterruptFrame) {
     cpu::disable_interrupts();
 }
 
+/// The syspage service's executor: runs a call a kernel core handed back, in the running
+/// thread's context; its value, or the negative errno (a call a signal cut short fails with
+/// `EINTR`: a handed-back call is not restarted).
+pub fn execute_for_syspage(number: u64, arguments: [u64; 6]) -> i64 {
+    count(number);
+    let mut frame = InterruptFrame::default();
+    match handle(number, Arguments(arguments), &mut frame) {
+        Ok(value) => value as i64,
+        Err(error) if crate::proc::signal::is_restart(error) => -i64::from(errno::EINTR),
+        Err(error) => -i64::from(error),
+    }
+}
+
 /// Runs the system call whose saved frame this is, on the thread's home, and prepares its
 /// return to ring 3 (messages, preemption, signals).
 pub fn execute(frame: &mut InterruptFrame) {

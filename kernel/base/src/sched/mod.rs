@@ -80,6 +80,11 @@ pub trait Owner: Any + Send + Sync {
     fn id(&self) -> u32;
     /// The root of its address space, loaded when one of its threads runs.
     fn page_table_root(&self) -> u64;
+    /// Its parent's id (0: a kernel's child).
+    fn parent_id(&self) -> u32;
+    /// Runs `work` on the address space its threads run on (the services below the process
+    /// layer that map or pin its pages: syspages).
+    fn with_address_space(&self, work: &mut dyn FnMut(&mut crate::mm::user::AddressSpace));
 }
 
 /// What the layers above the scheduler do at the points where the mechanism needs them;

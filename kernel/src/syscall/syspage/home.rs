@@ -1,7 +1,6 @@
 //! The home's side of syspages: registration, and running the calls a kernel core hands back.
 
 use super::*;
-use crate::proc::ThreadExt;
 
 /// A thread's registered syspage, as its home keeps it.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +33,7 @@ pub fn register(page: u64, kernel_core: u64) -> SyscallResult {
 }
 
 fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: bool) -> Result<(), Errno> {
-    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
+    let process = thread.owner.as_ref().ok_or(errno::EPERM)?;
     if page == 0 || !page.is_multiple_of(PAGE_SIZE) {
         return Err(errno::EINVAL);
     }
@@ -44,18 +43,20 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: boo
     if REGISTRATIONS.lock().iter().any(|r| r.tid == thread.tid) {
         return Err(errno::EBUSY);
     }
-    let physical = {
-        let mut state = process.state.lock();
-        let memory = &mut state.memory;
-        let area = memory.area_of(page).copied().ok_or(errno::EFAULT)?;
-        if area.kind != crate::mm::user::AreaKind::Anonymous || !area.protection.write {
-            return Err(errno::EINVAL);
-        }
-        if memory.translate(page).is_none() && !memory.handle_fault(page, true, false) {
-            return Err(errno::EFAULT);
-        }
-        memory.translate(page).ok_or(errno::EFAULT)?
-    };
+    let mut physical = Err(errno::EFAULT);
+    process.with_address_space(&mut |memory| {
+        physical = (|| {
+            let area = memory.area_of(page).copied().ok_or(errno::EFAULT)?;
+            if area.kind != crate::mm::user::AreaKind::Anonymous || !area.protection.write {
+                return Err(errno::EINVAL);
+            }
+            if memory.translate(page).is_none() && !memory.handle_fault(page, true, false) {
+                return Err(errno::EFAULT);
+            }
+            memory.translate(page).ok_or(errno::EFAULT)
+        })();
+    });
+    let physical = physical?;
     let kcb = shared::get().kcb(kernel_core);
     if !kcb.state().is_live() {
         return Err(errno::EAGAIN);
@@ -66,8 +67,8 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: boo
     let home = shared::this_core() as u64;
     let arguments = [
         physical,
-        u64::from(process.pid) << 32 | u64::from(thread.tid),
-        home << 32 | u64::from(process.parent.pid),
+        u64::from(process.id()) << 32 | u64::from(thread.tid),
+        home << 32 | u64::from(process.parent_id()),
         0,
         0,
     ];
@@ -78,7 +79,7 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: boo
         Err(_) => return Err(errno::EAGAIN),
     }
     REGISTRATIONS.lock().push(Registration {
-        pid: process.pid,
+        pid: process.id(),
         tid: thread.tid,
         kernel_core,
         user_page: page,
@@ -240,7 +241,7 @@ pub fn released_head(tid: u32) -> Option<usize> {
 pub fn resume_after_move(thread: &Thread) {
     let Some(registration) = REGISTRATIONS.lock().iter().find(|r| r.tid == thread.tid).copied() else { return };
     let Some(head) = registration.released else { return };
-    let parent = thread.part().process.as_ref().map_or(0, |process| process.parent.pid);
+    let parent = thread.owner.as_ref().map_or(0, |process| process.parent_id());
     match attach_from(&registration, parent, head) {
         Ok(kernel_core) => {
             if let Some(mine) = REGISTRATIONS.lock().iter_mut().find(|r| r.tid == thread.tid) {
@@ -308,10 +309,12 @@ fn adopt(
     kernel_made: bool,
     released: Option<usize>,
 ) -> Result<(), Errno> {
-    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
-    let physical = process.state.lock().memory.translate(user_page).ok_or(errno::EFAULT)?;
+    let process = thread.owner.as_ref().ok_or(errno::EPERM)?;
+    let mut physical = None;
+    process.with_address_space(&mut |memory| physical = memory.translate(user_page));
+    let physical = physical.ok_or(errno::EFAULT)?;
     let registration =
-        Registration { pid: process.pid, tid: thread.tid, kernel_core, user_page, physical, kernel_made, released };
+        Registration { pid: process.id(), tid: thread.tid, kernel_core, user_page, physical, kernel_made, released };
     if released.is_none() && !is_served_as_kept(&registration) {
         return Err(errno::ENOENT);
     }
@@ -365,21 +368,23 @@ pub fn prepare_for_ac(thread: &Thread) -> Result<(), Errno> {
         return Ok(());
     }
     let kernel_core = first_running_kernel_core().ok_or(errno::ENXIO)?;
-    let process = thread.part().process.as_ref().ok_or(errno::EPERM)?;
-    let page = {
-        let mut state = process.state.lock();
-        let start = state.memory.find_free(0, PAGE_SIZE).map_err(|_| errno::ENOMEM)?;
-        state
-            .memory
-            .map_now(
-                start,
-                start + PAGE_SIZE,
-                crate::mm::user::Protection::READ_WRITE,
-                crate::mm::user::AreaKind::Anonymous,
-            )
-            .map_err(|_| errno::ENOMEM)?;
-        start
-    };
+    let process = thread.owner.as_ref().ok_or(errno::EPERM)?;
+    let mut page = Err(errno::ENOMEM);
+    process.with_address_space(&mut |memory| {
+        page = (|| {
+            let start = memory.find_free(0, PAGE_SIZE).map_err(|_| errno::ENOMEM)?;
+            memory
+                .map_now(
+                    start,
+                    start + PAGE_SIZE,
+                    crate::mm::user::Protection::READ_WRITE,
+                    crate::mm::user::AreaKind::Anonymous,
+                )
+                .map_err(|_| errno::ENOMEM)?;
+            Ok(start)
+        })();
+    });
+    let page = page?;
     register_for(thread, page, kernel_core, true)
 }
 
@@ -452,7 +457,9 @@ pub(super) fn on_call(bytes: &[u8]) -> crate::msg::HandlerResult {
     // Away on an AC, the thread waits here; at home it takes them on its way to ring 3, or
     // where it waits, frozen, for a restart.
     sched::wake(sched::WaitToken::Away(tid), 1);
-    crate::proc::keep::nudge(call.pid);
+    if let Some(hooks) = HOOKS.get() {
+        (hooks.forwarded)(call.pid);
+    }
     Ok(())
 }
 
@@ -502,13 +509,8 @@ fn execute_forwarded(call: &SyspageCall) -> i64 {
     if !travels_by_syspage(number) {
         return -i64::from(errno::EINVAL);
     }
-    crate::syscall::count(number);
-    let mut frame = InterruptFrame::default();
-    match crate::syscall::handle(number, crate::syscall::Arguments(call.arguments), &mut frame) {
-        Ok(value) => value as i64,
-        Err(error) if crate::proc::signal::is_restart(error) => -i64::from(errno::EINTR),
-        Err(error) => -i64::from(error),
-    }
+    let hooks = HOOKS.get().expect("boot registers the syspage hooks before any process runs");
+    (hooks.execute)(number, call.arguments)
 }
 
 /// Whether a boot driver is restarting `kernel_core`: its syspages outlive its kernel.

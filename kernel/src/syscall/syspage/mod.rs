@@ -32,16 +32,15 @@ pub use home::{
 };
 pub use kernel_core::{any_pending, hand_over, keep_for_next_kernel, scan};
 
-use super::SyscallResult;
 use crate::arch::idt::InterruptFrame;
 use crate::arch::{cpu, paging::PAGE_SIZE};
 use crate::core::kcb::{served, Role, ServedWord};
 use crate::core::shared;
 use crate::msg::icc;
-use crate::proc::Errno;
 use crate::sched::{self, Thread};
 use abi::application::{SyspageCall, SyspageResult};
 use abi::message::{handler, Kind, ICC_ARGUMENTS};
+use abi::Errno;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -49,6 +48,26 @@ use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 use spin::Mutex;
 use syspage::{Head, Page, Request, Ring, Submitter, ENTRIES};
+
+/// What a system call returns here: a value, or the errno it fails with.
+pub type SyscallResult = Result<u64, Errno>;
+
+/// What the syspage service needs of the layers above it; registered once by `boot`.
+pub struct SyspageHooks {
+    /// Runs a call a kernel core handed back, in the running thread's context, and gives
+    /// its value (a negative errno on failure): the system-call layer's executor.
+    pub execute: fn(number: u64, arguments: [u64; 6]) -> i64,
+    /// A call of a thread of process `pid` was handed back here: a frozen (kept) process's
+    /// threads run it where they wait.
+    pub forwarded: fn(pid: u32),
+}
+
+static HOOKS: spin::Once<SyspageHooks> = spin::Once::new();
+
+/// Registers the syspage service's hooks (`boot`, once).
+pub fn register_hooks(hooks: SyspageHooks) {
+    HOOKS.call_once(|| hooks);
+}
 
 /// Whether `core` runs as a kernel core (a cheap look at its KCB).
 fn is_running_kernel_core(core: usize) -> bool {
