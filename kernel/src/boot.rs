@@ -337,6 +337,7 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 
+    #[cfg(feature = "test-hooks")]
     crate::selftest::on_instance_start(core);
     if core == 0 {
         start_requested_cores(region);

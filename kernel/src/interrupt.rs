@@ -13,6 +13,7 @@ pub fn vector_name(vector: u8) -> &'static str {
         v if v == idt::VECTOR_TIMER => "timer",
         v if v == idt::VECTOR_MESSAGE => "message IPI",
         v if v == idt::VECTOR_WAKE => "wake IPI",
+        #[cfg(feature = "bench")]
         v if v == idt::VECTOR_BENCH => "benchmark IPI",
         v if v == idt::VECTOR_CONSOLE => "console",
         v if v == idt::VECTOR_SPURIOUS => "spurious",
@@ -85,6 +86,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
             crate::sched::wake(crate::sched::WaitToken::Console, usize::MAX);
         }
+        #[cfg(feature = "bench")]
         v if v == u64::from(idt::VECTOR_BENCH) => {
             apic::local().end_of_interrupt();
             crate::msg::bench::on_bench_interrupt();
@@ -109,6 +111,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
 /// access of a process (it is killed), or a kernel fault (this core stops).
 fn page_fault(frame: &mut InterruptFrame) {
     let address = cpu::read_cr2();
+    #[cfg(feature = "test-hooks")]
     if let Some(fixup) = crate::arch::user::probe_fixup(frame.rip) {
         frame.rip = fixup;
         return;
