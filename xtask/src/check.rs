@@ -80,8 +80,10 @@ const TEST_ONLY_PATHS: [&str; 4] =
     ["kernel::selftest", "kernel::msg::bench", "kernel::msg::stress", "kernel::msg::test_hooks"];
 
 /// Fault-injection items outside those modules, by their last name (a Rust item's, or an
-/// assembly symbol's): the `FAULT_NOW` handler's helpers and the SMAP test's load probe.
-const TEST_ONLY_ITEMS: [&str; 5] = [
+/// assembly symbol's): the store that faults on purpose, the `FAULT_NOW` handler's helpers and
+/// the SMAP test's load probe.
+const TEST_ONLY_ITEMS: [&str; 6] = [
+    "store_to_unmapped_address",
     "hold_tickets_for_fault",
     "register_fault_now",
     "kernel_load_probe",
