@@ -341,6 +341,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     kcb.set_state(CoreState::Running);
     cpu::enable_interrupts();
 
+    #[cfg(feature = "test-hooks")]
     crate::selftest::on_instance_start(core);
     if core == 0 {
         start_requested_cores(region);
@@ -450,6 +451,7 @@ fn register_hooks() {
         core_ended: crate::core::park::leave_for_good,
     });
     crate::interrupt::register_vector(crate::arch::idt::VECTOR_MESSAGE, message_interrupt);
+    #[cfg(feature = "bench")]
     crate::interrupt::register_vector(crate::arch::idt::VECTOR_BENCH, bench_interrupt);
     crate::sched::register_hooks(crate::sched::Hooks {
         wakeup_before_block: crate::proc::thread::wakeup_before_block,
@@ -471,6 +473,7 @@ fn message_interrupt(_frame: &mut crate::arch::idt::InterruptFrame) {
 }
 
 /// The benchmark IPI (`msg bench`): acknowledged first, as the benchmark times the handler.
+#[cfg(feature = "bench")]
 fn bench_interrupt(_frame: &mut crate::arch::idt::InterruptFrame) {
     crate::arch::apic::local().end_of_interrupt();
     crate::msg::bench::on_bench_interrupt();

@@ -8,6 +8,10 @@
 //! and heap, `ps` its processes, `msg ping` and `msg bench` measure from it, `start` uses its
 //! boot driver. None needs COM1, so every command works from any core; `poweroff` writes its
 //! line to the console, not to `out`, since no caller lives on to read a buffer.
+//!
+//! A command that starts, stops or changes cores or the machine runs for root only: its
+//! [`Access`] says so, and [`run`] checks it in one place. `msg bench` and `msg stress` exist
+//! only in images built with the `bench` feature; in the others they say so.
 
 use crate::arch::cpu;
 use crate::core::boot_driver;
@@ -29,13 +33,16 @@ pub enum CommandError {
     Usage(&'static str),
     /// The command ran and failed; the text says why.
     Failed(String),
+    /// The command (its name, and its subcommand if that is what needs root) runs for root
+    /// only, and the caller runs as the user given.
+    NotPermitted { command: String, user: u32 },
 }
 
 impl CommandError {
     /// The status the `CONTROL` call reports (`abi::call::control`).
     pub fn control_status(&self) -> u32 {
         match self {
-            Self::Unknown(_) | Self::Failed(_) => abi::call::control::FAILED,
+            Self::Unknown(_) | Self::Failed(_) | Self::NotPermitted { .. } => abi::call::control::FAILED,
             Self::Usage(_) => abi::call::control::USAGE,
         }
     }
@@ -50,6 +57,11 @@ impl fmt::Display for CommandError {
             }
             Self::Usage(usage) => write!(formatter, "error: wrong arguments: usage: {usage}"),
             Self::Failed(why) => write!(formatter, "error: {why}"),
+            Self::NotPermitted { command, user } => write!(
+                formatter,
+                "error: `{command}` needs root (effective user id 0), and this process runs as user {user}: \
+                 operation not permitted (EPERM)"
+            ),
         }
     }
 }
@@ -64,35 +76,48 @@ impl From<fmt::Error> for CommandError {
 /// What a command does with its arguments (those after its name) and where it writes.
 pub type CommandBody = fn(&[&str], &mut dyn Write) -> Result<(), CommandError>;
 
-/// A command: its name and its body. (What each does for a user, and its usage, is
-/// `reef help`'s text, `user/reef`.)
+/// Who may run a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Every process: the command only reads, or measures without changing any core.
+    Anyone,
+    /// Root only: the command starts, stops or ends cores or the machine.
+    Root,
+    /// Root only for the subcommands named (the first argument), every process for the rest.
+    RootFor(&'static [&'static str]),
+}
+
+/// A command: its name, who may run it, and its body. (What each does for a user, and its
+/// usage, is `reef help`'s text, `user/reef`.)
 pub struct Command {
     pub name: &'static str,
+    pub access: Access,
     pub run: CommandBody,
 }
 
 /// Every core: id, APIC id, state, role, kernel image, partition, uptime.
-pub static CORES: Command = Command { name: "cores", run: |_, out| Ok(cores(out)?) };
+pub static CORES: Command = Command { name: "cores", access: Access::Anyone, run: |_, out| Ok(cores(out)?) };
 
 /// The shared region and every core's private partition; this instance's free frames and heap.
-pub static MEM: Command = Command { name: "mem", run: |_, out| Ok(mem(out)?) };
+pub static MEM: Command = Command { name: "mem", access: Access::Anyone, run: |_, out| Ok(mem(out)?) };
 
 /// `start <core> [from <core>]`: starts an offline core with this instance's boot driver, or
 /// with another running core's.
-pub static START: Command = Command { name: "start", run: start };
+pub static START: Command = Command { name: "start", access: Access::Root, run: start };
 
 /// Channels: `msg stats`, `msg ping <core> [n]`, `msg mode <core> <poll|ipi|hybrid|mwait>
-/// [spin ns]`, `msg bench [core] [n]`.
-pub static MSG: Command = Command { name: "msg", run: msg };
+/// [spin ns]`, and in images built with `bench`, `msg bench [core] [n]` and `msg stress`. A
+/// mode changes how a core receives, and the benchmarks take cores over: root only.
+pub static MSG: Command = Command { name: "msg", access: Access::RootFor(&["mode", "bench", "stress"]), run: msg };
 
 /// This instance's processes and every instance's counts (the leak check).
-pub static PS: Command = Command { name: "ps", run: |_, out| Ok(ps(out)?) };
+pub static PS: Command = Command { name: "ps", access: Access::Anyone, run: |_, out| Ok(ps(out)?) };
 
 /// `syscalls [core]`: system calls per core by number, and the unimplemented ones (ENOSYS).
-pub static SYSCALLS: Command = Command { name: "syscalls", run: syscalls };
+pub static SYSCALLS: Command = Command { name: "syscalls", access: Access::Anyone, run: syscalls };
 
 /// Stops every core and leaves QEMU.
-pub static POWEROFF: Command = Command { name: "poweroff", run: poweroff };
+pub static POWEROFF: Command = Command { name: "poweroff", access: Access::Root, run: poweroff };
 
 /// The control commands: what the `CONTROL` call runs.
 pub static COMMANDS: [&Command; 7] = [&CORES, &MEM, &START, &MSG, &SYSCALLS, &PS, &POWEROFF];
@@ -108,7 +133,35 @@ pub fn run(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> 
         return Err(CommandError::Usage("<command> [arguments]: `reef help` lists the commands"));
     };
     let command = find(name).ok_or_else(|| CommandError::Unknown(String::from(*name)))?;
+    permitted(command, rest, caller_user_id())?;
     (command.run)(rest, out)
+}
+
+/// The effective user id of the caller of a command: the process making the `CONTROL` call,
+/// or the kernel itself (root) for its own callers (the file service's views, the in-guest
+/// tests). Every process is root today: the kernel keeps no user ids yet (`geteuid` answers 0
+/// and `setuid` to another user is refused), so this is 0 until processes carry credentials.
+fn caller_user_id() -> u32 {
+    ROOT
+}
+
+/// The user id of root.
+pub const ROOT: u32 = 0;
+
+/// Whether `user` may run `command` with `arguments` (those after its name): the one place
+/// that decides, so every command that stops, starts or ends cores or the machine is refused
+/// to a user other than root before it does anything.
+pub fn permitted(command: &Command, arguments: &[&str], user: u32) -> Result<(), CommandError> {
+    let refused = |what: String| Err(CommandError::NotPermitted { command: what, user });
+    match command.access {
+        _ if user == ROOT => Ok(()),
+        Access::Anyone => Ok(()),
+        Access::Root => refused(String::from(command.name)),
+        Access::RootFor(subcommands) => match arguments.first() {
+            Some(sub) if subcommands.contains(sub) => refused(alloc::format!("{} {sub}", command.name)),
+            _ => Ok(()),
+        },
+    }
 }
 
 /// A read-only view of the machine, as a command prints it.
@@ -128,9 +181,11 @@ pub enum View {
 
 impl View {
     /// Every view.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code, reason = "only the control test lists them"))]
     pub const ALL: [Self; 5] = [Self::Cores, Self::Mem, Self::Msg, Self::Syscalls, Self::Processes];
 
     /// Its file name under `/proc/reef`.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code, reason = "only the control test names them"))]
     pub fn name(self) -> &'static str {
         match self {
             Self::Cores => "cores",
@@ -243,6 +298,7 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
 }
 
 /// A comma-separated list of cores (`0,1,2`), as a bit per core.
+#[cfg(feature = "bench")]
 fn parse_core_list(word: &str) -> Result<u64, CommandError> {
     word.split(',').try_fold(0u64, |mask, core| Ok(mask | 1 << parse_core(core)?))
 }
@@ -369,9 +425,16 @@ fn message_stats(out: &mut dyn Write) -> fmt::Result {
     Ok(())
 }
 
-fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
-    const USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
+/// `msg`'s usage: `bench` and `stress` only where the image has them.
+#[cfg(feature = "bench")]
+const MSG_USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] | \
                          msg bench [core] [n] | msg stress [lines] [cores, e.g. 0,1,2]";
+#[cfg(not(feature = "bench"))]
+const MSG_USAGE: &str = "msg stats | msg ping <core> [n] | msg mode <core> <poll|ipi|hybrid|mwait> [spin ns] \
+                         (msg bench and msg stress: images built with the bench feature, `cargo xtask bench`)";
+
+fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
+    const USAGE: &str = MSG_USAGE;
     match arguments {
         ["stats"] => Ok(message_stats(out)?),
         ["ping", target, rest @ ..] => {
@@ -383,7 +446,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             };
             let mut samples =
                 crate::msg::ping(target, count).map_err(|e| CommandError::Failed(alloc::format!("ping: {e}")))?;
-            let s = crate::msg::bench::summarize(&mut samples);
+            let s = ::samples::summarize(&mut samples).unwrap_or_default();
             let ns = crate::time::cycles_to_ns;
             writeln!(
                 out,
@@ -427,6 +490,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             writeln!(out, "core {target} now receives with {} (hybrid polls {spin} ns before sleeping)", mode.name())?;
             Ok(())
         }
+        #[cfg(feature = "bench")]
         ["bench", rest @ ..] => {
             let (target, iterations) = match rest {
                 [] => (1, 2000),
@@ -439,6 +503,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             };
             crate::msg::bench::run(target, iterations, out).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
         }
+        #[cfg(feature = "bench")]
         ["stress", rest @ ..] => {
             let (lines, participants) = match rest {
                 [] => (100_000, u64::MAX),
@@ -450,6 +515,11 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             writeln!(out, "stress: {detail}")?;
             Ok(())
         }
+        #[cfg(not(feature = "bench"))]
+        [name @ ("bench" | "stress"), ..] => Err(CommandError::Failed(alloc::format!(
+            "msg {name}: this kernel image was built without the bench feature; use `cargo xtask bench msg` \
+             (or `cargo xtask test`), whose images have it"
+        ))),
         _ => Err(CommandError::Usage(USAGE)),
     }
 }

@@ -22,7 +22,7 @@ pub const NO_INIT_STATUS: u32 = 127;
 pub fn run() -> ! {
     let options = shared::facts().options;
     if let Some(tests) = options.test {
-        let status = crate::selftest::run(tests.as_str());
+        let status = run_tests(tests.as_str());
         if options.exec.is_none() {
             end(status);
         }
@@ -48,6 +48,21 @@ pub fn run() -> ! {
         _ => 1,
     };
     end(code)
+}
+
+/// Runs the in-guest tests `list` names; returns the exit status (0 when all passed).
+#[cfg(feature = "test-hooks")]
+fn run_tests(list: &str) -> u32 {
+    crate::selftest::run(list)
+}
+
+/// An image without `test-hooks` has no in-guest tests: `test=` fails, saying where they are.
+#[cfg(not(feature = "test-hooks"))]
+fn run_tests(list: &str) -> u32 {
+    log::error!(
+        "test={list}: this kernel image was built without the test-hooks feature; `cargo xtask test` builds one with it"
+    );
+    1
 }
 
 /// Exits QEMU with `status` (isa-debug-exit); on a machine without that device, halts.

@@ -3,34 +3,110 @@
 //! checksum of its `.note.reef` written after linking; and two broken ones the suite restarts
 //! cores with to see them refused: `corrupt` (a flipped byte in the text) and `kcb-v0` (built,
 //! as far as its note says, for another KCB layout).
+//!
+//! Every image comes in three kinds ([`ImageKind`]): the production one `cargo xtask build` and
+//! `run` boot, with no test or benchmark code; the suite's, with the kernel's `test-hooks` and
+//! `bench` features; and the benchmarks', with `bench`. Each kind has its own target
+//! directory, so switching between `run`, `test` and `bench` rebuilds nothing.
 
 use crate::tools::{self, cargo, root, run_checked};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// The images built from this tree: (file name under `/boot`, `REEF_IMAGE`, cargo features).
 const IMAGES: [(&str, &str, &str); 3] = [("rt", "rt", "rt"), ("full-v2", "full-v2", ""), ("multi", "multi", "multi")];
 
-/// Builds the kernel image `name` with `features` into its own target directory (so the
-/// images do not rebuild each other) and returns the ELF path.
-fn build(name: &str, features: &str) -> Result<PathBuf, String> {
-    let directory = root().join("target/images").join(name);
+/// What goes into every kernel image a command builds (the full kernel QEMU boots and those
+/// of `/boot`), beyond the production kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageKind {
+    /// Nothing: what `cargo xtask build` and `run` boot, and users get.
+    Production,
+    /// The in-guest tests and fault injection (`test-hooks`) and the benchmarks (`bench`),
+    /// which the suite drives: `cargo xtask test`.
+    Test,
+    /// The benchmarks inside the kernel (`bench`: `msg bench` and its vector, `msg stress`):
+    /// `cargo xtask bench`.
+    Bench,
+}
+
+impl ImageKind {
+    /// The kernel crate's cargo features of this kind.
+    pub fn features(self) -> &'static [&'static str] {
+        match self {
+            Self::Production => &[],
+            Self::Test => &["test-hooks", "bench"],
+            Self::Bench => &["bench"],
+        }
+    }
+
+    /// This kind's directory under `target/`, where its kernels and initramfs are built: the
+    /// production kernel stays where cargo puts it by default.
+    pub fn directory(self) -> PathBuf {
+        match self {
+            Self::Production => root().join("target"),
+            Self::Test => root().join("target/kind-test"),
+            Self::Bench => root().join("target/kind-bench"),
+        }
+    }
+
+    /// `features` joined with this kind's, as `--features` takes them (empty: none).
+    fn with_features(self, features: &str) -> String {
+        let mut all: Vec<&str> = features.split(',').filter(|f| !f.is_empty()).collect();
+        all.extend(self.features());
+        all.join(",")
+    }
+}
+
+/// The kind chosen for this run of `cargo xtask`.
+static SELECTED: OnceLock<ImageKind> = OnceLock::new();
+
+/// Chooses the kind of every image this run of `cargo xtask` builds: once, before the first
+/// build (the command's entry does it). Without a choice, images are [`ImageKind::Production`].
+pub fn select(kind: ImageKind) {
+    let chosen = *SELECTED.get_or_init(|| kind);
+    assert_eq!(chosen, kind, "one run of cargo xtask builds one kind of kernel image");
+}
+
+/// The kind of image this run builds.
+pub fn selected() -> ImageKind {
+    SELECTED.get().copied().unwrap_or(ImageKind::Production)
+}
+
+/// `cargo build` of the kernel crate for `kind` with `features` (on top of the kind's) into
+/// `directory`.
+pub fn kernel_build(kind: ImageKind, features: &str, directory: &std::path::Path) -> std::process::Command {
     let mut command = cargo();
     command
         .args(["build", "--quiet", "--release", "-p", "kernel", "--target", "x86_64-unknown-none"])
         .arg("--target-dir")
-        .arg(&directory)
-        .env("REEF_IMAGE", name);
+        .arg(directory);
+    let features = kind.with_features(features);
     if !features.is_empty() {
-        command.args(["--features", features]);
+        command.args(["--features", &features]);
     }
-    run_checked(&mut command, &format!("building the {name} kernel image"))?;
+    command
+}
+
+/// Builds the kernel image `name` with `features` into its own target directory (so the
+/// images do not rebuild each other) and returns the ELF path.
+fn build(name: &str, features: &str) -> Result<PathBuf, String> {
+    let kind = selected();
+    let mut command = kernel_build(kind, features, &images_directory(kind).join(name));
+    command.env("REEF_IMAGE", name);
+    run_checked(&mut command, &format!("building the {name} kernel image ({kind:?})"))?;
     Ok(built_path(name))
 }
 
+/// Where the `/boot` images of `kind` are built, one target directory each.
+fn images_directory(kind: ImageKind) -> PathBuf {
+    kind.directory().join("images")
+}
+
 /// Where `cargo xtask` leaves the sealed ELF of image `name` of [`IMAGES`] (built with the
-/// initramfs), which QEMU can boot too.
+/// initramfs) of the kind this run builds, which QEMU can boot too.
 pub fn built_path(name: &str) -> PathBuf {
-    root().join("target/images").join(name).join("x86_64-unknown-none/release/kernel")
+    images_directory(selected()).join(name).join("x86_64-unknown-none/release/kernel")
 }
 
 /// Where an image's note description is (file offset), the note, and the file ranges of its

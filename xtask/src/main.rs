@@ -22,14 +22,25 @@ cargo xtask <command>
         boot that kernel image of /boot instead of full, e.g. multi so core 0 can host); with a
         shell command after `--`, run just that command, print its output as it comes and exit
         with its status (killed after --timeout seconds, default 600); --gdb starts QEMU paused
-        for gdb on :1234; REEF_QEMU=path runs another QEMU binary
+        for gdb on :1234; REEF_QEMU=path runs another QEMU binary. Its kernel images (and those
+        of /boot) are production ones: no in-guest tests, fault injection or benchmarks
   test [--accel kvm|tcg] [--only NAME]
         the whole suite: check, host unit tests, loom models, the initramfs read back, QEMU
-        integration runs (each boots the kernel with the initramfs as -initrd)
+        integration runs (each boots the kernel with the initramfs as -initrd); every kernel image
+        it boots (full and those of /boot) is built with the kernel's test-hooks and bench
+        features, in target/kind-test
   check [layers | lists]
-        rustfmt, clippy with the workspace lints as errors, the dependency-direction rule, no
-        kernel room naming a higher one (xtask/src/check/layers.rs), `unsafe` only where allowed;
-        `layers`: the last three only; `lists`: print what their allow-lists would hold today
+        rustfmt, clippy with the workspace lints as errors (the kernel also with its test-hooks
+        and bench features), the dependency-direction rule, no kernel room naming a higher one
+        (xtask/src/check/layers.rs), `unsafe` only where allowed, and that the production kernel's
+        symbol table holds no test or benchmark code (kernel::selftest, kernel::msg::bench,
+        kernel::msg::stress, kernel::msg::test_hooks, the fault-injection items): check builds
+        that image as `cargo xtask build` does, and the suite runs check first, whose own images
+        have that code; `layers`: the room and unsafe checks only; `lists`: print what their
+        allow-lists would hold today
+  bench ...
+        every benchmark boots kernel images built with the kernel's bench feature (msg bench,
+        msg stress), in target/kind-bench
   bench boot [--runs N] [--accel kvm|tcg]
         time from QEMU start to the shell prompt with 1 and 4 cores; writes results/boot.json and boot.png
   bench msg [--cores N] [--iterations N] [--runs N] [--accel kvm|tcg] [--vs-linux]
@@ -94,7 +105,7 @@ cargo xtask <command>
         the messaging benchmarks on a Debian Linux guest in the same QEMU setup; writes
         results/linux-msg.json
   build build the kernel image and the initramfs (user programs, busybox, /etc) and print
-        their paths, one a line
+        their paths, one a line: production images, as `run` boots
   help  this text
 ";
 
@@ -109,9 +120,17 @@ fn main() -> ExitCode {
     }
     let result = match arguments.first().map(String::as_str) {
         Some("run") => qemu::run_command(&arguments[1..]),
-        Some("test") => test::run(&arguments[1..]),
+        // The suite drives the in-guest tests and the benchmarks: its images have both; a
+        // benchmark's have the benchmarks only; every other command builds production images.
+        Some("test") => {
+            kernel_images::select(kernel_images::ImageKind::Test);
+            test::run(&arguments[1..])
+        }
         Some("check") => check::run(&arguments[1..]),
-        Some("bench") => bench::run(&arguments[1..]),
+        Some("bench") => {
+            kernel_images::select(kernel_images::ImageKind::Bench);
+            bench::run(&arguments[1..])
+        }
         Some("peer") => bench::run_peer(&arguments[1..]),
         Some("build") => tools::build_kernel().and_then(|kernel| {
             let initramfs = tools::build_initramfs()?;

@@ -154,13 +154,22 @@ pub fn build_kernel() -> Result<PathBuf, String> {
     crate::kernel_images::build_full()
 }
 
-/// Builds the kernel without writing its checksum ([`build_kernel`] does).
+/// Builds the kernel of the kind this run builds ([`kernel_images::selected`]) without writing
+/// its checksum ([`build_kernel`] does).
+///
+/// [`kernel_images::selected`]: crate::kernel_images::selected
 pub fn build_kernel_unsealed() -> Result<PathBuf, String> {
+    build_kernel_of(crate::kernel_images::selected())
+}
+
+/// Builds the full kernel of `kind`, unsealed, and returns the ELF path.
+pub fn build_kernel_of(kind: crate::kernel_images::ImageKind) -> Result<PathBuf, String> {
+    let directory = kind.directory();
     run_checked(
-        cargo().args(["build", "--quiet", "--release", "-p", "kernel", "--target", "x86_64-unknown-none"]),
-        "building the kernel",
+        &mut crate::kernel_images::kernel_build(kind, "", &directory),
+        &format!("building the kernel ({kind:?})"),
     )?;
-    Ok(root().join("target/x86_64-unknown-none/release/kernel"))
+    Ok(directory.join("x86_64-unknown-none/release/kernel"))
 }
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
@@ -190,8 +199,20 @@ pub const REEF_LINKS: [&str; 14] = [
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
 const USER_TARGET: &str = "x86_64-unknown-linux-musl";
-/// Where `cargo xtask build`, `run`, `test` and `bench` write Reef's initramfs.
+/// Where `cargo xtask build` and `run` write Reef's initramfs; `test` and `bench` write theirs,
+/// whose `/boot` holds their kind of kernel images, to the same name in their kind's directory
+/// ([`initramfs_file`]).
 pub const INITRAMFS_FILE: &str = "target/reef-initramfs.cpio";
+
+/// Where this run's initramfs goes: [`INITRAMFS_FILE`] for the production images, else its
+/// file name in the directory of the kind of image this run builds.
+pub fn initramfs_file() -> PathBuf {
+    let kind = crate::kernel_images::selected();
+    match kind {
+        crate::kernel_images::ImageKind::Production => root().join(INITRAMFS_FILE),
+        _ => kind.directory().join("reef-initramfs.cpio"),
+    }
+}
 /// `/etc/hello.txt`: a fixed text, so a test can check that a program read the whole file.
 pub const HELLO_TEXT: &str = "\
 Hello from Reef's initramfs.
@@ -277,7 +298,7 @@ pub fn user_program_bytes(name: &str) -> Result<Vec<u8>, String> {
 /// Debian's static busybox with a link for each of its applets, and a few files in `/etc`
 /// (`docs/initramfs.md`). The same inputs give the same bytes.
 pub fn build_initramfs() -> Result<PathBuf, String> {
-    build_initramfs_with(INITRAMFS_FILE, &[])
+    build_initramfs_with(&initramfs_file().to_string_lossy(), &[])
 }
 
 /// A file a test adds to Reef's image: its path in the image (no leading `/`; its parent

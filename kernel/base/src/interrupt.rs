@@ -58,6 +58,7 @@ pub fn vector_name(vector: u8) -> &'static str {
         v if v == idt::VECTOR_TIMER => "timer",
         v if v == idt::VECTOR_MESSAGE => "message IPI",
         v if v == idt::VECTOR_WAKE => "wake IPI",
+        #[cfg(feature = "bench")]
         v if v == idt::VECTOR_BENCH => "benchmark IPI",
         v if v == idt::VECTOR_CONSOLE => "console",
         v if v == idt::VECTOR_SPURIOUS => "spurious",
@@ -152,6 +153,7 @@ pub fn dispatch(frame: &mut InterruptFrame) {
 /// access of a process (it is killed), or a kernel fault (this core stops).
 fn page_fault(frame: &mut InterruptFrame) {
     let address = cpu::read_cr2();
+    #[cfg(feature = "test-hooks")]
     if let Some(fixup) = crate::arch::user::probe_fixup(frame.rip) {
         frame.rip = fixup;
         return;

@@ -52,7 +52,7 @@ const COMMANDS: [Command; 14] = [
     Command {
         name: "msg",
         usage: "msg stats|ping|mode|bench|stress",
-        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n]; stress [lines] [cores, e.g. 0,1,2]",
+        what: "channels: counters; ping <core> [n]; mode <core> <poll|ipi|hybrid|mwait> [spin ns]; bench [core] [n] and stress [lines] [cores, e.g. 0,1,2] (kernels built with the bench feature only: cargo xtask bench, test)",
         run: control,
     },
     Command {

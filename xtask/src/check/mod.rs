@@ -5,6 +5,7 @@ mod crates;
 mod kernel_layers;
 mod layers;
 mod source;
+pub mod symbols;
 mod unsafe_code;
 
 use crate::tools::{cargo, root, run_checked};
@@ -121,6 +122,8 @@ pub fn run_all() -> Result<(), String> {
             "--workspace",
             "--exclude",
             "kernel",
+            "--exclude",
+            "base",
             "--all-targets",
             "--",
             "-D",
@@ -135,6 +138,8 @@ pub fn run_all() -> Result<(), String> {
             "--release",
             "-p",
             "kernel",
+            "-p",
+            "base",
             "--target",
             "x86_64-unknown-none",
             "--",
@@ -142,7 +147,9 @@ pub fn run_all() -> Result<(), String> {
             "warnings",
         ]),
         "clippy on the kernel",
-    )
+    )?;
+    symbols::lint_test_and_bench_code()?;
+    symbols::production_image_has_no_test_code()
 }
 
 /// `cargo xtask check [layers | lists]`.

@@ -104,6 +104,7 @@ impl SharedLock {
 
     /// Takes it for `core_id` if it is free, or held by a core that died; else returns the
     /// holder's core id, without waiting.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code, reason = "only msg bench takes a lock without waiting"))]
     pub fn try_lock(&self, core_id: u32) -> Result<(), u32> {
         match self.0.compare_exchange(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => Ok(()),

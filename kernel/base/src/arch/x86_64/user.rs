@@ -153,20 +153,6 @@ global_asm!(
     3:
         mov rax, rcx
         ret
-
-    // kernel_load_probe(address [rdi]) -> 0 if a plain kernel load of the byte worked, 1 if
-    // it faulted: the SMAP test's access to a user page outside the copy routines.
-    .global kernel_load_probe
-    kernel_load_probe:
-        xor eax, eax
-    .global kernel_load_probe_load
-    kernel_load_probe_load:
-        mov cl, byte ptr [rdi]
-        ret
-    .global kernel_load_probe_fault
-    kernel_load_probe_fault:
-        mov eax, 1
-        ret
     "#,
     user_rsp = sym SYSCALL_USER_RSP,
     stack_top = sym SYSCALL_STACK_TOP,
@@ -206,6 +192,32 @@ extern "C" fn system_call(frame: &mut InterruptFrame) {
     handler(frame);
 }
 
+// kernel_load_probe(address [rdi]) -> 0 if a plain kernel load of the byte worked, 1 if it
+// faulted: the SMAP test's access to a user page outside the copy routines, in test images only.
+#[cfg(feature = "test-hooks")]
+global_asm!(
+    r#"
+    .global kernel_load_probe
+    kernel_load_probe:
+        xor eax, eax
+    .global kernel_load_probe_load
+    kernel_load_probe_load:
+        mov cl, byte ptr [rdi]
+        ret
+    .global kernel_load_probe_fault
+    kernel_load_probe_fault:
+        mov eax, 1
+        ret
+    "#
+);
+
+#[cfg(feature = "test-hooks")]
+extern "C" {
+    fn kernel_load_probe(address: u64) -> u64;
+    static kernel_load_probe_load: u8;
+    static kernel_load_probe_fault: u8;
+}
+
 extern "C" {
     fn syscall_entry();
     fn thread_first_entry();
@@ -214,9 +226,6 @@ extern "C" {
     static user_copy_start: u8;
     static user_copy_end: u8;
     static user_copy_fault: u8;
-    fn kernel_load_probe(address: u64) -> u64;
-    static kernel_load_probe_load: u8;
-    static kernel_load_probe_fault: u8;
 }
 
 /// What this core's CPU offers for running user code safely.
@@ -434,6 +443,7 @@ pub fn fault_fixup(rip: u64) -> Option<u64> {
 
 /// Whether a plain kernel load (outside the copy routines) of `address` faults. With SMAP on
 /// and `address` a present user page, it must.
+#[cfg(feature = "test-hooks")]
 pub fn kernel_load_faults(address: u64) -> bool {
     // SAFETY: the probe only reads one byte; a fault at its load resumes at its own fixup
     // (see `probe_fixup`), which returns 1.
@@ -441,6 +451,7 @@ pub fn kernel_load_faults(address: u64) -> bool {
 }
 
 /// Where a fault of the load probe resumes, if `rip` is its load.
+#[cfg(feature = "test-hooks")]
 pub fn probe_fixup(rip: u64) -> Option<u64> {
     (rip == &raw const kernel_load_probe_load as u64).then_some(&raw const kernel_load_probe_fault as u64)
 }
