@@ -29,7 +29,7 @@ mod selftest;
 mod syscall;
 mod time;
 
-pub use boot::instance_entry;
+arch::boot::kernel_entries!(bootstrap: boot::bootstrap, instance: boot::instance);
 
 #[panic_handler]
 fn panic(info: &::core::panic::PanicInfo) -> ! {

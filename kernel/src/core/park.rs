@@ -313,7 +313,7 @@ fn arrived() {
         return;
     }
     let region = shared::get();
-    crate::boot::remove_identity_map();
+    crate::mm::address_space::remove_identity_map();
     if kcb.role() == Role::Timesharing {
         super::role::start_timer();
     }
@@ -473,7 +473,7 @@ pub fn unpark_if_asked() {
     }
     // The woken processor enters through the trampoline, which runs at its identity address
     // on this instance's page tables.
-    crate::boot::restore_identity_map();
+    crate::mm::address_space::restore_identity_map();
     kcb.parking.resume_on.store(destination, Ordering::Release);
     yield_to_host(GuestState::Leaving);
 }

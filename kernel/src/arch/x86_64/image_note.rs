@@ -33,5 +33,18 @@ global_asm!(
     version = const kcb::VERSION,
     layout = const kcb::NOTE_LAYOUT,
     flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
-    entry = sym crate::instance_entry,
+    entry = sym super::boot::instance_entry,
 );
+
+extern "C" {
+    static __reef_note: u8;
+}
+
+/// This image's own `.note.reef` as bytes: the 12-byte note header, the name "Reef\0"
+/// padded to 8 bytes, then the `kcb::NOTE_SIZE`-byte description.
+pub fn own_note() -> &'static [u8] {
+    // SAFETY: the linker script puts `__reef_note` at the start of `.note.reef`, the note this
+    // file's `global_asm!` emits (20 bytes of header and name, then the description), in
+    // read-only memory for the image's life.
+    unsafe { core::slice::from_raw_parts(&raw const __reef_note, 20 + kcb::NOTE_SIZE) }
+}

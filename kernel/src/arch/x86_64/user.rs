@@ -8,6 +8,24 @@ use super::idt::InterruptFrame;
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+/// What serves a system call: registered at instance entry by `boot` (private .data: every
+/// instance registers its own), so this layer names no service.
+static SYSTEM_CALL_HANDLER: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Registers what serves system calls on this instance; the first registration holds.
+pub fn set_system_call_handler(handler: fn(&mut InterruptFrame)) {
+    SYSTEM_CALL_HANDLER.call_once(|| handler);
+}
+
+/// Called by the SYSCALL entry with the thread's saved user frame: hands it to the handler
+/// `boot` registered.
+extern "C" fn system_call_entry(frame: &mut InterruptFrame) {
+    match SYSTEM_CALL_HANDLER.get() {
+        Some(handler) => handler(frame),
+        None => panic!("a system call before its handler was registered"),
+    }
+}
+
 /// Lowest address that is not user space: user pointers must end at or below it.
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
 
@@ -173,7 +191,7 @@ global_asm!(
     user_data = const USER_DATA as u64,
     user_code = const USER_CODE as u64,
     vector = const super::idt::VECTOR_SYSCALL,
-    dispatch = sym crate::syscall::dispatch,
+    dispatch = sym system_call_entry,
     started = sym crate::sched::on_thread_start,
     smap = sym SMAP_ENABLED,
 );
