@@ -8,6 +8,7 @@
 //! and heap, `ps` its processes, `msg ping` and `msg bench` measure from it, `start` uses its
 //! boot driver. None needs COM1, so every command works from any core; `poweroff` writes its
 //! line to the console, not to `out`, since no caller lives on to read a buffer.
+#![deny(unsafe_code)]
 
 use crate::arch::cpu;
 use crate::core::boot_driver;

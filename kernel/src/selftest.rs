@@ -1,5 +1,6 @@
 //! In-guest tests: each prints `TEST <name> ok|fail <detail>`, then `N passed, M failed`.
 //! The host harness (`cargo xtask test`) reads these lines and QEMU's exit status.
+#![deny(unsafe_code)]
 
 use crate::arch::cpu;
 use crate::arch::paging::physical_to_virtual;

@@ -13,10 +13,10 @@ use super::kcb::{CoreState, Kcb};
 use super::kernel_image::KernelImage;
 use super::shared::{self, SharedRegion};
 use crate::arch::apic;
+use crate::arch::boot::BootInformation;
 use crate::arch::cpu::{read_tsc, relax};
 use crate::arch::paging::{flags, physical_to_virtual, KERNEL_BASE, LARGE_PAGE_SIZE, PAGE_SIZE};
 use crate::arch::stacks::KernelStack;
-use crate::arch::boot::BootInformation;
 use crate::arch::trampoline::{TrampolineParameters, TRAMPOLINE_BASE};
 use crate::arch::world_switch;
 use crate::core::kcb::PartitionRange;
@@ -222,11 +222,7 @@ fn map_booted_image(builder: &mut Builder<'_>) -> Result<(), BootError> {
 /// An image from a file: text and rodata from the one read-only copy every core running the
 /// image maps (`text_physical`: where its first byte is), `.data`/`.bss` and the pristine
 /// template private in the target's partition.
-fn load_image(
-    builder: &mut Builder<'_>,
-    image: &KernelImage,
-    text_physical: u64,
-) -> Result<(), BootError> {
+fn load_image(builder: &mut Builder<'_>, image: &KernelImage, text_physical: u64) -> Result<(), BootError> {
     let note = &image.note;
     let shared_parts = [(note.image_start, note.text_end, 0), (note.text_end, note.shared_end, flags::NO_EXECUTE)];
     for (start, end, rights) in shared_parts {

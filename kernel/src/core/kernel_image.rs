@@ -118,8 +118,8 @@ pub fn load(path: &str, uncached: bool) -> Result<(Arc<KernelImage>, bool), Imag
 }
 
 fn read(path: &str) -> Result<KernelImage, ImageError> {
-    let archive =
-        initramfs::Archive::parse(crate::core::shared::initramfs().ok_or(ImageError::NoInitramfs)?).map_err(|_| ImageError::NoInitramfs)?;
+    let archive = initramfs::Archive::parse(crate::core::shared::initramfs().ok_or(ImageError::NoInitramfs)?)
+        .map_err(|_| ImageError::NoInitramfs)?;
     let entry = archive.resolve(path, true).map_err(|_| ImageError::NotFound(String::from(path)))?;
     if !entry.is_file() {
         return Err(ImageError::NotFound(String::from(path)));

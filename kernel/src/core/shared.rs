@@ -239,7 +239,10 @@ impl SharedRegion {
     /// (offset in the span, bytes) copied in; `None` when the store has no room. The caller
     /// holds the boot-driver lock (checked), so two drivers never fill one slot.
     pub fn store_image_text(&self, checksum: u64, span: u64, parts: &[(u64, &[u8])]) -> Option<u64> {
-        assert!(self.header.boot_driver_lock.is_held_by(this_core()), "the image store is filled under the boot-driver lock");
+        assert!(
+            self.header.boot_driver_lock.is_held_by(this_core()),
+            "the image store is filled under the boot-driver lock"
+        );
         let slots = &self.header.image_slots;
         if let Some(slot) = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == checksum) {
             return Some(slot.physical.load(Ordering::Relaxed));
@@ -274,9 +277,14 @@ impl SharedRegion {
     /// serialises every use of the one trampoline page.
     pub fn write_trampoline(&self, parameters: crate::arch::trampoline::TrampolineParameters) {
         use crate::arch::trampoline;
-        assert!(self.header.boot_driver_lock.is_held_by(this_core()), "the trampoline is written under the boot-driver lock");
+        assert!(
+            self.header.boot_driver_lock.is_held_by(this_core()),
+            "the trampoline is written under the boot-driver lock"
+        );
         let code = trampoline::code();
-        assert!(code.len() <= 4096 && trampoline::parameters_offset() + core::mem::size_of_val(&parameters) <= code.len());
+        assert!(
+            code.len() <= 4096 && trampoline::parameters_offset() + core::mem::size_of_val(&parameters) <= code.len()
+        );
         let base = physical_to_virtual(trampoline::TRAMPOLINE_BASE) as *mut u8;
         // SAFETY: the trampoline page (below 1 MiB) is in the low 2 MiB every instance maps
         // writable at the direct map; no Rust object lives there; the boot-driver lock makes
@@ -284,7 +292,9 @@ impl SharedRegion {
         // and the slot is 8-byte aligned inside the copied code.
         unsafe {
             core::ptr::copy_nonoverlapping(code.as_ptr(), base, code.len());
-            base.add(trampoline::parameters_offset()).cast::<trampoline::TrampolineParameters>().write_volatile(parameters);
+            base.add(trampoline::parameters_offset())
+                .cast::<trampoline::TrampolineParameters>()
+                .write_volatile(parameters);
         }
     }
 
@@ -366,4 +376,13 @@ pub fn initramfs() -> Option<&'static [u8]> {
     // read-only at its direct-map address; nothing writes it for the system's life, so a
     // shared slice of it never sees a write.
     Some(unsafe { core::slice::from_raw_parts(start, (range.end - range.start) as usize) })
+}
+
+/// Whether this core holds a lock of the shared region (console, boot driver, roles), which
+/// another kernel instance could wait for.
+pub fn holds_shared_lock() -> bool {
+    let Some(region) = region() else { return false };
+    let header = &region.header;
+    let me = this_core();
+    [&header.console_lock, &header.boot_driver_lock, &header.role_lock].iter().any(|lock| lock.is_held_by(me))
 }

@@ -105,7 +105,12 @@ impl FrameAllocator {
         let index = frame.wrapping_sub(self.base) / PAGE_SIZE;
         let bitmap_frames = (self.bitmap.len() as u64 * 8).div_ceil(PAGE_SIZE);
         let allocated = self.bitmap.get((index / 64) as usize).is_some_and(|word| word & (1 << (index % 64)) != 0);
-        if frame < self.base || index >= self.frames || index < bitmap_frames || !allocated || !frame.is_multiple_of(PAGE_SIZE) {
+        if frame < self.base
+            || index >= self.frames
+            || index < bitmap_frames
+            || !allocated
+            || !frame.is_multiple_of(PAGE_SIZE)
+        {
             return Err(FrameError::NotAllocated(frame));
         }
         Ok(physical_to_virtual(frame) as *mut u8)

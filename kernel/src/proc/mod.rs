@@ -2,10 +2,14 @@
 //! program file, fork, threads, exit and the wait status that reaches the parent (by message
 //! when the parent is homed on another instance), and spawning on another core. Signals are
 //! in `signal`, process groups and sessions in `group`.
+#![deny(unsafe_code)]
 
 pub mod elf;
 pub mod group;
 pub mod keep;
+// TODO(migrate-split): `copy_frame` still copies through the copy window with `unsafe`; the
+// migrate-split branch moves it to a safe `mm` API, and this allow goes.
+#[allow(unsafe_code)]
 pub mod migrate;
 pub mod remote;
 pub mod signal;
