@@ -2,7 +2,7 @@
 //! entry every instance (core 0 included) runs on its own page tables.
 #![deny(unsafe_code)]
 
-use crate::arch::boot::{BootInformation, InstanceEntry};
+use crate::arch::boot::{BootInformation, InstanceEntry, StartInfoError};
 use crate::arch::paging::LARGE_PAGE_SIZE;
 use crate::arch::{apic, cpu, gdt, idt, legacy};
 use crate::core::boot_driver;
@@ -19,11 +19,13 @@ const MINIMUM_PARTITION: u64 = 16 * 1024 * 1024;
 
 /// The bootstrap core's part of boot (given to the base's PVH entry by `main.rs`): read the
 /// machine, partition its memory, write the shared region, and become kernel instance 0.
-pub fn bootstrap(information: BootInformation) -> ! {
+pub fn bootstrap(information: Result<BootInformation, StartInfoError>) -> ! {
     let boot_tsc = cpu::read_tsc();
     legacy::com1::init();
     legacy::disable_pic(idt::VECTOR_LEGACY_BASE);
     crate::console::init_logging(platform::cmdline::LogLevel::Info);
+
+    let information = information.unwrap_or_else(|error| panic!("{error}"));
 
     let options = platform::cmdline::parse(information.command_line, |diagnostic| log::warn!("{diagnostic}"));
     crate::console::init_logging(options.log);

@@ -191,17 +191,17 @@ impl BootInformation {
     ///
     /// # Safety
     /// `start_info_physical` must be the address PVH passed in `%ebx`, on the boot page tables.
-    unsafe fn read(start_info_physical: u32) -> Self {
+    unsafe fn read(start_info_physical: u32) -> Result<Self, StartInfoError> {
         // SAFETY: PVH passes the physical address of a start_info the loader wrote below
         // 4 GiB, which the boot direct map covers (per the caller).
         let start_info = unsafe { &*(physical_to_virtual(u64::from(start_info_physical)) as *const StartInfo) };
         if start_info.magic != START_INFO_MAGIC {
-            panic!("no PVH start_info (magic {:#x}): boot Reef with QEMU -kernel", start_info.magic);
+            return Err(StartInfoError::NoStartInfo { magic: start_info.magic });
         }
         let mut regions = [Region { start: 0, length: 0, kind: RegionKind::Reserved }; MAX_REGIONS];
         let region_count = (start_info.memory_map_entries as usize).min(MAX_REGIONS);
         if start_info.version < 1 || region_count == 0 {
-            panic!("the loader gave no memory map (PVH start_info version {})", start_info.version);
+            return Err(StartInfoError::NoMemoryMap { version: start_info.version });
         }
         for (i, region) in regions.iter_mut().enumerate().take(region_count) {
             // SAFETY: `memory_map` points at `memory_map_entries` entries in low memory.
@@ -218,7 +218,7 @@ impl BootInformation {
         };
         // SAFETY: the loader's command line, in low memory the boot tables map.
         let command_line = unsafe { c_string(start_info.command_line) };
-        Self { command_line, regions, region_count, initramfs, rsdp: start_info.rsdp }
+        Ok(Self { command_line, regions, region_count, initramfs, rsdp: start_info.rsdp })
     }
 
     /// The loader's memory map.
@@ -237,6 +237,28 @@ impl BootInformation {
                 acpi::AcpiTables::from_rsdp(BootAcpiMapper, self.rsdp as usize)
             } else {
                 acpi::AcpiTables::search_for_rsdp_bios(BootAcpiMapper)
+            }
+        }
+    }
+}
+
+/// Why the loader's start_info cannot be used (the kernel says so once its console is up).
+#[derive(Clone, Copy, Debug)]
+pub enum StartInfoError {
+    /// No PVH start_info: the kernel was not booted by a PVH loader.
+    NoStartInfo { magic: u32 },
+    /// The start_info lists no memory map.
+    NoMemoryMap { version: u32 },
+}
+
+impl core::fmt::Display for StartInfoError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoStartInfo { magic } => {
+                write!(f, "no PVH start_info (magic {magic:#x}): boot Reef with QEMU -kernel")
+            }
+            Self::NoMemoryMap { version } => {
+                write!(f, "the loader gave no memory map (PVH start_info version {version})")
             }
         }
     }
@@ -293,7 +315,7 @@ impl InstanceEntry {
 
 extern "Rust" {
     /// The kernel's bootstrap function, given to this layer by [`kernel_entries!`].
-    fn reef_bootstrap_main(information: BootInformation) -> !;
+    fn reef_bootstrap_main(information: Result<BootInformation, StartInfoError>) -> !;
     /// The kernel's instance function, given to this layer by [`kernel_entries!`].
     fn reef_instance_main(entry: InstanceEntry) -> !;
 }
@@ -326,7 +348,8 @@ pub extern "C" fn instance_entry(kcb_address: u64) -> ! {
     unsafe { reef_instance_main(InstanceEntry { kcb }) }
 }
 
-/// Gives this layer the kernel's two entry functions: `bootstrap(BootInformation) -> !`, run
+/// Gives this layer the kernel's two entry functions: `bootstrap(Result<BootInformation,
+/// StartInfoError>) -> !`, run
 /// once on the bootstrap core, and `instance(InstanceEntry) -> !`, run by every kernel
 /// instance. Invoke it once, in the crate root (the base names no service: the kernel
 /// names itself here, as Asterinas's `#[ostd::main]` does).
@@ -334,7 +357,9 @@ macro_rules! kernel_entries {
     (bootstrap: $bootstrap:path, instance: $instance:path $(,)?) => {
         #[no_mangle]
         #[allow(unsafe_code)]
-        fn reef_bootstrap_main(information: $crate::arch::boot::BootInformation) -> ! {
+        fn reef_bootstrap_main(
+            information: Result<$crate::arch::boot::BootInformation, $crate::arch::boot::StartInfoError>,
+        ) -> ! {
             $bootstrap(information)
         }
 
