@@ -201,11 +201,20 @@ impl SharedRegion {
         static INITIALISED: AtomicBool = AtomicBool::new(false);
         assert!(!INITIALISED.swap(true, Ordering::AcqRel), "the shared region is written once");
         assert!(region().is_none(), "the shared region is written before any instance attaches to it");
-        let usable = boot.memory_map().iter().any(|region| {
-            region.kind == platform::memmap::RegionKind::Usable
-                && region.start <= range.start
-                && range.end <= region.start + region.length
-        });
+        // Covered by usable regions of the map (adjacent ones may share the range).
+        let mut covered = range.start;
+        while covered < range.end {
+            let next = boot.memory_map().iter().find(|region| {
+                region.kind == platform::memmap::RegionKind::Usable
+                    && region.start <= covered
+                    && covered < region.start + region.length
+            });
+            match next {
+                Some(region) => covered = region.start + region.length,
+                None => break,
+            }
+        }
+        let usable = range.start < range.end && covered >= range.end;
         assert!(
             usable && range.end <= 1 << 32 && range.end - range.start >= core::mem::size_of::<SharedRegion>() as u64,
             "the shared region must be usable RAM below 4 GiB"
