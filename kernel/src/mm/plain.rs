@@ -30,6 +30,16 @@ plain!(
     abi::call::CoreTimes,
 );
 
+// The structs above have no gap: their sizes are the sums of their fields'.
+const _: () = {
+    use core::mem::size_of;
+    use linux_raw_sys::general as linux;
+    assert!(size_of::<linux::stat>() == 3 * 8 + 4 * 4 + 4 * 8 + 6 * 8 + 3 * 8);
+    assert!(size_of::<linux::pollfd>() == 4 + 2 + 2);
+    assert!(size_of::<linux_raw_sys::system::new_utsname>() == 6 * 65);
+    assert!(size_of::<abi::call::CoreTimes>() == 5 * 8);
+};
+
 // SAFETY: an array of plain values has no gap between its elements and accepts any bytes.
 unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
 
