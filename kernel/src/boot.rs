@@ -1,124 +1,40 @@
 //! From the PVH entry to running kernel instances: early boot on the bootstrap core, then the
 //! entry every instance (core 0 included) runs on its own page tables.
+#![deny(unsafe_code)]
 
-use crate::arch::paging::{physical_to_virtual, LARGE_PAGE_SIZE};
+use crate::arch::boot::{BootInformation, InstanceEntry, StartInfoError};
+use crate::arch::paging::LARGE_PAGE_SIZE;
 use crate::arch::{apic, cpu, gdt, idt, legacy};
 use crate::core::boot_driver;
 use crate::core::kcb::PartitionRange;
-use crate::core::kcb::{CoreState, Kcb, Role};
+use crate::core::kcb::{CoreState, Role};
 use crate::core::shared::{self, BootFacts, SharedRegion, SHARED_REGION_SIZE};
-use crate::mm::{frames, heap, image};
-use ::core::ptr::NonNull;
+use crate::mm::{frames, image};
 use ::core::sync::atomic::Ordering;
-use platform::memmap::{Range, Region, RegionKind, UsableMemory};
+use platform::memmap::{Range, UsableMemory};
 use platform::partition::{Plan, MAX_CORES};
 
-/// `hvm_start_info` [Xen include/public/arch-x86/hvm/start_info.h].
-#[repr(C)]
-struct StartInfo {
-    magic: u32,
-    version: u32,
-    flags: u32,
-    module_count: u32,
-    module_list: u64,
-    command_line: u64,
-    rsdp: u64,
-    memory_map: u64,
-    memory_map_entries: u32,
-    reserved: u32,
-}
-
-/// `hvm_modlist_entry` [Xen start_info.h]: QEMU passes `-initrd` as module 0.
-#[repr(C)]
-struct ModuleEntry {
-    address: u64,
-    size: u64,
-    command_line: u64,
-    reserved: u64,
-}
-
-#[repr(C)]
-struct MemoryMapEntry {
-    address: u64,
-    size: u64,
-    kind: u32,
-    reserved: u32,
-}
-
-const START_INFO_MAGIC: u32 = 0x336e_c578;
 /// Smallest partition Reef accepts: tables, data copy, stacks, heap and room to work.
 const MINIMUM_PARTITION: u64 = 16 * 1024 * 1024;
 
-/// Maps ACPI tables through the boot page tables' direct map (all of the low 4 GiB).
-#[derive(Clone)]
-struct BootAcpiMapper;
-
-impl acpi::AcpiHandler for BootAcpiMapper {
-    unsafe fn map_physical_region<T>(&self, address: usize, size: usize) -> acpi::PhysicalMapping<Self, T> {
-        let pointer = NonNull::new(physical_to_virtual(address as u64) as *mut T).expect("direct map is never null");
-        // SAFETY: during early boot the direct map covers the low 4 GiB, where firmware puts
-        // ACPI tables; the mapping is permanent, so nothing to undo.
-        unsafe { acpi::PhysicalMapping::new(address, pointer, size, size, Self) }
-    }
-
-    fn unmap_physical_region<T>(_region: &acpi::PhysicalMapping<Self, T>) {}
-}
-
-fn c_string(physical: u64) -> &'static str {
-    if physical == 0 {
-        return "";
-    }
-    let start = physical_to_virtual(physical) as *const u8;
-    let mut length = 0;
-    // SAFETY: the loader put a NUL-terminated command line there, in low memory the boot
-    // tables map; we stop at 4 KiB whatever it holds.
-    while length < 4096 && unsafe { *start.add(length) } != 0 {
-        length += 1;
-    }
-    // SAFETY: `length` bytes were just read from the same mapped range.
-    let bytes = unsafe { ::core::slice::from_raw_parts(start, length) };
-    ::core::str::from_utf8(bytes).unwrap_or("")
-}
-
-/// The bootstrap core's Rust entry, from `_pvh_start` on the boot page tables (through
-/// `base::kernel_entry!`).
-pub fn boot_main(start_info_physical: u32) -> ! {
+/// The bootstrap core's part of boot (given to the base's PVH entry by `main.rs`): read the
+/// machine, partition its memory, write the shared region, and become kernel instance 0.
+pub fn bootstrap(information: Result<BootInformation, StartInfoError>) -> ! {
     let boot_tsc = cpu::read_tsc();
     legacy::com1::init();
     legacy::disable_pic(idt::VECTOR_LEGACY_BASE);
     crate::console::init_logging(platform::cmdline::LogLevel::Info);
 
-    // SAFETY: PVH passes the physical address of a start_info the loader wrote below 4 GiB,
-    // which the boot direct map covers.
-    let start_info = unsafe { &*(physical_to_virtual(u64::from(start_info_physical)) as *const StartInfo) };
-    if start_info.magic != START_INFO_MAGIC {
-        panic!("no PVH start_info (magic {:#x}): boot Reef with QEMU -kernel", start_info.magic);
-    }
-    let command_line = c_string(start_info.command_line);
-    let options = platform::cmdline::parse(command_line, |diagnostic| log::warn!("{diagnostic}"));
+    let information = information.unwrap_or_else(|error| panic!("{error}"));
+
+    let options = platform::cmdline::parse(information.command_line, |diagnostic| log::warn!("{diagnostic}"));
     crate::console::init_logging(options.log);
 
     // Memory map.
-    let mut regions = [Region { start: 0, length: 0, kind: RegionKind::Reserved }; 64];
-    let entries = (start_info.memory_map_entries as usize).min(regions.len());
-    if start_info.version < 1 || entries == 0 {
-        panic!("the loader gave no memory map (PVH start_info version {})", start_info.version);
-    }
-    for (i, region) in regions.iter_mut().enumerate().take(entries) {
-        // SAFETY: `memory_map` points at `memory_map_entries` entries in low memory.
-        let entry = unsafe { &*(physical_to_virtual(start_info.memory_map) as *const MemoryMapEntry).add(i) };
-        *region = Region { start: entry.address, length: entry.size, kind: RegionKind::from_e820(entry.kind) };
-    }
+    let regions = information.memory_map();
     let layout = image::ImageLayout::get();
     let (image_start, image_end) = layout.physical_range();
-    let initramfs = if start_info.module_count > 0 && start_info.module_list != 0 {
-        // SAFETY: PVH puts `module_count` entries at `module_list`, in low memory the boot
-        // direct map covers.
-        let module = unsafe { &*(physical_to_virtual(start_info.module_list) as *const ModuleEntry) };
-        Range { start: module.address, end: module.address + module.size }
-    } else {
-        Range { start: 0, end: 0 }
-    };
+    let initramfs = information.initramfs;
     // The 2 MiB pages around the initramfs: every instance maps them read-only, so no
     // partition may hold any of their bytes.
     let initramfs_cover =
@@ -126,18 +42,10 @@ pub fn boot_main(start_info_physical: u32) -> ! {
     // Low 2 MiB: trampoline, loader data, firmware; the image: shared read-only text.
     let reserved =
         [Range { start: 0, end: LARGE_PAGE_SIZE }, Range { start: image_start, end: image_end }, initramfs_cover];
-    let usable = UsableMemory::new(&regions[..entries], &reserved);
+    let usable = UsableMemory::new(regions, &reserved);
 
     // Cores, from the MADT.
-    // SAFETY: the RSDP address comes from the loader; when absent, the BIOS areas are searched,
-    // which the boot direct map covers.
-    let tables = unsafe {
-        if start_info.rsdp != 0 {
-            acpi::AcpiTables::from_rsdp(BootAcpiMapper, start_info.rsdp as usize)
-        } else {
-            acpi::AcpiTables::search_for_rsdp_bios(BootAcpiMapper)
-        }
-    };
+    let tables = information.acpi_tables();
     let tables = tables.unwrap_or_else(|error| panic!("no usable ACPI tables: {error:?}"));
     let listed = platform::madt::cores(&tables).unwrap_or_else(|error| panic!("cannot read the MADT: {error:?}"));
 
@@ -202,42 +110,29 @@ pub fn boot_main(start_info_physical: u32) -> ! {
         pause_in_spins: !cpu::running_under_tcg(),
         initramfs,
     };
-    // SAFETY: the plan's shared region is usable RAM the boot direct map covers, and no other
-    // core runs yet.
-    let region = unsafe { SharedRegion::initialise(plan.shared, facts) };
+    let region = SharedRegion::initialise(&information, plan.shared, facts);
     for core in 0..count {
         let kcb = region.kcb(core);
         kcb.core_id.store(core as u32, Ordering::Relaxed);
         kcb.apic_id.store(apic_ids[core], Ordering::Relaxed);
         kcb.partition_start.store(partitions[core].start, Ordering::Relaxed);
         kcb.partition_end.store(partitions[core].end, Ordering::Relaxed);
-        kcb.shared_region.store(region as *const SharedRegion as u64, Ordering::Relaxed);
         kcb.role.store(Role::Timesharing as u32, Ordering::Relaxed);
         kcb.parking.clear();
         kcb.version.store(kcb::VERSION, Ordering::Relaxed);
         region.header.osnodes[core].store(apic_ids[core], Ordering::Relaxed);
         kcb.set_state(CoreState::Offline);
     }
-    boot_driver::enter_first_instance(region)
+    boot_driver::enter_first_instance(information, region)
 }
 
-/// Where every kernel instance starts, on its own page tables and stack, with its KCB
-/// (through `base::kernel_entry!`).
-pub fn instance_entry(kcb_address: u64) -> ! {
-    // SAFETY: the boot driver passes the address of this core's KCB in the shared region,
-    // which this instance's page tables map.
-    let kcb = unsafe { &*(kcb_address as *const Kcb) };
-    if kcb.version.load(Ordering::Acquire) != kcb::VERSION {
-        // Nothing else of a KCB of another layout can be trusted, not even where the shared
-        // region is: say so through the state word every version keeps in place, and halt.
-        kcb.set_state(CoreState::Faulted);
-        cpu::halt_forever();
-    }
-    // SAFETY: the KCB names the shared region, mapped at the same address in every instance.
-    let region = unsafe { &*(kcb.shared_region.load(Ordering::Relaxed) as *const SharedRegion) };
+/// Every kernel instance's part of boot (given to the base's instance entry by `main.rs`),
+/// on its own page tables and stack, with its KCB.
+pub fn instance(entry: InstanceEntry) -> ! {
+    let kcb = entry.kcb();
+    let region = shared::attach_instance(&entry);
     let core = kcb.core_id.load(Ordering::Relaxed);
-    shared::attach(region, core);
-    remove_identity_map();
+    crate::mm::address_space::remove_identity_map();
     gdt::load();
     idt::load(crate::interrupt::dispatch);
     let facts = &region.header.facts;
@@ -246,14 +141,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
 
     // Own memory: heap first, then the frame allocator over the rest of the partition.
     let partition = kcb.partition();
-    // The same place for every image (the boot driver keeps the reserve below it).
-    let heap_start = partition.start + ::kcb::block::INSTANCE_RESERVE;
-    // SAFETY: `[heap_start, heap_start + HEAP_SIZE)` and what follows up to the partition end
-    // are this instance's own memory, unused so far, and covered by its direct map.
-    unsafe {
-        heap::init(heap_start);
-        *frames::FRAMES.lock() = Some(frames::FrameAllocator::new(heap_start + heap::HEAP_SIZE, partition.end));
-    }
+    crate::mm::init_instance_memory();
     // Processes a restart kept for this kernel: their frames first, before anything takes one.
     // The frames that holds past its own work are the kept processes' (the leak check counts
     // them free at the baseline: they come back when the processes end). Measured on the
@@ -299,6 +187,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     } else {
         log::info!("{up}");
     }
+    register_hooks();
     crate::msg::init();
     if core == 0 {
         crate::console::route_input(facts);
@@ -307,7 +196,6 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     if let Err(error) = crate::mm::window::prepare_kernel_half() {
         log::error!("no frame for the kernel half's tables: {error:?}");
     }
-    register_hooks();
     crate::sched::init(crate::proc::ThreadPart::boot());
     crate::proc::init();
     crate::core::ac::init();
@@ -318,12 +206,7 @@ pub fn instance_entry(kcb_address: u64) -> ! {
     crate::fs::console::init();
     crate::power::init();
     register_with_files();
-    if facts.initramfs.end > facts.initramfs.start {
-        let length = (facts.initramfs.end - facts.initramfs.start) as usize;
-        // SAFETY: the boot driver mapped the initramfs read-only in this instance's direct
-        // map; nothing writes it for the life of the system.
-        let bytes =
-            unsafe { ::core::slice::from_raw_parts(physical_to_virtual(facts.initramfs.start) as *const u8, length) };
+    if let Some(bytes) = shared::initramfs() {
         crate::fs::init(bytes);
     }
     crate::fs::start();
@@ -362,38 +245,6 @@ fn register_with_files() {
     });
     crate::fs::sys::register_core_switch(crate::core::lifecycle::set_online);
     crate::fs::proc::register_views(crate::control::write_reef_view);
-}
-
-// The root's entry 0 while it mapped the low 2 MiB at their identity addresses (private
-// .data): kept so that an unpark can map the trampoline again (`restore_identity_map`).
-static IDENTITY_ENTRY: ::core::sync::atomic::AtomicU64 = ::core::sync::atomic::AtomicU64::new(0);
-
-/// Drops the identity mapping of the low 2 MiB the trampoline needed (at entry, and again
-/// after an unpark woke this instance through the trampoline).
-pub fn remove_identity_map() {
-    let root = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
-    let entry = physical_to_virtual(root) as *mut u64;
-    // SAFETY: the PML4 is in this instance's partition, covered by the direct map; entry 0
-    // maps only the identity low 2 MiB, which no code runs from any more (the trampoline
-    // jumped to the kernel half); reloading CR3 drops its translations.
-    unsafe {
-        let value = entry.read();
-        if value != 0 {
-            IDENTITY_ENTRY.store(value, Ordering::Relaxed);
-        }
-        entry.write(0);
-        crate::arch::paging::load_root(crate::arch::paging::current_root());
-    }
-}
-
-/// Maps the low 2 MiB at their identity addresses again in this instance's root, for the
-/// trampoline a boot driver will wake a processor with to resume this instance.
-pub fn restore_identity_map() {
-    let root = crate::core::shared::this_kcb().page_table_root.load(Ordering::Relaxed);
-    // SAFETY: as in `remove_identity_map`: the entry it removed, pointing at the tables the
-    // boot driver built in this partition (never freed); the user half of process roots is
-    // theirs, this is the instance's own root, which no process uses.
-    unsafe { (physical_to_virtual(root) as *mut u64).write(IDENTITY_ENTRY.load(Ordering::Relaxed)) };
 }
 
 fn start_requested_cores(region: &SharedRegion) {
@@ -435,7 +286,7 @@ fn idle_loop() -> ! {
 /// may come as soon as a thread runs), then the scheduler (before `sched::init`), then the
 /// console's input listener (before its interrupt is routed).
 fn register_hooks() {
-    crate::arch::user::register_system_call_handler(crate::syscall::dispatch);
+    crate::arch::user::set_system_call_handler(crate::syscall::dispatch);
     crate::proc::remote::register_system_call_executor(crate::syscall::execute);
     crate::syscall::syspage::register_hooks(crate::syscall::syspage::SyspageHooks {
         execute: crate::syscall::execute_for_syspage,

@@ -12,6 +12,7 @@
 //! A command that starts, stops or changes cores or the machine runs for root only: its
 //! [`Access`] says so, and [`run`] checks it in one place. `msg bench` and `msg stress` exist
 //! only in images built with the `bench` feature; in the others they say so.
+#![deny(unsafe_code)]
 
 use crate::arch::cpu;
 use crate::core::boot_driver;

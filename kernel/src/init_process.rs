@@ -4,6 +4,7 @@
 //! line through `sh -c`; when it ends, the machine powers off with its exit status. The kernel
 //! has no shell of its own: without an initramfs (QEMU `-initrd`) nothing can run, so it says
 //! so and powers off.
+#![deny(unsafe_code)]
 
 use crate::arch::{cpu, legacy};
 use crate::core::shared;

@@ -37,7 +37,7 @@ mod syscall;
 // The base's rooms, under their own names: `crate::sched` is `base::sched`.
 use base::{arch, console, interrupt, mm, print, println, random, sched, time};
 
-base::kernel_entry!(boot: boot::boot_main, instance: boot::instance_entry);
+base::kernel_entries!(bootstrap: boot::bootstrap, instance: boot::instance);
 
 #[panic_handler]
 fn panic(info: &::core::panic::PanicInfo) -> ! {

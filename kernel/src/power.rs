@@ -5,6 +5,7 @@
 //! [`Kind::Shutdown`] message on the same queue as that output, which instance 0 therefore
 //! writes first. Only if instance 0 is gone, or has not acted within [`HAND_OVER_MS`], does the
 //! asking core act alone.
+#![deny(unsafe_code)]
 
 use crate::arch::{cpu, legacy};
 use crate::core::shared;

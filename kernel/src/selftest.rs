@@ -1,5 +1,6 @@
 //! In-guest tests: each prints `TEST <name> ok|fail <detail>`, then `N passed, M failed`.
 //! The host harness (`cargo xtask test`) reads these lines and QEMU's exit status.
+#![deny(unsafe_code)]
 
 use crate::arch::cpu;
 use crate::arch::paging::physical_to_virtual;
@@ -350,16 +351,10 @@ fn smap() -> Outcome {
     let mut memory = AddressSpace::new().map_err(|e| format!("no address space: {e:?}"))?;
     memory.map_now(PAGE, PAGE + 4096, Protection::READ_WRITE, AreaKind::Anonymous).map_err(|e| format!("{e:?}"))?;
     memory.write(PAGE, &[0x5a]).map_err(|e| format!("{e:?}"))?;
-    let kernel_root = crate::arch::paging::current_root();
-    let (faulted, copied) = crate::arch::cpu::without_interrupts(|| {
-        // SAFETY: the new root maps the kernel half like the instance's; interrupts are off,
-        // so nothing else runs on it, and the instance's root is back before they are on.
-        unsafe { crate::arch::paging::load_root(memory.root()) };
+    let (faulted, copied) = memory.while_active(|| {
         let faulted = crate::arch::user::kernel_load_faults(PAGE);
         let mut byte = [0u8];
         let copied = crate::arch::user::copy_from_user(&mut byte, PAGE).map(|()| byte[0]);
-        // SAFETY: the instance's own root.
-        unsafe { crate::arch::paging::load_root(kernel_root) };
         (faulted, copied)
     });
     drop(memory);

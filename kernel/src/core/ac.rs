@@ -9,11 +9,12 @@
 //!
 //! All state here is the instance's own (`.bss`); the boot thread is the only thread of an
 //! AC and runs the guest on a stack switch, so the scheduler never sees it.
+#![deny(unsafe_code)]
 
+use crate::arch::cpu;
 use crate::arch::idt::InterruptFrame;
 use crate::arch::stacks::ThreadStack;
-use crate::arch::user::{self, FpuState, SYSCALL_STACK_TOP};
-use crate::arch::{cpu, gdt};
+use crate::arch::user::{self, FpuState};
 use crate::core::kcb::Role;
 use crate::core::shared;
 use crate::mm::borrowed::BorrowedRoot;
@@ -23,7 +24,7 @@ use abi::message::Kind;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 use linux_raw_sys::errno;
 use spin::Mutex;
 
@@ -53,8 +54,6 @@ static RECALLED: AtomicBool = AtomicBool::new(false);
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// The guest left because this core stops: its home keeps it, so no `Ended` is sent.
 static SUSPENDED: AtomicBool = AtomicBool::new(false);
-/// The boot thread's stack pointer while the guest runs: where the guest's end switches to.
-static BOOT_STACK_POINTER: AtomicU64 = AtomicU64::new(0);
 /// The guest's root while it runs, and what it was last loaded with. A run that brings the
 /// same leaves the translations this core cached of the guest's memory alone: reloading the
 /// root on every forwarded call cost a quarter of it under TCG, which drops its whole
@@ -104,7 +103,7 @@ pub fn run_pending() {
 /// Runs the guest until it ends, on its own kernel stack; back on the boot thread's stack,
 /// cleans up and tells the home.
 fn enter(command: &AcCommand) {
-    let Ok(stack) = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop)) else {
+    let Ok(mut stack) = ThreadStack::allocate(|page| crate::mm::window::map_kernel_page(page).map_err(drop)) else {
         refuse_current(errno::ENOMEM);
         return;
     };
@@ -114,17 +113,11 @@ fn enter(command: &AcCommand) {
     };
     *ROOT.lock() = Some(GuestRoot { root, loaded: None });
     let frame = InterruptFrame::from_registers(&command.registers);
-    // SAFETY: the stack was just allocated for the guest and is mapped writable.
-    let stack_pointer = unsafe { user::prepare_thread_stack(stack.top(), &frame) };
-    gdt::set_kernel_stack(stack.top());
-    SYSCALL_STACK_TOP.store(stack.top(), Ordering::Relaxed);
     cpu::disable_interrupts();
     load_state(command);
     interrupt_guest_if_notified();
     RUNNING.store(true, Ordering::Relaxed);
-    // SAFETY: interrupts are masked; the prepared stack enters ring 3 with the guest's frame;
-    // the boot thread's stack pointer is saved where `leave` finds it.
-    unsafe { user::switch(BOOT_STACK_POINTER.as_ptr(), stack_pointer) };
+    user::run_on_side_stack(&mut stack, &frame);
     // The guest ended (see `leave`): this is the boot thread again.
     cpu::enable_interrupts();
     RUNNING.store(false, Ordering::Relaxed);
@@ -180,12 +173,7 @@ pub fn is_ended() -> bool {
 
 /// Ends the guest from inside one of its traps: back to the boot thread's stack for good.
 pub fn leave() -> ! {
-    cpu::disable_interrupts();
-    let mut abandoned = 0u64;
-    // SAFETY: interrupts are masked; the boot thread's stack pointer was saved by the switch
-    // in `enter`, which resumes; this stack is never resumed (it is freed there).
-    unsafe { user::switch(&raw mut abandoned, BOOT_STACK_POINTER.load(Ordering::Relaxed)) };
-    unreachable!("an ended guest's stack was resumed")
+    user::leave_side_stack()
 }
 
 /// Drops the guest: the KCB says the AC is free, the home (if `tell_home`) learns it ended.

@@ -4,18 +4,20 @@
 //! maps T's partition into its own boot window, writes T's page tables, a private copy of the
 //! kernel's `.data`/`.bss` and a boot stack into the front of T's partition, unmaps the window,
 //! and sends INIT-SIPI-SIPI to a trampoline below 1 MiB that enters long mode on T's page
-//! tables and calls the instance entry (`arch::image_note::instance_entry`) with T's KCB. From then on only T writes its
+//! tables and calls the base's instance entry with T's KCB. From then on only T writes its
 //! partition. The trampoline page is shared, so starts are serialised by a lock in the shared
 //! region; the lock is held until T has left the trampoline.
+#![deny(unsafe_code)]
 
 use super::kcb::{CoreState, Kcb};
 use super::kernel_image::KernelImage;
 use super::shared::{self, SharedRegion};
 use crate::arch::apic;
+use crate::arch::boot::BootInformation;
 use crate::arch::cpu::{read_tsc, relax};
 use crate::arch::paging::{flags, physical_to_virtual, KERNEL_BASE, LARGE_PAGE_SIZE, PAGE_SIZE};
 use crate::arch::stacks::KernelStack;
-use crate::arch::trampoline::{self, TrampolineParameters, TRAMPOLINE_BASE};
+use crate::arch::trampoline::{TrampolineParameters, TRAMPOLINE_BASE};
 use crate::arch::world_switch;
 use crate::core::kcb::PartitionRange;
 use crate::mm::address_space::{BuildError, Builder, DirectView, PhysicalView};
@@ -158,10 +160,10 @@ fn prepare_instance(
     builder.map_page(world_switch::SWITCH_CODE_BASE, shared.switch_code_physical(), 0)?;
 
     match image {
-        None => map_booted_image(view, &mut builder)?,
+        None => map_booted_image(&mut builder)?,
         Some(image) => {
             let text_physical = text_copy(shared, image)?;
-            load_image(view, &mut builder, image, text_physical)?
+            load_image(&mut builder, image, text_physical)?
         }
     }
     // Kernel stacks at their fixed addresses; the unmapped pages below each are its guard.
@@ -193,7 +195,7 @@ fn record(kcb: &Kcb, prepared: &Prepared, image: Option<&KernelImage>) {
 
 /// The image QEMU booted, which this instance runs too: its one physical copy of text and
 /// rodata, shared read-only, and a private copy of `.data`/`.bss` from the pristine template.
-fn map_booted_image(view: &dyn PhysicalView, builder: &mut Builder<'_>) -> Result<(), BootError> {
+fn map_booted_image(builder: &mut Builder<'_>) -> Result<(), BootError> {
     let layout = ImageLayout::get();
     for (start, end, extra) in
         [(layout.text.0, layout.text.1, 0), (layout.rodata.0, layout.rodata.1, flags::NO_EXECUTE)]
@@ -209,9 +211,8 @@ fn map_booted_image(view: &dyn PhysicalView, builder: &mut Builder<'_>) -> Resul
     // .data/.bss: a private copy in the partition, initialised from the template.
     let private = builder.allocate(layout.private_size())?;
     let template = layout.pristine_data();
-    // SAFETY: `private` is a fresh run of `private_size()` zeroed bytes in the target
-    // partition (so `.bss` is already zero); the template is shorter than that.
-    unsafe { core::ptr::copy_nonoverlapping(template.as_ptr(), view.pointer(private), template.len()) };
+    // `private` is a fresh run of zeroed bytes, so `.bss` is already zero.
+    builder.write_bytes(private, template)?;
     for offset in (0..layout.private_size()).step_by(PAGE_SIZE as usize) {
         builder.map_page(layout.data.0 + offset, private + offset, flags::WRITABLE | flags::NO_EXECUTE)?;
     }
@@ -221,12 +222,7 @@ fn map_booted_image(view: &dyn PhysicalView, builder: &mut Builder<'_>) -> Resul
 /// An image from a file: text and rodata from the one read-only copy every core running the
 /// image maps (`text_physical`: where its first byte is), `.data`/`.bss` and the pristine
 /// template private in the target's partition.
-fn load_image(
-    view: &dyn PhysicalView,
-    builder: &mut Builder<'_>,
-    image: &KernelImage,
-    text_physical: u64,
-) -> Result<(), BootError> {
+fn load_image(builder: &mut Builder<'_>, image: &KernelImage, text_physical: u64) -> Result<(), BootError> {
     let note = &image.note;
     let shared_parts = [(note.image_start, note.text_end, 0), (note.text_end, note.shared_end, flags::NO_EXECUTE)];
     for (start, end, rights) in shared_parts {
@@ -245,10 +241,7 @@ fn load_image(
             return Err(BootError::PartitionFull);
         }
         for target in [segment.address, note.pristine_start + (segment.address - note.data_start)] {
-            // SAFETY: the image check keeps every segment inside the span, the line above
-            // keeps this one inside `.data`, and the note check keeps the template no longer
-            // than the pristine part; `private` is fresh memory of the whole range.
-            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), view.pointer(at(target)), bytes.len()) };
+            builder.write_bytes(at(target), bytes)?;
         }
     }
     let private_parts = [
@@ -271,45 +264,21 @@ fn text_copy(shared: &SharedRegion, image: &KernelImage) -> Result<u64, BootErro
     if note.checksum == super::kernel_image::booted_checksum() {
         return Ok(note.image_start - KERNEL_BASE);
     }
-    let slots = &shared.header.image_slots;
-    if let Some(slot) = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == note.checksum) {
-        return Ok(slot.physical.load(Ordering::Relaxed));
-    }
     let span = (note.shared_end - note.image_start).next_multiple_of(PAGE_SIZE);
-    let store = shared.header.facts.shared.start + super::shared::IMAGE_STORE_OFFSET;
-    let used = slots.iter().map(|slot| slot.span.load(Ordering::Relaxed)).sum::<u64>();
-    let free_slot = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == 0);
-    let (Some(slot), true) = (free_slot, store + used + span <= shared.header.facts.shared.end) else {
-        return Err(BootError::ImageStoreFull);
-    };
-    let physical = store + used;
-    let base = physical_to_virtual(physical) as *mut u8;
+    let mut parts = alloc::vec::Vec::new();
     for segment in image.segments.iter().filter(|segment| segment.address < note.shared_end) {
         let bytes = image.segment_bytes(segment);
         if segment.address + bytes.len() as u64 > note.shared_end {
             return Err(BootError::ImageStoreFull);
         }
-        // SAFETY: the store is in the shared region every instance maps writable; this run
-        // of it is unused (past every filled slot) and the boot-driver lock makes us its only
-        // writer; the segment ends inside the span checked above.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                base.add((segment.address - note.image_start) as usize),
-                bytes.len(),
-            )
-        };
+        parts.push((segment.address - note.image_start, bytes));
     }
-    slot.physical.store(physical, Ordering::Relaxed);
-    slot.span.store(span, Ordering::Relaxed);
-    // Release: a driver that finds the checksum finds the text copied.
-    slot.checksum.store(note.checksum, Ordering::Release);
-    Ok(physical)
+    shared.store_image_text(note.checksum, span, &parts).ok_or(BootError::ImageStoreFull)
 }
 
 /// The bootstrap core becomes kernel instance 0: prepare partition 0 through the boot page
 /// tables' direct map, then switch to it. Never returns.
-pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
+pub fn enter_first_instance(information: BootInformation, shared: &'static SharedRegion) -> ! {
     let kcb = shared.kcb(0);
     let claimed = kcb.claim_for_boot();
     assert!(claimed.is_some(), "core 0 must be offline at boot");
@@ -319,29 +288,7 @@ pub fn enter_first_instance(shared: &'static SharedRegion) -> ! {
         Err(error) => panic!("cannot prepare kernel instance 0: {error}"),
     };
     record(kcb, &prepared, None);
-    let (root, stack_top) = (prepared.root, prepared.stack_top);
-    // SAFETY: `root` maps the kernel image, the new stack and the shared region (which holds
-    // the KCB); `instance_entry` never returns.
-    unsafe {
-        crate::arch::paging::enter_instance(
-            root,
-            stack_top,
-            crate::arch::image_note::instance_entry(),
-            kcb as *const Kcb as u64,
-        )
-    }
-}
-
-/// Where a running instance sees the target partition: its boot window.
-struct WindowView {
-    partition: Range,
-}
-
-impl PhysicalView for WindowView {
-    fn pointer(&self, physical: u64) -> *mut u8 {
-        debug_assert!(self.partition.start <= physical && physical < self.partition.end);
-        (crate::arch::paging::BOOT_WINDOW_BASE + (physical - self.partition.start)) as *mut u8
-    }
+    crate::arch::boot::enter_first_instance(information, prepared.root, prepared.stack_top, kcb)
 }
 
 /// Starts logical core `target` from this running instance with the image QEMU booted.
@@ -397,10 +344,8 @@ fn prepare_in_window(
     incarnation: u64,
 ) -> Result<Prepared, BootError> {
     let partition = kcb.partition();
-    crate::mm::window::map(partition).map_err(|_| BootError::WindowUnavailable)?;
-    let prepared = prepare_instance(&WindowView { partition }, shared, kcb, image, incarnation);
-    crate::mm::window::unmap(partition);
-    prepared
+    let window = crate::mm::window::Window::open(partition).map_err(|_| BootError::WindowUnavailable)?;
+    prepare_instance(&window, shared, kcb, image, incarnation)
 }
 
 fn start(target: usize, image: Option<&KernelImage>, prepared: Option<Prepared>) -> Result<StartCycles, BootError> {
@@ -462,8 +407,7 @@ fn wake_instance(
     image: Option<&KernelImage>,
     prepared: &Prepared,
 ) -> Result<(), BootError> {
-    let entry =
-        image.map_or(crate::arch::image_note::instance_entry() as *const () as u64, |image| image.note.instance_entry);
+    let entry = image.map_or(crate::arch::boot::instance_entry_address(), |image| image.note.instance_entry);
     let parameters = TrampolineParameters {
         page_table_root: prepared.root,
         stack_top: prepared.stack_top,
@@ -483,16 +427,7 @@ fn wake_processor(
     startup_tsc: &core::sync::atomic::AtomicU64,
     left: impl Fn() -> bool,
 ) -> Result<(), BootError> {
-    // The trampoline page is in the low 2 MiB every instance maps; the boot-driver lock
-    // makes this core its only writer.
-    let code = trampoline::code();
-    let base = physical_to_virtual(TRAMPOLINE_BASE) as *mut u8;
-    // SAFETY: the trampoline page is mapped writable and held under the boot-driver lock; the
-    // code fits in one page; the parameters slot is inside the copied code, 8-byte aligned.
-    unsafe {
-        core::ptr::copy_nonoverlapping(code.as_ptr(), base, code.len());
-        base.add(trampoline::parameters_offset()).cast::<TrampolineParameters>().write_volatile(parameters);
-    }
+    shared.write_trampoline(parameters);
 
     let tsc_hz = shared.header.facts.tsc_hz;
     let microseconds = |us: u64| tsc_hz / 1_000_000 * us;

@@ -6,6 +6,7 @@
 //! every loadable high-half segment inside the span the note names and inside the file, and
 //! the checksum `cargo xtask` wrote. A checked image is kept in this instance's cache by path
 //! (the initramfs is read-only for the system's life, so the bytes cannot change under it).
+#![deny(unsafe_code)]
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -92,17 +93,10 @@ impl core::fmt::Display for ImageError {
     }
 }
 
-extern "C" {
-    static __reef_note: u8;
-}
-
 /// The checksum in this image's own `.note.reef` (0 when the build tool did not write one):
 /// a file with the same checksum is the image QEMU booted, whose text is at hand already.
 pub fn booted_checksum() -> u64 {
-    // SAFETY: the linker script puts `__reef_note` at the start of `.note.reef`: a 12-byte
-    // header, the 8-byte name "Reef\0" padded, then the description, read-only for the
-    // image's life; the checksum is 8 bytes at `kcb::CHECKSUM_OFFSET` of the description.
-    let note = unsafe { core::slice::from_raw_parts(&raw const __reef_note, 20 + kcb::NOTE_SIZE) };
+    let note = crate::arch::image_note::own_note();
     let at = 20 + kcb::CHECKSUM_OFFSET;
     u64::from_le_bytes(note[at..at + 8].try_into().unwrap_or([0; 8]))
 }
@@ -123,21 +117,9 @@ pub fn load(path: &str, uncached: bool) -> Result<(Arc<KernelImage>, bool), Imag
     Ok((image, false))
 }
 
-/// The initramfs QEMU loaded, as every instance maps it (read-only).
-fn initramfs() -> Option<&'static [u8]> {
-    let range = crate::core::shared::facts().initramfs;
-    if range.end <= range.start {
-        return None;
-    }
-    let start = crate::arch::paging::physical_to_virtual(range.start) as *const u8;
-    // SAFETY: the boot driver maps the initramfs read-only in every instance's direct map,
-    // and nothing writes it for the system's life.
-    Some(unsafe { core::slice::from_raw_parts(start, (range.end - range.start) as usize) })
-}
-
 fn read(path: &str) -> Result<KernelImage, ImageError> {
-    let archive =
-        initramfs::Archive::parse(initramfs().ok_or(ImageError::NoInitramfs)?).map_err(|_| ImageError::NoInitramfs)?;
+    let archive = initramfs::Archive::parse(crate::core::shared::initramfs().ok_or(ImageError::NoInitramfs)?)
+        .map_err(|_| ImageError::NoInitramfs)?;
     let entry = archive.resolve(path, true).map_err(|_| ImageError::NotFound(String::from(path)))?;
     if !entry.is_file() {
         return Err(ImageError::NotFound(String::from(path)));

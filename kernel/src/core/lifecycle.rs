@@ -12,6 +12,7 @@
 //!   INIT-SIPI; the new kernel takes its channels over where they stood (`docs/failures.md`).
 //! - **Restart** is a stop, then a start of the same KCB on the same core with another image.
 //!   The image is checked before the stop, so a bad image changes nothing.
+#![deny(unsafe_code)]
 
 use super::boot_driver::{self, BootError, StartCycles};
 use super::kcb::CoreState;

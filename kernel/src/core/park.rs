@@ -22,12 +22,12 @@
 //!   into the world-switch code, which resumes the saved context; the guest loads its
 //!   processor state, enables the local APIC and its timer, and points the OSnode table at
 //!   its new processor.
+#![deny(unsafe_code)]
 
 use super::kcb::{CoreState, Role};
 use super::lifecycle::CoreError;
 use super::role::RoleError;
 use super::shared;
-use crate::arch::world_switch;
 use crate::arch::{apic, cpu};
 use crate::msg::icc;
 use abi::call::CoreTimes;
@@ -72,9 +72,7 @@ pub fn is_guest() -> bool {
 /// Whether this core holds a lock of the shared region: no switch may happen then, since the
 /// other kernel could wait for it forever.
 fn holds_shared_lock() -> bool {
-    let header = &shared::get().header;
-    let me = shared::this_core();
-    [&header.console_lock, &header.boot_driver_lock, &header.role_lock].iter().any(|lock| lock.is_held_by(me))
+    shared::holds_shared_lock()
 }
 
 // ----- The asking side -----
@@ -281,12 +279,10 @@ pub fn park_if_asked() {
     // Wake the host now: it waits the few microseconds until the context is saved (`Parking`
     // → `Runnable`) rather than for the asker's IPI.
     apic::local().send_ipi(shared::apic_of(host as usize), crate::arch::idt::VECTOR_WAKE);
-    // SAFETY: this is the running instance's own context slot; the host switches to it only
-    // once `Runnable` is published, which the park routine writes after the save; no lock is
-    // held at an idle point.
-    unsafe {
-        world_switch::park(&kcb.parking.context, &kcb.parking.guest, GuestState::Runnable as u32, woken_on_own_core)
-    };
+    // No lock is held at an idle point, and interrupts are masked above.
+    if let Err(refused) = super::kcb::park_this_instance(woken_on_own_core) {
+        panic!("cannot park at this idle point: {refused:?}");
+    }
     arrived();
     if were_enabled {
         cpu::enable_interrupts();
@@ -313,7 +309,7 @@ fn arrived() {
         return;
     }
     let region = shared::get();
-    crate::boot::remove_identity_map();
+    crate::mm::address_space::remove_identity_map();
     if kcb.role() == Role::Timesharing {
         super::role::start_timer();
     }
@@ -330,18 +326,13 @@ fn arrived() {
 /// (`Runnable`: at once; `Idle`: after an interrupt). Returns when a processor runs this
 /// instance again. Nothing happens on an instance that is no guest, or holds a shared lock.
 pub fn yield_to_host(state: GuestState) {
-    let kcb = shared::this_kcb();
-    let Some(host) = kcb.parking.host() else { return };
-    if holds_shared_lock() {
+    if shared::this_kcb().parking.host().is_none() || holds_shared_lock() {
         return;
     }
-    let host_kcb = shared::get().kcb(host);
     cpu::without_interrupts(|| {
-        kcb.parking.guest.store(state as u32, Ordering::Release);
-        // SAFETY: the host's context was saved by its switch to us (it runs no processor
-        // now: we run on its processor); this is our own slot; no lock is held.
-        unsafe { world_switch::switch(&kcb.parking.context, &host_kcb.parking.context, woken_on_own_core) };
-        arrived();
+        if super::kcb::switch_to_host(state, woken_on_own_core).is_ok() {
+            arrived();
+        }
     });
 }
 
@@ -359,8 +350,8 @@ pub fn sleep(mwait: bool) {
         return;
     }
     if mwait {
-        // SAFETY: the caller armed MONITOR just before, on a processor that offers it.
-        unsafe { cpu::enable_interrupts_and_mwait() };
+        // The caller armed MONITOR just before.
+        cpu::enable_interrupts_and_mwait();
     } else {
         cpu::wait_for_interrupt();
     }
@@ -413,13 +404,9 @@ pub fn run_guests() -> bool {
             continue;
         }
         GUEST_RAN_AT[id].store(taken, Ordering::Relaxed);
-        let host = shared::this_kcb();
-        cpu::without_interrupts(|| {
-            // SAFETY: the guest's context was saved by its park or its last yield and no
-            // processor runs it (its state said runnable or idle, which only a saved guest
-            // publishes); this is our own slot; no shared lock is held.
-            unsafe { world_switch::switch(&host.parking.context, &guest.parking.context, || false) };
-        });
+        if cpu::without_interrupts(|| super::kcb::switch_to_guest(guest)).is_err() {
+            continue;
+        }
         ran = true;
         match guest.parking.guest() {
             GuestState::Leaving => {
@@ -473,7 +460,7 @@ pub fn unpark_if_asked() {
     }
     // The woken processor enters through the trampoline, which runs at its identity address
     // on this instance's page tables.
-    crate::boot::restore_identity_map();
+    crate::mm::address_space::restore_identity_map();
     kcb.parking.resume_on.store(destination, Ordering::Release);
     yield_to_host(GuestState::Leaving);
 }

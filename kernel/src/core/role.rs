@@ -5,6 +5,7 @@
 //! the target checks its own state (no processes, no thread, no syspage) and applies the
 //! change: an AC and a KC stop their LAPIC timer, a TC starts it again. No other core pauses.
 //! A TC that leaves timesharing first hands its processes to the other TCs (`proc::migrate`).
+#![deny(unsafe_code)]
 
 use super::kcb::{CoreState, Role};
 use super::shared;

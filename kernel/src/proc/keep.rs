@@ -25,7 +25,6 @@
 use super::migrate::{self, Arrival, References};
 use super::{find, Process};
 use crate::arch::idt::InterruptFrame;
-use crate::arch::paging::{physical_to_virtual, PAGE_SIZE};
 use crate::core::shared;
 use crate::fs::Handle;
 use crate::mm::frames;
@@ -213,12 +212,16 @@ fn write_chain(stream: &[u8]) -> Result<u64, ()> {
     }
     for (index, (&frame, bytes)) in chain.iter().zip(stream.chunks(FRAME_ROOM)).enumerate() {
         let header = FrameHeader { next: chain.get(index + 1).copied().unwrap_or(0), length: bytes.len() };
-        // SAFETY: a frame of this partition just taken, covered by the direct map, one page
-        // long; nothing else refers to it.
-        let page =
-            unsafe { core::slice::from_raw_parts_mut(physical_to_virtual(frame) as *mut u8, PAGE_SIZE as usize) };
-        page[..FRAME_HEADER].copy_from_slice(&header.encode());
-        page[FRAME_HEADER..FRAME_HEADER + bytes.len()].copy_from_slice(bytes);
+        let written = frames::with_frame_bytes(frame, |page| {
+            page[..FRAME_HEADER].copy_from_slice(&header.encode());
+            page[FRAME_HEADER..FRAME_HEADER + bytes.len()].copy_from_slice(bytes);
+        });
+        if written.is_err() {
+            for frame in chain {
+                let _ = frames::free(frame);
+            }
+            return Err(());
+        }
     }
     Ok(chain[0])
 }
@@ -245,9 +248,8 @@ pub fn take_kept_frames() {
             break;
         }
         chain.push(at);
-        // SAFETY: a frame of this partition (the allocator manages it, and it was just taken
-        // for this), covered by the direct map, one page long.
-        let page = unsafe { core::slice::from_raw_parts(physical_to_virtual(at) as *const u8, PAGE_SIZE as usize) };
+        // The frame was just claimed for this, so the allocator lends its bytes.
+        let Ok(page) = allocator.frame_bytes(at) else { break };
         let Some(header) = FrameHeader::decode(page) else { break };
         stream.extend_from_slice(&page[FRAME_HEADER..FRAME_HEADER + header.length]);
         at = header.next;

@@ -2,6 +2,7 @@
 //! program file, fork, threads, exit and the wait status that reaches the parent (by message
 //! when the parent is homed on another instance), and spawning on another core. Signals are
 //! in `signal`, process groups and sessions in `group`.
+#![deny(unsafe_code)]
 
 pub mod elf;
 pub mod group;
@@ -584,10 +585,10 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         process.options.lock().keep_capabilities = false;
         process.exec_done.store(true, Ordering::Relaxed);
         process.root.store(loaded.memory.root(), Ordering::Relaxed);
-        core::mem::replace(&mut state.memory, loaded.memory)
+        let old_memory = core::mem::replace(&mut state.memory, loaded.memory);
+        state.memory.activate();
+        old_memory
     };
-    // SAFETY: the new root maps the kernel half like every root of this instance.
-    unsafe { crate::arch::paging::load_root(process.page_table_root()) };
     drop(old_memory);
     // A vforked child no longer needs its parent's address space.
     end_loan(&process);
@@ -944,8 +945,7 @@ fn end_process(process: &Arc<Process>) {
 /// and its place in the process table; returns its children.
 fn let_go(process: &Process) -> Vec<Child> {
     let kernel_root = shared::this_kcb().page_table_root.load(Ordering::Relaxed);
-    // SAFETY: the instance's root maps the whole kernel half, like the process's root did.
-    unsafe { crate::arch::paging::load_root(kernel_root) };
+    crate::mm::address_space::load_instance_root();
     process.root.store(kernel_root, Ordering::Relaxed);
     end_loan(process);
     let (children, cwd) = {

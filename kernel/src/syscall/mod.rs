@@ -2,6 +2,7 @@
 //! rsi, rdx, r10, r8, r9`, `-errno` in `rax`), plus Reef's own calls from 4096. Each call
 //! decodes its arguments (user pointers checked and copied) before it acts; an unknown number
 //! is `ENOSYS`, counted, and named once in the log with the program that made it.
+#![deny(unsafe_code)]
 
 mod files;
 mod machine;
@@ -13,8 +14,9 @@ mod time;
 
 use crate::arch::cpu;
 use crate::arch::idt::InterruptFrame;
-use crate::arch::user::{self, copy_from_user, copy_to_user};
+use crate::arch::user::{self, copy_from_user};
 use crate::core::shared;
+use crate::mm::plain::Plain;
 use crate::proc::signal::InterruptedCall;
 use crate::proc::Errno;
 use crate::sched;
@@ -42,8 +44,8 @@ impl Arguments {
     }
 }
 
-/// Called by the SYSCALL entry (`arch::user`, where `boot` registers it) with the thread's
-/// saved user frame.
+/// Serves a system call trapped on this instance (registered with the SYSCALL entry by
+/// `boot`), with the thread's saved user frame.
 pub fn dispatch(frame: &mut InterruptFrame) {
     // The entry masked interrupts; a system call may take long (exec) or block.
     cpu::enable_interrupts();
@@ -295,22 +297,13 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
 }
 
 /// Reads a plain-data value from user memory.
-pub fn read_user<T: Copy>(address: u64) -> Result<T, Errno> {
-    let mut value = core::mem::MaybeUninit::<T>::uninit();
-    // SAFETY: the slice covers the value's bytes; `T: Copy` is plain data for which every
-    // byte pattern the caller accepts comes from user space (callers use integer structs).
-    let bytes = unsafe { core::slice::from_raw_parts_mut(value.as_mut_ptr().cast::<u8>(), core::mem::size_of::<T>()) };
-    copy_from_user(bytes, address).map_err(|_| errno::EFAULT)?;
-    // SAFETY: every byte was written by the copy.
-    Ok(unsafe { value.assume_init() })
+pub fn read_user<T: Plain>(address: u64) -> Result<T, Errno> {
+    crate::mm::plain::read_user(address).map_err(|_| errno::EFAULT)
 }
 
 /// Writes a plain-data value to user memory.
-pub fn write_user<T>(address: u64, value: &T) -> Result<(), Errno> {
-    // SAFETY: reading the bytes of a `Copy` value of plain integers (callers pass ABI structs
-    // that have no padding holes, or zeroed ones).
-    let bytes = unsafe { core::slice::from_raw_parts((value as *const T).cast::<u8>(), core::mem::size_of::<T>()) };
-    copy_to_user(address, bytes).map_err(|_| errno::EFAULT)
+pub fn write_user<T: Plain>(address: u64, value: &T) -> Result<(), Errno> {
+    crate::mm::plain::write_user(address, value).map_err(|_| errno::EFAULT)
 }
 
 /// Reads a NUL-terminated string of at most `max` bytes (without the NUL).

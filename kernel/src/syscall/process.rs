@@ -464,13 +464,20 @@ pub fn getcpu(cpu: u64, node: u64) -> SyscallResult {
 
 pub fn sysinfo(out: u64) -> SyscallResult {
     let (free, total) = crate::mm::frames::counts();
-    // SAFETY: `sysinfo` is plain integers, for which all zeroes is valid.
-    let mut info: linux_raw_sys::system::sysinfo = unsafe { core::mem::zeroed() };
-    info.uptime = (crate::time::now_ns() / 1_000_000_000) as _;
-    info.totalram = total * 4096;
-    info.freeram = free * 4096;
-    info.procs = proc::all().len() as u16;
-    info.mem_unit = 1;
+    // `struct sysinfo` as words: it has gaps (after `pad`, and at its end), so it is written
+    // as the 14 words it spans, the gaps zero.
+    use linux_raw_sys::system::sysinfo;
+    const _: () = assert!(core::mem::size_of::<sysinfo>() == 14 * 8);
+    const _: () = assert!(core::mem::offset_of!(sysinfo, totalram) == 4 * 8);
+    const _: () = assert!(core::mem::offset_of!(sysinfo, freeram) == 5 * 8);
+    const _: () = assert!(core::mem::offset_of!(sysinfo, procs) == 10 * 8);
+    const _: () = assert!(core::mem::offset_of!(sysinfo, mem_unit) == 13 * 8);
+    let mut info = [0u64; 14];
+    info[0] = crate::time::now_ns() / 1_000_000_000; // uptime
+    info[4] = total * 4096; // totalram
+    info[5] = free * 4096; // freeram
+    info[10] = u64::from(proc::all().len() as u16); // procs (a u16 at the word's start)
+    info[13] = 1; // mem_unit (a u32 at the word's start)
     write_user(out, &info)?;
     Ok(0)
 }

@@ -30,10 +30,16 @@ pub fn rt_sigaction(signal: u64, action: u64, old_action: u64, size: u64) -> Sys
         return Err(errno::EINVAL);
     }
     let signal = signal_number(signal)?;
-    let new: Option<Action> = if action != 0 { Some(read_user(action)?) } else { None };
+    // `struct kernel_sigaction` of x86-64: handler, flags, restorer, mask, four words.
+    let new = if action != 0 {
+        let [handler, flags, restorer, mask] = read_user::<[u64; 4]>(action)?;
+        Some(Action { handler, flags, restorer, mask })
+    } else {
+        None
+    };
     let previous = signal::set_action(signal, new)?;
     if old_action != 0 {
-        write_user(old_action, &previous)?;
+        write_user(old_action, &[previous.handler, previous.flags, previous.restorer, previous.mask])?;
     }
     Ok(0)
 }

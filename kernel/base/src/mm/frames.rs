@@ -99,6 +99,36 @@ impl FrameAllocator {
         Ok(())
     }
 
+    /// Where the direct map shows `frame`, if this allocator handed it out (or claimed it)
+    /// and it is not one of the allocator's own bitmap frames.
+    fn allocated_frame(&self, frame: u64) -> Result<*mut u8, FrameError> {
+        let index = frame.wrapping_sub(self.base) / PAGE_SIZE;
+        let bitmap_frames = (self.bitmap.len() as u64 * 8).div_ceil(PAGE_SIZE);
+        let allocated = self.bitmap.get((index / 64) as usize).is_some_and(|word| word & (1 << (index % 64)) != 0);
+        if frame < self.base
+            || index >= self.frames
+            || index < bitmap_frames
+            || !allocated
+            || !frame.is_multiple_of(PAGE_SIZE)
+        {
+            return Err(FrameError::NotAllocated(frame));
+        }
+        Ok(physical_to_virtual(frame) as *mut u8)
+    }
+
+    /// The bytes of `frame`, which this allocator handed out (or claimed) and which is not
+    /// one of the allocator's own bitmap frames; borrowed from the allocator, so the frame
+    /// cannot be freed and handed out again while the bytes are in use. For frames only the
+    /// kernel uses (not a process's pages, which its threads may write meanwhile).
+    pub fn frame_bytes(&mut self, frame: u64) -> Result<&mut [u8], FrameError> {
+        let pointer = self.allocated_frame(frame)?;
+        // SAFETY: the frame is in this instance's partition (which its direct map covers),
+        // allocated (so no allocation of Rust's heap or the bitmap lies in it: the heap is
+        // below the allocator's range, the bitmap frames are excluded), and the slice
+        // borrows `self` mutably, so no free and re-allocation of it happens while it lives.
+        Ok(unsafe { core::slice::from_raw_parts_mut(pointer, PAGE_SIZE as usize) })
+    }
+
     /// Frames free now.
     pub fn free_frames(&self) -> u64 {
         self.free
@@ -119,6 +149,33 @@ pub fn allocate_zeroed() -> Result<u64, FrameError> {
     // SAFETY: the frame was just taken from this instance's partition, which its direct map covers.
     unsafe { core::ptr::write_bytes(physical_to_virtual(frame) as *mut u8, 0, PAGE_SIZE as usize) };
     Ok(frame)
+}
+
+/// Runs `work` on the bytes of `frame`, an allocated frame of this instance (see
+/// [`FrameAllocator::frame_bytes`]).
+pub fn with_frame_bytes<T>(frame: u64, work: impl FnOnce(&mut [u8]) -> T) -> Result<T, FrameError> {
+    let mut guard = FRAMES.lock();
+    let allocator = guard.as_mut().ok_or(FrameError::NotAllocated(frame))?;
+    Ok(work(allocator.frame_bytes(frame)?))
+}
+
+/// Runs `work` on `frame`, an allocated frame of this instance (a process's page), viewed as
+/// a `T` made only of atomics (see [`crate::mm::window::SharedAtomics`]); the allocator stays
+/// locked meanwhile, so the frame cannot be freed under the view.
+pub fn with_frame_shared<T: crate::mm::window::SharedAtomics, R>(
+    frame: u64,
+    work: impl FnOnce(&T) -> R,
+) -> Result<R, FrameError> {
+    const { assert!(core::mem::size_of::<T>() <= PAGE_SIZE as usize && core::mem::align_of::<T>() <= PAGE_SIZE as usize) };
+    let mut guard = FRAMES.lock();
+    let allocator = guard.as_mut().ok_or(FrameError::NotAllocated(frame))?;
+    let pointer = allocator.allocated_frame(frame)?;
+    // SAFETY: an allocated frame of this instance, mapped by its direct map, which cannot be
+    // freed while the allocator is locked (for the closure's length); a page is aligned and
+    // large enough for `T` (asserted), and `T` is only atomics, valid for any bytes, so the
+    // process writing the page meanwhile is no data race.
+    let value = unsafe { &*(pointer as *const T) };
+    Ok(work(value))
 }
 
 /// Frees one frame of this instance's partition.

@@ -173,6 +173,28 @@ impl AddressSpace {
         self.root
     }
 
+    /// Makes this the active address space (loads its root).
+    pub fn activate(&self) {
+        // SAFETY: the root's kernel half is a copy of this instance's (`new`), so the running
+        // code, its stack and every static stay mapped at the same addresses; the root lives
+        // as long as `self`, and whoever drops `self` first loads another root (`let_go`).
+        unsafe { crate::arch::paging::load_root(self.root) };
+    }
+
+    /// Runs `work` with this address space active, then loads again the root that was active
+    /// before (interrupts masked throughout, so nothing else runs on this root meanwhile).
+    pub fn while_active<T>(&self, work: impl FnOnce() -> T) -> T {
+        crate::arch::cpu::without_interrupts(|| {
+            let previous = crate::arch::paging::current_root();
+            self.activate();
+            let result = work();
+            // SAFETY: `previous` was the active root a moment ago, so it maps the kernel half
+            // this code runs on; with interrupts masked no thread ran that could free it.
+            unsafe { crate::arch::paging::load_root(previous) };
+            result
+        })
+    }
+
     /// The present top-level entries of the user half, as (index, entry), up to `out.len()`;
     /// returns how many. An application or kernel core borrows them (see `mm::borrowed`).
     pub fn top_level_entries(&self, out: &mut [(u16, u64)]) -> usize {

@@ -39,6 +39,35 @@ fn for_each_large_page(
     Ok(())
 }
 
+/// The boot window while it shows one partition; dropping it removes the mapping.
+pub struct Window {
+    partition: Range,
+}
+
+impl Window {
+    /// Maps `partition` (2 MiB aligned, another core's, which no running instance owns while
+    /// the caller holds the boot-driver lock for it) at the boot window.
+    pub fn open(partition: Range) -> Result<Self, FrameError> {
+        map(partition)?;
+        Ok(Self { partition })
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        unmap(self.partition);
+    }
+}
+
+// SAFETY: while the window exists, `map` made every page of the partition writable at
+// `BOOT_WINDOW_BASE + offset`; the pointer is computed only for physical addresses inside it.
+unsafe impl crate::mm::address_space::PhysicalView for Window {
+    fn pointer(&self, physical: u64) -> *mut u8 {
+        assert!(self.partition.start <= physical && physical < self.partition.end, "outside the boot window");
+        (BOOT_WINDOW_BASE + (physical - self.partition.start)) as *mut u8
+    }
+}
+
 /// Maps `partition` (2 MiB aligned) at the boot window, writable, no-execute.
 pub fn map(partition: Range) -> Result<(), FrameError> {
     let root = current_root();
@@ -155,4 +184,66 @@ pub fn copy_from_frame(physical: u64, out: &mut [u8]) -> Result<(), FrameError> 
     unsafe { core::ptr::copy_nonoverlapping(COPY_WINDOW as *const u8, out.as_mut_ptr(), length) };
     unmap_frame(COPY_WINDOW);
     Ok(())
+}
+
+/// A type made only of atomics, for which every byte pattern is a valid value, so a page that
+/// another party (a process, another core) writes meanwhile can be viewed as one without a
+/// data race.
+///
+/// # Safety
+/// Implement only for `repr(C)` types of atomics (and arrays and structs of them), at most one
+/// page in size, whose alignment a page satisfies.
+pub unsafe trait SharedAtomics: Sync + 'static {}
+
+// SAFETY: a syspage is a `repr(C)`, page-aligned ring of atomics, one page (`syspage` crate).
+unsafe impl SharedAtomics for syspage::Page {}
+
+/// Slots of the syspage window this instance has mapped, one bit each.
+static LENT_SLOTS: spin::Mutex<[u64; LENT_SLOT_COUNT / 64]> = spin::Mutex::new([0; LENT_SLOT_COUNT / 64]);
+/// Slots of the syspage window (the page-tables of one 2 MiB run, below the copy window).
+pub const LENT_SLOT_COUNT: usize = 512;
+
+/// A frame another instance lent (a syspage), mapped at one slot of the syspage window while
+/// this lives; the slot is this mapping's alone. Views of the page borrow it, so none
+/// outlives the mapping.
+pub struct LentPage {
+    slot: usize,
+}
+
+impl LentPage {
+    /// Maps `physical` at window slot `slot`; fails when the slot is in use or no frame is
+    /// left for a page table.
+    pub fn map(slot: usize, physical: u64) -> Result<Self, FrameError> {
+        if slot >= LENT_SLOT_COUNT {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        let mut slots = LENT_SLOTS.lock();
+        if slots[slot / 64] & (1 << (slot % 64)) != 0 {
+            return Err(FrameError::NotAllocated(physical));
+        }
+        map_frame(Self::address(slot), physical & flags::ADDRESS_MASK)?;
+        slots[slot / 64] |= 1 << (slot % 64);
+        Ok(Self { slot })
+    }
+
+    fn address(slot: usize) -> u64 {
+        SYSPAGE_WINDOW_BASE + slot as u64 * crate::arch::paging::PAGE_SIZE
+    }
+
+    /// The page as a `T`.
+    pub fn get<T: SharedAtomics>(&self) -> &T {
+        const { assert!(core::mem::size_of::<T>() <= 4096 && core::mem::align_of::<T>() <= 4096) };
+        // SAFETY: the slot is mapped writable to the lent frame while `self` lives (the slot
+        // bit keeps any other mapping off it, and only `drop` unmaps it), the reference
+        // borrows `self`, the page is aligned for `T` and holds it, and `T` is only atomics
+        // valid for any bytes, so writes by the process or its home meanwhile are no race.
+        unsafe { &*(Self::address(self.slot) as *const T) }
+    }
+}
+
+impl Drop for LentPage {
+    fn drop(&mut self) {
+        unmap_frame(Self::address(self.slot));
+        LENT_SLOTS.lock()[self.slot / 64] &= !(1 << (self.slot % 64));
+    }
 }

@@ -6,6 +6,7 @@
 //! the channel area. Everything another core may write is an atomic.
 
 use super::kcb::Kcb;
+use crate::arch::boot::{BootInformation, InstanceEntry};
 use crate::arch::paging::physical_to_virtual;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use platform::cmdline::Options;
@@ -192,17 +193,38 @@ const _: () =
 const _: () = assert!((core::mem::size_of::<SharedRegion>() as u64) < SHARED_REGION_SIZE / 2);
 
 impl SharedRegion {
-    /// Zeroes the region at `range` and writes the boot facts: bootstrap core only, before
-    /// any other core runs.
-    ///
-    /// # Safety
-    /// `range` must be the shared region of the plan, mapped writable by the direct map, and no
-    /// other core may run yet.
-    pub unsafe fn initialise(range: Range, facts: BootFacts) -> &'static Self {
+    /// Zeroes the region at `range`, writes the boot facts and the world-switch code, and
+    /// names the region in every KCB: bootstrap core only, before any other core runs (which
+    /// `boot` proves by the [`BootInformation`] only the bootstrap entry makes). Panics when
+    /// called twice, or when `range` is not usable RAM of the loader's memory map below 4 GiB
+    /// (the boot tables' direct map) big enough for the region.
+    pub fn initialise(boot: &BootInformation, range: Range, facts: BootFacts) -> &'static Self {
+        static INITIALISED: AtomicBool = AtomicBool::new(false);
+        assert!(!INITIALISED.swap(true, Ordering::AcqRel), "the shared region is written once");
+        assert!(region().is_none(), "the shared region is written before any instance attaches to it");
+        // Covered by usable regions of the map (adjacent ones may share the range).
+        let mut covered = range.start;
+        while covered < range.end {
+            let next = boot.memory_map().iter().find(|region| {
+                region.kind == platform::memmap::RegionKind::Usable
+                    && region.start <= covered
+                    && covered < region.start + region.length
+            });
+            match next {
+                Some(region) => covered = region.start + region.length,
+                None => break,
+            }
+        }
+        let usable = range.start < range.end && covered >= range.end;
+        assert!(
+            usable && range.end <= 1 << 32 && range.end - range.start >= core::mem::size_of::<SharedRegion>() as u64,
+            "the shared region must be usable RAM below 4 GiB"
+        );
         let pointer = physical_to_virtual(range.start) as *mut SharedRegion;
-        // SAFETY: guaranteed by the caller: the memory is ours alone for now, and all-zero is
-        // a valid SharedRegion (atomics and integers).
-        unsafe {
+        // SAFETY: checked above: `range` is RAM the loader left usable, which the boot tables
+        // map writable at the direct map, large enough, written once, and no other core runs
+        // (a `BootInformation` exists); all-zero is a valid SharedRegion (atomics and integers).
+        let region = unsafe {
             core::ptr::write_bytes(pointer.cast::<u8>(), 0, core::mem::size_of::<SharedRegion>());
             core::ptr::addr_of_mut!((*pointer).header.facts).write(facts);
             core::ptr::addr_of_mut!((*pointer).header.magic).write(SHARED_MAGIC);
@@ -214,6 +236,75 @@ impl SharedRegion {
                 code.len(),
             );
             &*pointer
+        };
+        // Every instance finds the region through its KCB (`attach_instance`).
+        for kcb in &region.kcbs {
+            kcb.shared_region.store(pointer as u64, Ordering::Relaxed);
+        }
+        region
+    }
+
+    /// Where the text of the image with `checksum` is in the image store: its slot when one
+    /// holds it, else a free slot filled now with `span` bytes (a page multiple), `parts`
+    /// (offset in the span, bytes) copied in; `None` when the store has no room. The caller
+    /// holds the boot-driver lock (checked), so two drivers never fill one slot.
+    pub fn store_image_text(&self, checksum: u64, span: u64, parts: &[(u64, &[u8])]) -> Option<u64> {
+        assert!(
+            self.header.boot_driver_lock.is_held_by(this_core()),
+            "the image store is filled under the boot-driver lock"
+        );
+        let slots = &self.header.image_slots;
+        if let Some(slot) = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == checksum) {
+            return Some(slot.physical.load(Ordering::Relaxed));
+        }
+        let store = self.header.facts.shared.start + IMAGE_STORE_OFFSET;
+        let used = slots.iter().map(|slot| slot.span.load(Ordering::Relaxed)).sum::<u64>();
+        let free_slot = slots.iter().find(|slot| slot.checksum.load(Ordering::Acquire) == 0);
+        let (Some(slot), true) = (free_slot, store + used + span <= self.header.facts.shared.end) else {
+            return None;
+        };
+        let physical = store + used;
+        if parts.iter().any(|(offset, bytes)| offset.checked_add(bytes.len() as u64).is_none_or(|end| end > span)) {
+            return None;
+        }
+        let base = physical_to_virtual(physical) as *mut u8;
+        for (offset, bytes) in parts {
+            // SAFETY: the store is in the shared region every instance maps writable; the run
+            // `[physical, physical + span)` is past every filled slot (so no core runs text
+            // there) and inside the region (checked), the boot-driver lock makes this core its
+            // only writer, and every part ends inside the span (checked).
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(*offset as usize), bytes.len()) };
+        }
+        slot.physical.store(physical, Ordering::Relaxed);
+        slot.span.store(span, Ordering::Relaxed);
+        // Release: a driver that finds the checksum finds the text copied.
+        slot.checksum.store(checksum, Ordering::Release);
+        Some(physical)
+    }
+
+    /// Writes the AP trampoline and its `parameters` to the trampoline page, for the processor
+    /// a boot driver is about to wake. The caller holds the boot-driver lock (checked), which
+    /// serialises every use of the one trampoline page.
+    pub fn write_trampoline(&self, parameters: crate::arch::trampoline::TrampolineParameters) {
+        use crate::arch::trampoline;
+        assert!(
+            self.header.boot_driver_lock.is_held_by(this_core()),
+            "the trampoline is written under the boot-driver lock"
+        );
+        let code = trampoline::code();
+        assert!(
+            code.len() <= 4096 && trampoline::parameters_offset() + core::mem::size_of_val(&parameters) <= code.len()
+        );
+        let base = physical_to_virtual(trampoline::TRAMPOLINE_BASE) as *mut u8;
+        // SAFETY: the trampoline page (below 1 MiB) is in the low 2 MiB every instance maps
+        // writable at the direct map; no Rust object lives there; the boot-driver lock makes
+        // this core its only writer; the code and the parameters slot fit the page (checked),
+        // and the slot is 8-byte aligned inside the copied code.
+        unsafe {
+            core::ptr::copy_nonoverlapping(code.as_ptr(), base, code.len());
+            base.add(trampoline::parameters_offset())
+                .cast::<trampoline::TrampolineParameters>()
+                .write_volatile(parameters);
         }
     }
 
@@ -238,10 +329,18 @@ static SHARED: spin::Once<&'static SharedRegion> = spin::Once::new();
 // This instance's logical core id.
 static THIS_CORE: spin::Once<u32> = spin::Once::new();
 
-/// Records the shared region and this core's id (instance entry, or the bootstrap core).
-pub fn attach(shared: &'static SharedRegion, core_id: u32) {
+/// At instance entry: records the shared region the instance's KCB names and this core's id;
+/// returns the region.
+pub fn attach_instance(entry: &InstanceEntry) -> &'static SharedRegion {
+    let kcb = entry.kcb();
+    let address = kcb.shared_region.load(Ordering::Relaxed);
+    // SAFETY: an `InstanceEntry` holds the KCB the boot driver started this instance with, in
+    // the shared region; `SharedRegion::initialise` wrote the region's address into it (and
+    // nothing else writes that word), and every instance maps the region at that address.
+    let shared: &'static SharedRegion = unsafe { &*(address as *const SharedRegion) };
     SHARED.call_once(|| shared);
-    THIS_CORE.call_once(|| core_id);
+    THIS_CORE.call_once(|| kcb.core_id.load(Ordering::Relaxed));
+    shared
 }
 
 /// The shared region, once attached.
@@ -272,4 +371,28 @@ pub fn apic_of(osnode: usize) -> u32 {
 /// This instance's KCB.
 pub fn this_kcb() -> &'static Kcb {
     get().kcb(this_core() as usize)
+}
+
+/// The initramfs QEMU loaded (`-initrd`), as every instance maps it: read-only, the same
+/// bytes for the system's life; `None` when the machine booted without one.
+pub fn initramfs() -> Option<&'static [u8]> {
+    let range = facts().initramfs;
+    if range.end <= range.start {
+        return None;
+    }
+    let start = physical_to_virtual(range.start) as *const u8;
+    // SAFETY: the boot driver's layout of every instance (`boot_driver::prepare_instance`,
+    // and the boot tables' direct map of the low 4 GiB before) maps the whole initramfs
+    // read-only at its direct-map address; nothing writes it for the system's life, so a
+    // shared slice of it never sees a write.
+    Some(unsafe { core::slice::from_raw_parts(start, (range.end - range.start) as usize) })
+}
+
+/// Whether this core holds a lock of the shared region (console, boot driver, roles), which
+/// another kernel instance could wait for.
+pub fn holds_shared_lock() -> bool {
+    let Some(region) = region() else { return false };
+    let header = &region.header;
+    let me = this_core();
+    [&header.console_lock, &header.boot_driver_lock, &header.role_lock].iter().any(|lock| lock.is_held_by(me))
 }

@@ -3,9 +3,13 @@
 use super::home::{is_restarting, ring_doorbell, travels_by_syspage};
 use super::*;
 
+use crate::mm::window::LentPage;
+
 /// The AC's view of its guest's syspage: where it mapped the frame, and its submit state.
 struct OwnPage {
     physical: u64,
+    /// The page, mapped at the window slot `OWN_SLOT`.
+    page: LentPage,
     submitter: Submitter,
 }
 
@@ -95,13 +99,13 @@ enum Submitted {
 fn submit_and_wait(frame: &InterruptFrame, kernel_core: usize, physical: u64, is_ended: fn() -> bool) -> Submitted {
     let mut guard = OWN.lock();
     if guard.as_ref().is_none_or(|page| page.physical != physical) {
-        if crate::mm::window::map_frame(window(OWN_SLOT), physical).is_err() {
-            return Submitted::NotTaken;
-        }
-        *guard = Some(OwnPage { physical, submitter: Submitter::new() });
+        // The slot's old mapping goes first (dropped), then the new page takes it.
+        *guard = None;
+        let Ok(page) = LentPage::map(OWN_SLOT, physical) else { return Submitted::NotTaken };
+        *guard = Some(OwnPage { physical, page, submitter: Submitter::new() });
     }
     let Some(own) = guard.as_mut() else { return Submitted::NotTaken };
-    let page = page_at(window(OWN_SLOT));
+    let page = own.page.get::<Page>();
     let arguments = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
     let Ok(index) = own.submitter.add(page, frame.rax as u32, arguments) else { return Submitted::NotTaken };
     ring_doorbell(kernel_core);
@@ -140,7 +144,6 @@ fn changes_mappings(number: u64) -> bool {
 
 /// On an AC whose guest ended: unmaps its syspage frame.
 pub fn release_own() {
-    if OWN.lock().take().is_some() {
-        crate::mm::window::unmap_frame(window(OWN_SLOT));
-    }
+    // Dropping the page unmaps it.
+    drop(OWN.lock().take());
 }

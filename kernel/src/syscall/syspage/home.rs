@@ -207,17 +207,18 @@ pub fn release_for_move(thread: &Thread) -> bool {
             counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        // SAFETY: the frame is this core's and still pinned by the registration just found in
-        // the process's memory (nothing on this core runs between that look and this write),
-        // and `Page` is only atomics: the process writing it meanwhile is no data race.
-        let page = unsafe { &*(crate::arch::paging::physical_to_virtual(registration.physical) as *const Page) };
+        // The frame is this core's, still pinned by the registration just found (nothing on
+        // this core runs between that look and this write); the allocator lends it.
         let request = Request {
             index: usize::from(call.index) % ENTRIES,
             sequence: call.sequence,
             number: call.number,
             arguments: call.arguments,
         };
-        if !syspage::complete(page, &request, value) {
+        let completed = crate::mm::frames::with_frame_shared(registration.physical, |page: &Page| {
+            syspage::complete(page, &request, value)
+        });
+        if completed != Ok(true) {
             counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -1,6 +1,7 @@
 //! The kernel core's side of syspages: the scan, and what outlives its kernel or its role.
 
 use super::*;
+use crate::mm::window::LentPage;
 
 /// A syspage this KC serves.
 struct Served {
@@ -9,6 +10,8 @@ struct Served {
     tid: u32,
     ppid: u32,
     slot: usize,
+    /// The page, mapped at the window slot `slot` while this is served here.
+    page: LentPage,
     ring: Ring,
 }
 
@@ -38,18 +41,19 @@ pub(super) fn attach_here(arguments: &[u64; ICC_ARGUMENTS]) -> u64 {
         return u64::from(errno::ENOMEM);
     };
     // The KCB keeps the frame as a 32-bit page number.
-    if physical / PAGE_SIZE > u64::from(u32::MAX) || crate::mm::window::map_frame(window(slot), physical).is_err() {
+    if physical / PAGE_SIZE > u64::from(u32::MAX) {
         return u64::from(errno::ENOMEM);
     }
+    let Ok(mapped) = LentPage::map(slot, physical) else { return u64::from(errno::ENOMEM) };
     // A page another KC served comes with its ring's head; a page registered again may hold
     // entries of before: serve from its first submitted one.
-    let page = page_at(window(slot));
+    let page = mapped.get::<Page>();
     let head = if arguments[3] & handler::SYSPAGE_HEAD_GIVEN != 0 {
         (arguments[3] & 0xFF) as usize % ENTRIES
     } else {
         (0..ENTRIES).find(|&i| page.entry(i).header().status == syspage::status::SUBMITTED).unwrap_or(0)
     };
-    let one = Served { home, pid, tid, ppid, slot, ring: Ring::starting_at(head) };
+    let one = Served { home, pid, tid, ppid, slot, page: mapped, ring: Ring::starting_at(head) };
     let record = &shared::this_kcb().served_syspages[slot];
     record.pid.store(pid, Ordering::Relaxed);
     record.tid.store(tid, Ordering::Relaxed);
@@ -85,7 +89,7 @@ fn forget_here(tid: u32, home: usize) -> Option<usize> {
     let mut served = SERVED.lock();
     let index = served.iter().position(|s| s.tid == tid && s.home == home)?;
     let gone = served.swap_remove(index);
-    crate::mm::window::unmap_frame(window(gone.slot));
+    drop(gone.page);
     shared::this_kcb().served_syspages[gone.slot].word.store(0, Ordering::Release);
     shared::this_kcb().syspages.store(served.len() as u32, Ordering::Release);
     Some(gone.ring.head())
@@ -168,7 +172,7 @@ pub fn scan() -> bool {
     {
         let mut served = SERVED.lock();
         for one in served.iter_mut() {
-            let page = page_at(window(one.slot));
+            let page = one.page.get::<Page>();
             // Memsc 3.3: one load of the head's header per ring and pass.
             if !one.ring.is_pending(page) {
                 continue;
@@ -229,7 +233,7 @@ pub(super) fn on_result(message: &channel::Message) -> crate::msg::HandlerResult
         number: result.number,
         arguments: [0; 6],
     };
-    if !syspage::complete(page_at(window(one.slot)), &request, result.value) {
+    if !syspage::complete(one.page.get::<Page>(), &request, result.value) {
         counters().syspage_results_dropped.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
@@ -237,7 +241,7 @@ pub(super) fn on_result(message: &channel::Message) -> crate::msg::HandlerResult
 
 /// Whether an entry waits on a ring this kernel core serves.
 pub fn any_pending() -> bool {
-    SERVED.lock().iter().any(|one| one.ring.is_pending(page_at(window(one.slot))))
+    SERVED.lock().iter().any(|one| one.ring.is_pending(one.page.get::<Page>()))
 }
 
 /// On a kernel core about to stop (at its idle point, so no scan holds the list): its
@@ -263,17 +267,18 @@ pub(super) fn serve_kept_syspages() {
         // Head and home as the old kernel kept them (a claim changes only the state).
         let word = record.read();
         let physical = u64::from(record.frame.load(Ordering::Relaxed)) * PAGE_SIZE;
-        if crate::mm::window::map_frame(window(slot), physical).is_err() {
+        let Ok(page) = LentPage::map(slot, physical) else {
             log::warn!("a kept syspage could not be mapped again: its entries stay unserved");
             record.word.store(0, Ordering::Release);
             continue;
-        }
+        };
         served.push(Served {
             home: usize::from(word.home),
             pid: record.pid.load(Ordering::Relaxed),
             tid: record.tid.load(Ordering::Relaxed),
             ppid: record.parent_pid.load(Ordering::Relaxed),
             slot,
+            page,
             ring: Ring::starting_at(usize::from(word.head)),
         });
     }

@@ -94,18 +94,6 @@ fn counters() -> &'static crate::core::kcb::SyscallCounters {
     &shared::this_kcb().syscalls
 }
 
-fn window(slot: usize) -> u64 {
-    crate::mm::window::SYSPAGE_WINDOW_BASE + (slot as u64) * PAGE_SIZE
-}
-
-fn page_at(address: u64) -> &'static Page {
-    // SAFETY: `address` is a window slot mapped (by `attach_here` or the AC's `map_own`) to a
-    // syspage frame the home lent and keeps pinned until this core unmapped it; `Page` is
-    // only atomics, so the process writing it meanwhile is no data race, and any bit
-    // pattern is a valid `Page`.
-    unsafe { &*(address as *const Page) }
-}
-
 /// Registers the handlers of both sides.
 pub fn init() {
     if shared::this_kcb().role() == Role::Kernel {

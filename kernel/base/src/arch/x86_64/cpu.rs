@@ -252,13 +252,27 @@ pub unsafe fn monitor(address: u64) {
     unsafe { asm!("monitor", in("rax") address, in("ecx") 0u32, in("edx") 0u32, options(nostack, preserves_flags)) };
 }
 
+// Whether this processor offers MONITOR/MWAIT: 0 not asked yet, 1 yes, 2 no (private .data;
+// a parked OSnode's instance runs on another processor of the same model).
+static MWAIT_OFFERED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+
 /// Waits until the monitored line is written or an interrupt arrives; interrupts are
-/// enabled first so one that arrives also wakes it.
-///
-/// # Safety
-/// MONITOR/MWAIT must be offered, and `monitor` called just before.
-pub unsafe fn enable_interrupts_and_mwait() {
-    // SAFETY: guaranteed by the caller. ECX is 0: no extensions (bit 0, "interrupts break
+/// enabled first so one that arrives also wakes it. Without MONITOR armed just before, MWAIT
+/// returns at once [SDM vol2 MWAIT]; on a processor without MWAIT this halts instead.
+pub fn enable_interrupts_and_mwait() {
+    let offered = match MWAIT_OFFERED.load(Ordering::Relaxed) {
+        0 => {
+            let offered = has_monitor_mwait();
+            MWAIT_OFFERED.store(if offered { 1 } else { 2 }, Ordering::Relaxed);
+            offered
+        }
+        known => known == 1,
+    };
+    if !offered {
+        wait_for_interrupt();
+        return;
+    }
+    // SAFETY: MWAIT is offered (checked). ECX is 0: no extensions (bit 0, "interrupts break
     // MWAIT even when masked", is a #GP where CPUID.5:ECX[1] lacks it, as under QEMU's
     // `-cpu max`); STI's shadow covers MWAIT, so interrupts are on while it waits and wake it.
     unsafe { asm!("sti", "mwait", in("eax") 0u32, in("ecx") 0u32, options(nostack)) };

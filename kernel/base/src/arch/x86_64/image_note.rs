@@ -17,7 +17,7 @@ global_asm!(
     .long {version}
     .long {layout}
     .quad 0
-    .quad reef_instance_entry
+    .quad {entry}
     .quad __image_start
     .quad __text_end
     .quad __shared_image_end
@@ -33,7 +33,21 @@ global_asm!(
     version = const kcb::VERSION,
     layout = const kcb::NOTE_LAYOUT,
     flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
+    entry = sym super::boot::instance_entry,
 );
+
+extern "C" {
+    static __reef_note: u8;
+}
+
+/// This image's own `.note.reef` as bytes: the 12-byte note header, the name "Reef\0"
+/// padded to 8 bytes, then the `kcb::NOTE_SIZE`-byte description.
+pub fn own_note() -> &'static [u8] {
+    // SAFETY: the linker script puts `__reef_note` at the start of `.note.reef`, the note this
+    // file's `global_asm!` emits (20 bytes of header and name, then the description), in
+    // read-only memory for the image's life.
+    unsafe { core::slice::from_raw_parts(&raw const __reef_note, 20 + kcb::NOTE_SIZE) }
+}
 
 /// The bytes from `start` to `end`, two linker symbols of this image.
 ///
@@ -42,18 +56,4 @@ global_asm!(
 pub unsafe fn linked_bytes(start: *const u8, end: *const u8) -> &'static [u8] {
     // SAFETY: guaranteed by the caller; the image lives as long as the instance.
     unsafe { core::slice::from_raw_parts(start, end as usize - start as usize) }
-}
-
-extern "C" {
-    /// Where every kernel instance starts: defined in the kernel crate by `kernel_entry!`.
-    fn reef_instance_entry(kcb_address: u64) -> !;
-}
-
-/// This image's instance entry (what its note records), for a boot driver that starts a core
-/// on the image it runs itself.
-pub fn instance_entry() -> extern "C" fn(u64) -> ! {
-    // SAFETY: `kernel_entry!` defines `reef_instance_entry` as a plain (safe) `extern "C" fn(u64)
-    // -> !`; the declaration above is only how this crate names it, so dropping the `unsafe`
-    // from the pointer's type changes nothing about the call.
-    unsafe { core::mem::transmute::<unsafe extern "C" fn(u64) -> !, extern "C" fn(u64) -> !>(reef_instance_entry) }
 }

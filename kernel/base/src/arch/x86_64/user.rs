@@ -5,8 +5,27 @@
 use super::cpu::{cpuid, read_msr, write_msr};
 use super::gdt::{KERNEL_CODE, SYSRET_BASE, USER_CODE, USER_DATA};
 use super::idt::InterruptFrame;
+use super::stacks::ThreadStack;
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// What serves a system call: registered at instance entry by `boot` (private .data: every
+/// instance registers its own), so this layer names no service.
+static SYSTEM_CALL_HANDLER: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
+
+/// Registers what serves system calls on this instance; the first registration holds.
+pub fn set_system_call_handler(handler: fn(&mut InterruptFrame)) {
+    SYSTEM_CALL_HANDLER.call_once(|| handler);
+}
+
+/// Called by the SYSCALL entry with the thread's saved user frame: hands it to the handler
+/// `boot` registered.
+extern "C" fn system_call_entry(frame: &mut InterruptFrame) {
+    match SYSTEM_CALL_HANDLER.get() {
+        Some(handler) => handler(frame),
+        None => panic!("a system call before its handler was registered"),
+    }
+}
 
 /// Lowest address that is not user space: user pointers must end at or below it.
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
@@ -159,7 +178,7 @@ global_asm!(
     user_data = const USER_DATA as u64,
     user_code = const USER_CODE as u64,
     vector = const super::idt::VECTOR_SYSCALL,
-    dispatch = sym system_call,
+    dispatch = sym system_call_entry,
     started = sym thread_start,
     smap = sym SMAP_ENABLED,
 );
@@ -176,20 +195,6 @@ pub fn register_thread_start(start: fn(&mut InterruptFrame)) {
 extern "C" fn thread_start(frame: &mut InterruptFrame) {
     let start = THREAD_START.get().expect("sched::init registers the thread start before any thread is made");
     start(frame);
-}
-
-/// The system-call layer's entry, registered by `boot` before any thread runs.
-static SYSTEM_CALL_HANDLER: spin::Once<fn(&mut InterruptFrame)> = spin::Once::new();
-
-/// Registers the function that serves every SYSCALL with the thread's saved user frame.
-pub fn register_system_call_handler(handler: fn(&mut InterruptFrame)) {
-    SYSTEM_CALL_HANDLER.call_once(|| handler);
-}
-
-/// Called by the SYSCALL entry with the thread's saved user frame.
-extern "C" fn system_call(frame: &mut InterruptFrame) {
-    let handler = SYSTEM_CALL_HANDLER.get().expect("boot registers the system-call handler before any thread runs");
-    handler(frame);
 }
 
 // kernel_load_probe(address [rdi]) -> 0 if a plain kernel load of the byte worked, 1 if it
@@ -351,6 +356,44 @@ pub unsafe fn prepare_thread_stack(top: u64, frame: &InterruptFrame) -> u64 {
 pub unsafe fn switch(save: *mut u64, load: u64) {
     // SAFETY: guaranteed by the caller.
     unsafe { switch_stacks(save, load) }
+}
+
+// The stack pointer of the thread that runs a side stack, saved while the side stack runs
+// (0: none runs). Private .data: every instance has its own.
+static SIDE_RETURN: AtomicU64 = AtomicU64::new(0);
+
+/// Runs ring 3 with `frame` on `stack` (an application core's guest thread: its own kernel
+/// stack for its traps) until code on that stack calls [`leave_side_stack`]; then returns, on
+/// the caller's stack. Interrupts must be masked (checked), and stay so until ring 3; one side
+/// stack runs at a time (checked).
+pub fn run_on_side_stack(stack: &mut ThreadStack, frame: &InterruptFrame) {
+    assert!(!super::cpu::interrupts_enabled(), "a side stack is entered with interrupts masked");
+    assert!(SIDE_RETURN.load(Ordering::Relaxed) == 0, "one side stack at a time");
+    // SAFETY: a `ThreadStack` is its slot's alone (the slot table hands it out once) and its
+    // pages are mapped writable; the `&mut` borrow keeps every other use off it until this
+    // returns, which is after the side stack was left for good.
+    let stack_pointer = unsafe { prepare_thread_stack(stack.top(), frame) };
+    super::gdt::set_kernel_stack(stack.top());
+    SYSCALL_STACK_TOP.store(stack.top(), Ordering::Relaxed);
+    // SAFETY: interrupts are masked (checked); `stack_pointer` comes from
+    // `prepare_thread_stack`; the caller's stack pointer is saved where `leave_side_stack`
+    // finds it, and no other side stack runs (checked).
+    unsafe { switch(SIDE_RETURN.as_ptr(), stack_pointer) };
+    SIDE_RETURN.store(0, Ordering::Relaxed);
+}
+
+/// Leaves the side stack [`run_on_side_stack`] runs, for good: back to the thread that entered
+/// it. Called from the side stack's own code (a trap of its ring-3 thread).
+pub fn leave_side_stack() -> ! {
+    super::cpu::disable_interrupts();
+    let back = SIDE_RETURN.load(Ordering::Relaxed);
+    assert!(back != 0, "no side stack runs");
+    let mut abandoned = 0u64;
+    // SAFETY: interrupts are masked; `back` was saved by the switch in `run_on_side_stack`,
+    // whose thread waits there (a side stack runs, so its entering thread does not), and this
+    // stack is never resumed (its owner drops or reuses it once the entering thread runs).
+    unsafe { switch(&raw mut abandoned, back) };
+    unreachable!("a side stack that was left was resumed")
 }
 
 /// 512-byte FXSAVE area [SDM vol1 §10.5.1].
