@@ -229,6 +229,7 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
 }
 
 /// A comma-separated list of cores (`0,1,2`), as a bit per core.
+#[cfg(feature = "bench")]
 fn parse_core_list(word: &str) -> Result<u64, CommandError> {
     word.split(',').try_fold(0u64, |mask, core| Ok(mask | 1 << parse_core(core)?))
 }
@@ -369,7 +370,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             };
             let mut samples =
                 crate::msg::ping(target, count).map_err(|e| CommandError::Failed(alloc::format!("ping: {e}")))?;
-            let s = crate::msg::bench::summarize(&mut samples);
+            let s = crate::msg::summarize(&mut samples);
             let ns = crate::time::cycles_to_ns;
             writeln!(
                 out,
@@ -413,6 +414,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             writeln!(out, "core {target} now receives with {} (hybrid polls {spin} ns before sleeping)", mode.name())?;
             Ok(())
         }
+        #[cfg(feature = "bench")]
         ["bench", rest @ ..] => {
             let (target, iterations) = match rest {
                 [] => (1, 2000),
@@ -425,6 +427,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             };
             crate::msg::bench::run(target, iterations, out).map_err(|e| CommandError::Failed(alloc::format!("{e}")))
         }
+        #[cfg(feature = "bench")]
         ["stress", rest @ ..] => {
             let (lines, participants) = match rest {
                 [] => (100_000, u64::MAX),

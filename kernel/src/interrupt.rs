@@ -85,6 +85,7 @@ pub extern "C" fn dispatch(frame: &mut InterruptFrame) {
             apic::local().end_of_interrupt();
             crate::sched::wake(crate::sched::WaitToken::Console, usize::MAX);
         }
+        #[cfg(feature = "bench")]
         v if v == u64::from(idt::VECTOR_BENCH) => {
             apic::local().end_of_interrupt();
             crate::msg::bench::on_bench_interrupt();

@@ -70,6 +70,7 @@ fn overflow_stack(depth: u64) -> u64 {
 
 /// Whether the command line's `test=` list names `name` (alone or as `name:...`); test-only
 /// hooks (an ICC handler that faults on purpose) are registered only then.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn requested(name: &str) -> bool {
     shared::facts()
         .options
@@ -246,10 +247,13 @@ fn dead_target() -> Outcome {
         Err(msg::icc::IccError::Send(error)) if is_refusal(&error) => attempts += 1,
         other => return Err(format!("icc::call to faulted core {dead}: {other:?}")),
     }
+    #[cfg(feature = "bench")]
     let text = match msg::bench::run(dead, 10, &mut alloc::string::String::new()) {
         Err(error) => format!("{error}"),
         Ok(()) => return Err(format!("msg bench against faulted core {dead} ran")),
     };
+    #[cfg(not(feature = "bench"))]
+    let text = "not built (feature bench)";
     let elapsed_ms = (cpu::read_tsc() - started) / (shared::facts().tsc_hz / 1000).max(1);
     let refused = shared::this_kcb().messages.send_refused.load(Ordering::Relaxed) - refused_before;
     if refused < attempts {
@@ -438,7 +442,9 @@ pub fn run(list: &str) -> u32 {
             "frames" => frames(),
             "bootdriver" => boot_driver(),
             "icc" => icc(),
+            #[cfg(feature = "bench")]
             "msg-garbage" => crate::msg::stress::run_garbage(),
+            #[cfg(feature = "bench")]
             "msg-stress" => crate::msg::stress::run_stress(1_000_000, u64::MAX),
             "dead-target" => dead_target(),
             "smap" => smap(),
@@ -447,6 +453,7 @@ pub fn run(list: &str) -> u32 {
                 Some(("fault", target)) => fault(target),
                 Some(("stack-overflow", target)) => stack_overflow(target),
                 Some(("fault-in-lock", arguments)) => fault_in_lock(arguments),
+                #[cfg(feature = "bench")]
                 Some(("msg-restart", victim)) => victim
                     .parse()
                     .map_err(|_| format!("`{victim}` is not a core number"))

@@ -5,6 +5,8 @@
 //! core starts, then the console and boot-driver locks), then one [`Kcb`] page per core, then
 //! the channel area. Everything another core may write is an atomic.
 
+pub mod message_area;
+
 use super::kcb::Kcb;
 use crate::arch::paging::physical_to_virtual;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -104,6 +106,8 @@ impl SharedLock {
 
     /// Takes it for `core_id` if it is free, or held by a core that died; else returns the
     /// holder's core id, without waiting.
+    // Only `msg bench` takes a lock without waiting.
+    #[cfg_attr(not(feature = "bench"), allow(dead_code))]
     pub fn try_lock(&self, core_id: u32) -> Result<(), u32> {
         match self.0.compare_exchange(0, core_id + 1, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => Ok(()),
@@ -182,7 +186,7 @@ pub struct SharedRegion {
     pub header: SharedHeader,
     pub kcbs: [Kcb; MAX_CORES],
     /// Receive queues, URPC rings, multicast groups (see `msg`).
-    pub messages: crate::msg::MessageArea,
+    pub messages: message_area::MessageArea,
 }
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);

@@ -15,7 +15,7 @@
 
 use super::{area, icc, line, try_send_pair, Handler, HandlerResult, NotifyMode, SendError, MESSAGING_CORES};
 use crate::arch::{apic, cpu, idt};
-use crate::core::shared::{self, CacheLine, SharedLock};
+use crate::core::shared;
 use crate::println;
 use ::core::fmt::Write;
 use ::core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -30,71 +30,6 @@ macro_rules! say {
     ($out:expr, $($argument:tt)*) => {{
         let _ = writeln!($out, $($argument)*);
     }};
-}
-
-/// Cache lines and result slots shared by the initiator and the responder of a benchmark.
-#[repr(C)]
-pub struct BenchArea {
-    /// Raw ping-pong: a whole line written by the initiator (7 data words, then word 7 the
-    /// sequence), as the FOS/Barrelfish cache-line benchmark sends a line-sized message.
-    pub ping: LinePair<[AtomicU64; 8]>,
-    /// Raw ping-pong: the responder's line.
-    pub pong: LinePair<[AtomicU64; 8]>,
-    /// The responder is set up and waits for the first probe.
-    pub ready: CacheLine<AtomicU32>,
-    /// The responder's receive-side breakdown, one summary per phase (send→wake,
-    /// wake→dequeue, dequeue→handler), written before its ICC reply, which orders them.
-    pub breakdown: CacheLine<[PhaseSummary; 3]>,
-    /// Held by the initiator for a whole run: the lines above, the responders and multicast
-    /// group 0 serve one benchmark at a time, and processes on any core can start one.
-    pub initiator: SharedLock,
-}
-
-/// A value alone in an aligned pair of cache lines. Hosts that fetch lines in pairs (the
-/// adjacent-line prefetch of x86 L2 caches) would otherwise make two vCPUs writing
-/// neighbouring lines contend as if they shared one, and the raw ping-pong, the floor of the
-/// polled ratio, would pay for a conflict the channel's rings do not have.
-#[repr(C, align(128))]
-pub struct LinePair<T>(pub T);
-
-/// A summary of signed cycle differences as the responder measured it, for the initiator to
-/// print: every field of a `samples::Summary<i64>` (as bits) and how many were negative.
-#[repr(C)]
-pub struct PhaseSummary {
-    count: AtomicU64,
-    min: AtomicU64,
-    p5: AtomicU64,
-    /// `f64` bits: the median of an even count is the mean of the middle two.
-    median: AtomicU64,
-    p95: AtomicU64,
-    max: AtomicU64,
-    negative: AtomicU64,
-}
-
-impl PhaseSummary {
-    fn store(&self, summary: &samples::Summary<i64>, negative: u64) {
-        self.count.store(summary.count as u64, Ordering::Relaxed);
-        self.min.store(summary.min as u64, Ordering::Relaxed);
-        self.p5.store(summary.p5 as u64, Ordering::Relaxed);
-        self.median.store(summary.median.to_bits(), Ordering::Relaxed);
-        self.p95.store(summary.p95 as u64, Ordering::Relaxed);
-        self.max.store(summary.max as u64, Ordering::Relaxed);
-        self.negative.store(negative, Ordering::Relaxed);
-    }
-
-    fn load(&self) -> (samples::Summary<i64>, u64) {
-        let signed = |word: &AtomicU64| word.load(Ordering::Relaxed) as i64;
-        let summary = samples::Summary {
-            count: self.count.load(Ordering::Relaxed) as usize,
-            min: signed(&self.min),
-            p5: signed(&self.p5),
-            median: f64::from_bits(self.median.load(Ordering::Relaxed)),
-            p95: signed(&self.p95),
-            max: signed(&self.max),
-            mean: 0.0,
-        };
-        (summary, self.negative.load(Ordering::Relaxed))
-    }
 }
 
 const RESPONDER_CACHELINE: u64 = 0;
@@ -190,12 +125,6 @@ fn check_large_probe(bytes: &[u8]) -> HandlerResult {
 
 fn large_probe(length: usize) -> Vec<u8> {
     (0..length).map(|i| (i as u8).wrapping_mul(7)).collect()
-}
-
-/// Summary of cycle samples, as the Linux peer and the host compute theirs; all zero when
-/// there are none.
-pub fn summarize(samples: &mut [u64]) -> samples::Summary<u64> {
-    samples::summarize(samples).unwrap_or_default()
 }
 
 /// Prints one figure's `BENCH` line: its statistics only if it has samples.
@@ -453,7 +382,7 @@ fn wait_pair_message(
             cpu::relax();
             continue;
         }
-        if let Some(message) = super::sleep_armed(line, false, || receiver.try_recv()) {
+        if let Some(message) = super::wait::sleep_armed(line, false, || receiver.try_recv()) {
             let now = cpu::read_tsc();
             return Some((message, now, now));
         }
@@ -495,8 +424,8 @@ impl<'a> HeldLink<'a> {
 fn pair_responder(initiator: usize, iterations: u64, mode: NotifyMode, timestamps: bool) -> Result<u64, IccStatus> {
     let me = shared::this_core() as u16;
     let failed = IccStatus::Failed;
-    let mut senders = super::PAIR_SENDERS.lock();
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut senders = super::send::PAIR_SENDERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[initiator].as_mut(), receivers[initiator].as_mut()) else {
         return Err(failed);
     };
@@ -553,7 +482,7 @@ fn large_responder(initiator: usize, iterations: u64) -> Result<u64, IccStatus> 
         if cpu::read_tsc() > deadline {
             return Err(IccStatus::Failed);
         }
-        let mut receivers = super::RECEIVERS.lock();
+        let mut receivers = super::receive::RECEIVERS.lock();
         let Some(receivers) = receivers.as_mut() else { return Err(IccStatus::Failed) };
         let Some(message) = receivers.normal.try_recv() else {
             cpu::relax();
@@ -576,7 +505,7 @@ fn large_responder(initiator: usize, iterations: u64) -> Result<u64, IccStatus> 
 
 fn receive_pair_spin(from: usize) -> Option<Message> {
     let deadline = cpu::read_tsc() + shared::facts().tsc_hz * 10;
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let receiver = receivers[from].as_mut()?;
     loop {
         if let Some(message) = receiver.recv_polling(256, cpu::relax) {
@@ -701,8 +630,8 @@ fn pair_block(
     let arguments = [RESPONDER_PAIR, n, me as u64, mode as u64, u64::from(timestamps)];
     let call = icc::call_async(target, handler::BENCH_RESPONDER, arguments);
     if wait_ready() {
-        let mut senders = super::PAIR_SENDERS.lock();
-        let mut receivers = super::PAIR_RECEIVERS.lock();
+        let mut senders = super::send::PAIR_SENDERS.lock();
+        let mut receivers = super::receive::PAIR_RECEIVERS.lock();
         let (Some(sender), Some(receiver)) = (senders[target].as_mut(), receivers[target].as_mut()) else {
             say!(out, "BENCH-ERROR {}: URPC endpoints missing", mode.name());
             return false;
@@ -740,8 +669,8 @@ fn pair_block(
 /// plain 8-word line write. Per operation, from batches of 100.
 fn local_path_costs(out: &mut dyn Write, pair: (usize, usize)) -> bool {
     let me = shared::this_core() as usize;
-    let mut senders = super::PAIR_SENDERS.lock();
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut senders = super::send::PAIR_SENDERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[me].as_mut(), receivers[me].as_mut()) else {
         say!(out, "BENCH-ERROR local: this core's own URPC ring is missing");
         return false;
@@ -817,9 +746,9 @@ fn drain_block(
     if mode != NotifyMode::Poll {
         // The responder's idle loop sleeps at once (its queue mode), and so does this core
         // when it waits sleeping.
-        super::set_mode(target, mode);
+        super::notify::set_mode(target, mode);
         if waiting == Waiting::Sleeping {
-            super::set_mode(me, mode);
+            super::notify::set_mode(me, mode);
         }
     }
     let gap = if mode == NotifyMode::Poll { 0 } else { facts.tsc_hz / 20_000 };
@@ -850,8 +779,8 @@ fn drain_block(
         }
     }
     let finished = finish_call(out, call, what);
-    super::set_mode(me, modes.0);
-    super::set_mode(target, modes.1);
+    super::notify::set_mode(me, modes.0);
+    super::notify::set_mode(target, modes.1);
     finished
 }
 
@@ -1063,7 +992,7 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
     // Figures 6.3–6.5: large messages, 1 to 1024 chunks, over the target's receive queue.
     progress.next(out, "large messages");
     let target_mode = super::queue_mode(target);
-    super::set_mode(target, NotifyMode::Poll);
+    super::notify::set_mode(target, NotifyMode::Poll);
     for shift in 0..=10 {
         let chunks = 1usize << shift;
         let length = channel::FIRST_CHUNK_DATA_LEN + (chunks - 1) * channel::CHUNK_DATA_LEN;
@@ -1093,7 +1022,7 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
         report(out, "large_roundtrip", &parameter, pair, &mut b);
         ok &= finish_call(out, call, "large");
     }
-    super::set_mode(target, target_mode);
+    super::notify::set_mode(target, target_mode);
 
     // Figure 6.6: multicast sender costs versus group size (members notified by IPI).
     progress.next(out, "multicast");
@@ -1112,8 +1041,8 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
         a.push(cpu::read_tsc() - start);
     }
     report(out, "icc_roundtrip", super::queue_mode(target).name(), pair, &mut a);
-    super::set_mode(me, modes.0);
-    super::set_mode(target, modes.1);
+    super::notify::set_mode(me, modes.0);
+    super::notify::set_mode(target, modes.1);
     if ok {
         Ok(())
     } else {
@@ -1138,7 +1067,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
     for size in 1..cores {
         let member = (1..cores).find(|c| *c != me && !members.contains(c));
         let Some(member) = member else { break };
-        super::set_mode(member, NotifyMode::Ipi);
+        super::notify::set_mode(member, NotifyMode::Ipi);
         if icc::call(member, handler::GROUP_JOIN, [0; 5], 1000).is_err() {
             say!(out, "BENCH-ERROR multicast: core {member} did not join");
             ok = false;
@@ -1157,7 +1086,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
             // quiet members (Popcorn spaces its trials the same way).
             spin_cycles(shared::facts().tsc_hz / 20_000);
             let probe = Probe { from: me as u16, sequence, sent_tsc: cpu::read_tsc() };
-            match super::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
+            match super::group::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
                 Ok((insert, notify)) => {
                     insert_costs.push(insert);
                     notify_costs.push(notify);
@@ -1179,7 +1108,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
         let _ = icc::call(member, handler::GROUP_LEAVE, [0; 5], 1000);
     }
     for (core, mode) in modes.iter().enumerate().take(cores) {
-        super::set_mode(core, *mode);
+        super::notify::set_mode(core, *mode);
     }
     ok
 }
