@@ -189,6 +189,15 @@ pub fn instance(entry: InstanceEntry) -> ! {
     }
     register_hooks();
     crate::msg::init();
+    // Messaging waits the way the cores layer says: a parked core lets its host run.
+    crate::msg::set_wait_strategy(crate::msg::WaitStrategy {
+        while_waiting: crate::core::park::while_waiting,
+        sleep: crate::core::park::sleep,
+    });
+    #[cfg(feature = "test-hooks")]
+    if crate::selftest::requested("msg-restart") {
+        crate::msg::test_hooks::register_fault_now();
+    }
     if core == 0 {
         crate::console::route_input(facts);
     }

@@ -447,7 +447,7 @@ fn msg(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> {
             };
             let mut samples =
                 crate::msg::ping(target, count).map_err(|e| CommandError::Failed(alloc::format!("ping: {e}")))?;
-            let s = ::samples::summarize(&mut samples).unwrap_or_default();
+            let s = crate::msg::summarize(&mut samples);
             let ns = crate::time::cycles_to_ns;
             writeln!(
                 out,

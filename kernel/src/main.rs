@@ -21,17 +21,6 @@ mod power;
 mod proc;
 #[cfg(feature = "test-hooks")]
 mod selftest;
-/// What is left of `selftest` in an image built without `test-hooks`: no test is ever
-/// requested, so no test-only hook registers (the `FAULT_NOW` handler of `msg/icc.rs` asks
-/// this). Goes once `msg` registers that handler under the feature itself.
-#[cfg(not(feature = "test-hooks"))]
-#[allow(dead_code)]
-mod selftest {
-    /// Never: this image has no in-guest tests.
-    pub fn requested(_name: &str) -> bool {
-        false
-    }
-}
 mod syscall;
 
 // The base's rooms, under their own names: `crate::sched` is `base::sched`.

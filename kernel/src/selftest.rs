@@ -71,6 +71,7 @@ fn overflow_stack(depth: u64) -> u64 {
 
 /// Whether the command line's `test=` list names `name` (alone or as `name:...`); test-only
 /// hooks (an ICC handler that faults on purpose) are registered only then.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn requested(name: &str) -> bool {
     shared::facts()
         .options

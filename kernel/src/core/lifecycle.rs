@@ -402,8 +402,14 @@ pub fn stop_if_asked() {
     cpu::halt_forever()
 }
 
-/// Registers the stop handler of this instance.
+/// Registers the start and stop handlers of this instance.
 pub fn init() {
+    icc::register(handler::START_CORE, |arguments: &[u64; ICC_ARGUMENTS]| {
+        super::boot_driver::start_core(arguments[0] as usize).map(|()| 0).map_err(|error| {
+            log::error!("core {} not started: {error}", arguments[0]);
+            abi::message::IccStatus::Failed
+        })
+    });
     icc::register(handler::STOP_CORE, |_arguments: &[u64; ICC_ARGUMENTS]| {
         // An application thread is handed back to its home (`ac::suspend`), unless it waits
         // on a syspage: its call is in a kernel core's hands.

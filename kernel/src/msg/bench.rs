@@ -127,12 +127,6 @@ fn large_probe(length: usize) -> Vec<u8> {
     (0..length).map(|i| (i as u8).wrapping_mul(7)).collect()
 }
 
-/// Summary of cycle samples, as the Linux peer and the host compute theirs; all zero when
-/// there are none.
-pub fn summarize(samples: &mut [u64]) -> samples::Summary<u64> {
-    samples::summarize(samples).unwrap_or_default()
-}
-
 /// Prints one figure's `BENCH` line: its statistics only if it has samples.
 fn report(out: &mut dyn Write, name: &str, parameter: &str, pair: (usize, usize), samples: &mut [u64]) {
     match samples::summarize(samples) {
@@ -388,7 +382,7 @@ fn wait_pair_message(
             cpu::relax();
             continue;
         }
-        if let Some(message) = super::sleep_armed(line, false, || receiver.try_recv()) {
+        if let Some(message) = super::wait::sleep_armed(line, false, || receiver.try_recv()) {
             let now = cpu::read_tsc();
             return Some((message, now, now));
         }
@@ -430,8 +424,8 @@ impl<'a> HeldLink<'a> {
 fn pair_responder(initiator: usize, iterations: u64, mode: NotifyMode, timestamps: bool) -> Result<u64, IccStatus> {
     let me = shared::this_core() as u16;
     let failed = IccStatus::Failed;
-    let mut senders = super::PAIR_SENDERS.lock();
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut senders = super::send::PAIR_SENDERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[initiator].as_mut(), receivers[initiator].as_mut()) else {
         return Err(failed);
     };
@@ -488,7 +482,7 @@ fn large_responder(initiator: usize, iterations: u64) -> Result<u64, IccStatus> 
         if cpu::read_tsc() > deadline {
             return Err(IccStatus::Failed);
         }
-        let mut receivers = super::RECEIVERS.lock();
+        let mut receivers = super::receive::RECEIVERS.lock();
         let Some(receivers) = receivers.as_mut() else { return Err(IccStatus::Failed) };
         let Some(message) = receivers.normal.try_recv() else {
             cpu::relax();
@@ -511,7 +505,7 @@ fn large_responder(initiator: usize, iterations: u64) -> Result<u64, IccStatus> 
 
 fn receive_pair_spin(from: usize) -> Option<Message> {
     let deadline = cpu::read_tsc() + shared::facts().tsc_hz * 10;
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let receiver = receivers[from].as_mut()?;
     loop {
         if let Some(message) = receiver.recv_polling(256, cpu::relax) {
@@ -636,8 +630,8 @@ fn pair_block(
     let arguments = [RESPONDER_PAIR, n, me as u64, mode as u64, u64::from(timestamps)];
     let call = icc::call_async(target, handler::BENCH_RESPONDER, arguments);
     if wait_ready() {
-        let mut senders = super::PAIR_SENDERS.lock();
-        let mut receivers = super::PAIR_RECEIVERS.lock();
+        let mut senders = super::send::PAIR_SENDERS.lock();
+        let mut receivers = super::receive::PAIR_RECEIVERS.lock();
         let (Some(sender), Some(receiver)) = (senders[target].as_mut(), receivers[target].as_mut()) else {
             say!(out, "BENCH-ERROR {}: URPC endpoints missing", mode.name());
             return false;
@@ -675,8 +669,8 @@ fn pair_block(
 /// plain 8-word line write. Per operation, from batches of 100.
 fn local_path_costs(out: &mut dyn Write, pair: (usize, usize)) -> bool {
     let me = shared::this_core() as usize;
-    let mut senders = super::PAIR_SENDERS.lock();
-    let mut receivers = super::PAIR_RECEIVERS.lock();
+    let mut senders = super::send::PAIR_SENDERS.lock();
+    let mut receivers = super::receive::PAIR_RECEIVERS.lock();
     let (Some(sender), Some(receiver)) = (senders[me].as_mut(), receivers[me].as_mut()) else {
         say!(out, "BENCH-ERROR local: this core's own URPC ring is missing");
         return false;
@@ -752,9 +746,9 @@ fn drain_block(
     if mode != NotifyMode::Poll {
         // The responder's idle loop sleeps at once (its queue mode), and so does this core
         // when it waits sleeping.
-        super::set_mode(target, mode);
+        super::notify::set_mode(target, mode);
         if waiting == Waiting::Sleeping {
-            super::set_mode(me, mode);
+            super::notify::set_mode(me, mode);
         }
     }
     let gap = if mode == NotifyMode::Poll { 0 } else { facts.tsc_hz / 20_000 };
@@ -785,8 +779,8 @@ fn drain_block(
         }
     }
     let finished = finish_call(out, call, what);
-    super::set_mode(me, modes.0);
-    super::set_mode(target, modes.1);
+    super::notify::set_mode(me, modes.0);
+    super::notify::set_mode(target, modes.1);
     finished
 }
 
@@ -998,7 +992,7 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
     // Figures 6.3–6.5: large messages, 1 to 1024 chunks, over the target's receive queue.
     progress.next(out, "large messages");
     let target_mode = super::queue_mode(target);
-    super::set_mode(target, NotifyMode::Poll);
+    super::notify::set_mode(target, NotifyMode::Poll);
     for shift in 0..=10 {
         let chunks = 1usize << shift;
         let length = channel::FIRST_CHUNK_DATA_LEN + (chunks - 1) * channel::CHUNK_DATA_LEN;
@@ -1028,7 +1022,7 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
         report(out, "large_roundtrip", &parameter, pair, &mut b);
         ok &= finish_call(out, call, "large");
     }
-    super::set_mode(target, target_mode);
+    super::notify::set_mode(target, target_mode);
 
     // Figure 6.6: multicast sender costs versus group size (members notified by IPI).
     progress.next(out, "multicast");
@@ -1047,8 +1041,8 @@ fn measure(target: usize, iterations: u64, out: &mut dyn Write) -> Result<(), Ru
         a.push(cpu::read_tsc() - start);
     }
     report(out, "icc_roundtrip", super::queue_mode(target).name(), pair, &mut a);
-    super::set_mode(me, modes.0);
-    super::set_mode(target, modes.1);
+    super::notify::set_mode(me, modes.0);
+    super::notify::set_mode(target, modes.1);
     if ok {
         Ok(())
     } else {
@@ -1073,7 +1067,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
     for size in 1..cores {
         let member = (1..cores).find(|c| *c != me && !members.contains(c));
         let Some(member) = member else { break };
-        super::set_mode(member, NotifyMode::Ipi);
+        super::notify::set_mode(member, NotifyMode::Ipi);
         if icc::call(member, handler::GROUP_JOIN, [0; 5], 1000).is_err() {
             say!(out, "BENCH-ERROR multicast: core {member} did not join");
             ok = false;
@@ -1092,7 +1086,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
             // quiet members (Popcorn spaces its trials the same way).
             spin_cycles(shared::facts().tsc_hz / 20_000);
             let probe = Probe { from: me as u16, sequence, sent_tsc: cpu::read_tsc() };
-            match super::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
+            match super::group::send_group(0, &line(Kind::Probe, |out| probe.encode(out))) {
                 Ok((insert, notify)) => {
                     insert_costs.push(insert);
                     notify_costs.push(notify);
@@ -1114,7 +1108,7 @@ fn multicast(out: &mut dyn Write, iterations: u64, buffers: [&mut Vec<u64>; 3]) 
         let _ = icc::call(member, handler::GROUP_LEAVE, [0; 5], 1000);
     }
     for (core, mode) in modes.iter().enumerate().take(cores) {
-        super::set_mode(core, *mode);
+        super::notify::set_mode(core, *mode);
     }
     ok
 }

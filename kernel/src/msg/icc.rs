@@ -92,6 +92,7 @@ pub fn register(id: u16, function: IccHandler) {
 /// Registers an ICC handler that sends much, and so must not run inside this core's own
 /// large send (its sends to that send's target would all wait behind it, `super::nested`): a
 /// request received there waits until the send is done.
+#[cfg_attr(not(feature = "bench"), allow(dead_code))]
 pub fn register_outside_sends(id: u16, function: IccHandler) {
     HANDLERS.lock()[id as usize] = Some(Registered { function, outside_sends: true });
 }
@@ -108,17 +109,13 @@ pub(super) fn run_postponed() {
     }
 }
 
+/// The handlers of messaging itself; the layers above register theirs (`START_CORE` by the
+/// cores layer, `FAULT_NOW` by `boot` for `test=msg-restart`).
 pub(super) fn register_handlers() {
     super::register(Kind::IccRequest, Handler { high_priority: true, on_line: Some(serve), on_large: None });
     super::register(Kind::IccReply, Handler { high_priority: true, on_line: Some(complete), on_large: None });
     register(handler::ECHO, |arguments| Ok(arguments[0]));
     register(handler::ADD, |arguments| Ok(arguments.iter().fold(0u64, |sum, a| sum.wrapping_add(*a))));
-    register(handler::START_CORE, |arguments| {
-        crate::core::boot_driver::start_core(arguments[0] as usize).map(|()| 0).map_err(|error| {
-            log::error!("core {} not started: {error}", arguments[0]);
-            IccStatus::Failed
-        })
-    });
     register(handler::GROUP_JOIN, |arguments| {
         super::join_group(arguments[0] as usize).map(|()| 0).map_err(|_| IccStatus::Failed)
     });
@@ -134,16 +131,6 @@ pub(super) fn register_handlers() {
         super::set_own_mode(super::NotifyMode::from_u32(mode), arguments[1]);
         Ok(0)
     });
-    if crate::selftest::requested("msg-restart") {
-        register(handler::FAULT_NOW, |arguments| {
-            if arguments[0] == 1 {
-                super::hold_tickets_for_fault(arguments[1] as usize);
-            }
-            log::warn!("test msg-restart: core {} faults inside a handler on purpose", shared::this_core());
-            cpu::store_to_unmapped_address(0xdead_b000);
-            Ok(0)
-        });
-    }
     register(handler::MESSAGE_COUNTS, |_| {
         let counters = &shared::this_kcb().messages;
         Ok((counters.received.load(Ordering::Relaxed) << 32) | (counters.dropped.load(Ordering::Relaxed) & 0xffff_ffff))
@@ -164,6 +151,15 @@ fn serve(message: &Message) -> HandlerResult {
     }
     answer(&request, registered);
     Ok(())
+}
+
+/// Runs the handler registered for `handler` on this core, as a call from another core would.
+#[cfg_attr(not(feature = "bench"), allow(dead_code))]
+pub fn run_here(handler: u16, arguments: [u64; ICC_ARGUMENTS]) -> Result<u64, IccError> {
+    match registered(handler).map(|r| (r.function)(&arguments)) {
+        None => Err(IccError::Refused(IccStatus::NoSuchHandler)),
+        Some(result) => result.map_err(IccError::Refused),
+    }
 }
 
 fn registered(handler: u16) -> Option<Registered> {

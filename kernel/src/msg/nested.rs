@@ -106,8 +106,8 @@ fn send_deferred(target: usize) {
         };
         let Some(Deferred { body, .. }) = next else { return };
         let sent = match &body {
-            Body::Line(message) => super::send_blocking_now(target, message),
-            Body::Large(kind, bytes) => super::send_large_now(target, *kind, bytes, true),
+            Body::Line(message) => super::send::send_blocking_now(target, message),
+            Body::Large(kind, bytes) => super::send::send_large_now(target, *kind, bytes, true),
         };
         if let Err(error) = sent {
             log::warn!("a message deferred behind this core's send to core {target} was not sent: {error}");

@@ -150,7 +150,7 @@ fn send_share(per_target: u64, with_large: bool, participants: u64) {
         }
         if with_large && i.is_multiple_of(64) {
             let message = stress_line(0, TAG_GROUP);
-            while super::send_group(STRESS_GROUP, &message).is_err() {
+            while super::group::send_group(STRESS_GROUP, &message).is_err() {
                 super::drain();
             }
             sent(0, TAG_GROUP);
@@ -231,7 +231,7 @@ pub fn run_stress(total: u64, participants: u64) -> Result<String, String> {
     let started = cpu::read_tsc();
     for mode in &modes {
         for &core in &chosen {
-            super::set_mode(core, *mode);
+            super::notify::set_mode(core, *mode);
         }
         // Every core but the leader (the core running this: core 0 for `test=`, any core
         // for `msg stress`) sends its share when asked; the leader sends its own.
@@ -250,7 +250,7 @@ pub fn run_stress(total: u64, participants: u64) -> Result<String, String> {
         }
     }
     for &core in &chosen {
-        super::set_mode(core, NotifyMode::Hybrid);
+        super::notify::set_mode(core, NotifyMode::Hybrid);
     }
     // Quiescence: every published line received or dropped.
     let deadline = cpu::read_tsc() + facts.tsc_hz * 10;
@@ -349,7 +349,9 @@ pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
         return Err(format!("core {victim} is {} after it was told to fault", victim_kcb.state().name()));
     }
     let incarnation = victim_kcb.incarnation.load(Ordering::Relaxed);
-    crate::core::boot_driver::start_core(victim).map_err(|e| format!("core {victim} not restarted: {e}"))?;
+    // The cores layer's own START_CORE handler, run here: messaging names no layer above it.
+    icc::run_here(handler::START_CORE, [victim as u64, 0, 0, 0, 0])
+        .map_err(|e| format!("core {victim} not restarted: {e}"))?;
     if !drain_until(5_000, || victim_kcb.state() == CoreState::Running) {
         return Err(format!("core {victim} is {} after the restart", victim_kcb.state().name()));
     }

@@ -2,5 +2,4 @@
 //! and this instance's KCB.
 
 pub mod kcb;
-pub mod messages;
 pub mod shared;

@@ -5,6 +5,8 @@
 //! core starts, then the console and boot-driver locks), then one [`Kcb`] page per core, then
 //! the channel area. Everything another core may write is an atomic.
 
+pub mod message_area;
+
 use super::kcb::Kcb;
 use crate::arch::boot::{BootInformation, InstanceEntry};
 use crate::arch::paging::physical_to_virtual;
@@ -184,7 +186,7 @@ pub struct SharedRegion {
     pub header: SharedHeader,
     pub kcbs: [Kcb; MAX_CORES],
     /// Receive queues, URPC rings, multicast groups (see `msg`).
-    pub messages: super::messages::MessageArea,
+    pub messages: message_area::MessageArea,
 }
 
 const _: () = assert!(core::mem::size_of::<SharedHeader>() <= 4096 * 4);
