@@ -8,6 +8,7 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![no_main]
+#![deny(unsafe_code)]
 
 extern crate alloc;
 

@@ -1,5 +1,6 @@
 //! ftq: fixed time quantum, the OS noise one core sees (HARE ch. 2), on Reef and Linux alike.
 #![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
 
 mod options;
 mod output;

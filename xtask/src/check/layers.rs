@@ -51,7 +51,7 @@ pub const ROOMS: &[Room] = &[
     room("kernel", "control",        15, "control commands and read-only views (a system call runs them)"),
     room("kernel", "power",          15, "power off, restart, halt"),
     room("kernel", "syscall",        16, "system calls: decode, then invoke any service below"),
-    room("kernel", "selftest",       17, "in-guest tests (to go behind the test-hooks feature)"),
+    room("kernel", "selftest",       17, "in-guest tests and fault injection (the test-hooks feature)"),
     room("kernel", "init_process",   18, "the end of boot: tests asked for, then /sbin/init"),
     room("kernel", "boot",           19, "wires hooks and handlers in one order"),
     room("kernel", "main",           20, "the crate root: declares the rooms, the panic handler"),

@@ -11,7 +11,7 @@
 //! 1. The OSnode that gives its processes up ([`evacuate()`], asked by ICC) marks each with a
 //!    destination and wakes its threads from interruptible waits (`Wakeup::Moving`): a call
 //!    gives up as a signal would make it, to run again on the destination.
-//! 2. Each thread, on its way back to ring 3 (`sched::before_user_return`, after signal
+//! 2. Each thread, on its way back to ring 3 (`proc::thread::before_user_return`, after signal
 //!    delivery settled a restart), checks in with its registers, FPU image, TLS and signal
 //!    state ([`move_current`]); the last to do so packs the process: those, its dispositions,
 //!    pending signals, descriptors, children, areas, and the frames of its present pages, and
