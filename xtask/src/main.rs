@@ -36,8 +36,9 @@ cargo xtask <command>
         symbol table holds no test or benchmark code (kernel::selftest, kernel::msg::bench,
         kernel::msg::stress, kernel::msg::test_hooks, the fault-injection items): check builds
         that image as `cargo xtask build` does, and the suite runs check first, whose own images
-        have that code; `layers`: the room and unsafe checks only; `lists`: print what their
-        allow-lists would hold today
+        have that code, and that every module of test or bench code is declared behind its
+        feature; `layers`: the source checks only (rooms, unsafe, feature gates); `lists`:
+        print what their allow-lists would hold today
   bench ...
         every benchmark boots kernel images built with the kernel's bench feature (msg bench,
         msg stress), in target/kind-bench

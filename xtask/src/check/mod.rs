@@ -2,6 +2,7 @@
 //! crates and between kernel rooms, and where `unsafe` is.
 
 mod crates;
+mod feature_gates;
 mod kernel_layers;
 mod layers;
 mod source;
@@ -76,14 +77,16 @@ pub fn source_checks() -> Result<(), String> {
         &read_data(&root, unsafe_code::ALLOW_LIST)?,
         &read_data(&root, unsafe_code::EXEMPTIONS)?,
     );
-    // Both are reported before either fails, so one run shows everything to fix.
-    for summary in [&layers, &unsafe_places].into_iter().flatten() {
+    let gates = feature_gates::check(&root);
+    // All are reported before any fails, so one run shows everything to fix.
+    for summary in [&layers, &unsafe_places, &gates].into_iter().flatten() {
         println!("xtask: {summary}");
     }
-    match (layers, unsafe_places) {
-        (Ok(_), Ok(_)) => Ok(()),
-        (Err(first), Err(second)) => Err(format!("{first}\n{second}")),
-        (Err(error), _) | (_, Err(error)) => Err(error),
+    let errors: Vec<String> = [layers, unsafe_places, gates].into_iter().filter_map(Result::err).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
     }
 }
 
