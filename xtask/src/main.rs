@@ -119,6 +119,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // The suite's own check of `run` (test/host_checks.rs) boots the images the suite built
+    // rather than building production ones too.
+    if std::env::var("REEF_XTASK_IMAGES").as_deref() == Ok("test") {
+        kernel_images::select(kernel_images::ImageKind::Test);
+    }
     let result = match arguments.first().map(String::as_str) {
         Some("run") => qemu::run_command(&arguments[1..]),
         // The suite drives the in-guest tests and the benchmarks: its images have both; a
