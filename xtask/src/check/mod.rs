@@ -134,24 +134,8 @@ pub fn run_all() -> Result<(), String> {
         ]),
         "clippy on the host crates",
     )?;
-    run_checked(
-        cargo().args([
-            "clippy",
-            "--quiet",
-            "--release",
-            "-p",
-            "kernel",
-            "-p",
-            "base",
-            "--target",
-            "x86_64-unknown-none",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-        "clippy on the kernel",
-    )?;
-    symbols::lint_test_and_bench_code()?;
+    symbols::kernel_clippy(None)?;
+    symbols::kernel_clippy(Some("test-hooks,bench"))?;
     symbols::production_image_has_no_test_code()
 }
 

@@ -140,30 +140,21 @@ pub fn production_image_has_no_test_code() -> Result<(), String> {
     ))
 }
 
-/// Clippy on the kernel with its test-hooks and bench features: the code only test and
-/// benchmark images hold is linted too.
-pub fn lint_test_and_bench_code() -> Result<(), String> {
-    run_checked(
-        cargo().args([
-            "clippy",
-            "--quiet",
-            "--release",
-            "-p",
-            "kernel",
-            "-p",
-            "base",
-            "--target",
-            "x86_64-unknown-none",
-            "--features",
-            "test-hooks,bench",
-            "--target-dir",
-            "target/kind-test",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-        "clippy on the kernel with its test-hooks and bench features",
-    )
+/// Clippy with the workspace lints as errors on the kernel and its base, without features
+/// (the production images) or with `features` (the code only test and benchmark images hold
+/// is linted too; in their own target directory, as `cargo xtask test` builds them).
+pub fn kernel_clippy(features: Option<&str>) -> Result<(), String> {
+    let mut command = cargo();
+    command.args(["clippy", "--quiet", "--release", "-p", "kernel", "-p", "base", "--target", "x86_64-unknown-none"]);
+    if let Some(features) = features {
+        command.args(["--features", features, "--target-dir", "target/kind-test"]);
+    }
+    command.args(["--", "-D", "warnings"]);
+    let what = match features {
+        Some(features) => format!("clippy on the kernel with its {features} features"),
+        None => "clippy on the kernel".to_string(),
+    };
+    run_checked(&mut command, &what)
 }
 
 #[cfg(test)]
