@@ -299,6 +299,8 @@ fn fates() -> (u64, u64) {
 }
 
 /// Waits (draining) until `done`, at most `milliseconds`.
+// In-guest tests (`test-hooks`) drive it; a benchmark image (`bench` alone) does not.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 fn drain_until(milliseconds: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = cpu::read_tsc() + shared::facts().tsc_hz / 1000 * milliseconds;
     while !done() {
@@ -315,6 +317,8 @@ fn drain_until(milliseconds: u64, mut done: impl FnMut() -> bool) -> bool {
 /// and then checks: the others finished their shares; core N answers pings and inter-core
 /// calls again; every line ever sent was received, dropped or counted lost (sent = received +
 /// dropped + lost, summed over all cores), none out of order or duplicated, none dropped.
+// In-guest tests (`test-hooks`) drive it; a benchmark image (`bench` alone) does not.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
     let cores = super::messaging_cores();
     if cores < 3 || victim == 0 || victim >= cores {
@@ -397,6 +401,8 @@ pub fn run_restart(victim: usize, per_target: u64) -> Result<String, String> {
 }
 
 /// Lines that must be dropped, and lines around them that must be accepted.
+// In-guest tests (`test-hooks`) drive it; a benchmark image (`bench` alone) does not.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 fn garbage() -> (Vec<Message>, u64, u64) {
     let mut lines = Vec::new();
     let mut payload = [0u8; PAYLOAD_SIZE];
@@ -455,6 +461,8 @@ fn garbage() -> (Vec<Message>, u64, u64) {
 /// `test=msg-garbage`: inject malformed lines into a core's queue (another core's, and this
 /// core's own); every one must be dropped and counted, the good ones accepted, and the
 /// receiver must still answer.
+// In-guest tests (`test-hooks`) drive it; a benchmark image (`bench` alone) does not.
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
 pub fn run_garbage() -> Result<String, String> {
     let me = shared::this_core() as usize;
     let cores = super::messaging_cores();

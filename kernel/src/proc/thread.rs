@@ -54,7 +54,7 @@ impl ThreadExt for Thread {
     fn part(&self) -> &ThreadPart {
         // Every thread is made by this layer (`new_thread`, or the boot thread's part from
         // `boot`), so the extension is always a `ThreadPart`.
-        self.extension.downcast_ref::<ThreadPart>().expect("every thread carries a ThreadPart")
+        self.extension::<ThreadPart>().expect("every thread carries a ThreadPart")
     }
 }
 

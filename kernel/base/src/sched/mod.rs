@@ -21,7 +21,7 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::any::Any;
+use core::any::{Any, TypeId};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use spin::Mutex;
@@ -161,8 +161,12 @@ pub struct Thread {
     /// The CPU time it used here.
     pub cpu: CpuClock,
     /// What the layer that made it keeps per thread (`proc::ThreadPart`: signals, where it
-    /// runs when away...), set when it is made.
-    pub extension: Box<dyn Any + Send + Sync>,
+    /// runs when away...), set when it is made; read with [`Thread::extension`].
+    extension: Box<dyn Any + Send + Sync>,
+    /// The type of `extension`, recorded once: [`Thread::extension`] compares it instead of
+    /// asking the box (a call through its vtable on every look, which the return path to
+    /// ring 3 makes several times).
+    extension_type: TypeId,
 }
 
 /// A thread's CPU time on its instance, in TSC cycles: what it ran before its current run,
@@ -251,8 +255,22 @@ impl Thread {
             wait: Mutex::new(None),
             wakeup: Mutex::new(Wakeup::Woken),
             cpu: CpuClock::default(),
+            extension_type: (*extension).type_id(),
             extension,
         }))
+    }
+
+    /// What the layer that made it keeps for it, if that is a `T`.
+    #[inline]
+    pub fn extension<T: Any>(&self) -> Option<&T> {
+        if self.extension_type != TypeId::of::<T>() {
+            return None;
+        }
+        let extension: *const (dyn Any + Send + Sync) = &*self.extension;
+        // SAFETY: `extension_type` is the type of the boxed value, recorded when the thread
+        // was made from it, and the box is never replaced: it holds a `T`, which lives as
+        // long as the thread.
+        Some(unsafe { &*extension.cast::<T>() })
     }
 
     /// A copy of its FPU state as last saved.
@@ -343,6 +361,7 @@ pub fn init(extension: Box<dyn Any + Send + Sync>) {
         wait: Mutex::new(None),
         wakeup: Mutex::new(Wakeup::Woken),
         cpu: CpuClock::default(),
+        extension_type: (*extension).type_id(),
         extension,
     });
     CURRENT_THREAD.store(Arc::as_ptr(&boot).cast_mut(), Ordering::Relaxed);
