@@ -5,17 +5,20 @@ use crate::percore::shared;
 use core::cell::Cell;
 
 /// Nanoseconds in `cycles` TSC ticks.
+#[inline]
 pub fn cycles_to_ns(cycles: u64) -> u64 {
     let hz = shared::facts().tsc_hz.max(1);
     ((u128::from(cycles) * 1_000_000_000) / u128::from(hz)) as u64
 }
 
 /// Nanoseconds since boot.
+#[inline]
 pub fn now_ns() -> u64 {
     cycles_to_ns(read_tsc().saturating_sub(shared::facts().boot_tsc))
 }
 
 /// TSC cycles in `ns` nanoseconds.
+#[inline]
 pub fn ns_to_cycles(ns: u64) -> u64 {
     ((u128::from(ns) * u128::from(shared::facts().tsc_hz)) / 1_000_000_000) as u64
 }
@@ -30,6 +33,7 @@ pub fn realtime_ns() -> u64 {
 }
 
 /// The TSC value `ms` milliseconds from now: a deadline for `sched::block`.
+#[inline]
 pub fn deadline_after_ms(ms: u64) -> u64 {
     crate::arch::cpu::read_tsc().saturating_add(ns_to_cycles(ms.saturating_mul(1_000_000)))
 }

@@ -346,31 +346,37 @@ pub fn attach_instance(entry: &InstanceEntry) -> &'static SharedRegion {
 }
 
 /// The shared region, once attached.
+#[inline]
 pub fn region() -> Option<&'static SharedRegion> {
     SHARED.get().copied()
 }
 
 /// The shared region; panics before attachment (a bug: nothing runs before it but early boot).
+#[inline]
 pub fn get() -> &'static SharedRegion {
     region().expect("shared region used before attach")
 }
 
 /// The boot facts.
+#[inline]
 pub fn facts() -> &'static BootFacts {
     &get().header.facts
 }
 
 /// This instance's logical core id (0 during early boot).
+#[inline]
 pub fn this_core() -> u32 {
     THIS_CORE.get().copied().unwrap_or(0)
 }
 
 /// The APIC id of the core running OSnode `osnode` now.
+#[inline]
 pub fn apic_of(osnode: usize) -> u32 {
     get().header.osnodes[osnode].load(Ordering::Acquire)
 }
 
 /// This instance's KCB.
+#[inline]
 pub fn this_kcb() -> &'static Kcb {
     get().kcb(this_core() as usize)
 }

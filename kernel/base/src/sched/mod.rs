@@ -333,6 +333,7 @@ pub fn exiting_stacks() -> u32 {
 }
 
 /// From the message-notification interrupt: messages wait for this core.
+#[inline]
 pub fn on_message_notification() {
     LOOK_AT_MESSAGES.store(true, Ordering::Relaxed);
 }
@@ -369,6 +370,7 @@ pub fn init(extension: Box<dyn Any + Send + Sync>) {
 }
 
 /// The running thread.
+#[inline]
 pub fn current() -> Arc<Thread> {
     with_scheduler(|s| s.current.clone().expect("scheduler initialised at instance entry"))
 }
@@ -378,12 +380,14 @@ fn is_current(thread: &Thread) -> bool {
 }
 
 /// Queues a new or woken thread.
+#[inline]
 pub fn make_ready(thread: Arc<Thread>) {
     thread.set_state(State::Ready);
     with_scheduler(|s| s.ready.push_back(thread));
 }
 
 /// Whether a thread other than the running one is ready to run.
+#[inline]
 pub fn others_ready() -> bool {
     with_scheduler(|s| !s.ready.is_empty())
 }
@@ -564,6 +568,7 @@ pub fn interrupt_one(candidates: &[Arc<Thread>]) {
 /// From the timer interrupt: wakes threads whose deadline passed and ends the slice.
 /// Whether a tick ended this instance's slice since the last look (a parked kernel core's
 /// scan gives its host the processor then).
+#[inline]
 pub fn slice_ended() -> bool {
     NEED_SWITCH.swap(false, Ordering::Relaxed)
 }
@@ -617,6 +622,7 @@ fn wake_expired() {
 /// Whether a message notification or a tick asked for a look at the channels since the last
 /// one, clearing the note: the return path to ring 3 then serves this core's work (a system
 /// call's return stays free of channel polling otherwise).
+#[inline]
 pub fn take_look_at_messages() -> bool {
     if LOOK_AT_MESSAGES.load(Ordering::Relaxed) {
         LOOK_AT_MESSAGES.store(false, Ordering::Relaxed);
@@ -627,6 +633,7 @@ pub fn take_look_at_messages() -> bool {
 
 /// On the way back to ring 3: if the running thread's slice is over, gives the CPU to the
 /// next ready thread and, once it runs again, the `after_slice` hook; whether it did.
+#[inline]
 pub fn end_slice_if_due() -> bool {
     if !NEED_SWITCH.load(Ordering::Relaxed) {
         return false;

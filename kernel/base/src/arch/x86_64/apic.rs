@@ -120,6 +120,7 @@ impl LocalApic {
 }
 
 /// This core's local APIC, once [`init`] ran.
+#[inline]
 pub fn local() -> &'static LocalApic {
     LOCAL_APIC.get().expect("local APIC used before init")
 }

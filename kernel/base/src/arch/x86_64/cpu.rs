@@ -115,6 +115,7 @@ pub fn enable_interrupts() {
 }
 
 /// Whether interrupts are enabled (RFLAGS.IF).
+#[inline]
 pub fn interrupts_enabled() -> bool {
     let flags: u64;
     // SAFETY: reading RFLAGS through the stack has no other effect.

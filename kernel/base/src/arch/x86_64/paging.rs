@@ -36,6 +36,7 @@ pub const fn physical_to_virtual(physical: u64) -> u64 {
 }
 
 /// Physical address of the active PML4.
+#[inline]
 pub fn current_root() -> u64 {
     let value: u64;
     // SAFETY: reading CR3 has no side effect.

@@ -434,12 +434,14 @@ impl FpuState {
 }
 
 /// Sets the FS base (user TLS, from `arch_prctl(ARCH_SET_FS)`).
+#[inline]
 pub fn set_fs_base(value: u64) {
     // SAFETY: FS_BASE takes any canonical address; callers check canonicality.
     unsafe { write_msr(MSR_FS_BASE, value) };
 }
 
 /// Whether `[address, address + length)` lies wholly in user space.
+#[inline]
 pub fn is_user_range(address: u64, length: u64) -> bool {
     address.checked_add(length).is_some_and(|end| end <= USER_END)
 }
@@ -449,6 +451,7 @@ pub fn is_user_range(address: u64, length: u64) -> bool {
 pub struct BadAddress;
 
 /// Copies `destination.len()` bytes from user address `source`.
+#[inline]
 pub fn copy_from_user(destination: &mut [u8], source: u64) -> Result<(), BadAddress> {
     if !is_user_range(source, destination.len() as u64) {
         return Err(BadAddress);
@@ -464,6 +467,7 @@ pub fn copy_from_user(destination: &mut [u8], source: u64) -> Result<(), BadAddr
 }
 
 /// Copies `source` to user address `destination`.
+#[inline]
 pub fn copy_to_user(destination: u64, source: &[u8]) -> Result<(), BadAddress> {
     if !is_user_range(destination, source.len() as u64) {
         return Err(BadAddress);
