@@ -375,9 +375,11 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // shell's file and FTQ's output are whole after (a reference released twice would close
     // them under their users).
     // The message stress runs between cores 0 and 1 meanwhile: what core 0 sends to core 1
-    // between its two kernels waits for the next one.
+    // between its two kernels waits for the next one. The shell's `sleep` lasts 2 s so that it
+    // spans the second restart however late the loaded core 1 forks it (a 0.8 s one could
+    // start after the first restart and end before the second, and be kept through neither).
     let script = "spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & \
-                  spawn 1 /bin/busybox sh -c 'sleep 0.8; echo slept-through > /tmp/sh.txt; \
+                  spawn 1 /bin/busybox sh -c 'sleep 2; echo slept-through > /tmp/sh.txt; \
                   /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & \
                   /bin/msg stress 3000000 0,1 > /tmp/stress.txt & sleep 0.4; \
                   core restart 1 /boot/full-v2; sleep 0.1; core restart 1 /boot/full; wait; \
