@@ -5,7 +5,6 @@
 pub fn blank_comments_and_literals(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let at = |index: usize| chars.get(index).copied().unwrap_or('\0');
-    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
     let mut out = String::with_capacity(text.len());
     let mut index = 0;
     while index < chars.len() {
@@ -55,46 +54,47 @@ pub fn blank_comments_and_literals(text: &str) -> String {
                 index += 1;
             }
         } else if c == '"' {
-            out.push('"');
-            index += 1;
-            while index < chars.len() && chars[index] != '"' {
-                if chars[index] == '\\' {
-                    out.push(' ');
-                    index += 1;
-                }
-                if index < chars.len() {
-                    out.push(blank(chars[index]));
-                    index += 1;
-                }
-            }
-            if index < chars.len() {
-                out.push('"');
-                index += 1;
-            }
+            index = blank_quoted(&chars, index, '"', &mut out);
         } else if c == '\'' && (at(index + 1) == '\\' || (at(index + 1) != '\0' && at(index + 2) == '\'')) {
             // A character literal ('x', '\n', '\''), not a lifetime ('a, 'static).
-            out.push('\'');
-            index += 1;
-            while index < chars.len() && chars[index] != '\'' {
-                if chars[index] == '\\' {
-                    out.push(' ');
-                    index += 1;
-                }
-                if index < chars.len() {
-                    out.push(blank(chars[index]));
-                    index += 1;
-                }
-            }
-            if index < chars.len() {
-                out.push('\'');
-                index += 1;
-            }
+            index = blank_quoted(&chars, index, '\'', &mut out);
         } else {
             out.push(c);
             index += 1;
         }
     }
     out
+}
+
+/// What a blanked character becomes: a space, but a newline stays (lines keep their numbers).
+fn blank(c: char) -> char {
+    if c == '\n' {
+        '\n'
+    } else {
+        ' '
+    }
+}
+
+/// A quoted literal at `start` (a string or a character, by `quote`, with `\` escapes)
+/// written to `out` with its quotes kept and its contents blanked; the index after it.
+fn blank_quoted(chars: &[char], start: usize, quote: char, out: &mut String) -> usize {
+    out.push(quote);
+    let mut index = start + 1;
+    while index < chars.len() && chars[index] != quote {
+        if chars[index] == '\\' {
+            out.push(' ');
+            index += 1;
+        }
+        if index < chars.len() {
+            out.push(blank(chars[index]));
+            index += 1;
+        }
+    }
+    if index < chars.len() {
+        out.push(quote);
+        index += 1;
+    }
+    index
 }
 
 /// At the start of a raw string literal, the length of its prefix (`r`, `br`, `cr`) and its
