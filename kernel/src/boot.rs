@@ -71,6 +71,12 @@ pub fn bootstrap(information: Result<BootInformation, StartInfoError>) -> ! {
     for (core, apic_id) in apic_ids.iter().enumerate().take(count) {
         log::info!("found core {core}: APIC id {apic_id}{}", if core == 0 { " (bootstrap)" } else { "" });
     }
+    for io_apic in listed.io_apics.entries() {
+        log::info!("found I/O APIC {} at {:#x}: GSIs from {}", io_apic.id, io_apic.address, io_apic.gsi_base);
+    }
+    if listed.io_apics.nr_ignored > 0 {
+        log::warn!("{} I/O APICs of the MADT ignored (listed twice, or past 8)", listed.io_apics.nr_ignored);
+    }
 
     let plan = Plan::new(&usable, count, SHARED_REGION_SIZE, MINIMUM_PARTITION)
         .unwrap_or_else(|error| panic!("cannot partition memory for {count} cores: {error:?}; give QEMU more memory"));
@@ -100,7 +106,7 @@ pub fn bootstrap(information: Result<BootInformation, StartInfoError>) -> ! {
         boot_tsc,
         core_count: count as u32,
         local_apic_physical: listed.local_apic_address,
-        io_apic: listed.io_apic,
+        io_apics: listed.io_apics,
         com1_route: listed.isa_routes[legacy::com1::ISA_IRQ],
         shared: plan.shared,
         options,
@@ -198,8 +204,10 @@ pub fn instance(entry: InstanceEntry) -> ! {
     if crate::selftest::requested("msg-restart") {
         crate::msg::test_hooks::register_fault_now();
     }
-    if core == 0 {
+    if core == crate::interrupt::DEVICE_OWNER {
         crate::console::route_input(facts);
+        // Before the file service starts: it takes the 9P shares found here.
+        crate::dev::probe_all();
     }
     let features = crate::arch::user::init();
     if let Err(error) = crate::mm::window::prepare_kernel_half() {
@@ -292,8 +300,9 @@ fn idle_loop() -> ! {
 /// console) names no service: each hook below is where a higher layer registers.
 ///
 /// Order: the system-call entry and the trap table first (an exception or a system call
-/// may come as soon as a thread runs), then the scheduler (before `sched::init`), then the
-/// console's input listener (before its interrupt is routed).
+/// may come as soon as a thread runs; the device vectors before `dev::probe_all` routes their
+/// interrupts), then the scheduler (before `sched::init`), then the console's input listener
+/// (before its interrupt is routed).
 fn register_hooks() {
     crate::arch::user::set_system_call_handler(crate::syscall::dispatch);
     crate::proc::remote::register_system_call_executor(crate::syscall::execute);
@@ -311,6 +320,9 @@ fn register_hooks() {
         core_ended: crate::core::park::leave_for_good,
     });
     crate::interrupt::register_vector(crate::arch::idt::VECTOR_MESSAGE, message_interrupt);
+    for vector in crate::dev::vectors() {
+        crate::interrupt::register_vector(vector, crate::dev::on_interrupt);
+    }
     #[cfg(feature = "bench")]
     crate::interrupt::register_vector(crate::arch::idt::VECTOR_BENCH, bench_interrupt);
     crate::sched::register_hooks(crate::sched::Hooks {

@@ -15,6 +15,7 @@ extern crate alloc;
 mod boot;
 mod control;
 mod core;
+mod dev;
 mod fs;
 mod init_process;
 mod msg;
@@ -25,7 +26,7 @@ mod selftest;
 mod syscall;
 
 // The base's rooms, under their own names: `crate::sched` is `base::sched`.
-use base::{arch, console, interrupt, mm, print, println, random, sched, time};
+use base::{arch, console, interrupt, mm, print, println, random, sched, time, virtio};
 
 base::kernel_entries!(bootstrap: boot::bootstrap, instance: boot::instance);
 

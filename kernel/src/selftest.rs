@@ -457,6 +457,68 @@ fn control_interface() -> Outcome {
 const WITHOUT_BENCH: &str =
     "this kernel image was built without the bench feature, which the message stress needs; `cargo xtask test` builds it with both";
 
+/// `virtio-9p-version`: the first 9P share the device owner found answers a raw `Tversion`
+/// through `NinePDevice::call` with an `Rversion` of the same tag and version, an msize no
+/// larger than proposed, and an interrupt to wake the wait; a reply buffer shorter than a 9P
+/// header is refused with EINVAL before the device sees anything.
+fn virtio_9p_version() -> Outcome {
+    const TVERSION: u8 = 100;
+    const RVERSION: u8 = 101;
+    const NO_TAG: u16 = 0xffff;
+    const VERSION: &[u8] = b"9P2000.L";
+    if shared::this_core() != crate::interrupt::DEVICE_OWNER {
+        return Err(String::from("runs on the device owner, core 0"));
+    }
+    let share =
+        crate::dev::ninep::shares().into_iter().next().ok_or("no 9P share found (QEMU -device virtio-9p-device)")?;
+    let tag = crate::dev::ninep::with_device(&share.tag, |device| String::from(device.tag()));
+    if tag.as_deref() != Some(share.tag.as_str()) {
+        return Err(format!("the share's device says tag {tag:?}, the list {}", share.tag));
+    }
+    let interrupts_before = crate::dev::interrupts_of(share.slot);
+    let proposed = crate::dev::ninep::with_device(&share.tag, |device| device.max_message_size())
+        .ok_or("the share's device was taken")? as u32;
+    let mut request = alloc::vec::Vec::new();
+    let size = 4 + 1 + 2 + 4 + 2 + VERSION.len();
+    request.extend_from_slice(&(size as u32).to_le_bytes());
+    request.push(TVERSION);
+    request.extend_from_slice(&NO_TAG.to_le_bytes());
+    request.extend_from_slice(&proposed.to_le_bytes());
+    request.extend_from_slice(&(VERSION.len() as u16).to_le_bytes());
+    request.extend_from_slice(VERSION);
+    let mut reply = [0u8; 256];
+    let (short, answer, mount_point) = crate::dev::ninep::with_device(&share.tag, |device| {
+        let short = device.call(&request, &mut [0u8; 4]);
+        (short, device.call(&request, &mut reply), device.mount_point().map(String::from))
+    })
+    .ok_or("the share's device was taken")?;
+    if short != Err(linux_raw_sys::errno::EINVAL) {
+        return Err(format!("a 4-byte reply buffer gave {short:?}, not EINVAL"));
+    }
+    let length = answer.map_err(|errno| format!("Tversion failed with errno {errno}"))?;
+    let reply = &reply[..length];
+    let msize = u32::from_le_bytes([reply[7], reply[8], reply[9], reply[10]]);
+    let version_length = usize::from(u16::from_le_bytes([reply[11], reply[12]]));
+    let version = reply.get(13..13 + version_length).ok_or("Rversion shorter than its version string")?;
+    if reply[4] != RVERSION || u16::from_le_bytes([reply[5], reply[6]]) != NO_TAG || version != VERSION {
+        return Err(format!("not the Rversion expected: {reply:02x?}"));
+    }
+    if msize == 0 || msize > proposed {
+        return Err(format!("Rversion msize {msize}, proposed {proposed}"));
+    }
+    let interrupts = crate::dev::interrupts_of(share.slot) - interrupts_before;
+    if interrupts == 0 {
+        return Err(String::from("the reply came without the device's interrupt"));
+    }
+    Ok(format!(
+        "core 0: tag {} mount point {} transport {}: Rversion msize {msize} {} in {length} bytes, {interrupts} interrupts",
+        share.tag,
+        mount_point.as_deref().unwrap_or("none"),
+        share.slot,
+        ::core::str::from_utf8(version).unwrap_or("?"),
+    ))
+}
+
 /// Runs the comma-separated tests; returns the exit status (0 when all passed).
 pub fn run(list: &str) -> u32 {
     // Tests look at every core: wait for the boot to settle first.
@@ -478,6 +540,7 @@ pub fn run(list: &str) -> u32 {
             "dead-target" => dead_target(),
             "smap" => smap(),
             "control" => control_interface(),
+            "virtio-9p-version" => virtio_9p_version(),
             _ => match name.split_once(':') {
                 Some(("fault", target)) => fault(target),
                 Some(("stack-overflow", target)) => stack_overflow(target),
@@ -491,7 +554,7 @@ pub fn run(list: &str) -> u32 {
                 Some(("msg-restart", _)) => Err(String::from(WITHOUT_BENCH)),
                 _ => Err(String::from(
                     "unknown test: known are boot, isolation, frames, bootdriver, icc, msg-garbage, msg-stress, \
-                     dead-target, smap, control, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
+                     dead-target, smap, control, virtio-9p-version, fault:N, stack-overflow:N, fault-in-lock:N:console|bootdriver, msg-restart:N",
                 )),
             },
         };

@@ -17,13 +17,18 @@ const HELP: &str = "\
 cargo xtask <command>
 
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
-      [--image full|multi|rt|full-v2] [-- <shell command>]
+      [--image full|multi|rt|full-v2] [--share DIR[:/mountpoint]]... [-- <shell command>]
         build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell (--image:
         boot that kernel image of /boot instead of full, e.g. multi so core 0 can host); with a
         shell command after `--`, run just that command, print its output as it comes and exit
         with its status (killed after --timeout seconds, default 600); --gdb starts QEMU paused
         for gdb on :1234; REEF_QEMU=path runs another QEMU binary. Its kernel images (and those
-        of /boot) are production ones: no in-guest tests, fault injection or benchmarks
+        of /boot) are production ones: no in-guest tests, fault injection or benchmarks.
+        --share DIR[:/mountpoint] (several allowed, up to 8) gives the guest the host directory
+        DIR over virtio-9p (QEMU -fsdev local, security_model=none; mount tag shareN) and tells
+        the kernel its mount point (default /host) with share=shareN:/mountpoint; a DIR that is
+        missing or not a directory is refused before QEMU starts; cat /proc/reef/devices shows
+        the devices Reef found
   test [--accel kvm|tcg] [--only NAME]
         the whole suite: check, host unit tests, loom models, the initramfs read back, QEMU
         integration runs (each boots the kernel with the initramfs as -initrd); every kernel image

@@ -79,6 +79,54 @@ pub struct Machine {
     /// `cargo xtask test` gives every run [`TEST_WATCHDOG`]; a test that is quiet longer on
     /// purpose sets more.
     pub watchdog: Option<Duration>,
+    /// Host directories shared over virtio-9p (`--share DIR[:/mountpoint]`), in order.
+    pub shares: Vec<Share>,
+}
+
+/// A host directory shared with the guest over virtio-9p.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    /// The directory on the host (it exists and is a directory: [`Share::parse`] checked).
+    pub directory: PathBuf,
+    /// Where Reef mounts it (absolute).
+    pub mount_point: String,
+}
+
+/// Where a share is mounted when `--share` names no mount point.
+pub const DEFAULT_MOUNT_POINT: &str = "/host";
+
+impl Share {
+    /// `DIR[:/mountpoint]`: a host directory that exists, and an absolute mount point (default
+    /// [`DEFAULT_MOUNT_POINT`]) the kernel command line can carry.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (directory, mount_point) = match text.rsplit_once(":/") {
+            Some((directory, path)) if !directory.is_empty() => (directory, format!("/{path}")),
+            _ => (text, DEFAULT_MOUNT_POINT.to_string()),
+        };
+        let mount_point =
+            if mount_point.len() > 1 { mount_point.trim_end_matches('/').to_string() } else { mount_point };
+        let limit = platform::cmdline::MAX_MOUNT_POINT;
+        let printable = mount_point.bytes().all(|b| b.is_ascii_graphic());
+        if mount_point == "/" || mount_point.len() > limit || !printable || mount_point.split('/').any(|p| p == "..") {
+            return Err(format!(
+                "--share {text}: the mount point `{mount_point}` must be an absolute path other than /, without \
+                 spaces or `..`, of at most {limit} characters"
+            ));
+        }
+        let path = PathBuf::from(directory);
+        match std::fs::metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => {}
+            Ok(_) => return Err(format!("--share {text}: `{directory}` is not a directory")),
+            Err(error) => return Err(format!("--share {text}: cannot use `{directory}`: {error}")),
+        }
+        let directory = path.canonicalize().map_err(|e| format!("--share {text}: `{directory}`: {e}"))?;
+        Ok(Self { directory, mount_point })
+    }
+
+    /// The mount tag of the `index`th share: QEMU's `mount_tag=`, the kernel's `share=TAG:`.
+    pub fn tag(index: usize) -> String {
+        format!("share{index}")
+    }
 }
 
 /// The watchdog of every `cargo xtask test` run unless the test says otherwise.
@@ -112,6 +160,7 @@ impl Machine {
             initrd: None,
             kernel: None,
             watchdog: None,
+            shares: Vec::new(),
         }
     }
 
@@ -140,11 +189,24 @@ impl Machine {
         } else {
             command.args(["-serial", "stdio"]);
         }
+        // Each share: a 9P server on the host directory and a virtio-9p transport for it (on
+        // microvm's virtio-mmio window, in order); the kernel learns each tag's mount point from
+        // its command line.
+        let mut kernel_args = self.kernel_args.clone();
+        for (index, share) in self.shares.iter().enumerate() {
+            let tag = Share::tag(index);
+            // QEMU's option syntax doubles a comma inside a value.
+            let path = share.directory.to_string_lossy().replace(',', ",,");
+            command
+                .args(["-fsdev", &format!("local,id={tag},path={path},security_model=none")])
+                .args(["-device", &format!("virtio-9p-device,fsdev={tag},mount_tag={tag}")]);
+            kernel_args = format!("share={tag}:{} {kernel_args}", share.mount_point);
+        }
         command
             .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
             .arg("-kernel")
             .arg(self.kernel.as_deref().unwrap_or(kernel))
-            .args(["-append", &self.kernel_args]);
+            .args(["-append", kernel_args.trim_end()]);
         if let Some(initrd) = &self.initrd {
             command.arg("-initrd").arg(initrd);
         }
@@ -414,6 +476,13 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 i += 1;
             }
             "--gdb" => machine.gdb = true,
+            "--share" => {
+                machine.shares.push(Share::parse(value(i, "--share")?)?);
+                if machine.shares.len() > platform::cmdline::MAX_SHARES {
+                    return Err(format!("--share: {} shares at most", platform::cmdline::MAX_SHARES));
+                }
+                i += 1;
+            }
             "--image" => {
                 let name = value(i, "--image")?;
                 if !["full", "multi", "rt", "full-v2"].contains(&name.as_str()) {
@@ -495,6 +564,39 @@ mod tests {
         assert!(with.windows(2).any(|w| w == ["-serial", "chardev:console"]));
         // No monitor behind the multiplexer: Ctrl-A c must not reach one.
         assert!(!with.iter().any(|a| a.contains("mon")));
+    }
+
+    #[test]
+    fn a_share_is_a_directory_and_a_mount_point() {
+        let directory = std::env::temp_dir().join(format!("reef-share-test-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let text = directory.to_string_lossy().into_owned();
+        let share = Share::parse(&text).unwrap();
+        assert_eq!(share.mount_point, "/host");
+        assert_eq!(share.directory, directory.canonicalize().unwrap());
+        assert_eq!(Share::parse(&format!("{text}:/data/in/")).unwrap().mount_point, "/data/in");
+        for bad in [format!("{text}:/"), format!("{text}:/a/../b"), format!("{text}:/a b")] {
+            assert!(Share::parse(&bad).is_err(), "{bad}");
+        }
+        let missing = Share::parse(&format!("{text}/missing")).unwrap_err();
+        assert!(missing.contains("cannot use"), "{missing}");
+        let file = directory.join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let not_directory = Share::parse(&file.to_string_lossy()).unwrap_err();
+        assert!(not_directory.contains("is not a directory"), "{not_directory}");
+
+        let mut machine = Machine::new(1);
+        machine.kernel_args = "log=info".into();
+        machine.shares = vec![share, Share::parse(&format!("{text}:/data")).unwrap()];
+        let arguments = arguments(&machine);
+        let path = directory.canonicalize().unwrap().to_string_lossy().into_owned();
+        assert!(arguments
+            .windows(2)
+            .any(|w| w == ["-fsdev", &format!("local,id=share0,path={path},security_model=none")]));
+        assert!(arguments.windows(2).any(|w| w == ["-device", "virtio-9p-device,fsdev=share1,mount_tag=share1"]));
+        let append = arguments.iter().position(|a| a == "-append").map(|at| arguments[at + 1].clone()).unwrap();
+        assert_eq!(append, "share=share1:/data share=share0:/host log=info");
+        std::fs::remove_dir_all(&directory).unwrap();
     }
 
     #[test]

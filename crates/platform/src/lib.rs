@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod madt;
 pub mod memmap;
 pub mod partition;
+pub mod virtio;
 
 /// 2 MiB: the alignment of partitions and of the shared region, so instances map them with large pages.
 pub const LARGE_PAGE_SIZE: u64 = 2 * 1024 * 1024;

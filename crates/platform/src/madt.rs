@@ -1,5 +1,5 @@
 //! What the ACPI MADT says, read through the `acpi` crate: the cores, the local APIC address,
-//! the first I/O APIC and where each ISA IRQ arrives on it.
+//! every I/O APIC and where each ISA IRQ arrives.
 
 use acpi::madt::{Madt, MadtEntry};
 use acpi::{AcpiHandler, AcpiTables};
@@ -26,10 +26,62 @@ pub enum MadtError {
 }
 
 /// An I/O APIC: its registers and the first global system interrupt (GSI) its pins carry.
+/// How many pins it has is not in the MADT: its version register says (the base reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IoApic {
+    /// Its I/O APIC id.
+    pub id: u8,
+    /// Physical address of its registers.
     pub address: u64,
+    /// The GSI of its pin 0.
     pub gsi_base: u32,
+}
+
+/// Most I/O APICs an [`IoApics`] list holds (QEMU's microvm has two, large servers eight).
+pub const MAX_IO_APICS: usize = 8;
+
+/// The I/O APICs the MADT lists, by GSI base, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoApics {
+    entries: [IoApic; MAX_IO_APICS],
+    count: usize,
+    /// Listed past [`MAX_IO_APICS`] (their GSIs cannot be routed), or listed twice.
+    pub nr_ignored: usize,
+}
+
+impl IoApics {
+    /// No I/O APIC.
+    pub const EMPTY: Self =
+        Self { entries: [IoApic { id: 0, address: 0, gsi_base: 0 }; MAX_IO_APICS], count: 0, nr_ignored: 0 };
+
+    /// The listed I/O APICs, by GSI base, lowest first.
+    pub fn entries(&self) -> &[IoApic] {
+        &self.entries[..self.count]
+    }
+
+    /// The one with the lowest GSI base (the one ISA IRQs reach), if any.
+    pub fn first(&self) -> Option<IoApic> {
+        self.entries().first().copied()
+    }
+
+    /// Whether one of them has pin 0 at `gsi_base`.
+    pub fn has_gsi_base(&self, gsi_base: u32) -> bool {
+        self.entries().iter().any(|io_apic| io_apic.gsi_base == gsi_base)
+    }
+
+    /// Adds `found` in GSI-base order; a second entry with the same address or GSI base, or
+    /// one past the capacity, is counted in `nr_ignored`.
+    pub fn insert(&mut self, found: IoApic) {
+        let duplicate = self.entries().iter().any(|e| e.address == found.address || e.gsi_base == found.gsi_base);
+        if duplicate || self.count == MAX_IO_APICS {
+            self.nr_ignored += 1;
+            return;
+        }
+        let at = self.entries().iter().position(|e| e.gsi_base > found.gsi_base).unwrap_or(self.count);
+        self.entries.copy_within(at..self.count, at + 1);
+        self.entries[at] = found;
+        self.count += 1;
+    }
 }
 
 /// Where an ISA IRQ arrives: its GSI and the signal's polarity and trigger mode.
@@ -51,8 +103,8 @@ pub struct Cores {
     count: usize,
     /// Physical address of the local APIC registers (xAPIC mode).
     pub local_apic_address: u64,
-    /// The I/O APIC with the lowest GSI base (the one ISA IRQs reach), if any.
-    pub io_apic: Option<IoApic>,
+    /// Every I/O APIC, by GSI base.
+    pub io_apics: IoApics,
     /// ISA IRQ `n` arrives as `isa_routes[n]`: GSI `n`, edge, active high (the ISA defaults)
     /// unless an interrupt source override says otherwise [ACPI 6.4 §5.2.12.5].
     pub isa_routes: [IsaRoute; ISA_IRQS],
@@ -91,7 +143,7 @@ pub fn cores<H: AcpiHandler>(tables: &AcpiTables<H>) -> Result<Cores, MadtError>
         entries: [CoreEntry { apic_id: 0, x2apic_entry: false }; MAX_LISTED_CORES],
         count: 0,
         local_apic_address: u64::from(madt.local_apic_address),
-        io_apic: None,
+        io_apics: IoApics::EMPTY,
         isa_routes: core::array::from_fn(|irq| IsaRoute { gsi: irq as u32, active_low: false, level_triggered: false }),
     };
     for entry in madt.entries() {
@@ -104,10 +156,11 @@ pub fn cores<H: AcpiHandler>(tables: &AcpiTables<H>) -> Result<Cores, MadtError>
             }
             MadtEntry::LocalApicAddressOverride(e) => cores.local_apic_address = e.local_apic_address,
             MadtEntry::IoApic(e) => {
-                let found = IoApic { address: u64::from(e.io_apic_address), gsi_base: e.global_system_interrupt_base };
-                if cores.io_apic.is_none_or(|known| found.gsi_base < known.gsi_base) {
-                    cores.io_apic = Some(found);
-                }
+                cores.io_apics.insert(IoApic {
+                    id: e.io_apic_id,
+                    address: u64::from(e.io_apic_address),
+                    gsi_base: e.global_system_interrupt_base,
+                });
             }
             MadtEntry::InterruptSourceOverride(e) if e.bus == 0 && usize::from(e.irq) < ISA_IRQS => {
                 cores.isa_routes[usize::from(e.irq)] = isa_route(e.global_system_interrupt, e.flags);
@@ -231,7 +284,8 @@ mod tests {
     #[test]
     fn isa_irqs_default_to_their_gsi_edge_active_high() {
         let cores = parse(&local_apic(0, 0, 1)).unwrap();
-        assert_eq!(cores.io_apic, None);
+        assert_eq!(cores.io_apics.first(), None);
+        assert!(cores.io_apics.entries().is_empty());
         assert_eq!(cores.isa_routes[4], IsaRoute { gsi: 4, active_low: false, level_triggered: false });
     }
 
@@ -245,11 +299,49 @@ mod tests {
         entries.extend_from_slice(&source_override(9, 9, 0b1111)); // SCI: level, active low
         entries.extend_from_slice(&source_override(4, 20, 0b0101)); // edge, active high, moved
         let cores = parse(&entries).unwrap();
-        assert_eq!(cores.io_apic, Some(IoApic { address: 0xfec0_0000, gsi_base: 0 }));
+        assert_eq!(cores.io_apics.first(), Some(IoApic { id: 2, address: 0xfec0_0000, gsi_base: 0 }));
+        // Both are kept, lowest GSI base first, whatever the listing order.
+        assert_eq!(
+            cores.io_apics.entries(),
+            [IoApic { id: 2, address: 0xfec0_0000, gsi_base: 0 }, IoApic { id: 3, address: 0xfec1_0000, gsi_base: 24 }]
+        );
+        assert!(cores.io_apics.has_gsi_base(24));
+        assert_eq!(cores.io_apics.nr_ignored, 0);
         assert_eq!(cores.isa_routes[0], IsaRoute { gsi: 2, active_low: false, level_triggered: false });
         assert_eq!(cores.isa_routes[9], IsaRoute { gsi: 9, active_low: true, level_triggered: true });
         assert_eq!(cores.isa_routes[4], IsaRoute { gsi: 20, active_low: false, level_triggered: false });
         assert_eq!(cores.isa_routes[3], IsaRoute { gsi: 3, active_low: false, level_triggered: false });
+    }
+
+    #[test]
+    fn io_apics_past_the_capacity_or_listed_twice_are_counted_not_kept() {
+        let mut entries = Vec::new();
+        entries.extend_from_slice(&local_apic(0, 0, 1));
+        // Ten, listed from the highest GSI base down, and one listed twice.
+        for n in (0..10u8).rev() {
+            entries.extend_from_slice(&io_apic(n, 0xfec0_0000 + u32::from(n) * 0x1000, u32::from(n) * 24));
+        }
+        entries.extend_from_slice(&io_apic(1, 0xfec0_1000, 24));
+        let cores = parse(&entries).unwrap();
+        let bases: Vec<u32> = cores.io_apics.entries().iter().map(|e| e.gsi_base).collect();
+        // The first eight listed are kept (GSI bases 216 down to 48), in GSI order.
+        assert_eq!(bases, [48, 72, 96, 120, 144, 168, 192, 216]);
+        assert_eq!(cores.io_apics.nr_ignored, 3);
+    }
+
+    /// QEMU's microvm with ACPI: the first I/O APIC at 0xfec00000 for GSIs 0..24, the second at
+    /// 0xfec10000 from GSI 24 (`ioapic2=off` leaves only the first).
+    #[test]
+    fn microvm_lists_two_io_apics() {
+        let mut entries = Vec::new();
+        entries.extend_from_slice(&local_apic(0, 0, 1));
+        entries.extend_from_slice(&io_apic(0, 0xfec0_0000, 0));
+        entries.extend_from_slice(&io_apic(1, 0xfec1_0000, 24));
+        entries.extend_from_slice(&source_override(0, 2, 0));
+        let cores = parse(&entries).unwrap();
+        assert_eq!(cores.io_apics.entries().len(), 2);
+        assert_eq!(cores.io_apics.entries()[1], IoApic { id: 1, address: 0xfec1_0000, gsi_base: 24 });
+        assert_eq!(cores.isa_routes[0].gsi, 2);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub enum ReefView {
     Processes,
     /// The file service's own counts (open files, pipes, tmpfs pages, parked requests).
     Files,
+    /// `devices`: the I/O APICs and the devices the owning instance found, with their
+    /// interrupts and, for a 9P share, its tag and mount point.
+    Devices,
 }
 
 /// Where `/proc` gets its process list and its files' text: the kernel implements it.
@@ -116,13 +119,14 @@ const TOP_FILES: [(&[u8], ProcFile, u64); 5] = [
 ];
 
 /// The files of `/proc/reef` and their codes, in listing order.
-const REEF_FILES: [(&[u8], ReefView, u64); 6] = [
+const REEF_FILES: [(&[u8], ReefView, u64); 7] = [
     (b"cores", ReefView::Cores, 8),
     (b"msg", ReefView::Msg, 9),
     (b"mem", ReefView::Mem, 10),
     (b"syscalls", ReefView::Syscalls, 11),
     (b"processes", ReefView::Processes, 12),
     (b"files", ReefView::Files, 13),
+    (b"devices", ReefView::Devices, 15),
 ];
 
 /// A file of `/proc/<pid>`: its name, the [`ProcFile`] of a pid, its code.
@@ -371,8 +375,15 @@ mod tests {
             [ProcFile::CpuInfo, ProcFile::Interrupts, ProcFile::MemInfo, ProcFile::Mounts, ProcFile::Uptime]
                 .map(ProcNode::File),
         );
-        let views =
-            [ReefView::Cores, ReefView::Msg, ReefView::Mem, ReefView::Syscalls, ReefView::Processes, ReefView::Files];
+        let views = [
+            ReefView::Cores,
+            ReefView::Msg,
+            ReefView::Mem,
+            ReefView::Syscalls,
+            ReefView::Processes,
+            ReefView::Files,
+            ReefView::Devices,
+        ];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));
         let mut inodes: Vec<u64> = nodes.iter().map(|node| node.inode()).collect();
         for (node, inode) in nodes.iter().zip(&inodes) {

@@ -1,7 +1,7 @@
 //! The console: every core writes COM1 under one shared lock, so lines never tear, and every
 //! log line names its core.
 
-use crate::arch::ioapic::IoApic;
+use crate::arch::ioapic::{Polarity, Route, Trigger};
 use crate::arch::{apic, cpu, idt, legacy::com1};
 use crate::percore::shared::{self, BootFacts};
 use core::fmt::{self, Write};
@@ -17,15 +17,19 @@ static INPUT_ANNOUNCED: AtomicBool = AtomicBool::new(false);
 /// the console sleeps until a key arrives; without an I/O APIC (or a route), input is polled on timer ticks.
 pub fn route_input(facts: &BootFacts) {
     let route = facts.com1_route;
-    let Some(io_apic) = facts.io_apic else {
+    let Some(controllers) = crate::interrupt::io_apics().filter(|c| c.iter().next().is_some()) else {
         log::info!("console: the MADT lists no I/O APIC; COM1 input is polled on timer ticks");
         return;
     };
-    // SAFETY: the boot driver maps the I/O APIC page uncached for instance 0 only, and this
-    // is instance 0.
-    let controller = unsafe { IoApic::new(io_apic.address, io_apic.gsi_base) };
     let me = apic::local().id();
-    match controller.route(route.gsi, idt::VECTOR_CONSOLE, me, route.active_low, route.level_triggered) {
+    let routed = controllers.route(Route {
+        gsi: route.gsi,
+        vector: idt::VECTOR_CONSOLE,
+        destination: me,
+        trigger: if route.level_triggered { Trigger::Level } else { Trigger::Edge },
+        polarity: if route.active_low { Polarity::ActiveLow } else { Polarity::ActiveHigh },
+    });
+    match routed {
         Ok(()) => {
             com1::enable_receive_interrupt();
             log::info!(

@@ -51,6 +51,22 @@ pub fn register_vector(vector: u8, handler: VectorHandler) {
     VECTOR_HANDLERS[usize::from(vector)].call_once(|| handler);
 }
 
+/// The instance that owns the devices: instance 0. It alone maps the I/O APICs and the
+/// virtio-mmio window (`core::boot_driver`), and takes device interrupts (docs/devices.md).
+pub const DEVICE_OWNER: u32 = 0;
+
+/// The I/O APICs the MADT lists, with the inputs each has, on the instance that owns the
+/// devices ([`DEVICE_OWNER`]); `None` on every other instance, which maps none of them.
+pub fn io_apics() -> Option<&'static crate::arch::ioapic::InterruptControllers> {
+    if shared::this_core() != DEVICE_OWNER {
+        return None;
+    }
+    // SAFETY: the boot driver maps every I/O APIC page the MADT lists, uncached, in the
+    // device owner's direct map and in no other instance's (`core::boot_driver`); this is the
+    // device owner.
+    Some(unsafe { crate::arch::ioapic::init(&shared::facts().io_apics) })
+}
+
 /// What `/proc/interrupts` calls `vector`.
 pub fn vector_name(vector: u8) -> &'static str {
     match vector {
@@ -62,6 +78,7 @@ pub fn vector_name(vector: u8) -> &'static str {
         v if v == idt::VECTOR_BENCH => "benchmark IPI",
         v if v == idt::VECTOR_CONSOLE => "console",
         v if v == idt::VECTOR_SPURIOUS => "spurious",
+        v if (idt::VECTOR_DEVICE_BASE..idt::VECTOR_DEVICE_BASE + idt::DEVICE_VECTORS).contains(&v) => "device",
         v if (idt::VECTOR_LEGACY_BASE..idt::VECTOR_LEGACY_BASE + 16).contains(&v) => "legacy PIC (stray)",
         _ => "unassigned",
     }

@@ -2,7 +2,8 @@
 //!
 //! It holds the machine (arch), per-core state (the shared region and KCB access), memory
 //! (frames, heap, address spaces, the copy window), time, random numbers, the console sink,
-//! the trap table and the scheduler's mechanism. It names no service: the layers above (the
+//! the trap table, the scheduler's mechanism, and what drivers need of the machine (virtio's
+//! `Hal`, the transports, DMA request queues). It names no service: the layers above (the
 //! `kernel` crate) register hooks with it at boot (`sched::register_hooks`,
 //! `interrupt::register_hooks`, `interrupt::register_vector`,
 //! `arch::user::register_system_call_handler`, `console::set_input_listener`) and enter it
@@ -24,3 +25,4 @@ pub mod percore;
 pub mod random;
 pub mod sched;
 pub mod time;
+pub mod virtio;

@@ -38,6 +38,42 @@ pub fn deadline_after_ms(ms: u64) -> u64 {
     crate::arch::cpu::read_tsc().saturating_add(ns_to_cycles(ms.saturating_mul(1_000_000)))
 }
 
+/// Halts this core until `done` says yes or `deadline_tsc` passes, whichever comes first;
+/// whether `done` said yes. `done` is asked with interrupts off right before each halt, so an
+/// interrupt that makes it true cannot slip in between (STI's shadow covers HLT), and again
+/// after each interrupt. A core whose LAPIC timer is off (a kernel or application core) arms
+/// it once per halt for the deadline, on the wake vector, and stops it again; a timesharing
+/// core's tick wakes it anyway. For a wait on a device, which may never answer: nothing else
+/// runs on this core meanwhile (the scheduler is not asked), and interrupts are enabled on
+/// return.
+pub fn halt_until(deadline_tsc: u64, mut done: impl FnMut() -> bool) -> bool {
+    use crate::arch::{apic, cpu, idt};
+    loop {
+        cpu::disable_interrupts();
+        if done() {
+            cpu::enable_interrupts();
+            return true;
+        }
+        let now = cpu::read_tsc();
+        if now >= deadline_tsc {
+            cpu::enable_interrupts();
+            return false;
+        }
+        let local = apic::local();
+        let armed = !local.timer_enabled();
+        if armed {
+            let facts = shared::facts();
+            let ticks =
+                u128::from(deadline_tsc - now) * u128::from(facts.apic_timer_hz) / u128::from(facts.tsc_hz.max(1));
+            local.start_one_shot_timer(ticks.min(u128::from(u32::MAX)) as u32, idt::VECTOR_WAKE);
+        }
+        cpu::wait_for_interrupt();
+        if armed {
+            local.stop_timer();
+        }
+    }
+}
+
 /// A busy wait's deadline that reads the TSC once every [`SpinDeadline::POLLS_PER_READ`]
 /// polls rather than at each.
 ///

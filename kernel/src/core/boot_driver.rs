@@ -150,10 +150,17 @@ fn prepare_instance(
     let device = flags::WRITABLE | flags::NO_EXECUTE | flags::CACHE_DISABLE | flags::WRITE_THROUGH;
     let apic_page = facts.local_apic_physical & !(PAGE_SIZE - 1);
     builder.map_page(physical_to_virtual(apic_page), apic_page, device)?;
-    // Instance 0 owns the legacy devices (the console), so it alone maps the I/O APIC.
-    if let (0, Some(io_apic)) = (kcb.core_id.load(Ordering::Relaxed), facts.io_apic) {
-        let page = io_apic.address & !(PAGE_SIZE - 1);
-        builder.map_page(physical_to_virtual(page), page, device)?;
+    // The device owner (instance 0: the console, the virtio-mmio transports) alone maps the
+    // I/O APICs and the transports' window (docs/devices.md).
+    if kcb.core_id.load(Ordering::Relaxed) == crate::interrupt::DEVICE_OWNER {
+        for io_apic in facts.io_apics.entries() {
+            let page = io_apic.address & !(PAGE_SIZE - 1);
+            builder.map_page(physical_to_virtual(page), page, device)?;
+        }
+        let window = platform::virtio::Transports::of_microvm(&facts.io_apics).window();
+        for page in (window.start..window.end).step_by(PAGE_SIZE as usize) {
+            builder.map_page(physical_to_virtual(page), page, device)?;
+        }
     }
 
     // The world-switch code, at one address in every instance (`arch::world_switch`).

@@ -432,6 +432,11 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             );
             Ok(())
         }
+        // The devices are the file service's instance's own (it owns them): no view to ask.
+        ReefView::Devices => {
+            let _ = crate::dev::write_view(text);
+            Ok(())
+        }
         ReefView::Cores | ReefView::Mem | ReefView::Msg | ReefView::Syscalls | ReefView::Processes => {
             write_view(view, text);
             Ok(())

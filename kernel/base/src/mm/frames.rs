@@ -68,6 +68,29 @@ impl FrameAllocator {
         Err(FrameError::OutOfMemory)
     }
 
+    /// Takes `count` physically contiguous frames (the first's address), not zeroed: for
+    /// buffers a device reads and writes by physical address. A first-fit scan of the bitmap.
+    pub fn allocate_contiguous(&mut self, count: u64) -> Result<u64, FrameError> {
+        if count == 0 || count > self.free {
+            return Err(FrameError::OutOfMemory);
+        }
+        let used = |allocator: &Self, frame: u64| allocator.bitmap[(frame / 64) as usize] & (1 << (frame % 64)) != 0;
+        let mut start = 0;
+        while start + count <= self.frames {
+            match (start..start + count).rev().find(|frame| used(self, *frame)) {
+                // The run cannot start at or before a used frame: go past it.
+                Some(taken) => start = taken + 1,
+                None => {
+                    for frame in start..start + count {
+                        self.mark_used(frame);
+                    }
+                    return Ok(self.base + start * PAGE_SIZE);
+                }
+            }
+        }
+        Err(FrameError::OutOfMemory)
+    }
+
     /// Gives one frame back.
     pub fn free(&mut self, physical: u64) -> Result<(), FrameError> {
         let frame = physical.wrapping_sub(self.base) / PAGE_SIZE;
@@ -149,6 +172,15 @@ pub fn allocate_zeroed() -> Result<u64, FrameError> {
     // SAFETY: the frame was just taken from this instance's partition, which its direct map covers.
     unsafe { core::ptr::write_bytes(physical_to_virtual(frame) as *mut u8, 0, PAGE_SIZE as usize) };
     Ok(frame)
+}
+
+/// Allocates `count` zeroed, physically contiguous frames of this instance's partition (the
+/// first's address).
+pub fn allocate_contiguous_zeroed(count: u64) -> Result<u64, FrameError> {
+    let first = FRAMES.lock().as_mut().ok_or(FrameError::OutOfMemory)?.allocate_contiguous(count)?;
+    // SAFETY: the frames were just taken from this instance's partition, which its direct map covers.
+    unsafe { core::ptr::write_bytes(physical_to_virtual(first) as *mut u8, 0, (count * PAGE_SIZE) as usize) };
+    Ok(first)
 }
 
 /// Runs `work` on the bytes of `frame`, an allocated frame of this instance (see

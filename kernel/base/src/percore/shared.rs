@@ -34,9 +34,8 @@ pub struct BootFacts {
     pub core_count: u32,
     /// Physical address of the local APIC registers.
     pub local_apic_physical: u64,
-    /// The I/O APIC that ISA IRQs reach, if the MADT lists one (only instance 0 maps it: it
-    /// owns the legacy devices).
-    pub io_apic: Option<platform::madt::IoApic>,
+    /// Every I/O APIC the MADT lists (only instance 0 maps them: it owns the devices).
+    pub io_apics: platform::madt::IoApics,
     /// Where COM1's IRQ 4 arrives.
     pub com1_route: platform::madt::IsaRoute,
     /// The shared region.

@@ -4,6 +4,7 @@ mod bash_suite;
 mod chaos;
 mod control;
 mod cores;
+mod devices;
 mod files;
 mod foreign_crates;
 mod kernel;
@@ -33,6 +34,7 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     kernel::integrations(&mut list, &machine, accel);
     processes::integrations(&mut list, &machine);
     files::integrations(&mut list, &machine);
+    devices::integrations(&mut list, &machine);
     user_shell::integrations(&mut list, &machine);
     control::integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);

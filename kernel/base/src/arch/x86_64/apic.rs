@@ -235,6 +235,18 @@ impl LocalApic {
         self.write(Register::TimerInitialCount, initial_count);
     }
 
+    /// Whether the timer is on (periodic or one-shot armed): its LVT entry is unmasked.
+    pub fn timer_enabled(&self) -> bool {
+        self.read(Register::LvtTimer) & LVT_MASKED == 0
+    }
+
+    /// Arms the timer once: one interrupt with `vector` after `count` ticks (divide by 1).
+    pub fn start_one_shot_timer(&self, count: u32, vector: u8) {
+        self.write(Register::TimerDivide, 0b1011);
+        self.write(Register::LvtTimer, u32::from(vector));
+        self.write(Register::TimerInitialCount, count.max(1));
+    }
+
     /// Stops the timer: masked, and its count cleared so no tick is pending.
     pub fn stop_timer(&self) {
         self.write(Register::LvtTimer, LVT_MASKED);

@@ -14,6 +14,11 @@ pub const VECTOR_WAKE: u8 = 34;
 pub const VECTOR_BENCH: u8 = 35;
 /// Vector of the console (COM1) receive interrupt, routed through the I/O APIC to core 0.
 pub const VECTOR_CONSOLE: u8 = 36;
+/// Vectors of device interrupts (virtio-mmio transports), routed through an I/O APIC to the
+/// instance that owns the device: `VECTOR_DEVICE_BASE + n` for device slot `n`.
+pub const VECTOR_DEVICE_BASE: u8 = 64;
+/// How many device vectors have a gate (one per virtio-mmio transport microvm can have).
+pub const DEVICE_VECTORS: u8 = 24;
 /// The `vector` of a frame built by the SYSCALL entry (not an IDT vector).
 pub const VECTOR_SYSCALL: u64 = 256;
 /// Vector of the LAPIC spurious interrupt.
@@ -234,6 +239,30 @@ global_asm!(
     STUB_NO_ERROR 61
     STUB_NO_ERROR 62
     STUB_NO_ERROR 63
+    STUB_NO_ERROR 64
+    STUB_NO_ERROR 65
+    STUB_NO_ERROR 66
+    STUB_NO_ERROR 67
+    STUB_NO_ERROR 68
+    STUB_NO_ERROR 69
+    STUB_NO_ERROR 70
+    STUB_NO_ERROR 71
+    STUB_NO_ERROR 72
+    STUB_NO_ERROR 73
+    STUB_NO_ERROR 74
+    STUB_NO_ERROR 75
+    STUB_NO_ERROR 76
+    STUB_NO_ERROR 77
+    STUB_NO_ERROR 78
+    STUB_NO_ERROR 79
+    STUB_NO_ERROR 80
+    STUB_NO_ERROR 81
+    STUB_NO_ERROR 82
+    STUB_NO_ERROR 83
+    STUB_NO_ERROR 84
+    STUB_NO_ERROR 85
+    STUB_NO_ERROR 86
+    STUB_NO_ERROR 87
     STUB_NO_ERROR 255
 
     // Page faults arrive on their own IST stack, so a kernel stack overflow still gets its
@@ -266,7 +295,7 @@ global_asm!(
     .p2align 3
     .global interrupt_stub_table
     interrupt_stub_table:
-    .irp vector, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,255
+    .irp vector, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,84,85,86,87,255
         .quad \vector
         .quad interrupt_stub_\vector
     .endr
@@ -277,6 +306,8 @@ global_asm!(
     smap = sym super::user::SMAP_ENABLED,
     thread_stack_top = sym super::user::SYSCALL_STACK_TOP,
 );
+
+const _: () = assert!(VECTOR_DEVICE_BASE as usize + DEVICE_VECTORS as usize == 88, "a stub per device vector");
 
 extern "C" {
     static interrupt_stub_table: [u64; 0];
