@@ -273,12 +273,12 @@ impl<const SIZE: usize> RequestQueue<SIZE> {
         unsafe {
             core::ptr::copy_nonoverlapping(request.as_ptr(), self.request.pointer.as_ptr(), request.len());
         }
-        let (inputs, mut outputs) = self.buffers(request.len(), reply_capacity);
+        // SAFETY: used for this `add` only; both lengths were checked against the capacity.
+        let (inputs, outputs) = unsafe { self.buffers(request.len(), reply_capacity) };
         // SAFETY: the buffers are this queue's bounce pages, which stay allocated and untouched
         // by anything but the device until `poll` pops this token (`submit` and `copy_reply`
         // refuse while a request is in flight, and `Drop` leaks them if it never completes).
-        let token = unsafe { self.queue.add(&[inputs], &mut [outputs.as_mut()]) }.map_err(QueueError::Driver)?;
-        drop(outputs);
+        let token = unsafe { self.queue.add(&[inputs], &mut [outputs]) }.map_err(QueueError::Driver)?;
         self.in_flight = Some(InFlight { token, request_length: request.len(), reply_capacity });
         if self.queue.should_notify() {
             transport.notify(self.index);
@@ -287,14 +287,19 @@ impl<const SIZE: usize> RequestQueue<SIZE> {
     }
 
     /// The bounce pages as the buffers `add` and `pop_used` are given.
-    fn buffers(&self, request_length: usize, reply_capacity: usize) -> (&'static [u8], BounceReply) {
+    ///
+    /// # Safety
+    ///
+    /// The slices are used only for one `add` or `pop_used` call on this queue, while it lives
+    /// (their lifetime is not tied to it), and the lengths are at most the capacity.
+    unsafe fn buffers<'a>(&self, request_length: usize, reply_capacity: usize) -> (&'a [u8], &'a mut [u8]) {
         // SAFETY: both regions are this queue's own DMA pages of `capacity` bytes, live while
-        // the queue is; the slices are handed to `virtio-drivers`, which only takes their
+        // the queue is (the caller's promise covers the use); `virtio-drivers` only takes their
         // addresses and lengths (the device, not Rust code, reads and writes the bytes).
         unsafe {
             (
                 core::slice::from_raw_parts(self.request.pointer.as_ptr(), request_length),
-                BounceReply(core::slice::from_raw_parts_mut(self.reply.pointer.as_ptr(), reply_capacity)),
+                core::slice::from_raw_parts_mut(self.reply.pointer.as_ptr(), reply_capacity),
             )
         }
     }
@@ -311,10 +316,10 @@ impl<const SIZE: usize> RequestQueue<SIZE> {
         if !self.queue.can_pop() {
             return None;
         }
-        let (inputs, mut outputs) = self.buffers(in_flight.request_length, in_flight.reply_capacity);
+        // SAFETY: used for this `pop_used` only; the lengths `submit` checked.
+        let (inputs, outputs) = unsafe { self.buffers(in_flight.request_length, in_flight.reply_capacity) };
         // SAFETY: the same buffers `submit` gave `add` for this token.
-        let popped = unsafe { self.queue.pop_used(in_flight.token, &[inputs], &mut [outputs.as_mut()]) };
-        drop(outputs);
+        let popped = unsafe { self.queue.pop_used(in_flight.token, &[inputs], &mut [outputs]) };
         Some(match popped {
             Ok(used) => {
                 self.in_flight = None;
@@ -352,15 +357,6 @@ impl<const SIZE: usize> RequestQueue<SIZE> {
         // hold `capacity` bytes.
         unsafe { core::ptr::copy_nonoverlapping(self.reply.pointer.as_ptr(), out.as_mut_ptr(), length) };
         length
-    }
-}
-
-/// The reply's bounce buffer while `add` or `pop_used` looks at it.
-struct BounceReply(&'static mut [u8]);
-
-impl BounceReply {
-    fn as_mut(&mut self) -> &mut [u8] {
-        self.0
     }
 }
 
