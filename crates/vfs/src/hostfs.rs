@@ -156,10 +156,17 @@ pub(crate) struct Listed {
 }
 
 impl Share {
-    /// Connects to the server behind `transport` (version, attach as `uid`) and mounts it at
-    /// `/name`.
-    pub fn connect(name: &[u8], tag: &[u8], transport: Box<dyn Transport + Send>, uid: u32) -> Result<Self, Errno> {
-        let (client, root) = Client::connect(Boxed(transport), MESSAGE_SIZE, b"root", b"", uid)?;
+    /// Connects to the server behind `transport` (version with messages of at most
+    /// `message_size` bytes, attach as `uid`) and mounts it at `/name`.
+    pub fn connect(
+        name: &[u8],
+        tag: &[u8],
+        transport: Box<dyn Transport + Send>,
+        message_size: u32,
+        uid: u32,
+    ) -> Result<Self, Errno> {
+        let message_size = message_size.min(MESSAGE_SIZE);
+        let (client, root) = Client::connect(Boxed(transport), message_size, b"root", b"", uid)?;
         let root_fid = client.root();
         let mut nodes = BTreeMap::new();
         nodes.insert(ROOT_INODE, HostNode::new(root_fid, root.path, ROOT_INODE, b""));

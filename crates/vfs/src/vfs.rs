@@ -145,13 +145,15 @@ impl Vfs {
 
     /// Mounts the host directory a 9P server shares through `transport` at `mount_point`,
     /// a name in the root (`/host`), with mount tag `tag`: connects (version, attach as
-    /// root) now. `EINVAL` for a mount point that is not one name under `/`, `EBUSY` for
+    /// root) now, with messages of at most `message_size` bytes (what the transport
+    /// carries) and at most [`SHARE_MESSAGE_SIZE`](crate::SHARE_MESSAGE_SIZE). `EINVAL` for a mount point that is not one name under `/`, `EBUSY` for
     /// one already mounted, `ENOSPC` past 250 shares; the server's error if it refuses.
     pub fn mount_share(
         &mut self,
         mount_point: &[u8],
         tag: &[u8],
         transport: Box<dyn ninep::Transport + Send>,
+        message_size: u32,
     ) -> Result<(), Errno> {
         let name = mount_point.strip_prefix(b"/").ok_or(EINVAL)?;
         if name.is_empty() || name.contains(&b'/') || name.contains(&0) || name == b"." || name == b".." {
@@ -161,7 +163,7 @@ impl Vfs {
             return Err(EBUSY);
         }
         let index = u8::try_from(self.shares.len()).ok().filter(|&index| index < 250).ok_or(ENOSPC)?;
-        let share = Share::connect(name, tag, transport, 0)?;
+        let share = Share::connect(name, tag, transport, message_size, 0)?;
         self.shares.push(share);
         debug_assert_eq!(usize::from(index) + 1, self.shares.len());
         Ok(())
