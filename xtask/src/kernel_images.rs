@@ -13,6 +13,14 @@ use crate::tools::{self, cargo, root, run_checked};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// The cargo profile every kernel image is built with (`Cargo.toml`): `release` with thin
+/// link-time optimisation, so that the base's small functions inline into the services
+/// above across the crate boundary, as they did when the kernel was one crate.
+pub const PROFILE: &str = "kernel";
+
+/// Where cargo puts the kernel ELF under a target directory.
+pub const ELF_PATH: &str = "x86_64-unknown-none/kernel/kernel";
+
 /// The images built from this tree: (file name under `/boot`, `REEF_IMAGE`, cargo features).
 const IMAGES: [(&str, &str, &str); 3] = [("rt", "rt", "rt"), ("full-v2", "full-v2", ""), ("multi", "multi", "multi")];
 
@@ -78,7 +86,7 @@ pub fn selected() -> ImageKind {
 pub fn kernel_build(kind: ImageKind, features: &str, directory: &std::path::Path) -> std::process::Command {
     let mut command = cargo();
     command
-        .args(["build", "--quiet", "--release", "-p", "kernel", "--target", "x86_64-unknown-none"])
+        .args(["build", "--quiet", "--profile", PROFILE, "-p", "kernel", "--target", "x86_64-unknown-none"])
         .arg("--target-dir")
         .arg(directory);
     let features = kind.with_features(features);
@@ -106,7 +114,7 @@ fn images_directory(kind: ImageKind) -> PathBuf {
 /// Where `cargo xtask` leaves the sealed ELF of image `name` of [`IMAGES`] (built with the
 /// initramfs) of the kind this run builds, which QEMU can boot too.
 pub fn built_path(name: &str) -> PathBuf {
-    images_directory(selected()).join(name).join("x86_64-unknown-none/release/kernel")
+    images_directory(selected()).join(name).join(ELF_PATH)
 }
 
 /// Where an image's note description is (file offset), the note, and the file ranges of its

@@ -169,7 +169,7 @@ pub fn build_kernel_of(kind: crate::kernel_images::ImageKind) -> Result<PathBuf,
         &mut crate::kernel_images::kernel_build(kind, "", &directory),
         &format!("building the kernel ({kind:?})"),
     )?;
-    Ok(directory.join("x86_64-unknown-none/release/kernel"))
+    Ok(directory.join(crate::kernel_images::ELF_PATH))
 }
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.

@@ -9,6 +9,7 @@ extern crate alloc;
 mod archive_index;
 mod devfs;
 mod file_pages;
+mod hostfs;
 mod namespace;
 mod node;
 mod pages;
@@ -19,6 +20,7 @@ mod sysfs;
 mod tmpfs;
 mod vfs;
 
+pub use hostfs::{ShareCounts, CACHE_LIFETIME, MESSAGE_SIZE as SHARE_MESSAGE_SIZE};
 pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};

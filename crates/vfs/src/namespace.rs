@@ -67,7 +67,7 @@ impl Vfs {
     /// `Ok` for tmpfs, the refusal of any other file system.
     fn writable(filesystem: Filesystem) -> Result<(), Errno> {
         match filesystem {
-            Filesystem::Tmpfs => Ok(()),
+            Filesystem::Tmpfs | Filesystem::Host(_) => Ok(()),
             other => Err(Self::refusal(other)),
         }
     }
@@ -104,6 +104,10 @@ impl Vfs {
                 Self::writable(filesystem)?;
                 let now = self.now();
                 let mode = mode::REGULAR | permissions & 0o7777;
+                if let Filesystem::Host(share) = filesystem {
+                    let inode = self.share(share)?.create(directory.inode(), plain, mode, now)?;
+                    return Ok((NodeId::new(filesystem, inode), true));
+                }
                 let inode = self.tmpfs.add(directory.inode(), plain, mode, NewContent::Regular, now)?;
                 return Ok((NodeId::new(Filesystem::Tmpfs, inode), true));
             };
@@ -136,6 +140,10 @@ impl Vfs {
         }
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            let inode = self.share(share)?.make_directory(directory.inode(), plain, permissions, now)?;
+            return Ok(NodeId::new(filesystem, inode));
+        }
         let mode = mode::DIRECTORY | permissions & 0o7777;
         let inode = self.tmpfs.add(directory.inode(), plain, mode, NewContent::Directory, now)?;
         Ok(NodeId::new(Filesystem::Tmpfs, inode))
@@ -162,6 +170,10 @@ impl Vfs {
         let plain = self.new_name(directory, last)?;
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            let inode = self.share(share)?.make_node(directory.inode(), plain, type_bits | mode & 0o7777, now)?;
+            return Ok(NodeId::new(filesystem, inode));
+        }
         let inode = self.tmpfs.add(directory.inode(), plain, type_bits | mode & 0o7777, content, now)?;
         Ok(NodeId::new(Filesystem::Tmpfs, inode))
     }
@@ -176,6 +188,10 @@ impl Vfs {
         let plain = self.new_name(directory, last)?;
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            let inode = self.share(share)?.symlink(target, directory.inode(), plain, now)?;
+            return Ok(NodeId::new(filesystem, inode));
+        }
         let content = NewContent::Symlink(target.to_vec());
         let inode = self.tmpfs.add(directory.inode(), plain, mode::SYMLINK | 0o777, content, now)?;
         Ok(NodeId::new(Filesystem::Tmpfs, inode))
@@ -210,6 +226,9 @@ impl Vfs {
         }
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            return self.share(share)?.link(node.inode(), directory.inode(), plain, now);
+        }
         self.tmpfs.link(node.inode(), directory.inode(), plain, now)
     }
 
@@ -226,6 +245,19 @@ impl Vfs {
         }
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            if last.must_be_directory {
+                // Only a directory ends in `/`, and this call never removes one.
+                let found = self.find(0, directory, plain)?.ok_or(ENOENT)?;
+                return Err(if self.is_directory(found)? { EISDIR } else { ENOTDIR });
+            }
+            let removed = self.find(0, directory, plain)?;
+            self.share(share)?.remove(directory.inode(), plain, false, now)?;
+            if let Some(removed) = removed {
+                self.free_if_unused(removed);
+            }
+            return Ok(());
+        }
         let inode = self.tmpfs.unlink(directory.inode(), plain, last.must_be_directory, now)?;
         self.free_if_unused(NodeId::new(Filesystem::Tmpfs, inode));
         Ok(())
@@ -249,6 +281,14 @@ impl Vfs {
         }
         Self::writable(filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = filesystem {
+            let removed = self.find(0, directory, plain)?;
+            self.share(share)?.remove(directory.inode(), plain, true, now)?;
+            if let Some(removed) = removed {
+                self.free_if_unused(removed);
+            }
+            return Ok(());
+        }
         let inode = self.tmpfs.remove_directory(directory.inode(), plain, now)?;
         self.free_if_unused(NodeId::new(Filesystem::Tmpfs, inode));
         Ok(())
@@ -288,6 +328,10 @@ impl Vfs {
         }
         Self::writable(from_filesystem)?;
         let now = self.now();
+        if let Filesystem::Host(share) = from_filesystem {
+            let (from_inode, to_inode) = (from_directory.inode(), to_directory.inode());
+            return self.share(share)?.rename(from_inode, from_plain, to_inode, to_plain, flags, now);
+        }
         let slashes = (from.must_be_directory, to.must_be_directory);
         let (from_inode, to_inode) = (from_directory.inode(), to_directory.inode());
         let replaced = self.tmpfs.rename(from_inode, from_plain, to_inode, to_plain, flags, slashes, now)?;

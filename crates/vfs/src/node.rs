@@ -18,12 +18,12 @@ const INODE_BITS: u32 = 56;
 impl NodeId {
     pub(crate) fn new(filesystem: Filesystem, inode: u64) -> Self {
         debug_assert!(inode < 1 << INODE_BITS, "inode {inode} does not fit below the mount index");
-        Self((filesystem as u64) << INODE_BITS | inode)
+        Self(filesystem.index() << INODE_BITS | inode)
     }
 
     /// The file system the node belongs to, `None` for an id no [`Vfs`](crate::Vfs) gave.
     pub(crate) fn filesystem(self) -> Option<Filesystem> {
-        Filesystem::ALL.get(usize::try_from(self.0 >> INODE_BITS).ok()?).copied()
+        Filesystem::from_index(self.0 >> INODE_BITS)
     }
 
     /// The inode number within the node's file system.
@@ -36,19 +36,47 @@ impl NodeId {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Filesystem {
     /// `/`: the initramfs, read-only.
-    Archive = 0,
+    Archive,
     /// `/tmp`: files in pages, writable.
-    Tmpfs = 1,
+    Tmpfs,
     /// `/dev`: the devices.
-    Devfs = 2,
+    Devfs,
     /// `/proc`: text generated at open.
-    Procfs = 3,
+    Procfs,
     /// `/sys`: the cores, text generated at open, writes that switch a core.
-    Sysfs = 4,
+    Sysfs,
+    /// A host directory shared over 9P: the share's index among the mounted shares.
+    Host(u8),
 }
 
 impl Filesystem {
-    pub(crate) const ALL: [Filesystem; 5] = [Self::Archive, Self::Tmpfs, Self::Devfs, Self::Procfs, Self::Sysfs];
+    /// The file systems every VFS mounts, by index.
+    pub(crate) const FIXED: [Filesystem; 5] = [Self::Archive, Self::Tmpfs, Self::Devfs, Self::Procfs, Self::Sysfs];
+
+    /// The index in the mount table: the fixed ones first, then the shares.
+    pub(crate) fn index(self) -> u64 {
+        match self {
+            Self::Archive => 0,
+            Self::Tmpfs => 1,
+            Self::Devfs => 2,
+            Self::Procfs => 3,
+            Self::Sysfs => 4,
+            Self::Host(share) => Self::FIXED.len() as u64 + u64::from(share),
+        }
+    }
+
+    /// The file system of mount-table index `index` (a share's may not be mounted).
+    pub(crate) fn from_index(index: u64) -> Option<Self> {
+        match Self::FIXED.get(usize::try_from(index).ok()?) {
+            Some(&fixed) => Some(fixed),
+            None => u8::try_from(index - Self::FIXED.len() as u64).ok().map(Self::Host),
+        }
+    }
+
+    /// `st_dev` of its nodes: one minor number per mount, as Linux gives anonymous devices.
+    pub(crate) fn device(self) -> u64 {
+        device_number(0, u32::try_from(self.index() + 1).unwrap_or(u32::MAX))
+    }
 }
 
 /// What a node is, which says what the file service does with it.
@@ -153,6 +181,9 @@ pub struct Counts {
     pub tmpfs_pages: usize,
     /// The most pages tmpfs may hold: writes past it are `ENOSPC`.
     pub tmpfs_page_limit: usize,
+    /// Fids of the 9P shares opened for reading or writing: 0 when no file of a share is
+    /// open (named nodes keep an unopened fid each while cached).
+    pub share_opened_fids: usize,
 }
 
 /// A file system's type and room, as `statfs` reports them ([`Vfs::space`](crate::Vfs::space)).
@@ -208,7 +239,9 @@ mod tests {
         let id = NodeId::new(Filesystem::Procfs, 0x00ab_cdef_0123_4567);
         assert_eq!(id.filesystem(), Some(Filesystem::Procfs));
         assert_eq!(id.inode(), 0x00ab_cdef_0123_4567);
-        assert_eq!(NodeId(0xff << 56).filesystem(), None);
+        assert_eq!(NodeId(0xff << 56).filesystem(), Some(Filesystem::Host(250)));
+        let share = NodeId::new(Filesystem::Host(3), 7);
+        assert_eq!((share.filesystem(), share.inode()), (Some(Filesystem::Host(3)), 7));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::archive_index::{ArchiveIndex, IndexNode, ROOT as ARCHIVE_ROOT};
 use crate::devfs::{self, Devfs, DeviceNode};
+use crate::hostfs::{self, Share};
 use crate::node::{
     device_number, kind_code_of_mode, Counts, DirectoryEntry, Filesystem, Metadata, NodeId, NodeKind, Space,
     CHARACTER_DEVICE_CODE, DIRECTORY_CODE, PROC_SUPER_MAGIC, RAMFS_MAGIC, REGULAR_CODE, SYMLINK_CODE, SYSFS_MAGIC,
@@ -17,7 +18,7 @@ use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use initramfs::{mode, Archive};
-use linux_raw_sys::errno::{EACCES, EBADF, EINVAL, EISDIR, ENOENT, ENOTDIR, EPERM, EROFS};
+use linux_raw_sys::errno::{EACCES, EBADF, EBUSY, EINVAL, EISDIR, ENOENT, ENOSPC, ENOTDIR, EPERM, EROFS};
 
 /// Who asks, and from where: what a path lookup needs beyond the path.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -89,6 +90,8 @@ pub(crate) enum Found<'a> {
     Devfs(Option<&'static DeviceNode>),
     Procfs(ProcNode),
     Sysfs(SysNode),
+    /// A node of share number `.0`, inode `.1` there.
+    Host(u8, u64),
 }
 
 /// The file tree Reef's file service serves: the initramfs at `/` (read-only), a tmpfs at
@@ -108,6 +111,8 @@ pub struct Vfs {
     made_at: u64,
     /// Nodes held open, with how many times each.
     open: BTreeMap<NodeId, usize>,
+    /// Host directories mounted over 9P, by [`Filesystem::Host`] index.
+    shares: Vec<Share>,
 }
 
 impl Vfs {
@@ -134,7 +139,44 @@ impl Vfs {
             clock,
             made_at: now,
             open: BTreeMap::new(),
+            shares: Vec::new(),
         }
+    }
+
+    /// Mounts the host directory a 9P server shares through `transport` at `mount_point`,
+    /// a name in the root (`/host`), with mount tag `tag`: connects (version, attach as
+    /// root) now, with messages of at most `message_size` bytes (what the transport
+    /// carries) and at most [`SHARE_MESSAGE_SIZE`](crate::SHARE_MESSAGE_SIZE). `EINVAL` for a mount point that is not one name under `/`, `EBUSY` for
+    /// one already mounted, `ENOSPC` past 250 shares; the server's error if it refuses.
+    pub fn mount_share(
+        &mut self,
+        mount_point: &[u8],
+        tag: &[u8],
+        transport: Box<dyn ninep::Transport + Send>,
+        message_size: u32,
+    ) -> Result<(), Errno> {
+        let name = mount_point.strip_prefix(b"/").ok_or(EINVAL)?;
+        if name.is_empty() || name.contains(&b'/') || name.contains(&0) || name == b"." || name == b".." {
+            return Err(EINVAL);
+        }
+        if self.mount_at(self.root(), name).is_some() {
+            return Err(EBUSY);
+        }
+        let index = u8::try_from(self.shares.len()).ok().filter(|&index| index < 250).ok_or(ENOSPC)?;
+        let share = Share::connect(name, tag, transport, message_size, 0)?;
+        self.shares.push(share);
+        debug_assert_eq!(usize::from(index) + 1, self.shares.len());
+        Ok(())
+    }
+
+    /// The share of index `share`.
+    pub(crate) fn share(&self, share: u8) -> Result<&Share, Errno> {
+        self.shares.get(usize::from(share)).ok_or(ENOENT)
+    }
+
+    /// What each mounted share's cache and client hold, by mount point.
+    pub fn share_counts(&self) -> Vec<(Vec<u8>, hostfs::ShareCounts)> {
+        self.shares.iter().map(|share| (share.name.clone(), share.counts())).collect()
     }
 
     /// `/`.
@@ -153,17 +195,27 @@ impl Vfs {
         &mut *self.pages.store
     }
 
-    /// The mount whose mount point is `name` in `directory`.
-    pub(crate) fn mount_at(&self, directory: NodeId, name: &[u8]) -> Option<&'static Mount> {
+    /// Every mount point but `/`: its name in the root and the root of what is mounted there,
+    /// the fixed mounts first, then the shares in the order they were mounted.
+    fn mount_points(&self) -> impl Iterator<Item = (&[u8], NodeId)> {
+        let fixed = MOUNTS[1..].iter().map(|mount| (mount.name(), mount.root()));
+        let shares = (0..=u8::MAX)
+            .zip(&self.shares)
+            .map(|(index, share)| (&share.name[..], NodeId::new(Filesystem::Host(index), hostfs::ROOT_INODE)));
+        fixed.chain(shares)
+    }
+
+    /// The root of the mount whose mount point is `name` in `directory`.
+    pub(crate) fn mount_at(&self, directory: NodeId, name: &[u8]) -> Option<NodeId> {
         if directory != self.root() {
             return None;
         }
-        MOUNTS[1..].iter().find(|mount| mount.name() == name)
+        self.mount_points().find(|(mount, _)| *mount == name).map(|(_, root)| root)
     }
 
-    /// The mount whose root `node` is, `/` excluded.
-    pub(crate) fn mount_of_root(node: NodeId) -> Option<&'static Mount> {
-        MOUNTS[1..].iter().find(|mount| mount.root() == node)
+    /// Whether `node` is the root of a mount other than `/`.
+    fn is_mount_root(&self, node: NodeId) -> bool {
+        self.mount_points().any(|(_, root)| root == node)
     }
 
     /// What `node` is in its file system: `ENOENT` for a node that is gone (a freed tmpfs
@@ -200,6 +252,8 @@ impl Vfs {
                 }
                 Ok(Found::Sysfs(sys_node))
             }
+            Filesystem::Host(share) if self.share(share)?.has(inode) => Ok(Found::Host(share, inode)),
+            Filesystem::Host(_) => Err(ENOENT),
         }
     }
 
@@ -228,6 +282,14 @@ impl Vfs {
             },
             Found::Sysfs(SysNode::File(file)) => NodeKind::SysFile(file),
             Found::Sysfs(_) => NodeKind::Directory,
+            Found::Host(share, inode) => match self.share(share)?.attributes(inode, self.now())?.mode & mode::TYPE_MASK
+            {
+                mode::DIRECTORY => NodeKind::Directory,
+                mode::REGULAR => NodeKind::Regular,
+                mode::SYMLINK => NodeKind::Symlink,
+                mode::FIFO => NodeKind::Fifo,
+                _ => NodeKind::Special,
+            },
         })
     }
 
@@ -237,7 +299,7 @@ impl Vfs {
 
     /// `node`'s metadata, as `stat` reports it.
     pub fn stat(&self, node: NodeId) -> Result<Metadata, Errno> {
-        let device = device_number(0, node.filesystem().ok_or(ENOENT)? as u32 + 1);
+        let device = node.filesystem().ok_or(ENOENT)?.device();
         let mut metadata = Metadata {
             device,
             inode: node.inode(),
@@ -271,7 +333,7 @@ impl Vfs {
                 if indexed.is_directory() {
                     // Counted, not taken from the archive: programs like GNU find trust a
                     // directory's link count to know how many subdirectories it has.
-                    let mounts = if index == ARCHIVE_ROOT { MOUNTS.len() as u64 - 1 } else { 0 };
+                    let mounts = if index == ARCHIVE_ROOT { self.mount_points().count() as u64 } else { 0 };
                     let hidden = if index == ARCHIVE_ROOT { self.hidden_by_mounts() } else { 0 };
                     metadata.links = 2 + u64::from(indexed.subdirectories) - hidden + mounts;
                 }
@@ -336,15 +398,15 @@ impl Vfs {
                 metadata.mode = mode::DIRECTORY | permissions;
                 metadata.links = 2 + directory.subdirectories(self.sys.core_count());
             }
+            Found::Host(share, inode) => return self.share(share)?.metadata(inode, device, self.now()),
         }
         Ok(metadata)
     }
 
     /// How many of the root's archive subdirectories a mount hides.
     fn hidden_by_mounts(&self) -> u64 {
-        MOUNTS[1..]
-            .iter()
-            .filter_map(|mount| self.archive.lookup(ARCHIVE_ROOT, mount.name()))
+        self.mount_points()
+            .filter_map(|(name, _)| self.archive.lookup(ARCHIVE_ROOT, name))
             .filter(|&index| self.archive.nodes[index as usize].is_directory())
             .count() as u64
     }
@@ -353,6 +415,9 @@ impl Vfs {
     /// leaves one as it is), and its change time to now: `utimensat`. `EROFS` in the
     /// initramfs, `EPERM` in `/proc` and `/sys`.
     pub fn set_times(&mut self, node: NodeId, accessed: Option<u64>, modified: Option<u64>) -> Result<(), Errno> {
+        if let Found::Host(share, inode) = self.found(node)? {
+            return self.share(share)?.set_times(inode, accessed, modified);
+        }
         let now = self.now();
         let (old_accessed, old_modified, changed) = self.times_mut(node)?;
         if let Some(accessed) = accessed {
@@ -384,6 +449,10 @@ impl Vfs {
                 self.found(node)?;
                 return Err(Self::refusal(node.filesystem().ok_or(ENOENT)?));
             }
+            Filesystem::Host(share) => {
+                self.found(node)?;
+                self.share(share)?.set_mode(node.inode(), permissions)?;
+            }
         }
         Ok(())
     }
@@ -399,7 +468,7 @@ impl Vfs {
                 let state = self.devfs.state_mut(node.inode()).ok_or(ENOENT)?;
                 Ok((&mut state.accessed, &mut state.modified, &mut state.changed))
             }
-            filesystem @ (Filesystem::Archive | Filesystem::Procfs | Filesystem::Sysfs) => {
+            filesystem @ (Filesystem::Archive | Filesystem::Procfs | Filesystem::Sysfs | Filesystem::Host(_)) => {
                 self.found(node)?;
                 Err(Self::refusal(filesystem))
             }
@@ -433,12 +502,19 @@ impl Vfs {
             Found::Tmpfs(_, TmpNode { content: Content::Regular(file), .. }) => {
                 Ok(file.read(&*self.pages.store, offset, buffer))
             }
-            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+            Found::Host(share, inode) if self.kind(node)? == NodeKind::Regular => {
+                self.share(share)?.read(inode, offset, buffer)
+            }
+            found => Err(if self.found_is_directory(&found) { EISDIR } else { EINVAL }),
         }
     }
 
-    fn found_is_directory(found: &Found<'_>) -> bool {
+    fn found_is_directory(&self, found: &Found<'_>) -> bool {
         match found {
+            Found::Host(share, inode) => self
+                .share(*share)
+                .and_then(|s| s.attributes(*inode, self.now()))
+                .is_ok_and(|attributes| attributes.mode & mode::TYPE_MASK == mode::DIRECTORY),
             Found::Archive(_, indexed) => indexed.is_directory(),
             Found::Tmpfs(_, tmp) => matches!(tmp.content, Content::Directory(_)),
             Found::Devfs(device) => device.is_none(),
@@ -468,6 +544,11 @@ impl Vfs {
             }
             return Ok(written);
         }
+        if let Found::Host(share, inode) = self.found(node)? {
+            if self.kind(node)? == NodeKind::Regular {
+                return self.share(share)?.write(inode, offset, data);
+            }
+        }
         Err(self.refuse_contents_change(node)?)
     }
 
@@ -487,6 +568,11 @@ impl Vfs {
             tmp.changed = now;
             return Ok(());
         }
+        if let Found::Host(share, inode) = self.found(node)? {
+            if self.kind(node)? == NodeKind::Regular {
+                return self.share(share)?.truncate(inode, size);
+            }
+        }
         Err(self.refuse_contents_change(node)?)
     }
 
@@ -494,7 +580,7 @@ impl Vfs {
     fn refuse_contents_change(&self, node: NodeId) -> Result<Errno, Errno> {
         let found = self.found(node)?;
         Ok(match found {
-            _ if Self::found_is_directory(&found) => EISDIR,
+            _ if self.found_is_directory(&found) => EISDIR,
             Found::Archive(_, indexed) if indexed.entry.is_some_and(|entry| entry.is_file()) => EROFS,
             Found::Procfs(ProcNode::File(_)) => EACCES,
             _ => EINVAL,
@@ -526,6 +612,7 @@ impl Vfs {
                 Ok(target)
             }
             Found::Procfs(ProcNode::ProgramLink(pid)) => self.proc.program(pid),
+            Found::Host(share, inode) if self.kind(node)? == NodeKind::Symlink => self.share(share)?.read_link(inode),
             _ => Err(EINVAL),
         }
     }
@@ -536,9 +623,9 @@ impl Vfs {
     /// node outside `/proc`.
     pub fn proc_contents(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
         match self.found(node)? {
-            Found::Procfs(ProcNode::File(ProcFile::Mounts)) => Ok(Self::mounts_text()),
+            Found::Procfs(ProcNode::File(ProcFile::Mounts)) => Ok(self.mounts_text()),
             Found::Procfs(ProcNode::File(file)) => self.proc.generate(file),
-            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+            found => Err(if self.found_is_directory(&found) { EISDIR } else { EINVAL }),
         }
     }
 
@@ -549,7 +636,7 @@ impl Vfs {
     pub fn sys_contents(&self, node: NodeId) -> Result<Vec<u8>, Errno> {
         match self.found(node)? {
             Found::Sysfs(SysNode::File(file)) => Ok(sysfs::contents(file, &*self.sys)),
-            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+            found => Err(if self.found_is_directory(&found) { EISDIR } else { EINVAL }),
         }
     }
 
@@ -562,7 +649,7 @@ impl Vfs {
     pub fn decode_sys_write(&self, node: NodeId, data: &[u8]) -> Result<Option<SysRequest>, Errno> {
         match self.found(node)? {
             Found::Sysfs(SysNode::File(file)) => sysfs::decode_write(file, data),
-            found => Err(if Self::found_is_directory(&found) { EISDIR } else { EINVAL }),
+            found => Err(if self.found_is_directory(&found) { EISDIR } else { EINVAL }),
         }
     }
 
@@ -573,11 +660,17 @@ impl Vfs {
 
     /// `/proc/mounts`, Linux's format: source, mount point, type, options, then two zeros
     /// (dump frequency and fsck pass), one mount a line.
-    fn mounts_text() -> Vec<u8> {
+    fn mounts_text(&self) -> Vec<u8> {
         let mut text = Vec::new();
         for mount in &MOUNTS {
             for field in [mount.source, " ", mount.path, " ", mount.type_name, " ", mount.options, " 0 0\n"] {
                 text.extend_from_slice(field.as_bytes());
+            }
+        }
+        // Linux's line for a virtio-9p mount, the tag first.
+        for share in &self.shares {
+            for field in [&share.tag[..], b" /", &share.name, b" 9p rw,trans=virtio,version=9p2000.L 0 0\n"] {
+                text.extend_from_slice(field);
             }
         }
         text
@@ -599,13 +692,25 @@ impl Vfs {
         *count -= 1;
         if *count == 0 {
             self.open.remove(&node);
+            if let Some(Filesystem::Host(share)) = node.filesystem() {
+                if let Ok(share) = self.share(share) {
+                    share.close(node.inode());
+                }
+            }
             self.free_if_unused(node);
         }
         Ok(())
     }
 
-    /// Frees the tmpfs node `node` if no name and no reference is left to it.
+    /// Frees the tmpfs node `node` if no name and no reference is left to it; forgets a
+    /// share's node removed through this mount once nothing holds it open.
     pub(crate) fn free_if_unused(&mut self, node: NodeId) {
+        if let Some(Filesystem::Host(share)) = node.filesystem() {
+            if let (Ok(share), false) = (self.share(share), self.open.contains_key(&node)) {
+                share.forget_if_removed(node.inode());
+            }
+            return;
+        }
         if node.filesystem() != Some(Filesystem::Tmpfs) || self.open.contains_key(&node) {
             return;
         }
@@ -619,11 +724,14 @@ impl Vfs {
     /// counts its pages against its limit and offers as many nodes; the others hold none).
     /// `ENOENT` for a number no mount has.
     pub fn space(&self, device: u64) -> Result<Space, Errno> {
-        let filesystem = Filesystem::ALL
+        let shares = (0..=u8::MAX).take(self.shares.len()).map(Filesystem::Host);
+        let filesystem = Filesystem::FIXED
             .into_iter()
-            .find(|&filesystem| device_number(0, filesystem as u32 + 1) == device)
+            .chain(shares)
+            .find(|filesystem| filesystem.device() == device)
             .ok_or(ENOENT)?;
         let (magic, read_only) = match filesystem {
+            Filesystem::Host(share) => return self.share(share)?.space(),
             // Linux's initramfs root is a ramfs (here read-only), /dev a devtmpfs.
             Filesystem::Archive => (RAMFS_MAGIC, true),
             Filesystem::Tmpfs | Filesystem::Devfs => (TMPFS_MAGIC, false),
@@ -648,6 +756,7 @@ impl Vfs {
             tmpfs_nodes: self.tmpfs.node_count(),
             tmpfs_pages: self.pages.used,
             tmpfs_page_limit: self.pages.limit,
+            share_opened_fids: self.shares.iter().map(|share| share.counts().opened_fids).sum(),
         }
     }
 
@@ -658,7 +767,7 @@ impl Vfs {
     /// A removed directory lists nothing, not even `.`. `ENOTDIR` for a non-directory.
     pub fn read_directory(&self, node: NodeId, cursor: u64) -> Result<Option<(DirectoryEntry, u64)>, Errno> {
         let found = self.found(node)?;
-        if !Self::found_is_directory(&found) {
+        if !self.found_is_directory(&found) {
             return Err(ENOTDIR);
         }
         if let Found::Tmpfs(_, tmp) = found {
@@ -679,10 +788,10 @@ impl Vfs {
             Found::Archive(index, indexed) => {
                 // The root lists the mount points first, then the archive's entries they do
                 // not hide.
-                let mounts = if index == ARCHIVE_ROOT { MOUNTS.len() as u64 - 1 } else { 0 };
+                let mounts = if index == ARCHIVE_ROOT { self.mount_points().count() as u64 } else { 0 };
                 if position < mounts {
-                    let mount = &MOUNTS[1 + position as usize];
-                    Some((entry(mount.name(), ROOT_INODE, DIRECTORY_CODE), cursor + 1))
+                    let (name, _) = self.mount_points().nth(position as usize).ok_or(ENOENT)?;
+                    Some((entry(name, ROOT_INODE, DIRECTORY_CODE), cursor + 1))
                 } else {
                     let first = usize::try_from(position - mounts).unwrap_or(usize::MAX);
                     indexed.children.iter().enumerate().skip(first).find_map(|(offset, &child)| {
@@ -736,6 +845,11 @@ impl Vfs {
                 let kind_code = if child.is_directory() { DIRECTORY_CODE } else { REGULAR_CODE };
                 (entry(&name, child.inode(), kind_code), cursor + 1)
             }),
+            // The cursor past `.` and `..` is the server's offset of the entry, plus 2.
+            Found::Host(share, inode) => self.share(share)?.entry_at(inode, position)?.and_then(|listed| {
+                let next = listed.next.checked_add(FIRST_ENTRY)?;
+                Some((entry(&listed.name, listed.identity, listed.kind_code), next))
+            }),
         };
         Ok(listed)
     }
@@ -749,7 +863,10 @@ impl Vfs {
         }
         // Names from `node` up to its mount's root, last first.
         let mut names: Vec<Vec<u8>> = Vec::new();
-        let mount = &MOUNTS[node.filesystem().ok_or(ENOENT)? as usize];
+        let mount_path = match node.filesystem().ok_or(ENOENT)? {
+            Filesystem::Host(share) => [b"/", &self.share(share)?.name[..]].concat(),
+            fixed => MOUNTS[fixed.index() as usize].path.as_bytes().to_vec(),
+        };
         match self.found(node)? {
             Found::Archive(mut index, _) => {
                 while index != ARCHIVE_ROOT {
@@ -777,8 +894,9 @@ impl Vfs {
                     directory = directory.parent();
                 }
             }
+            Found::Host(share, inode) => names.extend(self.share(share)?.names_up(inode)?),
         }
-        let mut path = mount.path.as_bytes().to_vec();
+        let mut path = mount_path;
         for name in names.iter().rev() {
             if path.last() != Some(&b'/') {
                 path.push(b'/');
@@ -792,11 +910,11 @@ impl Vfs {
     /// if there is none. `caller` is the pid `/proc/self` links to. `ENOTDIR` when
     /// `directory` is not one, `ENOENT` when it is gone or removed.
     pub(crate) fn find(&self, caller: u32, directory: NodeId, name: &[u8]) -> Result<Option<NodeId>, Errno> {
-        if let Some(mount) = self.mount_at(directory, name) {
-            return Ok(Some(mount.root()));
+        if let Some(root) = self.mount_at(directory, name) {
+            return Ok(Some(root));
         }
         let found = self.found(directory)?;
-        if !Self::found_is_directory(&found) {
+        if !self.found_is_directory(&found) {
             return Err(ENOTDIR);
         }
         Ok(match found {
@@ -818,13 +936,17 @@ impl Vfs {
             }
             Found::Sysfs(sys_node) => sysfs::lookup(sys_node, name, self.sys.core_count())
                 .map(|child| NodeId::new(Filesystem::Sysfs, child.inode())),
+            Found::Host(share, inode) => self
+                .share(share)?
+                .lookup(inode, name, self.now())?
+                .map(|child| NodeId::new(Filesystem::Host(share), child)),
         })
     }
 
     /// The directory `..` of directory `node` leads to: the root's is the root, a mount
     /// root's is the directory holding the mount point. `ENOENT` when it is gone.
     pub(crate) fn parent(&self, node: NodeId) -> Result<NodeId, Errno> {
-        if node == self.root() || Self::mount_of_root(node).is_some() {
+        if node == self.root() || self.is_mount_root(node) {
             return Ok(self.root());
         }
         Ok(match self.found(node)? {
@@ -835,6 +957,9 @@ impl Vfs {
             }
             Found::Procfs(proc_node) => NodeId::new(Filesystem::Procfs, procfs::parent_of_directory(proc_node).inode()),
             Found::Sysfs(sys_node) => NodeId::new(Filesystem::Sysfs, sys_node.parent().inode()),
+            found @ Found::Host(share, inode) if self.found_is_directory(&found) => {
+                NodeId::new(Filesystem::Host(share), self.share(share)?.parent(inode)?)
+            }
             _ => return Err(ENOTDIR),
         })
     }
