@@ -19,9 +19,10 @@ use linux_raw_sys::errno;
 use platform::virtio::nine_p;
 use spin::Mutex;
 
-/// The largest request and the largest reply a call carries: the `msize` a 9P client may
-/// propose at most (the bounce pages, twice this per device, come from instance 0's memory).
-pub const MAX_MESSAGE_SIZE: usize = 128 * 1024;
+/// The largest request and reply a call must carry: a 128 KiB `Tread` or `Twrite` and its
+/// header (`vfs::SHARE_MESSAGE_SIZE`); the queue rounds it up to pages (33, twice per device,
+/// from instance 0's memory) and [`NinePDevice::max_message_size`] says what it carries.
+pub const MAX_MESSAGE_SIZE: usize = 128 * 1024 + 24;
 /// How long a call waits for the device before it gives `EIO` and the device is given up.
 pub const REPLY_TIMEOUT_MS: u64 = 5_000;
 /// Descriptors of the request queue: a call needs two (request, reply); QEMU offers 128.
