@@ -417,7 +417,7 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             let _ = writeln!(
                 text,
                 "open files {}, pipes {}, pipe pages {}, parked requests {}, tmpfs nodes {}, tmpfs pages {}/{}, \
-                 requests {} ({} from other cores, {} served as a kernel core), refused {}",
+                 requests {} ({} from other cores, {} served as a kernel core), refused {}, share fids opened {}",
                 counts.open_files,
                 counts.pipes,
                 counts.pipe_pages,
@@ -428,7 +428,8 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
                 counts.requests,
                 counts.remote_requests,
                 counts.kernel_core_requests,
-                counts.refused
+                counts.refused,
+                counts.share_opened_fids
             );
             Ok(())
         }

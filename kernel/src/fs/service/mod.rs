@@ -24,6 +24,7 @@ mod paths;
 mod pipes;
 mod poll;
 pub mod request;
+mod shares;
 mod transport;
 
 pub use console::{note_console_input, poll_console, register_signal_group};
@@ -80,6 +81,8 @@ pub struct Counts {
     pub tmpfs_nodes: usize,
     pub tmpfs_pages: usize,
     pub tmpfs_page_limit: usize,
+    /// Fids of host shares opened for reading or writing (0 when no share file is open).
+    pub share_opened_fids: usize,
     pub requests: u64,
     pub remote_requests: u64,
     /// Requests served while the service's core was a kernel core (`role 0 kc`).
@@ -116,7 +119,8 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
     // tmpfs may take half of the service instance's free memory, as Linux's default.
     let limit = free / 2;
     let pages = alloc::boxed::Box::new(pages::FramePages::new());
-    let vfs = Vfs::new(archive, pages, limit, realtime_ns, super::proc::source(), super::sys::source());
+    let mut vfs = Vfs::new(archive, pages, limit, realtime_ns, super::proc::source(), super::sys::source());
+    shares::mount_all(&mut vfs);
     let mut service = Service {
         vfs,
         open: BTreeMap::new(),
@@ -262,6 +266,7 @@ impl Service {
             tmpfs_nodes: vfs.tmpfs_nodes,
             tmpfs_pages: vfs.tmpfs_pages,
             tmpfs_page_limit: vfs.tmpfs_page_limit,
+            share_opened_fids: vfs.share_opened_fids,
             requests: self.requests,
             remote_requests: self.remote_requests,
             kernel_core_requests: self.kernel_core_requests,
