@@ -457,7 +457,8 @@ fn control_interface() -> Outcome {
 const WITHOUT_BENCH: &str =
     "this kernel image was built without the bench feature, which the message stress needs; `cargo xtask test` builds it with both";
 
-/// `virtio-9p-version`: the first 9P share the device owner found answers a raw `Tversion`
+/// `virtio-9p-version`: the first 9P share the device owner found that the file service did
+/// not mount (a `Tversion` resets a 9P session) answers a raw `Tversion`
 /// through `NinePDevice::call` with an `Rversion` of the same tag and version, an msize no
 /// larger than proposed, and an interrupt to wake the wait; a reply buffer shorter than a 9P
 /// header is refused with EINVAL before the device sees anything.
@@ -469,8 +470,10 @@ fn virtio_9p_version() -> Outcome {
     if shared::this_core() != crate::interrupt::DEVICE_OWNER {
         return Err(String::from("runs on the device owner, core 0"));
     }
-    let share =
-        crate::dev::ninep::shares().into_iter().next().ok_or("no 9P share found (QEMU -device virtio-9p-device)")?;
+    let share = crate::dev::ninep::shares()
+        .into_iter()
+        .find(|share| share.available)
+        .ok_or("no unmounted 9P share found (QEMU -device virtio-9p-device, with no share= for its tag)")?;
     let tag = crate::dev::ninep::with_device(&share.tag, |device| String::from(device.tag()));
     if tag.as_deref() != Some(share.tag.as_str()) {
         return Err(format!("the share's device says tag {tag:?}, the list {}", share.tag));
