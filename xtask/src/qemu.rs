@@ -88,7 +88,7 @@ pub struct Machine {
 pub struct Share {
     /// The directory on the host (it exists and is a directory: [`Share::parse`] checked).
     pub directory: PathBuf,
-    /// Where Reef mounts it (absolute).
+    /// Where Reef mounts it (absolute; empty: nowhere, the device is only found).
     pub mount_point: String,
 }
 
@@ -200,7 +200,11 @@ impl Machine {
             command
                 .args(["-fsdev", &format!("local,id={tag},path={path},security_model=none")])
                 .args(["-device", &format!("virtio-9p-device,fsdev={tag},mount_tag={tag}")]);
-            kernel_args = format!("share={tag}:{} {kernel_args}", share.mount_point);
+            // No mount point (the device test's raw share): the kernel finds the device and
+            // the file service leaves it to whoever takes it.
+            if !share.mount_point.is_empty() {
+                kernel_args = format!("share={tag}:{} {kernel_args}", share.mount_point);
+            }
         }
         command
             .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
