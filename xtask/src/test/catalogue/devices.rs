@@ -76,6 +76,16 @@ fn host_tree() -> PathBuf {
     directory
 }
 
+/// An empty host directory `target/test-<name>-share`, shared at `/host`: a place for a test's
+/// junk on the host side.
+pub(super) fn scratch_share(name: &str) -> Share {
+    let directory = tools::root().join(format!("target/test-{name}-share"));
+    let _ = std::fs::remove_dir_all(&directory);
+    // A failure shows as the run's: QEMU refuses a missing directory.
+    let _ = std::fs::create_dir_all(&directory);
+    Share { directory, mount_point: "/host".into() }
+}
+
 /// The host's `sha256sum` digest of `path`.
 fn host_digest(path: &Path) -> Result<String, String> {
     let output = std::process::Command::new("sha256sum")
