@@ -50,10 +50,7 @@ pub struct NinePDevice {
     counters: Arc<Counters>,
 }
 
-#[cfg_attr(
-    not(feature = "test-hooks"),
-    allow(dead_code, reason = "the file service's 9P client will call it; the in-guest test does now")
-)]
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code, reason = "`tag` and `mount_point`: the in-guest test asks"))]
 impl NinePDevice {
     /// The device's mount tag (QEMU's `mount_tag=`).
     pub fn tag(&self) -> &str {
@@ -176,22 +173,21 @@ pub fn shares() -> Vec<Share> {
 }
 
 /// Hands over the device tagged `tag` (once: the caller holds it from then on).
-#[allow(dead_code, reason = "the file service's 9P client (being written) takes its devices here")]
+#[allow(
+    dead_code,
+    reason = "the file service takes its devices by mount point (`take_for`); by tag is for a mount by hand"
+)]
 pub fn take(tag: &str) -> Option<NinePDevice> {
     SHARES.lock().iter_mut().find(|entry| entry.tag == tag)?.device.take()
 }
 
 /// Hands over the device to mount at `mount_point` (`share=TAG:/mountpoint`), once.
-#[allow(dead_code, reason = "the file service's 9P client (being written) takes its devices here")]
 pub fn take_for(mount_point: &str) -> Option<NinePDevice> {
     SHARES.lock().iter_mut().find(|entry| entry.mount_point.as_deref() == Some(mount_point))?.device.take()
 }
 
 /// Runs `work` on the device tagged `tag` while it is still here (a test of the transport).
-#[cfg_attr(
-    not(feature = "test-hooks"),
-    allow(dead_code, reason = "the file service's 9P client will call it; the in-guest test does now")
-)]
+#[cfg_attr(not(feature = "test-hooks"), allow(dead_code, reason = "only the in-guest test borrows a device"))]
 pub fn with_device<T>(tag: &str, work: impl FnOnce(&mut NinePDevice) -> T) -> Option<T> {
     let mut shares = SHARES.lock();
     let device = shares.iter_mut().find(|entry| entry.tag == tag)?.device.as_mut()?;
