@@ -480,6 +480,13 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 i += 1;
             }
             "--gdb" => machine.gdb = true,
+            "--debian" => {
+                let tree = crate::rootfs::build()?;
+                machine.shares.push(Share { directory: tree, mount_point: "/debian".into() });
+                if machine.shares.len() > platform::cmdline::MAX_SHARES {
+                    return Err(format!("--debian: {} shares at most", platform::cmdline::MAX_SHARES));
+                }
+            }
             "--share" => {
                 machine.shares.push(Share::parse(value(i, "--share")?)?);
                 if machine.shares.len() > platform::cmdline::MAX_SHARES {
