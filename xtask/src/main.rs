@@ -8,6 +8,7 @@ mod debian;
 mod interrupts;
 mod kernel_images;
 mod qemu;
+mod rootfs;
 mod test;
 mod tools;
 
@@ -17,7 +18,7 @@ const HELP: &str = "\
 cargo xtask <command>
 
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
-      [--image full|multi|rt|full-v2] [--share DIR[:/mountpoint]]... [-- <shell command>]
+      [--image full|multi|rt|full-v2] [--share DIR[:/mountpoint]]... [--debian] [-- <shell command>]
         build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell (--image:
         boot that kernel image of /boot instead of full, e.g. multi so core 0 can host); with a
         shell command after `--`, run just that command, print its output as it comes and exit
@@ -28,7 +29,13 @@ cargo xtask <command>
         DIR over virtio-9p (QEMU -fsdev local, security_model=none; mount tag shareN) and tells
         the kernel its mount point (default /host) with share=shareN:/mountpoint; a DIR that is
         missing or not a directory is refused before QEMU starts; cat /proc/reef/devices shows
-        the devices Reef found
+        the devices Reef found; --debian makes the Debian tree (as `rootfs`) and shares it at
+        /debian
+  rootfs
+        make target/debian-root, a Debian tree of libc6, bash, coreutils, grep, sed, findutils and
+        python3 with their dependencies (apt-get download and dpkg-deb -x: nothing installed, only
+        the package registry reached; /etc/ld.so.cache by ldconfig -r), kept while
+        apt names the same versions; prints its path
   test [--accel kvm|tcg] [--only NAME]
         the whole suite: check, host unit tests, loom models, the initramfs read back, QEMU
         integration runs (each boots the kernel with the initramfs as -initrd); every kernel image
@@ -143,6 +150,7 @@ fn main() -> ExitCode {
             bench::run(&arguments[1..])
         }
         Some("peer") => bench::run_peer(&arguments[1..]),
+        Some("rootfs") => rootfs::run(&arguments[1..]),
         Some("build") => tools::build_kernel().and_then(|kernel| {
             let initramfs = tools::build_initramfs()?;
             println!("{}\n{}", kernel.display(), initramfs.display());

@@ -88,9 +88,8 @@ pub struct Machine {
 pub struct Share {
     /// The directory on the host (it exists and is a directory: [`Share::parse`] checked).
     pub directory: PathBuf,
-    /// Where Reef mounts it (absolute); `None`: the kernel is not told, so it finds and lists
-    /// the device but mounts nothing (a test's raw use of the transport).
-    pub mount_point: Option<String>,
+    /// Where Reef mounts it (absolute; empty: nowhere, the device is only found).
+    pub mount_point: String,
 }
 
 /// Where a share is mounted when `--share` names no mount point.
@@ -121,7 +120,7 @@ impl Share {
             Err(error) => return Err(format!("--share {text}: cannot use `{directory}`: {error}")),
         }
         let directory = path.canonicalize().map_err(|e| format!("--share {text}: `{directory}`: {e}"))?;
-        Ok(Self { directory, mount_point: Some(mount_point) })
+        Ok(Self { directory, mount_point })
     }
 
     /// The mount tag of the `index`th share: QEMU's `mount_tag=`, the kernel's `share=TAG:`.
@@ -201,8 +200,10 @@ impl Machine {
             command
                 .args(["-fsdev", &format!("local,id={tag},path={path},security_model=none")])
                 .args(["-device", &format!("virtio-9p-device,fsdev={tag},mount_tag={tag}")]);
-            if let Some(mount_point) = &share.mount_point {
-                kernel_args = format!("share={tag}:{mount_point} {kernel_args}");
+            // No mount point (the device test's raw share): the kernel finds the device and
+            // the file service leaves it to whoever takes it.
+            if !share.mount_point.is_empty() {
+                kernel_args = format!("share={tag}:{} {kernel_args}", share.mount_point);
             }
         }
         command
@@ -479,6 +480,13 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 i += 1;
             }
             "--gdb" => machine.gdb = true,
+            "--debian" => {
+                let tree = crate::rootfs::build()?;
+                machine.shares.push(Share { directory: tree, mount_point: "/debian".into() });
+                if machine.shares.len() > platform::cmdline::MAX_SHARES {
+                    return Err(format!("--debian: {} shares at most", platform::cmdline::MAX_SHARES));
+                }
+            }
             "--share" => {
                 machine.shares.push(Share::parse(value(i, "--share")?)?);
                 if machine.shares.len() > platform::cmdline::MAX_SHARES {
@@ -575,9 +583,9 @@ mod tests {
         std::fs::create_dir_all(&directory).unwrap();
         let text = directory.to_string_lossy().into_owned();
         let share = Share::parse(&text).unwrap();
-        assert_eq!(share.mount_point.as_deref(), Some("/host"));
+        assert_eq!(share.mount_point, "/host");
         assert_eq!(share.directory, directory.canonicalize().unwrap());
-        assert_eq!(Share::parse(&format!("{text}:/data/in/")).unwrap().mount_point.as_deref(), Some("/data/in"));
+        assert_eq!(Share::parse(&format!("{text}:/data/in/")).unwrap().mount_point, "/data/in");
         for bad in [format!("{text}:/"), format!("{text}:/a/../b"), format!("{text}:/a b")] {
             assert!(Share::parse(&bad).is_err(), "{bad}");
         }
