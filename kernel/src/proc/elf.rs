@@ -1,5 +1,6 @@
-//! Loading a static ELF program (`ET_EXEC`, or static-PIE `ET_DYN`) into a fresh address
-//! space, and the initial stack Linux programs expect (argc, argv, envp, auxv).
+//! Loading an ELF program (`ET_EXEC` or PIE `ET_DYN`, static or with its `PT_INTERP`
+//! interpreter) into a fresh address space, and the initial stack Linux programs expect
+//! (argc, argv, envp, auxv).
 
 use crate::arch::paging::PAGE_SIZE;
 use crate::mm::user::{AddressSpace, AreaKind, MemoryError, Protection, STACK_SIZE, STACK_TOP};
@@ -65,8 +66,22 @@ mod auxv {
 /// Largest total of argument and environment bytes (Linux allows a quarter of the stack).
 const MAX_ARGUMENT_BYTES: usize = 256 * 1024;
 
-/// Loads `image` and builds its initial stack with `arguments` and `environment`.
-pub fn load(image: &[u8], path: &str, arguments: &[&[u8]], environment: &[&[u8]]) -> Result<Loaded, LoadError> {
+/// The path of the interpreter (`PT_INTERP`) a dynamically linked `image` names, if any.
+/// A malformed file answers `None`: [`load`] then says what is wrong with it.
+pub fn interpreter_of(image: &[u8]) -> Option<Result<&str, LoadError>> {
+    let (_, program_headers) = parse(image).ok()?;
+    let segment = program_headers.iter().find(|s| s.p_type == PT_INTERP)?;
+    let start = usize::try_from(segment.p_offset).ok()?;
+    let bytes = start.checked_add(usize::try_from(segment.p_filesz).ok()?).and_then(|end| image.get(start..end));
+    let path = bytes
+        .map(|b| b.split(|&c| c == 0).next().unwrap_or(b))
+        .and_then(|b| core::str::from_utf8(b).ok())
+        .filter(|p| !p.is_empty());
+    Some(path.ok_or(LoadError::NotExecutable("malformed PT_INTERP")))
+}
+
+/// Checks the ELF header of `image` and reads its program headers.
+fn parse(image: &[u8]) -> Result<(Header, Vec<ProgramHeader>), LoadError> {
     // goblin reads every field with bounds checks and no alignment demands: the initramfs
     // keeps files 4-byte aligned only, and a malformed file must be an error, never a fault.
     if image.len() < 64 || image[..SELFMAG] != ELFMAG[..] {
@@ -79,11 +94,6 @@ pub fn load(image: &[u8], path: &str, arguments: &[&[u8]], environment: &[&[u8]]
     if header.e_machine != EM_X86_64 {
         return Err(LoadError::NotExecutable("not an x86-64 program"));
     }
-    let base = match header.e_type {
-        ET_EXEC => 0,
-        ET_DYN => PIE_BASE,
-        _ => return Err(LoadError::NotExecutable("neither an executable nor a static PIE")),
-    };
     if usize::from(header.e_phnum) > 64 {
         return Err(LoadError::NotExecutable("too many program headers"));
     }
@@ -95,13 +105,44 @@ pub fn load(image: &[u8], path: &str, arguments: &[&[u8]], environment: &[&[u8]]
         context,
     )
     .map_err(|_| LoadError::NotExecutable("program headers outside the file"))?;
-    let mut memory = AddressSpace::new().map_err(|_| LoadError::OutOfMemory)?;
+    Ok((header, program_headers))
+}
+
+/// Where one ELF image landed.
+struct Placed {
+    /// What its addresses were moved by (0 for `ET_EXEC`).
+    base: u64,
+    entry: u64,
+    program_headers: u64,
+    program_header_count: u64,
+    /// The end of its highest segment.
+    highest: u64,
+}
+
+/// Maps the `PT_LOAD` segments of `image` into `memory`: at their addresses for `ET_EXEC`,
+/// at `base` (or, if `base` is `None`, wherever `mmap` would put them) for `ET_DYN`.
+fn place(memory: &mut AddressSpace, image: &[u8], base: Option<u64>) -> Result<Placed, LoadError> {
+    let (header, program_headers) = parse(image)?;
+    let loads = || program_headers.iter().filter(|s| s.p_type == PT_LOAD && s.p_memsz > 0);
+    let base = match header.e_type {
+        ET_EXEC => 0,
+        ET_DYN => match base {
+            Some(base) => base,
+            None => {
+                // An interpreter goes where the next mmap would: below the others, top-down.
+                let low = loads().map(|s| s.p_vaddr & !(PAGE_SIZE - 1)).min().unwrap_or(0);
+                let high = loads().map(|s| s.p_vaddr.saturating_add(s.p_memsz)).max().unwrap_or(0);
+                let span = high.saturating_sub(low).next_multiple_of(PAGE_SIZE);
+                memory.find_free(0, span).map_err(|_| LoadError::OutOfMemory)?.wrapping_sub(low)
+            }
+        },
+        _ => return Err(LoadError::NotExecutable("neither an executable nor a shared object")),
+    };
     let mut program_headers_address = None;
     let mut highest = 0u64;
     let mut segments = 0;
     for segment in &program_headers {
         match segment.p_type {
-            PT_INTERP => return Err(LoadError::NotExecutable("dynamically linked: Reef runs static programs only")),
             PT_PHDR => program_headers_address = base.checked_add(segment.p_vaddr),
             PT_LOAD if segment.p_memsz > 0 => {
                 let start = base.checked_add(segment.p_vaddr).ok_or(LoadError::NotExecutable("bad address"))?;
@@ -137,19 +178,51 @@ pub fn load(image: &[u8], path: &str, arguments: &[&[u8]], environment: &[&[u8]]
     if memory.area_of(entry).is_none_or(|a| !a.protection.execute) {
         return Err(LoadError::NotExecutable("entry point outside executable code"));
     }
-    let heap_start = highest.next_multiple_of(PAGE_SIZE);
+    Ok(Placed {
+        base,
+        entry,
+        program_headers: program_headers_address.unwrap_or(0),
+        program_header_count: u64::from(header.e_phnum),
+        highest,
+    })
+}
+
+/// Loads `image` and builds its initial stack with `arguments` and `environment`. A
+/// dynamically linked program comes with its `interpreter`'s image (see [`interpreter_of`]):
+/// the interpreter is placed too and runs first, told of the program by the auxiliary vector
+/// (`AT_BASE`, `AT_PHDR`, `AT_ENTRY`), as Linux's `binfmt_elf` does.
+pub fn load(
+    image: &[u8],
+    interpreter: Option<&[u8]>,
+    path: &str,
+    arguments: &[&[u8]],
+    environment: &[&[u8]],
+) -> Result<Loaded, LoadError> {
+    let mut memory = AddressSpace::new().map_err(|_| LoadError::OutOfMemory)?;
+    let program = place(&mut memory, image, Some(PIE_BASE))?;
+    let heap_start = program.highest.next_multiple_of(PAGE_SIZE);
     memory.heap_start = heap_start;
     memory.heap_end = heap_start;
-
     let stack_bottom = STACK_TOP - STACK_SIZE;
     memory.reserve(stack_bottom, STACK_TOP, Protection::READ_WRITE, AreaKind::Stack)?;
+    let (entry, interpreter_base) = match interpreter {
+        None => (program.entry, 0),
+        Some(interpreter) => {
+            if interpreter_of(interpreter).is_some() {
+                return Err(LoadError::NotExecutable("the interpreter is itself dynamically linked"));
+            }
+            let placed = place(&mut memory, interpreter, None)?;
+            (placed.entry, placed.base)
+        }
+    };
     let facts = InitialStack {
         path,
         arguments,
         environment,
-        program_headers: program_headers_address.unwrap_or(0),
-        program_header_count: u64::from(header.e_phnum),
-        entry,
+        program_headers: program.program_headers,
+        program_header_count: program.program_header_count,
+        entry: program.entry,
+        interpreter_base,
     };
     let stack_pointer = facts.build(&mut memory)?;
     Ok(Loaded { memory, entry, stack_pointer })
@@ -162,6 +235,8 @@ struct InitialStack<'a> {
     program_headers: u64,
     program_header_count: u64,
     entry: u64,
+    /// Where the interpreter was placed, 0 for a static program (`AT_BASE`).
+    interpreter_base: u64,
 }
 
 impl InitialStack<'_> {
@@ -208,7 +283,7 @@ impl InitialStack<'_> {
             (auxv::PHENT, 56),
             (auxv::PHNUM, self.program_header_count),
             (auxv::PAGESZ, PAGE_SIZE),
-            (auxv::BASE, 0),
+            (auxv::BASE, self.interpreter_base),
             (auxv::FLAGS, 0),
             (auxv::ENTRY, self.entry),
             (auxv::UID, 0),

@@ -435,16 +435,27 @@ fn load_program(
         let (image, resolved) = crate::fs::find_program(text, working_directory, may_ask)?;
         let Some(interpreter) = abi::script::interpreter(&image) else {
             let argument_slices: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
-            let loaded = elf::load(&image, text, &argument_slices, environment).map_err(|error| match error {
-                elf::LoadError::NotExecutable(why) => {
-                    // A text file without `#!` is not a program: its caller's shell runs it
-                    // (ENOEXEC), so debug.
-                    log::debug!("{text}: not a program Reef runs: {why}");
-                    errno::ENOEXEC
+            // A dynamically linked program: its interpreter (ld.so) is read through the file
+            // service by its path; a missing one is ENOENT, one that is not an ELF ENOEXEC.
+            let interpreter_image = match elf::interpreter_of(&image) {
+                None => None,
+                Some(Err(_)) => return Err(errno::ENOEXEC),
+                Some(Ok(interpreter_path)) => {
+                    Some(crate::fs::find_program(interpreter_path, working_directory, may_ask)?.0)
                 }
-                elf::LoadError::OutOfMemory => errno::ENOMEM,
-                elf::LoadError::TooBig => errno::E2BIG,
-            })?;
+            };
+            let loaded = elf::load(&image, interpreter_image.as_deref(), text, &argument_slices, environment).map_err(
+                |error| match error {
+                    elf::LoadError::NotExecutable(why) => {
+                        // A text file without `#!` is not a program: its caller's shell runs it
+                        // (ENOEXEC), so debug.
+                        log::debug!("{text}: not a program Reef runs: {why}");
+                        errno::ENOEXEC
+                    }
+                    elf::LoadError::OutOfMemory => errno::ENOMEM,
+                    elf::LoadError::TooBig => errno::E2BIG,
+                },
+            )?;
             let name = script_name.unwrap_or_else(|| {
                 argument_slices
                     .first()
@@ -1369,7 +1380,7 @@ pub fn errno_text(error: Errno) -> &'static str {
     match error {
         errno::ENOENT => "no such file in the initramfs",
         errno::EACCES => "not an executable file",
-        errno::ENOEXEC => "not a static x86-64 ELF program",
+        errno::ENOEXEC => "not an x86-64 ELF program",
         errno::ENOMEM => "out of memory on that core",
         errno::E2BIG => "arguments too long",
         errno::EINVAL => "no such core: see `cores`",

@@ -208,6 +208,13 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_fadvise64 => files::fadvise(a.fd(0), a.0[3]),
         nr::__NR_statfs => files::statfs(a.0[0], a.0[1]),
         nr::__NR_fstatfs => files::fstatfs(a.fd(0), a.0[1]),
+        // The file service keeps no extended attributes (and so no ACLs): every one is absent,
+        // as on a file system mounted without them (`ls -l` asks for `system.posix_acl_access`).
+        nr::__NR_getxattr | nr::__NR_lgetxattr | nr::__NR_fgetxattr => Err(errno::ENODATA),
+        nr::__NR_listxattr | nr::__NR_llistxattr | nr::__NR_flistxattr => Ok(0),
+        // Reef has no sockets: glibc asks for one to reach nscd and, refused, reads
+        // /etc/passwd itself, as on a kernel built without CONFIG_NET.
+        nr::__NR_socket => Err(errno::EAFNOSUPPORT),
 
         nr::__NR_getpid => process::getpid(),
         nr::__NR_getppid => process::getppid(),
