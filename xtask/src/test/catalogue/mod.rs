@@ -5,6 +5,7 @@ mod chaos;
 mod control;
 mod cores;
 mod devices;
+mod dynamic;
 mod files;
 mod foreign_crates;
 mod kernel;
@@ -35,6 +36,7 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     processes::integrations(&mut list, &machine);
     files::integrations(&mut list, &machine);
     devices::integrations(&mut list, &machine);
+    dynamic::integrations(&mut list, &machine);
     user_shell::integrations(&mut list, &machine);
     control::integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);
