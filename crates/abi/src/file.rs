@@ -22,8 +22,14 @@ pub const NONE: u64 = u64::MAX;
 /// fds 0–2 without a round trip.
 pub const CONSOLE_HANDLE: u64 = 1;
 
+/// The word of every request on paths (and of `PathOf`) that holds the caller's root
+/// directory (`chroot`): its handle, or [`NONE`] for the file system's root. Absolute paths
+/// start there and `..` stops there.
+pub const ROOT_WORD: usize = REQUEST_WORDS - 1;
+
 /// What a request asks. The words each operation reads are listed on its variant; `path`
-/// is the first byte string unless said otherwise.
+/// is the first byte string unless said otherwise. Operations on paths also read the root
+/// in [`ROOT_WORD`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]
 pub enum FileOp {
@@ -76,7 +82,7 @@ pub enum FileOp {
     Poll = 23,
     /// (handle, request, argument) + argument bytes in → bytes out (terminal requests).
     Control = 24,
-    /// (handle) → the path of a directory (`getcwd`).
+    /// (handle) → the path of a directory (`getcwd`), as the caller's root sees it.
     PathOf = 25,
     /// (request id): finish that parked request now with what it has.
     Cancel = 26,

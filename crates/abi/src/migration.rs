@@ -97,6 +97,9 @@ pub struct MoveHeader {
     /// The working directory: a file-service handle of which one reference is the image's,
     /// or `u64::MAX` for the root.
     pub working_directory: u64,
+    /// The root directory (`chroot`): a handle as `working_directory` is, or `u64::MAX` for
+    /// the file system's root.
+    pub root_directory: u64,
     /// When the sender began to pack it (TSC, the same clock on every core): for the
     /// receiver's report of what a move costs.
     pub packed_tsc: u64,
@@ -119,7 +122,7 @@ pub struct MoveHeader {
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 4 * 8 + 3 * 4 + 9 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 5 * 8 + 3 * 4 + 9 * 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -135,7 +138,7 @@ impl MoveHeader {
         ] {
             out.u32(value)?;
         }
-        for value in [self.heap_start, self.heap_end, self.working_directory, self.packed_tsc] {
+        for value in [self.heap_start, self.heap_end, self.working_directory, self.root_directory, self.packed_tsc] {
             out.u64(value)?;
         }
         for value in [
@@ -171,6 +174,7 @@ impl MoveHeader {
             heap_start: input.u64()?,
             heap_end: input.u64()?,
             working_directory: input.u64()?,
+            root_directory: input.u64()?,
             packed_tsc: input.u64()?,
             return_core: input.u32()?,
             return_incarnation: input.u32()?,
@@ -684,6 +688,7 @@ mod tests {
             return_core: 2,
             return_incarnation: 3,
             death_signal: 9,
+            root_directory: 77,
             ..MoveHeader::default()
         };
         let mut out = [0u8; 4096];
@@ -692,6 +697,7 @@ mod tests {
         let image = MoveImage::decode(&out[..length]).expect("decodes");
         assert_eq!(image.header.pid, 200_007);
         assert_eq!(image.header.death_signal, 9);
+        assert_eq!(image.header.root_directory, 77);
         let mut bad = out;
         let at = MoveHeader::SIZE - 4;
         bad[at..at + 4].copy_from_slice(&65u32.to_le_bytes());

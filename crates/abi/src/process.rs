@@ -32,7 +32,8 @@ pub struct SpawnOrigin {
 /// Layout: request id (u64), parent pid (u32), parent core (u32), process group (u32),
 /// session (u32), argument count (u32), environment count (u32), descriptor count (u32),
 /// working directory (u64, a file-service handle or `u64::MAX` for the root), the signal the
-/// child gets when its parent ends (u32, 0 for none, at most [`crate::signal::MAX_SIGNAL`]), then the
+/// child gets when its parent ends (u32, 0 for none, at most [`crate::signal::MAX_SIGNAL`]), the
+/// root directory (u64, a handle or `u64::MAX` as the working directory is), then the
 /// descriptors ([`Descriptor::SIZE`] bytes each), then `path\0`, the arguments, the
 /// environment, each NUL-ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub struct SpawnRequest<'a> {
     /// The parent's working directory: a handle of the file service (one reference is the
     /// child's), or `u64::MAX` for the root.
     pub working_directory: u64,
+    /// The parent's root directory (`chroot`), as `working_directory` is.
+    pub root_directory: u64,
     /// The descriptors the child starts with.
     descriptors: &'a [u8],
     /// The program's path.
@@ -51,7 +54,7 @@ pub struct SpawnRequest<'a> {
     strings: &'a [u8],
 }
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4;
+const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8;
 
 /// Most descriptors a spawned process inherits (Reef's `RLIMIT_NOFILE`).
 pub const MAX_DESCRIPTORS: usize = 1024;
@@ -87,7 +90,7 @@ impl<'a> SpawnRequest<'a> {
     pub fn encode(
         out: &mut [u8],
         origin: &SpawnOrigin,
-        working_directory: u64,
+        (working_directory, root_directory): (u64, u64),
         descriptors: &[Descriptor],
         path: &[u8],
         arguments: &[&[u8]],
@@ -110,6 +113,7 @@ impl<'a> SpawnRequest<'a> {
         out[32..36].copy_from_slice(&(descriptors.len() as u32).to_le_bytes());
         out[36..44].copy_from_slice(&working_directory.to_le_bytes());
         out[44..48].copy_from_slice(&origin.death_signal.to_le_bytes());
+        out[48..56].copy_from_slice(&root_directory.to_le_bytes());
         let mut at = HEADER;
         for descriptor in descriptors {
             out[at..at + 4].copy_from_slice(&descriptor.fd.to_le_bytes());
@@ -170,6 +174,7 @@ impl<'a> SpawnRequest<'a> {
                 death_signal,
             },
             working_directory: u64_at(header, 36),
+            root_directory: u64_at(header, 48),
             descriptors,
             path: &rest[..path_end],
             argument_count,
@@ -303,11 +308,12 @@ mod tests {
         let origin =
             SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1, death_signal: 9 };
         let descriptors = [Descriptor { fd: 0, kind: 3, handle: 1 }, Descriptor { fd: 1, kind: 5, handle: 42 }];
-        let n = SpawnRequest::encode(&mut out, &origin, 9, &descriptors, b"/bin/busybox", &arguments, &environment)
-            .unwrap();
+        let n =
+            SpawnRequest::encode(&mut out, &origin, (9, 12), &descriptors, b"/bin/busybox", &arguments, &environment)
+                .unwrap();
         let request = SpawnRequest::decode(&out[..n]).unwrap();
         assert_eq!(request.origin, origin);
-        assert_eq!(request.working_directory, 9);
+        assert_eq!((request.working_directory, request.root_directory), (9, 12));
         assert_eq!(request.descriptors().collect::<Vec<_>>(), descriptors);
         assert_eq!(request.path, b"/bin/busybox");
         assert_eq!(request.arguments().collect::<Vec<_>>(), arguments);
@@ -319,7 +325,7 @@ mod tests {
         let mut out = [0u8; 128];
         let origin =
             SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0, death_signal: 0 };
-        let n = SpawnRequest::encode(&mut out, &origin, u64::MAX, &[], b"/x", &[b"a"], &[]).unwrap();
+        let n = SpawnRequest::encode(&mut out, &origin, (u64::MAX, u64::MAX), &[], b"/x", &[b"a"], &[]).unwrap();
         assert!(SpawnRequest::decode(&out[..n]).is_ok(), "a new session and group");
         assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
         out[16] = 5;
@@ -340,10 +346,14 @@ mod tests {
         assert_eq!(SpawnRequest::decode(&out[..n]), Err(DecodeError::BadField("death signal")), "no signal 65");
         out[44] = 0;
         let unknown = SpawnOrigin { death_signal: 65, ..origin };
-        assert_eq!(SpawnRequest::encode(&mut out, &unknown, u64::MAX, &[], b"/x", &[], &[]), None, "no signal 65");
+        assert_eq!(
+            SpawnRequest::encode(&mut out, &unknown, (u64::MAX, u64::MAX), &[], b"/x", &[], &[]),
+            None,
+            "no signal 65"
+        );
         let half = SpawnOrigin { session: 1, ..origin };
         assert_eq!(
-            SpawnRequest::encode(&mut out, &half, u64::MAX, &[], b"/x", &[], &[]),
+            SpawnRequest::encode(&mut out, &half, (u64::MAX, u64::MAX), &[], b"/x", &[], &[]),
             None,
             "a session without a group"
         );

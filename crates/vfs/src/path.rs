@@ -110,7 +110,7 @@ impl Vfs {
         follow_last: bool,
     ) -> Result<NodeId, Errno> {
         check_path(path)?;
-        let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
+        let start = if path[0] == b'/' { context.root } else { base.unwrap_or(context.cwd) };
         Ok(self.walk(context, start, path, follow_last, false)?.0)
     }
 
@@ -126,13 +126,28 @@ impl Vfs {
         follow_last: bool,
     ) -> Result<(NodeId, Vec<u8>), Errno> {
         check_path(path)?;
-        let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
+        let start = if path[0] == b'/' { context.root } else { base.unwrap_or(context.cwd) };
         let (node, last) = self.walk(context, start, path, follow_last, true)?;
         let path = match last {
             Some((directory, name)) if !self.is_directory(node)? => self.path_in(directory, &name)?,
             _ => self.path_of(node)?,
         };
-        Ok((node, path))
+        Ok((node, self.seen_from(context.root, path)?))
+    }
+
+    /// An absolute `path` as a process whose root is the directory `root` names it: with the
+    /// root's own path taken off its front (`/debian/usr` is `/usr` after `chroot /debian`).
+    /// A path outside the root stays whole, as Linux's `d_path` gives one it cannot reach.
+    pub fn seen_from(&self, root: NodeId, path: Vec<u8>) -> Result<Vec<u8>, Errno> {
+        if root == self.root() {
+            return Ok(path);
+        }
+        let root_path = self.path_of(root)?;
+        match path.strip_prefix(root_path.as_slice()) {
+            Some([]) => Ok(b"/".to_vec()),
+            Some(rest) if rest[0] == b'/' => Ok(rest.to_vec()),
+            _ => Ok(path),
+        }
     }
 
     /// The absolute path of `name` in the directory `directory`.
@@ -172,7 +187,15 @@ impl Vfs {
             }
             let child = match name {
                 b"." => current,
+                b".." if current == context.root => current,
+                // From `/dev` (or `/proc`, `/sys`, `/tmp`) of a changed root, back to it.
+                b".." if context.root != self.root() && self.kernel_mount(current) => context.root,
                 b".." => self.parent(current)?,
+                // A changed root sees the kernel's own file systems under their names.
+                _ if current == context.root && context.root != self.root() => match self.kernel_mount_named(name) {
+                    Some(mount_root) => mount_root,
+                    None => self.find(context.pid, current, name)?.ok_or(ENOENT)?,
+                },
                 _ => self.find(context.pid, current, name)?.ok_or(ENOENT)?,
             };
             let kind = self.kind(child)?;
@@ -186,7 +209,7 @@ impl Vfs {
                     return Err(ENOENT);
                 }
                 if target[0] == b'/' {
-                    current = self.root();
+                    current = context.root;
                 }
                 walk.follow(target);
                 continue;
@@ -218,14 +241,14 @@ impl Vfs {
         check_path(path)?;
         let trimmed = path.iter().rposition(|&byte| byte != b'/').map_or(0, |last| last + 1);
         if trimmed == 0 {
-            return Ok((self.root(), b".".to_vec()));
+            return Ok((context.root, b".".to_vec()));
         }
         let name_start = path[..trimmed].iter().rposition(|&byte| byte == b'/').map_or(0, |slash| slash + 1);
         let name = &path[name_start..trimmed];
         if name.len() > NAME_MAX {
             return Err(ENAMETOOLONG);
         }
-        let start = if path[0] == b'/' { self.root() } else { base.unwrap_or(context.cwd) };
+        let start = if path[0] == b'/' { context.root } else { base.unwrap_or(context.cwd) };
         let directory =
             if name_start == 0 { start } else { self.walk(context, start, &path[..name_start], true, false)?.0 };
         if !self.is_directory(directory)? {

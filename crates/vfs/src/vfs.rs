@@ -27,6 +27,9 @@ pub struct Context {
     pub pid: u32,
     /// Where relative paths start ([`Vfs::root`] for a process that never changed it).
     pub cwd: NodeId,
+    /// Where absolute paths start, and above which `..` does not climb: [`Vfs::root`], or the
+    /// directory the process `chroot`ed to.
+    pub root: NodeId,
 }
 
 /// One entry of the mount table. Every mount point is a name in the root directory: the
@@ -211,6 +214,18 @@ impl Vfs {
             return None;
         }
         self.mount_points().find(|(mount, _)| *mount == name).map(|(_, root)| root)
+    }
+
+    /// The root of the kernel's file system mounted at `/name` (`/tmp`, `/dev`, `/proc`,
+    /// `/sys`), which a process with a changed root still sees there, as `arch-chroot` binds
+    /// them. Shares are not among them: they are what a root is changed to.
+    pub(crate) fn kernel_mount_named(&self, name: &[u8]) -> Option<NodeId> {
+        MOUNTS[1..].iter().find(|mount| mount.name() == name).map(Mount::root)
+    }
+
+    /// Whether `node` is the root of one of the kernel's file systems (`/tmp`, `/dev`...).
+    pub(crate) fn kernel_mount(&self, node: NodeId) -> bool {
+        MOUNTS[1..].iter().any(|mount| mount.root() == node)
     }
 
     /// Whether `node` is the root of a mount other than `/`.

@@ -26,9 +26,35 @@ fn dot_dot_never_leaves_the_root() {
     // under the same name.
     assert_eq!(fixture.resolve("/tmp/.."), Ok(root));
     let tmp = fixture.resolve("/tmp").unwrap();
-    let context = Context { pid: 1, cwd: tmp };
+    let context = Context { pid: 1, cwd: tmp, root };
     assert_eq!(fixture.vfs.resolve(&context, None, b"../etc/motd", true), fixture.resolve("/etc/motd"));
     assert_eq!(fixture.vfs.resolve(&context, None, b".", true), Ok(tmp));
+}
+
+#[test]
+fn a_changed_root_holds_absolute_paths_dot_dot_and_links_inside_it() {
+    let mut fixture = fixture(16);
+    let jail = fixture.make_directory("/tmp/jail").unwrap();
+    fixture.make_directory("/tmp/jail/etc").unwrap();
+    let motd = fixture.create("/tmp/jail/etc/motd").unwrap();
+    fixture.symlink("/etc/motd", "/tmp/jail/absolute").unwrap();
+    fixture.symlink("../../../../etc", "/tmp/jail/climbing").unwrap();
+    let context = Context { pid: 1, cwd: jail, root: jail };
+    let resolve = |path: &[u8]| fixture.vfs.resolve(&context, None, path, true);
+    assert_eq!(resolve(b"/etc/motd"), Ok(motd), "an absolute path starts at the root");
+    assert_eq!(resolve(b"/"), Ok(jail));
+    assert_eq!(resolve(b"/../../.."), Ok(jail), "`..` stops at the root");
+    assert_eq!(resolve(b"absolute"), Ok(motd), "an absolute link's target starts at the root");
+    assert_eq!(resolve(b"climbing/motd"), Ok(motd), "a link's `..` stops at the root too");
+    assert_eq!(resolve(b"/bin/busybox"), Err(ENOENT), "what is outside is out of reach");
+    assert_eq!(resolve(b"/dev/null"), fixture.resolve("/dev/null"), "the kernel's file systems are seen");
+    assert_eq!(resolve(b"/proc/../etc/motd"), Ok(motd), "and `..` of them is the changed root");
+    let (directory, name) = fixture.vfs.resolve_parent(&context, None, b"/etc/new").unwrap();
+    assert_eq!((fixture.vfs.path_of(directory).unwrap(), name), (b"/tmp/jail/etc".to_vec(), b"new".to_vec()));
+    let (_, seen) = fixture.vfs.resolve_with_path(&context, None, b"/etc/motd", true).unwrap();
+    assert_eq!(seen, b"/etc/motd", "paths are shown as the process sees them");
+    assert_eq!(fixture.vfs.seen_from(jail, b"/tmp/jail".to_vec()).unwrap(), b"/");
+    assert_eq!(fixture.vfs.seen_from(jail, b"/tmp/jailbreak".to_vec()).unwrap(), b"/tmp/jailbreak");
 }
 
 #[test]
@@ -123,7 +149,7 @@ fn symlinks_are_relative_to_their_directory() {
     assert_eq!(fixture.resolve("/tmp/d/up/motd"), fixture.resolve("/etc/motd"), "out of tmpfs through the mount");
     // The proc `self` link.
     assert_eq!(fixture.resolve("/proc/self"), fixture.resolve("/proc/1"));
-    let context = Context { pid: 42, cwd: fixture.vfs.root() };
+    let context = Context { pid: 42, cwd: fixture.vfs.root(), root: fixture.vfs.root() };
     let own = fixture.vfs.resolve(&context, None, b"/proc/self/status", true).unwrap();
     assert_eq!(fixture.vfs.kind(own), Ok(NodeKind::ProcFile(ProcFile::Status(42))));
     let link = fixture.vfs.resolve(&context, None, b"/proc/self", false).unwrap();
@@ -389,7 +415,7 @@ fn a_store_out_of_memory_is_enospc_too() {
     let archive = initramfs::Archive::parse(bytes).unwrap();
     let store = Box::new(HeapPageStore::with_limit(1));
     let mut vfs = Vfs::new(Some(archive), store, 1000, clock, Box::new(Processes::default()), Arc::new(Cores::new(1)));
-    let context = Context { pid: 1, cwd: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
     let (tmp, _) = vfs.resolve_parent(&context, None, b"/tmp/f").unwrap();
     let (file, _) = vfs.create(&context, tmp, b"f", 0o644, false).unwrap();
     assert_eq!(vfs.write(file, 0, &[1; 2 * PAGE_SIZE]), Ok(PAGE_SIZE));
@@ -459,7 +485,7 @@ fn a_removed_directory_still_open_is_empty_and_closed_to_new_names() {
     assert_eq!(fixture.remove_directory("/tmp/d"), Err(ENOTEMPTY));
     fixture.remove_directory("/tmp/d/sub").unwrap();
     fixture.vfs.open_node(directory).unwrap();
-    let inside = Context { pid: 1, cwd: directory };
+    let inside = Context { pid: 1, cwd: directory, root: fixture.vfs.root() };
     assert_eq!(fixture.vfs.path_of(directory).unwrap(), b"/tmp/d");
     fixture.remove_directory("/tmp/d").unwrap();
     assert_eq!(fixture.vfs.read_directory(directory, 0), Ok(None));
@@ -691,7 +717,7 @@ fn getcwd_paths() {
 fn no_archive_gives_an_empty_root_with_the_mounts() {
     let processes = Box::new(Processes::default());
     let vfs = Vfs::new(None, Box::new(HeapPageStore::new()), 8, clock, processes, Arc::new(Cores::new(1)));
-    let context = Context { pid: 1, cwd: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
     let mut names = Vec::new();
     let mut cursor = 0;
     while let Some((entry, next)) = vfs.read_directory(vfs.root(), cursor).unwrap() {

@@ -133,7 +133,7 @@ fn open_files_are_named_by_where_the_walk_found_them() {
     let (tmp, _) = fixture.parent("/tmp/x").unwrap();
     assert_eq!(fixture.vfs.path_in(tmp, b"x").unwrap(), b"/tmp/x");
     let d = fixture.resolve("/tmp/d").unwrap();
-    let relative = vfs::Context { pid: 1, cwd: d };
+    let relative = vfs::Context { pid: 1, cwd: d, root: fixture.vfs.root() };
     let (_, name) = fixture.vfs.resolve_with_path(&relative, None, b"file", true).unwrap();
     assert_eq!(name, b"/tmp/d/file");
 }

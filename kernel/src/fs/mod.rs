@@ -136,10 +136,15 @@ const MAX_READ_PROGRAM: u64 = 32 << 20;
 
 /// The program at `path` for `execve` and spawn: an absolute path of the initramfs without a
 /// round trip; anything else (a program written to `/tmp`, a path relative to `working
-/// directory`, a handle or `abi::file::NONE`) read whole through the file service, when the
-/// caller may wait for it (`may_ask`: not inside a message handler).
-pub fn find_program(path: &str, working_directory: u64, may_ask: bool) -> Result<(ProgramImage, String), Errno> {
-    if path.starts_with('/') {
+/// directory`, a path of a process with a changed root: handles or `abi::file::NONE`) read
+/// whole through the file service, when the caller may wait for it (`may_ask`: not inside a
+/// message handler).
+pub fn find_program(
+    path: &str,
+    (working_directory, root_directory): (u64, u64),
+    may_ask: bool,
+) -> Result<(ProgramImage, String), Errno> {
+    if path.starts_with('/') && root_directory == abi::file::NONE {
         match read_program(path) {
             Ok((bytes, resolved)) => return Ok((ProgramImage::Mapped(bytes), resolved)),
             Err(errno::ENOENT) if may_ask => {}
@@ -151,6 +156,7 @@ pub fn find_program(path: &str, working_directory: u64, may_ask: bool) -> Result
     use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE};
     let mut words = [0u64; abi::file::REQUEST_WORDS];
     words[..4].copy_from_slice(&[NONE, working_directory, 0, 0]);
+    words[abi::file::ROOT_WORD] = root_directory;
     let opened = client::call(FileOp::Open, words, path.as_bytes(), &[])?;
     let kind = HandleKind::from_u64(opened.words[1]).ok_or(errno::EIO)?;
     let handle = Handle::adopt(opened.words[0], kind);
@@ -184,6 +190,7 @@ pub fn find_program(path: &str, working_directory: u64, may_ask: bool) -> Result
         } else {
             words = [0; abi::file::REQUEST_WORDS];
             words[0] = working_directory;
+            words[abi::file::ROOT_WORD] = root_directory;
             client::call(FileOp::PathOf, words, &[], &[])?.bytes
         };
         if directory.last() != Some(&b'/') {

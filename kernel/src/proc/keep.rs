@@ -164,7 +164,12 @@ pub fn keep_for_next_kernel() {
     let mut arcs: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (process, _) in &kept {
         let state = process.state.lock();
-        let handles = state.files.all().map(|(_, handle, _)| handle).chain(state.cwd.as_ref());
+        let handles = state
+            .files
+            .all()
+            .map(|(_, handle, _)| handle)
+            .chain(state.cwd.as_ref())
+            .chain(state.root_directory.as_ref());
         for handle in handles.filter(|handle| handle.id != abi::file::CONSOLE_HANDLE) {
             let holders = arcs.entry(handle.id).or_default();
             let holder = Arc::as_ptr(handle) as usize;

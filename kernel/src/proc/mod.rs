@@ -68,13 +68,15 @@ impl Parent {
 pub struct Inherited {
     pub files: FileTable,
     pub working_directory: Option<Arc<crate::fs::Handle>>,
+    /// The root directory (`chroot`; `None`: the file system's root).
+    pub root_directory: Option<Arc<crate::fs::Handle>>,
     pub death_signal: u32,
 }
 
 impl Inherited {
     /// A kernel's child: the console on fds 0–2, the root as working directory.
     pub fn console() -> Self {
-        Self { files: FileTable::with_console(), working_directory: None, death_signal: 0 }
+        Self { files: FileTable::with_console(), working_directory: None, root_directory: None, death_signal: 0 }
     }
 
     /// What `process` hands on: its descriptors not marked `FD_CLOEXEC`, its directory.
@@ -84,7 +86,12 @@ impl Inherited {
         for (fd, handle) in state.files.inherited() {
             let _ = files.install_at(fd, handle.clone(), false);
         }
-        Self { files, working_directory: state.cwd.clone(), death_signal: 0 }
+        Self {
+            files,
+            working_directory: state.cwd.clone(),
+            root_directory: state.root_directory.clone(),
+            death_signal: 0,
+        }
     }
 }
 
@@ -124,6 +131,8 @@ pub struct ProcessState {
     pub path: String,
     /// The working directory (`None`: the root).
     pub cwd: Option<Arc<crate::fs::Handle>>,
+    /// Where absolute paths start (`chroot`; `None`: the file system's root).
+    pub root_directory: Option<Arc<crate::fs::Handle>>,
     /// Permission bits taken away from new files (`umask`).
     pub umask: u32,
     /// Its arguments, each NUL-ended (`/proc/<pid>/cmdline`).
@@ -424,7 +433,7 @@ fn load_program(
     path: &[u8],
     arguments: &[&[u8]],
     environment: &[&[u8]],
-    working_directory: u64,
+    (working_directory, root_directory): (u64, u64),
     may_ask: bool,
 ) -> Result<Program, Errno> {
     let mut path = path.to_vec();
@@ -432,7 +441,7 @@ fn load_program(
     let mut script_name = None;
     for _ in 0..=abi::script::NESTING_LIMIT {
         let text = core::str::from_utf8(&path).map_err(|_| errno::ENOENT)?;
-        let (image, resolved) = crate::fs::find_program(text, working_directory, may_ask)?;
+        let (image, resolved) = crate::fs::find_program(text, (working_directory, root_directory), may_ask)?;
         let Some(interpreter) = abi::script::interpreter(&image) else {
             let argument_slices: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
             // A dynamically linked program: its interpreter (ld.so) is read through the file
@@ -441,7 +450,7 @@ fn load_program(
                 None => None,
                 Some(Err(_)) => return Err(errno::ENOEXEC),
                 Some(Ok(interpreter_path)) => {
-                    Some(crate::fs::find_program(interpreter_path, working_directory, may_ask)?.0)
+                    Some(crate::fs::find_program(interpreter_path, (working_directory, root_directory), may_ask)?.0)
                 }
             };
             let loaded = elf::load(&image, interpreter_image.as_deref(), text, &argument_slices, environment).map_err(
@@ -496,12 +505,13 @@ fn create(
     membership: Membership,
     inherited: Inherited,
 ) -> Result<u32, Errno> {
-    let directory = inherited.working_directory.as_ref().map_or(abi::file::NONE, |handle| handle.id);
+    let id = |handle: &Option<Arc<crate::fs::Handle>>| handle.as_ref().map_or(abi::file::NONE, |handle| handle.id);
+    let directories = (id(&inherited.working_directory), id(&inherited.root_directory));
     // A request from another instance is built inside its message handler, which must not
     // wait for the file service: such programs come from the initramfs.
     let may_ask = parent.core == shared::this_core();
     let Program { loaded, resolved, name, command_line } =
-        load_program(path, arguments, environment, directory, may_ask)?;
+        load_program(path, arguments, environment, directories, may_ask)?;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     let (process_group, session) = membership.unwrap_or((pid, pid));
     let death_signal = inherited.death_signal;
@@ -519,6 +529,7 @@ fn create(
             name,
             path: resolved,
             cwd: inherited.working_directory,
+            root_directory: inherited.root_directory,
             umask: 0o022,
             command_line,
         }),
@@ -577,13 +588,15 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         // Linux kills the other threads first; Reef asks programs to exec from one thread.
         return Err(errno::EBUSY);
     }
-    let (directory, own_path) = {
+    let (directories, own_path) = {
         let state = process.state.lock();
-        (state.cwd.as_ref().map_or(abi::file::NONE, |handle| handle.id), state.path.clone())
+        let id = |handle: &Option<Arc<crate::fs::Handle>>| handle.as_ref().map_or(abi::file::NONE, |handle| handle.id);
+        ((id(&state.cwd), id(&state.root_directory)), state.path.clone())
     };
     // `/proc/self/exe` is the program the process runs (busybox runs its scripts that way).
     let path = if path == b"/proc/self/exe" { own_path.as_bytes() } else { path };
-    let Program { loaded, resolved, name, command_line } = load_program(path, arguments, environment, directory, true)?;
+    let Program { loaded, resolved, name, command_line } =
+        load_program(path, arguments, environment, directories, true)?;
     // The old address space goes: so does the syspage in it.
     crate::syscall::syspage::forget_range(process.pid, 0, crate::arch::user::USER_END);
     let old_memory = {
@@ -699,6 +712,7 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
                 name: state.name.clone(),
                 path: state.path.clone(),
                 cwd: state.cwd.clone(),
+                root_directory: state.root_directory.clone(),
                 umask: state.umask,
                 command_line: state.command_line.clone(),
             }),
@@ -959,15 +973,15 @@ fn let_go(process: &Process) -> Vec<Child> {
     crate::mm::address_space::load_instance_root();
     process.root.store(kernel_root, Ordering::Relaxed);
     end_loan(process);
-    let (children, cwd) = {
+    let (children, directories) = {
         let mut state = process.state.lock();
         state.threads.clear();
         hand_memory_to_borrower(process, &mut state);
         state.memory.destroy();
         state.files.close_all();
-        (core::mem::take(&mut state.children), state.cwd.take())
+        (core::mem::take(&mut state.children), (state.cwd.take(), state.root_directory.take()))
     };
-    drop(cwd);
+    drop(directories);
     crate::fs::client::flush_releases();
     PROCESSES.lock().remove(&process.pid);
     children
@@ -1237,16 +1251,20 @@ pub fn spawn(
     // before the request leaves (dropped again, and so released, if it never arrives).
     let mut handed: Vec<crate::fs::Handle> = Vec::new();
     let mut descriptors: Vec<abi::process::Descriptor> = Vec::new();
-    let mut working_directory = abi::file::NONE;
+    let (mut working_directory, mut root_directory) = (abi::file::NONE, abi::file::NONE);
     for (fd, handle) in inherited.files.inherited() {
         let copy = crate::fs::client::retain(handle)?;
         descriptors.push(abi::process::Descriptor { fd: fd as u32, kind: copy.kind as u32, handle: copy.id });
         handed.push(copy);
     }
-    if let Some(directory) = &inherited.working_directory {
-        let copy = crate::fs::client::retain(directory)?;
-        working_directory = copy.id;
-        handed.push(copy);
+    for (directory, word) in
+        [(&inherited.working_directory, &mut working_directory), (&inherited.root_directory, &mut root_directory)]
+    {
+        if let Some(directory) = directory {
+            let copy = crate::fs::client::retain(directory)?;
+            *word = copy.id;
+            handed.push(copy);
+        }
     }
     let size = SpawnRequest::encoded_size(path, arguments, environment, descriptors.len());
     if size > crate::msg::MAX_LARGE_MESSAGE {
@@ -1256,7 +1274,8 @@ pub fn spawn(
     let request_id = (u64::from(me) << 48) | NEXT_REQUEST.fetch_add(1, Ordering::Relaxed);
     let (process_group, session) = membership.unwrap_or((0, 0));
     let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session, death_signal };
-    SpawnRequest::encode(&mut request, &origin, working_directory, &descriptors, path, arguments, environment)
+    let directories = (working_directory, root_directory);
+    SpawnRequest::encode(&mut request, &origin, directories, &descriptors, path, arguments, environment)
         .ok_or(errno::EINVAL)?;
     PENDING_SPAWNS.lock().insert(request_id, PendingSpawn { parent_pid, process_group, result: None });
     if let Err(error) = crate::msg::send_large(core, Kind::SpawnRequest, &request) {
@@ -1307,10 +1326,15 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
         let Some(kind) = abi::file::HandleKind::from_u64(u64::from(descriptor.kind)) else { continue };
         adopted.push((descriptor.fd as usize, crate::fs::Handle::adopt(descriptor.handle, kind)));
     }
-    let working_directory = (request.working_directory != abi::file::NONE)
-        .then(|| Arc::new(crate::fs::Handle::adopt(request.working_directory, abi::file::HandleKind::Directory)));
-    let inherited =
-        Inherited { files: FileTable::from_inherited(adopted), working_directory, death_signal: origin.death_signal };
+    let directory = |id: u64| {
+        (id != abi::file::NONE).then(|| Arc::new(crate::fs::Handle::adopt(id, abi::file::HandleKind::Directory)))
+    };
+    let inherited = Inherited {
+        files: FileTable::from_inherited(adopted),
+        working_directory: directory(request.working_directory),
+        root_directory: directory(request.root_directory),
+        death_signal: origin.death_signal,
+    };
     // Only a timesharing core runs processes (an AC runs one thread of another core's, a KC
     // none); the references adopted above are released with `inherited`.
     let timesharing = shared::this_kcb().role() == crate::core::kcb::Role::Timesharing;

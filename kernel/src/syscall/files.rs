@@ -36,6 +36,13 @@ fn ask(op: FileOp, values: &[u64], first: &[u8], second: &[u8]) -> Result<Answer
     client::call(op, words(values), first, second)
 }
 
+/// As [`ask`], for an operation on paths: with the caller's root directory in the last word.
+fn ask_path(op: FileOp, values: &[u64], first: &[u8], second: &[u8]) -> Result<Answer, Errno> {
+    let mut words = words(values);
+    words[abi::file::ROOT_WORD] = root_word()?;
+    client::call(op, words, first, second)
+}
+
 /// The handle a `*at` call's directory descriptor names: `NONE` for `AT_FDCWD` or an
 /// absolute path (which ignores it).
 fn directory_word(fd: i64, path: &[u8]) -> Result<u64, Errno> {
@@ -52,6 +59,11 @@ fn directory_word(fd: i64, path: &[u8]) -> Result<u64, Errno> {
 /// The working directory's handle (`NONE`: the root).
 fn cwd_word() -> Result<u64, Errno> {
     Ok(process()?.state.lock().cwd.as_ref().map_or(NONE, |handle| handle.id))
+}
+
+/// The root directory's handle (`NONE`: the file system's root, the process never `chroot`ed).
+fn root_word() -> Result<u64, Errno> {
+    Ok(process()?.state.lock().root_directory.as_ref().map_or(NONE, |handle| handle.id))
 }
 
 /// A path argument: at most `PATH_MAX` bytes before its NUL (longer is ENAMETOOLONG).
@@ -385,7 +397,7 @@ fn open_handle(directory: i64, path: &[u8], open_flags: u64, mode: u64) -> Resul
     let umask = process()?.state.lock().umask;
     let permissions = (mode & 0o7777) & !u64::from(umask);
     let answer =
-        ask(FileOp::Open, &[directory_word(directory, path)?, cwd_word()?, open_flags, permissions], path, &[])?;
+        ask_path(FileOp::Open, &[directory_word(directory, path)?, cwd_word()?, open_flags, permissions], path, &[])?;
     let kind = HandleKind::from_u64(answer.words[1]).ok_or(errno::EIO)?;
     Ok(Handle::adopt(answer.words[0], kind))
 }
@@ -424,11 +436,11 @@ fn stat_at(directory: i64, path: &[u8], at_flags: u64) -> Result<Metadata, Errno
         let handle = if directory == linux::AT_FDCWD as i64 { None } else { Some(handle_of(directory)?) };
         return match handle {
             Some(handle) => metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?),
-            None => metadata_of(ask(FileOp::StatPath, &[NONE, cwd_word()?, 1], b".", &[])?),
+            None => metadata_of(ask_path(FileOp::StatPath, &[NONE, cwd_word()?, 1], b".", &[])?),
         };
     }
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
-    metadata_of(ask(FileOp::StatPath, &[directory_word(directory, path)?, cwd_word()?, follow], path, &[])?)
+    metadata_of(ask_path(FileOp::StatPath, &[directory_word(directory, path)?, cwd_word()?, follow], path, &[])?)
 }
 
 pub fn fstat(fd: i64, out: u64) -> SyscallResult {
@@ -478,7 +490,7 @@ pub fn faccessat(directory: i64, path: u64, mode: u64, at_flags: u64) -> Syscall
         return Err(errno::EINVAL);
     }
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
-    ask(FileOp::Access, &[directory_word(directory, &path)?, cwd_word()?, mode, follow], &path, &[])?;
+    ask_path(FileOp::Access, &[directory_word(directory, &path)?, cwd_word()?, mode, follow], &path, &[])?;
     Ok(0)
 }
 
@@ -490,7 +502,7 @@ pub fn readlinkat(directory: i64, path: u64, buffer: u64, size: u64) -> SyscallR
     let target: Vec<u8> = if path == b"/proc/self/exe" {
         process()?.state.lock().path.clone().into_bytes()
     } else {
-        ask(FileOp::ReadLink, &[directory_word(directory, &path)?, cwd_word()?], &path, &[])?.bytes
+        ask_path(FileOp::ReadLink, &[directory_word(directory, &path)?, cwd_word()?], &path, &[])?.bytes
     };
     let n = target.len().min(size as usize);
     copy_to_user(buffer, &target[..n]).map_err(|_| errno::EFAULT)?;
@@ -514,7 +526,7 @@ pub fn mkdirat(directory: i64, path: u64, mode: u64) -> SyscallResult {
     let path = path_argument(path)?;
     let umask = process()?.state.lock().umask;
     let permissions = (mode & 0o7777) & !u64::from(umask);
-    ask(FileOp::MakeDirectory, &[directory_word(directory, &path)?, cwd_word()?, permissions], &path, &[])?;
+    ask_path(FileOp::MakeDirectory, &[directory_word(directory, &path)?, cwd_word()?, permissions], &path, &[])?;
     Ok(0)
 }
 
@@ -524,7 +536,7 @@ pub fn mknodat(directory: i64, path: u64, mode: u64, _device: u64) -> SyscallRes
     let path = path_argument(path)?;
     let umask = process()?.state.lock().umask;
     let type_and_permissions = (mode & 0o170_000) | ((mode & 0o7777) & !u64::from(umask));
-    ask(FileOp::MakeNode, &[directory_word(directory, &path)?, cwd_word()?, type_and_permissions], &path, &[])?;
+    ask_path(FileOp::MakeNode, &[directory_word(directory, &path)?, cwd_word()?, type_and_permissions], &path, &[])?;
     Ok(0)
 }
 
@@ -534,7 +546,7 @@ pub fn unlinkat(directory: i64, path: u64, at_flags: u64) -> SyscallResult {
         return Err(errno::EINVAL);
     }
     let remove_directory = u64::from(at_flags & u64::from(linux::AT_REMOVEDIR) != 0);
-    ask(FileOp::Unlink, &[directory_word(directory, &path)?, cwd_word()?, remove_directory], &path, &[])?;
+    ask_path(FileOp::Unlink, &[directory_word(directory, &path)?, cwd_word()?, remove_directory], &path, &[])?;
     Ok(0)
 }
 
@@ -544,7 +556,7 @@ pub fn renameat2(from_directory: i64, from: u64, to_directory: i64, to: u64, ren
         return Err(errno::EINVAL);
     }
     let words = [directory_word(from_directory, &from)?, directory_word(to_directory, &to)?, cwd_word()?, rename_flags];
-    ask(FileOp::Rename, &words, &from, &to)?;
+    ask_path(FileOp::Rename, &words, &from, &to)?;
     Ok(0)
 }
 
@@ -552,7 +564,7 @@ pub fn linkat(from_directory: i64, from: u64, to_directory: i64, to: u64, at_fla
     let (from, to) = (path_argument(from)?, path_argument(to)?);
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_FOLLOW) != 0);
     let words = [directory_word(from_directory, &from)?, directory_word(to_directory, &to)?, cwd_word()?, follow];
-    ask(FileOp::Link, &words, &from, &to)?;
+    ask_path(FileOp::Link, &words, &from, &to)?;
     Ok(0)
 }
 
@@ -561,7 +573,7 @@ pub fn symlinkat(target: u64, directory: i64, path: u64) -> SyscallResult {
     if target.is_empty() {
         return Err(errno::ENOENT);
     }
-    ask(FileOp::Symlink, &[directory_word(directory, &path)?, cwd_word()?], &target, &path)?;
+    ask_path(FileOp::Symlink, &[directory_word(directory, &path)?, cwd_word()?], &target, &path)?;
     Ok(0)
 }
 
@@ -622,13 +634,13 @@ pub fn utimensat(directory: i64, path: u64, times: u64, at_flags: u64) -> Syscal
     };
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
     let base = if path.is_empty() { handle_of(directory)?.id } else { directory_word(directory, &path)? };
-    ask(FileOp::SetTimes, &[base, cwd_word()?, accessed, modified, follow], &path, &[])?;
+    ask_path(FileOp::SetTimes, &[base, cwd_word()?, accessed, modified, follow], &path, &[])?;
     Ok(0)
 }
 
 pub fn fchmodat(directory: i64, path: u64, mode: u64) -> SyscallResult {
     let path = path_argument(path)?;
-    ask(FileOp::ChangeMode, &[directory_word(directory, &path)?, cwd_word()?, mode & 0o7777, 1], &path, &[])?;
+    ask_path(FileOp::ChangeMode, &[directory_word(directory, &path)?, cwd_word()?, mode & 0o7777, 1], &path, &[])?;
     Ok(0)
 }
 
@@ -976,7 +988,7 @@ pub fn getcwd(buffer: u64, size: u64) -> SyscallResult {
     let cwd = process()?.state.lock().cwd.clone();
     let mut path = match cwd {
         None => b"/".to_vec(),
-        Some(handle) => ask(FileOp::PathOf, &[handle.id], &[], &[])?.bytes,
+        Some(handle) => ask_path(FileOp::PathOf, &[handle.id], &[], &[])?.bytes,
     };
     path.push(0);
     if (size as usize) < path.len() {
@@ -994,6 +1006,17 @@ pub fn chdir(path: u64) -> SyscallResult {
     Ok(0)
 }
 
+/// `chroot`: absolute paths start at `path`'s directory from now on, and `..` stops there;
+/// the working directory stays where it is, as on Linux. Every process is root today, so
+/// `CAP_SYS_CHROOT` is not asked for.
+pub fn chroot(path: u64) -> SyscallResult {
+    let path = path_argument(path)?;
+    let handle = open_handle(linux::AT_FDCWD as i64, &path, flags::DIRECTORY, 0)?;
+    let previous = process()?.state.lock().root_directory.replace(Arc::new(handle));
+    drop(previous);
+    Ok(0)
+}
+
 pub fn fchdir(fd: i64) -> SyscallResult {
     let handle = handle_of(fd)?;
     if handle.kind != HandleKind::Directory {
@@ -1002,6 +1025,13 @@ pub fn fchdir(fd: i64) -> SyscallResult {
     let previous = process()?.state.lock().cwd.replace(handle);
     drop(previous);
     Ok(0)
+}
+
+/// `getsockname`/`getpeername` of a descriptor: `EBADF` if it is not open, else `ENOTSOCK`
+/// (there are no sockets yet).
+pub fn not_a_socket(fd: i64) -> SyscallResult {
+    handle_of(fd)?;
+    Err(errno::ENOTSOCK)
 }
 
 pub fn umask(mask: u64) -> SyscallResult {

@@ -118,3 +118,33 @@ pub fn mprotect(start: u64, length: u64, protection: u64) -> SyscallResult {
         .map_err(memory_errno)?;
     Ok(0)
 }
+
+/// `mincore`: one byte per page of `[start, start + length)` into `vector`, 1 where the page
+/// is in memory now. `start` must be page aligned (`EINVAL`); a page outside every mapping is
+/// `ENOMEM`, as on Linux. Asked a page table at a time, so a long range needs no large buffer.
+pub fn mincore(start: u64, length: u64, vector: u64) -> SyscallResult {
+    const PAGES_PER_STEP: u64 = 512;
+    if !start.is_multiple_of(PAGE_SIZE) {
+        return Err(errno::EINVAL);
+    }
+    let pages = length.div_ceil(PAGE_SIZE);
+    start.checked_add(pages.checked_mul(PAGE_SIZE).ok_or(errno::ENOMEM)?).ok_or(errno::ENOMEM)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
+    let mut done = 0;
+    while done < pages {
+        let step = (pages - done).min(PAGES_PER_STEP);
+        let first = start + done * PAGE_SIZE;
+        let resident = process.with_memory(|memory| {
+            (0..step)
+                .map(|page| {
+                    let address = first + page * PAGE_SIZE;
+                    memory.area_of(address).ok_or(errno::ENOMEM)?;
+                    Ok(u8::from(memory.translate(address).is_some()))
+                })
+                .collect::<Result<alloc::vec::Vec<u8>, Errno>>()
+        })?;
+        crate::arch::user::copy_to_user(vector + done, &resident).map_err(|_| errno::EFAULT)?;
+        done += step;
+    }
+    Ok(0)
+}

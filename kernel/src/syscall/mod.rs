@@ -198,6 +198,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_getcwd => files::getcwd(a.0[0], a.0[1]),
         nr::__NR_chdir => files::chdir(a.0[0]),
         nr::__NR_fchdir => files::fchdir(a.fd(0)),
+        nr::__NR_chroot => files::chroot(a.0[0]),
         nr::__NR_umask => files::umask(a.0[0]),
 
         nr::__NR_brk => memory::brk(a.0[0]),
@@ -205,6 +206,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_munmap => memory::munmap(a.0[0], a.0[1]),
         nr::__NR_mprotect => memory::mprotect(a.0[0], a.0[1], a.0[2]),
         nr::__NR_madvise => Ok(0),
+        nr::__NR_mincore => memory::mincore(a.0[0], a.0[1], a.0[2]),
         nr::__NR_fadvise64 => files::fadvise(a.fd(0), a.0[3]),
         nr::__NR_statfs => files::statfs(a.0[0], a.0[1]),
         nr::__NR_fstatfs => files::fstatfs(a.fd(0), a.0[1]),
@@ -215,6 +217,8 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         // Reef has no sockets: glibc asks for one to reach nscd and, refused, reads
         // /etc/passwd itself, as on a kernel built without CONFIG_NET.
         nr::__NR_socket => Err(errno::EAFNOSUPPORT),
+        // No descriptor is a socket yet (bash asks whether its input is one).
+        nr::__NR_getsockname | nr::__NR_getpeername => files::not_a_socket(a.fd(0)),
 
         nr::__NR_getpid => process::getpid(),
         nr::__NR_getppid => process::getppid(),

@@ -94,7 +94,13 @@ fn milliseconds_since_boot() -> f64 {
 /// ends, and ends with the shell's status (the kernel powers off with it).
 fn shell(line: Option<&str>) -> ExitCode {
     use std::ffi::CString;
-    let environment = ["PATH=/bin:/sbin", "HOME=/tmp", "TERM=vt100", "ENV=/etc/profile", "PS1=reef:\\w# "];
+    let environment = [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/tmp",
+        "TERM=vt100",
+        "ENV=/etc/profile",
+        "PS1=reef:\\w# ",
+    ];
     let mut arguments = vec![CString::from(c"sh")];
     match line {
         Some(line) => {

@@ -22,11 +22,11 @@ impl Service {
             Request::ReadDirectory { handle, capacity } => self.read_directory(*handle, *capacity),
             Request::MakeDirectory { at, mode, path } => self.make_directory(pid, *at, *mode, path),
             Request::Unlink { at, remove_directory, path } => self.unlink(pid, *at, *remove_directory, path),
-            Request::Rename { from, to, working_directory, flags, from_path, to_path } => {
-                self.rename(pid, (*from, from_path), (*to, to_path), *working_directory, *flags)
+            Request::Rename { from, to, working_directory, root, flags, from_path, to_path } => {
+                self.rename(pid, (*from, from_path), (*to, to_path), (*working_directory, *root), *flags)
             }
-            Request::Link { from, to, working_directory, follow, from_path, to_path } => {
-                self.link(pid, (*from, from_path), (*to, to_path), *working_directory, *follow)
+            Request::Link { from, to, working_directory, root, follow, from_path, to_path } => {
+                self.link(pid, (*from, from_path), (*to, to_path), (*working_directory, *root), *follow)
             }
             Request::Symlink { at, target, path } => self.symlink(pid, *at, target, path),
             Request::ReadLink { at, path } => self.read_link(pid, *at, path),
@@ -57,7 +57,7 @@ impl Service {
             Request::SetFlags { handle, flags } => self.set_flags(*handle, *flags),
             Request::Poll { entries, wait } => self.poll(entries, *wait),
             Request::Control { handle, request, argument } => self.control(*handle, *request, argument),
-            Request::PathOf { handle } => self.path_of(*handle),
+            Request::PathOf { handle, root } => self.path_of(*handle, *root),
             // The parked request is finished by `submit`, which knows the caller's core.
             Request::Cancel { .. } => Ok(Outcome::Silent),
             Request::FilesystemSpace { device } => self.filesystem_space(*device),

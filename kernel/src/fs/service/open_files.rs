@@ -111,13 +111,19 @@ pub(super) fn opened(handle: u64, kind: HandleKind) -> Outcome {
 }
 
 impl Service {
-    /// The context a path of process `pid` resolves in: its working directory, else the root.
-    pub(super) fn context(&self, pid: u32, working_directory: Option<u64>) -> Result<Context, Errno> {
-        let cwd = match working_directory {
-            None => self.vfs.root(),
-            Some(handle) => self.directory_node(handle)?,
+    /// The context a path of process `pid` resolves in: `working_directory` and `root` are its
+    /// handles of its working and root directories (`None`: the file system's root).
+    pub(super) fn context(
+        &self,
+        pid: u32,
+        working_directory: Option<u64>,
+        root: Option<u64>,
+    ) -> Result<Context, Errno> {
+        let directory = |handle: Option<u64>| match handle {
+            None => Ok(self.vfs.root()),
+            Some(handle) => self.directory_node(handle),
         };
-        Ok(Context { pid, cwd })
+        Ok(Context { pid, cwd: directory(working_directory)?, root: directory(root)? })
     }
 
     pub(super) fn directory_node(&self, handle: u64) -> Result<NodeId, Errno> {
@@ -169,7 +175,7 @@ impl Service {
         if done != 0 {
             return self.fifo_open_waiting(done);
         }
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let base = self.base(at.directory)?;
         let follow = open_flags & flags::NO_FOLLOW == 0;
         let magic = descriptor_link(pid, path).map(|(owner, fd)| self.reopen(&context, owner, fd, open_flags));

@@ -22,7 +22,7 @@ impl Service {
     /// `stat` of `path`. A descriptor link, followed, gives what the descriptor has open
     /// (`stat` of `/dev/fd/63` is the pipe's, as bash's `<(…)` needs).
     pub(super) fn stat_path(&self, pid: u32, at: At, follow: bool, path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let followed = descriptor_link(pid, path).filter(|_| follow);
         let handle = followed.map(|(owner, fd)| crate::fs::proc::descriptor_handle(owner, fd).ok_or(errno::ENOENT));
         let metadata = match handle {
@@ -38,14 +38,14 @@ impl Service {
     }
 
     pub(super) fn make_directory(&mut self, pid: u32, at: At, mode: u32, path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
         self.vfs.make_directory(directory, &name, mode)?;
         done()
     }
 
     pub(super) fn unlink(&mut self, pid: u32, at: At, remove_directory: bool, path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
         if remove_directory {
             self.vfs.remove_directory(directory, &name)?;
@@ -61,10 +61,10 @@ impl Service {
         pid: u32,
         (from, from_path): (Option<u64>, &[u8]),
         (to, to_path): (Option<u64>, &[u8]),
-        working_directory: Option<u64>,
+        (working_directory, root): (Option<u64>, Option<u64>),
         rename_flags: u32,
     ) -> Result<Outcome, Errno> {
-        let context = self.context(pid, working_directory)?;
+        let context = self.context(pid, working_directory, root)?;
         let (from, from_name) = self.vfs.resolve_parent(&context, self.base(from)?, from_path)?;
         let (to, to_name) = self.vfs.resolve_parent(&context, self.base(to)?, to_path)?;
         self.vfs.rename(from, &from_name, to, &to_name, rename_flags)?;
@@ -77,10 +77,10 @@ impl Service {
         pid: u32,
         (from, from_path): (Option<u64>, &[u8]),
         (to, to_path): (Option<u64>, &[u8]),
-        working_directory: Option<u64>,
+        (working_directory, root): (Option<u64>, Option<u64>),
         follow: bool,
     ) -> Result<Outcome, Errno> {
-        let context = self.context(pid, working_directory)?;
+        let context = self.context(pid, working_directory, root)?;
         let node = self.vfs.resolve(&context, self.base(from)?, from_path, follow)?;
         let (to, to_name) = self.vfs.resolve_parent(&context, self.base(to)?, to_path)?;
         self.vfs.link(node, to, &to_name)?;
@@ -88,14 +88,14 @@ impl Service {
     }
 
     pub(super) fn symlink(&mut self, pid: u32, at: At, target: &[u8], path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
         self.vfs.symlink(target, directory, &name)?;
         done()
     }
 
     pub(super) fn read_link(&self, pid: u32, at: At, path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let node = self.vfs.resolve(&context, self.base(at.directory)?, path, false)?;
         let target = self.vfs.read_link(node)?;
         Ok(Outcome::Done(Reply { bytes: target, ..Reply::value(0, 0) }))
@@ -106,7 +106,7 @@ impl Service {
         match target {
             Target::Handle(handle) => self.node_of(*handle)?.ok_or(errno::EINVAL),
             Target::Path { at, path, follow } => {
-                let context = self.context(pid, at.working_directory)?;
+                let context = self.context(pid, at.working_directory, at.root)?;
                 self.vfs.resolve(&context, self.base(at.directory)?, path, *follow)
             }
         }
@@ -151,16 +151,17 @@ impl Service {
 
     /// `mknodat` of a FIFO or a regular file: `mode` is its type and permissions.
     pub(super) fn make_node(&mut self, pid: u32, at: At, mode: u32, path: &[u8]) -> Result<Outcome, Errno> {
-        let context = self.context(pid, at.working_directory)?;
+        let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
         self.vfs.make_node(directory, &name, mode)?;
         done()
     }
 
-    /// The path of an open directory (`getcwd`).
-    pub(super) fn path_of(&self, handle: u64) -> Result<Outcome, Errno> {
+    /// The path of an open directory (`getcwd`), as a caller whose root is `root` sees it.
+    pub(super) fn path_of(&self, handle: u64, root: Option<u64>) -> Result<Outcome, Errno> {
         let node = self.directory_node(handle)?;
-        let path = self.vfs.path_of(node)?;
+        let root = root.map_or(Ok(self.vfs.root()), |root| self.directory_node(root))?;
+        let path = self.vfs.seen_from(root, self.vfs.path_of(node)?)?;
         Ok(Outcome::Done(Reply { bytes: path, ..Reply::value(0, 0) }))
     }
 

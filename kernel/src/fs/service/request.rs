@@ -68,11 +68,14 @@ impl DecodeError {
 }
 
 /// Where a path starts: from the open directory `directory` (an `*at` call's), else from
-/// the working directory `working_directory`, else from the root. `None` is the wire's `NONE`.
+/// the working directory `working_directory`, else from the root; an absolute path from
+/// `root`, the caller's root directory (`chroot`), else the file system's root. `None` is the
+/// wire's `NONE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct At {
     pub directory: Option<u64>,
     pub working_directory: Option<u64>,
+    pub root: Option<u64>,
 }
 
 /// What `utimensat`, `fchmodat` and `faccessat` act on: an open file (an empty path), or a
@@ -144,6 +147,7 @@ pub enum Request<'a> {
         from: Option<u64>,
         to: Option<u64>,
         working_directory: Option<u64>,
+        root: Option<u64>,
         flags: u32,
         from_path: Bytes<'a>,
         to_path: Bytes<'a>,
@@ -153,6 +157,7 @@ pub enum Request<'a> {
         from: Option<u64>,
         to: Option<u64>,
         working_directory: Option<u64>,
+        root: Option<u64>,
         follow: bool,
         from_path: Bytes<'a>,
         to_path: Bytes<'a>,
@@ -214,8 +219,10 @@ pub enum Request<'a> {
         request: u32,
         argument: Bytes<'a>,
     },
+    /// The path of the open directory `handle` as a caller whose root is `root` sees it.
     PathOf {
         handle: u64,
+        root: Option<u64>,
     },
     /// Finishes the caller's parked request `request_id` with what it has.
     Cancel {
@@ -247,7 +254,9 @@ impl<'a> Request<'a> {
         let w = &request.words;
         let first = Cow::Borrowed(request.first);
         let second = Cow::Borrowed(request.second);
-        let at = At { directory: given(w[0]), working_directory: given(w[1]) };
+        // Every operation on paths has the caller's root in its last word.
+        let root = given(w[abi::file::ROOT_WORD]);
+        let at = At { directory: given(w[0]), working_directory: given(w[1]), root };
         // An empty path names the open file `w[0]` itself.
         let target = |follow: u64| {
             if request.first.is_empty() {
@@ -270,6 +279,7 @@ impl<'a> Request<'a> {
                 from: given(w[0]),
                 to: given(w[1]),
                 working_directory: given(w[2]),
+                root,
                 flags: w[3] as u32,
                 from_path: first,
                 to_path: second,
@@ -278,6 +288,7 @@ impl<'a> Request<'a> {
                 from: given(w[0]),
                 to: given(w[1]),
                 working_directory: given(w[2]),
+                root,
                 follow: w[3] != 0,
                 from_path: first,
                 to_path: second,
@@ -311,7 +322,7 @@ impl<'a> Request<'a> {
                 Self::Poll { entries, wait: w[1] != 0 }
             }
             FileOp::Control => Self::Control { handle: w[0], request: w[1] as u32, argument: first },
-            FileOp::PathOf => Self::PathOf { handle: w[0] },
+            FileOp::PathOf => Self::PathOf { handle: w[0], root },
             FileOp::Cancel => Self::Cancel { request_id: w[0] },
             FileOp::MakeNode => Self::MakeNode { at, mode: w[2] as u32, path: first },
             FileOp::Descriptors => {

@@ -111,7 +111,7 @@ pub(in crate::proc) fn pack(
         restorer: action.restorer,
         mask: action.mask,
     });
-    let (open_files, cwd, children, areas, pages, heap, name, path, command_line, umask) = {
+    let (open_files, directories, children, areas, pages, heap, name, path, command_line, umask) = {
         let state = process.state.lock();
         let files: Vec<(usize, Arc<Handle>, bool)> =
             state.files.all().map(|(fd, handle, cloexec)| (fd, handle.clone(), cloexec)).collect();
@@ -145,7 +145,7 @@ pub(in crate::proc) fn pack(
             .collect();
         (
             files,
-            state.cwd.clone(),
+            [state.cwd.clone(), state.root_directory.clone()],
             children,
             areas,
             pages,
@@ -171,16 +171,20 @@ pub(in crate::proc) fn pack(
             close_on_exec: u32::from(*cloexec),
         });
     }
-    let working_directory = match &cwd {
-        Some(directory) if references == References::PassOn => directory.id,
-        Some(directory) => {
-            let copy = crate::fs::client::retain(directory)?;
-            let id = copy.id;
-            retained.push(copy);
-            id
-        }
-        None => abi::file::NONE,
-    };
+    let mut directory_words = [abi::file::NONE; 2];
+    for (directory, word) in directories.iter().zip(&mut directory_words) {
+        *word = match directory {
+            Some(directory) if references == References::PassOn => directory.id,
+            Some(directory) => {
+                let copy = crate::fs::client::retain(directory)?;
+                let id = copy.id;
+                retained.push(copy);
+                id
+            }
+            None => abi::file::NONE,
+        };
+    }
+    let [working_directory, root_directory] = directory_words;
     drop(open_files);
     let me = shared::this_core();
     let move_id = (1 << 63) | (u64::from(me) << 48) | NEXT_MOVE.fetch_add(1, Ordering::Relaxed);
@@ -197,6 +201,7 @@ pub(in crate::proc) fn pack(
         heap_start: heap.0,
         heap_end: heap.1,
         working_directory,
+        root_directory,
         packed_tsc,
         return_core: match process.returns_to.load(Ordering::Relaxed) {
             NO_RETURN => abi::migration::NO_RETURN,

@@ -72,8 +72,8 @@ pub(in crate::proc) fn install(
     // per handle.
     let mut own = BTreeMap::new();
     let handles = handles.unwrap_or(&mut own);
-    let (files, cwd) = adopt_files(image, arrival, handles);
-    let process = build_process(image, memory, files, cwd);
+    let (files, directories) = adopt_files(image, arrival, handles);
+    let process = build_process(image, memory, files, directories);
     if process.returns_to.load(Ordering::Relaxed) != NO_RETURN {
         expect_returning();
     }
@@ -188,7 +188,7 @@ fn adopt_files(
     image: &MoveImage<'_>,
     arrival: Arrival,
     handles: &mut BTreeMap<u64, Arc<Handle>>,
-) -> (FileTable, Option<Arc<Handle>>) {
+) -> (FileTable, Directories) {
     let mut files = FileTable::empty();
     let mut adopt = |id: u64, kind| {
         handles
@@ -202,21 +202,25 @@ fn adopt_files(
         let Some(kind) = abi::file::HandleKind::from_u64(u64::from(descriptor.kind)) else { continue };
         let _ = files.install_at(descriptor.fd as usize, adopt(descriptor.handle, kind), descriptor.close_on_exec != 0);
     }
-    // A moved process's directory is a reference of its own (`pack` took one for it).
-    let cwd = match (image.header.working_directory, arrival) {
+    // A moved process's directories are references of their own (`pack` took one each).
+    let mut directory = |id: u64| match (id, arrival) {
         (abi::file::NONE, _) => None,
         (id, Arrival::Moved) => Some(Arc::new(Handle::adopt(id, abi::file::HandleKind::Directory))),
         (id, Arrival::Kept) => Some(adopt(id, abi::file::HandleKind::Directory)),
     };
-    (files, cwd)
+    let directories = (directory(image.header.working_directory), directory(image.header.root_directory));
+    (files, directories)
 }
+
+/// A process's working and root directories.
+type Directories = (Option<Arc<Handle>>, Option<Arc<Handle>>);
 
 /// The process of `image` with `memory` and its files, not yet known to anyone.
 fn build_process(
     image: &MoveImage<'_>,
     memory: AddressSpace,
     files: FileTable,
-    cwd: Option<Arc<Handle>>,
+    (cwd, root_directory): Directories,
 ) -> Arc<Process> {
     let header = &image.header;
     let mut actions = [signal::Action::default(); SIGNALS];
@@ -249,6 +253,7 @@ fn build_process(
             name: text(image.name),
             path: text(image.path),
             cwd,
+            root_directory,
             umask: header.umask & 0o777,
             command_line: image.command_line.to_vec(),
         }),
@@ -408,12 +413,12 @@ fn failed_after_adoption(
     error: Errno,
 ) -> Errno {
     if arrival == Arrival::Moved {
-        let (files, cwd) = {
+        let (files, directories) = {
             let mut state = process.state.lock();
-            (core::mem::replace(&mut state.files, FileTable::empty()), state.cwd.take())
+            (core::mem::replace(&mut state.files, FileTable::empty()), (state.cwd.take(), state.root_directory.take()))
         };
         core::mem::forget(files);
-        core::mem::forget(cwd);
+        core::mem::forget(directories);
         for handle in core::mem::take(handles).into_values() {
             core::mem::forget(handle);
         }

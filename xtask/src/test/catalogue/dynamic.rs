@@ -1,6 +1,8 @@
 //! Debian's own dynamically linked programs: `ld.so` and glibc from the Debian tree, read
 //! through the share, on core 0 and on core 1, with the host's run of the same binaries as
-//! the expected output; and interpreters that are missing or not an ELF.
+//! the expected output; Debian's bash and python3 in a `chroot` of the tree on a TC, on
+//! another core, and on an AC with and without a syspage; and interpreters that are missing
+//! or not an ELF.
 
 use super::exec;
 use crate::qemu::{Machine, Share};
@@ -9,7 +11,7 @@ use crate::test::serial::printed_in_order;
 use std::path::Path;
 
 /// The runs' names (the tree is made only when one of them is selected).
-const NAMES: [&str; 2] = ["dynamic-debian-2-cores", "dynamic-bad-interpreter"];
+const NAMES: [&str; 3] = ["dynamic-debian-2-cores", "dynamic-bad-interpreter", "debian-chroot-4-cores"];
 
 /// The loader and its library path inside the tree, relative to its root.
 const LOADER: &str = "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
@@ -31,6 +33,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     };
     debian_programs(list, machine, &tree);
     bad_interpreter(list, machine, &tree);
+    chrooted(list, machine, &tree);
 }
 
 /// A command of [`COMMANDS`] run by the tree's loader from the tree's root: `root` is `/debian`
@@ -116,6 +119,107 @@ fn bad_interpreter(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) ->
                 serial,
                 &["not found", "missing 127", "Permission denied", "bad 126", "missing 127", "alive"],
             )
+        }),
+    });
+}
+
+/// Where [`chrooted`]'s job lies in the tree, as the chroot sees it.
+const JOB: &str = "/srv/reef-test";
+
+/// The job's bash script and Python program (the script takes the job's directory and a
+/// scratch directory; the program the job's directory) and the data they read.
+const JOB_FILES: [(&str, &str); 5] = [
+    ("script.sh", include_str!("debian_job/script.sh")),
+    ("program.py", include_str!("debian_job/program.py")),
+    ("data/words.txt", "pear\napple\nfig needle\nbanana\n"),
+    ("data/sub/hay.txt", "a needle in\nthe hay\n"),
+    ("data/config.json", "{\"name\": \"reef\", \"values\": [1, 2, 39]}\n"),
+];
+
+/// Writes the job into `tree` afresh.
+fn write_job(tree: &Path) -> Result<(), String> {
+    let directory = tree.join(JOB.trim_start_matches('/'));
+    let _ = std::fs::remove_dir_all(&directory);
+    for (name, contents) in JOB_FILES {
+        let path = directory.join(name);
+        std::fs::create_dir_all(path.parent().unwrap_or(&directory))
+            .and_then(|()| std::fs::write(&path, contents))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// What the job prints on the host: the script run by the host's bash (its programs found on
+/// the host's `PATH`), the program by the tree's python3 through the tree's loader.
+fn job_on_host(tree: &Path) -> Result<(String, String), String> {
+    let job = tree.join(JOB.trim_start_matches('/'));
+    let scratch = crate::tools::root().join("target/debian-job-scratch");
+    let _ = std::fs::create_dir_all(&scratch);
+    let run = |command: &mut std::process::Command, what: &str| {
+        let output = command.output().map_err(|e| format!("running {what} on the host: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("{what} failed on the host: {}", String::from_utf8_lossy(&output.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let script =
+        run(std::process::Command::new("bash").arg(job.join("script.sh")).arg(&job).arg(&scratch), "script.sh")?;
+    let root = tree.display().to_string();
+    let python = loaded(&root, &format!("{root}/usr/bin/python3 {}/program.py {}", job.display(), job.display()));
+    let program = run(std::process::Command::new("sh").arg("-c").arg(&python), "program.py")?;
+    Ok((script, program))
+}
+
+/// Debian's bash runs a script with functions, arrays, `$(...)`, pipes and redirections that
+/// calls `ls`, `sort`, `grep -r`, `find -exec` and `sha256sum`, and Debian's python3 a program
+/// that uses `json`, `hashlib` and `re` on a file of the share, each under `chroot /debian`:
+/// on core 0, on core 2 (`on 2`), on AC 1, and on AC 1 with its calls through a syspage
+/// served by KC 3. Each prints what the host prints, `python3 -c` prints 42 on core 2, and no
+/// core counts a system call it lacks.
+fn chrooted(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine, tree: &Path) {
+    let prepared = write_job(tree);
+    let bash = format!("chroot /debian /bin/bash {JOB}/script.sh {JOB} /tmp");
+    let python = format!("chroot /debian /usr/bin/python3 {JOB}/program.py {JOB}");
+    let script = format!(
+        "echo place core-0; {bash}; {python}; echo place core-2; on 2 {bash}; on 2 {python}; \
+         on 2 chroot /debian /usr/bin/python3 -c print\\(6\\*7\\); role 1 ac; role 3 kc; \
+         echo place ac-1; execac 1 {bash}; execac 1 {python}; \
+         echo place ac-1-syspage; execac --syspage 1 {bash}; execac --syspage 1 {python}; \
+         cat /proc/reef/syscalls"
+    );
+    let mut m = machine(4, &exec(&script));
+    m.timeout = std::time::Duration::from_secs(120);
+    m.shares = vec![Share { directory: tree.to_path_buf(), mount_point: "/debian".into() }];
+    let tree = tree.to_path_buf();
+    list.push(Integration {
+        name: NAMES[2].into(),
+        machine: m,
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            prepared.clone()?;
+            let (script, program) = job_on_host(&tree)?;
+            let mut expected: Vec<&str> = Vec::new();
+            for place in ["place core-0", "place core-2", "42", "place ac-1", "place ac-1-syspage"] {
+                expected.push(place);
+                if place != "42" {
+                    expected.extend([script.as_str(), program.as_str()]);
+                }
+            }
+            for core in 0..4 {
+                expected.push(["core 0:", "core 1:", "core 2:", "core 3:"][core]);
+                expected.push("0 unimplemented (ENOSYS)");
+            }
+            printed_in_order(serial, &expected)?;
+            // The AC ran them: its calls went home, by ICC and through the syspage.
+            let served = serial
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("as an application core: "))
+                .ok_or("no report of AC 1's calls")?;
+            let through_syspage = served.split(", ").nth(1).and_then(|part| part.split(' ').next());
+            match through_syspage.and_then(|count| count.parse::<u64>().ok()) {
+                Some(count) if count > 0 => Ok(()),
+                _ => Err(format!("AC 1 sent no call through a syspage: `{served}`")),
+            }
         }),
     });
 }
