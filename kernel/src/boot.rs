@@ -334,6 +334,7 @@ fn register_hooks() {
         threads_freed: crate::proc::publish_counts,
     });
     crate::console::set_input_listener(crate::fs::service::note_console_input);
+    crate::fs::mapped::init();
 }
 
 /// The message IPI: the channels have news for this core; its threads look on their way

@@ -340,7 +340,12 @@ fn mem(out: &mut dyn Write) -> fmt::Result {
             reserved >> 10,
         )?;
         if core == shared::this_core() {
-            writeln!(out, ", free frames {free}/{total}, heap {heap_used} B used {heap_free} B free")?;
+            let (file_pages, mappings) = crate::fs::mapped::counts();
+            writeln!(
+                out,
+                ", free frames {free}/{total}, heap {heap_used} B used {heap_free} B free, \
+                 file pages shared {file_pages} ({mappings} mappings)"
+            )?;
         } else {
             writeln!(out)?;
         }

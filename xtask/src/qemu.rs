@@ -81,6 +81,30 @@ pub struct Machine {
     pub watchdog: Option<Duration>,
     /// Host directories shared over virtio-9p (`--share DIR[:/mountpoint]`), in order.
     pub shares: Vec<Share>,
+    /// Done on the host, step by step: each (marker, action) once the serial output shows
+    /// the marker, from where the step before found its own (so steps of one marker run
+    /// together). A test changes a share under a running guest; a typed step with the same
+    /// marker then tells the guest it is done.
+    pub host_actions: Vec<(String, HostAction)>,
+}
+
+/// What a run does on the host while the guest runs ([`Machine::host_actions`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostAction {
+    /// Writes the file (created or replaced).
+    Write(PathBuf, Vec<u8>),
+    /// Removes the directory and all it holds.
+    RemoveDirectory(PathBuf),
+}
+
+impl HostAction {
+    fn run(&self) -> Result<(), String> {
+        match self {
+            Self::Write(path, contents) => std::fs::write(path, contents),
+            Self::RemoveDirectory(path) => std::fs::remove_dir_all(path),
+        }
+        .map_err(|e| format!("host action {self:?}: {e}"))
+    }
 }
 
 /// A host directory shared with the guest over virtio-9p.
@@ -161,6 +185,7 @@ impl Machine {
             kernel: None,
             watchdog: None,
             shares: Vec::new(),
+            host_actions: Vec::new(),
         }
     }
 
@@ -314,6 +339,7 @@ pub fn boot_until(
     // console, and the watchdog may still have to type.
     let mut next_step = 0;
     let mut typed_until = 0;
+    let (mut next_action, mut acted_until) = (0, 0);
     let mut marker_time = None;
     let mut timed_out = false;
     let mut last_output = Instant::now();
@@ -324,6 +350,14 @@ pub fn boot_until(
             echo(&chunk);
             serial.extend_from_slice(&chunk);
             last_output = Instant::now();
+        }
+        // Before the typed step of the same marker: the guest is told only once it is done.
+        // Every action whose marker is there, in order; those of one marker all at once.
+        while let Some((marker, action)) = machine.host_actions.get(next_action) {
+            let Some(at) = String::from_utf8_lossy(&serial[acted_until..]).find(marker.as_str()) else { break };
+            action.run()?;
+            next_action += 1;
+            acted_until += at;
         }
         if let (Some((marker, text)), Some(stdin)) = (machine.typed.get(next_step), keyboard.as_mut()) {
             if dump_asked.is_none() && String::from_utf8_lossy(&serial[typed_until..]).contains(marker.as_str()) {

@@ -28,6 +28,16 @@ pub use procfs::{ProcFile, ProcSource, ReefView};
 pub use sysfs::{SysFile, SysRequest, SysSource};
 pub use vfs::{Context, Vfs};
 
+/// Whether the bytes of a regular file of the file system whose `st_dev` is `device` change
+/// only when it is written (so a page read once may be shared by every process that maps it,
+/// as long as the file's size and modification time stay): the initramfs, tmpfs and shares;
+/// not `/proc` or `/sys`, whose files are made anew at each open.
+pub fn pages_may_be_shared(device: u64) -> bool {
+    use node::Filesystem;
+    [Filesystem::Archive, Filesystem::Tmpfs].iter().any(|fixed| fixed.device() == device)
+        || (0..=u8::MAX).any(|share| Filesystem::Host(share).device() == device)
+}
+
 /// A Linux error number (`ENOENT` is 2), as `linux_raw_sys::errno` spells them; system calls
 /// return its negation.
 pub type Errno = u32;

@@ -12,6 +12,7 @@
 pub mod client;
 pub mod console;
 pub mod magic_key;
+pub mod mapped;
 pub mod proc;
 pub mod service;
 pub mod sys;

@@ -355,7 +355,9 @@ pub fn publish_counts() {
     counters.pids.store(pids_in_use() as u32, Ordering::Relaxed);
     counters.stacks.store(stacks.saturating_sub(sched::exiting_stacks()), Ordering::Relaxed);
     counters.frames.store(frames, Ordering::Relaxed);
-    counters.frames_unaccounted.store(baseline.saturating_sub(free + frames + cached), Ordering::Relaxed);
+    // The file page cache's frames are the processes' too (each maps them), counted once.
+    let file_pages = crate::fs::mapped::counts().0 as u64;
+    counters.frames_unaccounted.store(baseline.saturating_sub(free + frames + cached + file_pages), Ordering::Relaxed);
 }
 
 fn allocate_pid() -> Option<u32> {

@@ -124,11 +124,7 @@ impl Drop for MappingChange<'_> {
                 "application cores {waiting:?} did not answer a TLB shootdown in time; their frames are freed anyway"
             );
         }
-        for frame in frames {
-            if crate::mm::frames::free(frame).is_err() {
-                log::error!("a frame unmapped under a shootdown was not allocated: {frame:#x}");
-            }
-        }
+        crate::mm::user::free_unmapped(frames);
     }
 }
 

@@ -1046,6 +1046,23 @@ pub fn umask(mask: u64) -> SyscallResult {
 pub type MappingSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), Errno> + 'a;
 
 /// Reads `length` bytes of `fd` from `offset` (for a private file mapping).
+/// The version of the file open on `fd` whose pages a mapping may share with other
+/// processes (`fs::mapped`), or `None` when it must have its own copy: a file of `/proc` or
+/// `/sys`, or anything but a regular file.
+pub fn mapping_version(fd: i64) -> Result<Option<fs::mapped::FileVersion>, Errno> {
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Regular {
+        return Ok(None);
+    }
+    let metadata = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?;
+    Ok(vfs::pages_may_be_shared(metadata.device).then_some(fs::mapped::FileVersion {
+        device: metadata.device,
+        inode: metadata.inode,
+        size: metadata.size,
+        modified_ns: metadata.modified_ns,
+    }))
+}
+
 pub fn read_for_mapping(fd: i64, offset: u64, length: u64, out: &mut MappingSink<'_>) -> Result<(), Errno> {
     let handle = handle_of(fd)?;
     if handle.kind != HandleKind::Regular {

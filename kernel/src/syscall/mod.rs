@@ -207,6 +207,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_mprotect => memory::mprotect(a.0[0], a.0[1], a.0[2]),
         nr::__NR_madvise => Ok(0),
         nr::__NR_mincore => memory::mincore(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_mremap => memory::mremap(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_fadvise64 => files::fadvise(a.fd(0), a.0[3]),
         nr::__NR_statfs => files::statfs(a.0[0], a.0[1]),
         nr::__NR_fstatfs => files::fstatfs(a.fd(0), a.0[1]),

@@ -208,6 +208,7 @@ pub const RULES: &[Rule] = &[
         "lower limits end or cripple the fuzzer (RLIMIT_CPU, RLIMIT_FSIZE signals, RLIMIT_AS, \
                             RLIMIT_NOFILE)",
     ),
+    skip(161, "chroot", "changes the fuzzer's root: every later absolute path would name another file"),
     skip(163, "acct", "turns on machine-wide process accounting into a random file"),
     skip(164, "settimeofday", CLOCK),
     skip(165, "mount", MOUNTS),

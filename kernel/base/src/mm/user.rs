@@ -96,6 +96,55 @@ pub const STACK_TOP: u64 = 0x0000_7FFF_FFFF_E000;
 pub const STACK_SIZE: u64 = 8 << 20;
 
 const TABLE_FLAGS: u64 = flags::PRESENT | flags::WRITABLE | flags::USER;
+
+/// A page-table bit the CPU leaves to software (bit 9): the page maps a frame of the
+/// instance's file page cache, shared read-only by every address space that maps the same
+/// page of the same file. Such a page is never writable in its entry (a write faults and gets
+/// a private copy), never counted in [`AddressSpace::frames`], and never freed here: the
+/// cache's registered [`SharedFrames::release`] is told instead.
+const SHARED: u64 = 1 << 9;
+
+/// In a list of unmapped frames ([`AddressSpace::take_deferred_frees`]): this one was shared
+/// (frames are page aligned, so bit 0 is free to say it).
+const SHARED_MARK: u64 = 1;
+
+/// What the owner of shared frames (the file page cache, a service above) is told when an
+/// address space maps one more time, or stops mapping, one of its frames.
+pub struct SharedFrames {
+    pub retain: fn(frame: u64),
+    pub release: fn(frame: u64),
+}
+
+static SHARED_FRAMES: spin::Once<SharedFrames> = spin::Once::new();
+
+/// Registers the owner of shared frames (`boot`, once, before the first process).
+pub fn register_shared_frames(owner: SharedFrames) {
+    SHARED_FRAMES.call_once(|| owner);
+}
+
+fn retain_shared(frame: u64) {
+    if let Some(owner) = SHARED_FRAMES.get() {
+        (owner.retain)(frame);
+    }
+}
+
+fn release_shared(frame: u64) {
+    if let Some(owner) = SHARED_FRAMES.get() {
+        (owner.release)(frame);
+    }
+}
+
+/// Gives back frames an address space unmapped ([`AddressSpace::take_deferred_frees`]) once
+/// no core can reach them any more: its own are freed, shared ones released to their owner.
+pub fn free_unmapped(unmapped: Vec<u64>) {
+    for word in unmapped {
+        if word & SHARED_MARK != 0 {
+            release_shared(word & !SHARED_MARK);
+        } else if frames::free(word).is_err() {
+            log::error!("a frame unmapped under a shootdown was not allocated: {word:#x}");
+        }
+    }
+}
 /// PML4 entries of the user half.
 const USER_ROOT_ENTRIES: usize = 256;
 
@@ -216,7 +265,7 @@ impl AddressSpace {
         self.generation
     }
 
-    /// Frames held (pages and page tables).
+    /// Frames held (pages and page tables; not the shared pages it maps).
     pub fn frames(&self) -> u64 {
         self.frames
     }
@@ -380,11 +429,153 @@ impl AddressSpace {
             return false;
         }
         if self.translate(page_floor(address)).is_some() {
+            if write && self.is_shared(page_floor(address)) {
+                // A write to a shared file page the area allows: a private copy (copy on write).
+                return self.copy_shared_page(page_floor(address), area.protection).is_ok();
+            }
             // Present and allowed: a fault from a stale TLB entry after mprotect; retry.
             paging::flush_page(page_floor(address));
             return true;
         }
         self.map_zeroed(page_floor(address), area.protection).is_ok()
+    }
+
+    /// Maps `frame`, a frame of the shared-frame owner, at `address` (page aligned, inside an
+    /// area) read-only whatever `protection` says of writing (a write gets a private copy);
+    /// the owner is told it is mapped once more. The page must not be mapped yet.
+    pub fn map_shared(&mut self, address: u64, frame: u64, protection: Protection) -> Result<(), MemoryError> {
+        if !address.is_multiple_of(PAGE_SIZE) || self.area_of(address).is_none() {
+            return Err(MemoryError::BadRange);
+        }
+        let entry = self.entry(address, true)?.ok_or(MemoryError::OutOfMemory)?;
+        // SAFETY: a page-table entry of this address space.
+        if unsafe { entry.read() } & flags::PRESENT != 0 {
+            return Err(MemoryError::NoSpace);
+        }
+        let rights = protection.page_flags() & !flags::WRITABLE;
+        // SAFETY: as above; the frame stays allocated while its owner counts this mapping.
+        unsafe { entry.write(frame | rights | SHARED | flags::PRESENT) };
+        retain_shared(frame);
+        Ok(())
+    }
+
+    /// Whether the page at `page` maps a shared frame.
+    fn is_shared(&mut self, page: u64) -> bool {
+        // SAFETY: a page-table entry of this address space.
+        matches!(self.entry(page, false), Ok(Some(entry)) if unsafe { entry.read() } & (flags::PRESENT | SHARED) == flags::PRESENT | SHARED)
+    }
+
+    /// Replaces the shared frame mapped at `page` by a private copy with `protection`, and
+    /// releases the shared one (later, if frees are deferred: a core may still read it).
+    fn copy_shared_page(&mut self, page: u64, protection: Protection) -> Result<(), MemoryError> {
+        let entry = self.entry(page, false)?.ok_or(MemoryError::BadRange)?;
+        // SAFETY: a page-table entry of this address space.
+        let value = unsafe { entry.read() };
+        if value & (flags::PRESENT | SHARED) != flags::PRESENT | SHARED {
+            return Ok(());
+        }
+        let shared = value & flags::ADDRESS_MASK;
+        let private = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
+        // SAFETY: both are frames of this instance, mapped by the direct map, one page each.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                physical_to_virtual(shared) as *const u8,
+                physical_to_virtual(private) as *mut u8,
+                PAGE_SIZE as usize,
+            )
+        };
+        let kept = value & (flags::ACCESSED | flags::DIRTY);
+        // SAFETY: as above; the new frame is this address space's own now.
+        unsafe { entry.write(private | kept | protection.page_flags() | flags::PRESENT) };
+        paging::flush_page(page);
+        self.generation = next_generation();
+        self.frames += 1;
+        match self.deferred_frees.as_mut() {
+            Some(deferred) => deferred.push(shared | SHARED_MARK),
+            None => release_shared(shared),
+        }
+        Ok(())
+    }
+
+    /// Gives every shared page a private copy: before the pages are handed to another
+    /// kernel (a move, a restart that keeps the process), which knows nothing of this one's
+    /// shared frames.
+    pub fn privatize_shared(&mut self) -> Result<(), MemoryError> {
+        let mut shared = Vec::new();
+        self.for_each_page(|address, _, entry| {
+            if entry & SHARED != 0 {
+                shared.push(address);
+            }
+            Ok(())
+        })?;
+        for page in shared {
+            let protection = self.area_of(page).map_or(Protection::default(), |area| area.protection);
+            self.copy_shared_page(page, protection)?;
+        }
+        Ok(())
+    }
+
+    /// `mremap` in place: the area ending at `old_end` (it must end there) grows to `new_end`,
+    /// if nothing lies between; the new part is demand-zero.
+    pub fn grow_area(&mut self, old_end: u64, new_end: u64) -> Result<(), MemoryError> {
+        if !old_end.is_multiple_of(PAGE_SIZE) || !new_end.is_multiple_of(PAGE_SIZE) || new_end <= old_end {
+            return Err(MemoryError::BadRange);
+        }
+        if new_end > USER_END || self.overlaps(old_end, new_end) {
+            return Err(MemoryError::NoSpace);
+        }
+        let at = self.areas.iter().position(|a| a.end == old_end && a.start < old_end).ok_or(MemoryError::BadRange)?;
+        if self.areas[at].kind == AreaKind::Heap {
+            // The heap grows by `brk` alone.
+            return Err(MemoryError::BadRange);
+        }
+        self.areas[at].end = new_end;
+        Ok(())
+    }
+
+    /// `mremap` with a move: `[from, from + length)`, inside one area, moves with its pages
+    /// (their entries move; no byte is copied, a shared page stays shared) to `to`, as an area
+    /// of `new_length` bytes (at least `length`; the rest demand-zero) with the same rights.
+    /// `[to, to + new_length)` must be free.
+    pub fn move_area(&mut self, from: u64, length: u64, to: u64, new_length: u64) -> Result<(), MemoryError> {
+        let aligned = [from, length, to, new_length].iter().all(|value| value.is_multiple_of(PAGE_SIZE));
+        if !aligned || length == 0 || new_length < length || !is_user(to, new_length) {
+            return Err(MemoryError::BadRange);
+        }
+        let area = *self.area_of(from).ok_or(MemoryError::BadRange)?;
+        if area.end < from + length || area.kind == AreaKind::Heap {
+            return Err(MemoryError::BadRange);
+        }
+        if self.overlaps(to, to + new_length) {
+            return Err(MemoryError::NoSpace);
+        }
+        // Tables for the destination first: a failure leaves every page where it was.
+        let mut offset = 0;
+        while offset < length {
+            self.entry(to + offset, true)?.ok_or(MemoryError::OutOfMemory)?;
+            offset += PAGE_SIZE;
+        }
+        offset = 0;
+        while offset < length {
+            if let Ok(Some(source)) = self.entry(from + offset, false) {
+                // SAFETY: a page-table entry of this address space.
+                let value = unsafe { source.read() };
+                if value & flags::PRESENT != 0 {
+                    // SAFETY: as above; the entry is cleared and its page mapped once, below.
+                    unsafe { source.write(0) };
+                    paging::flush_page(from + offset);
+                    if let Ok(Some(destination)) = self.entry(to + offset, false) {
+                        // SAFETY: a page-table entry of this address space, made above.
+                        unsafe { destination.write(value) };
+                    }
+                }
+            }
+            offset += PAGE_SIZE;
+        }
+        self.cut_areas(from, from + length, None);
+        self.insert_area(Area { start: to, end: to + new_length, ..area });
+        self.generation = next_generation();
+        Ok(())
     }
 
     /// Sets the program break (`brk`); returns the break in effect afterwards.
@@ -496,9 +687,15 @@ impl AddressSpace {
             // SAFETY: a page-table entry of this address space.
             let value = unsafe { entry.read() };
             if value & flags::PRESENT != 0 {
-                let kept = value & (flags::ADDRESS_MASK | flags::ACCESSED | flags::DIRTY);
+                let kept = value & (flags::ADDRESS_MASK | flags::ACCESSED | flags::DIRTY | SHARED);
+                // A shared page stays read-only: a write gets a private copy.
+                let rights = if value & SHARED != 0 {
+                    protection.page_flags() & !flags::WRITABLE
+                } else {
+                    protection.page_flags()
+                };
                 // SAFETY: as above.
-                unsafe { entry.write(kept | protection.page_flags() | flags::PRESENT) };
+                unsafe { entry.write(kept | rights | flags::PRESENT) };
                 paging::flush_page(page);
                 self.generation = next_generation();
             }
@@ -540,7 +737,12 @@ impl AddressSpace {
                     paging::flush_page(page);
                     self.generation = next_generation();
                     let frame = value & flags::ADDRESS_MASK;
-                    if let Some(deferred) = self.deferred_frees.as_mut() {
+                    if value & SHARED != 0 {
+                        match self.deferred_frees.as_mut() {
+                            Some(deferred) => deferred.push(frame | SHARED_MARK),
+                            None => release_shared(frame),
+                        }
+                    } else if let Some(deferred) = self.deferred_frees.as_mut() {
                         deferred.push(frame);
                         self.frames -= 1;
                     } else if frames::free(frame).is_ok() {
@@ -562,6 +764,14 @@ impl AddressSpace {
         copy.heap_end = self.heap_end;
         copy.areas = self.areas.clone();
         let result = self.for_each_page(|page, frame, entry_flags| {
+            if entry_flags & SHARED != 0 {
+                // The child maps the same shared frame, read-only as here.
+                let entry = copy.entry(page, true)?.ok_or(MemoryError::OutOfMemory)?;
+                // SAFETY: a page-table entry of the copy; the owner counts the new mapping.
+                unsafe { entry.write(entry_flags) };
+                retain_shared(frame);
+                return Ok(());
+            }
             let new = copy.map_zeroed(page, Protection::READ_WRITE)?;
             // SAFETY: both frames are this instance's, mapped by the direct map, one page each.
             unsafe {
@@ -587,6 +797,8 @@ impl AddressSpace {
     }
 
     /// Every present page: (user address, frame, the entry's flag bits), in address order.
+    /// Shared pages among them are not this address space's to hand on: call
+    /// [`Self::privatize_shared`] first.
     pub fn present_pages(&self) -> Vec<(u64, u64, u64)> {
         let mut pages = Vec::new();
         let _ = self.for_each_page(|address, frame, entry| {
@@ -732,8 +944,12 @@ impl AddressSpace {
             }
         };
         let _ = self.walk(
-            &mut |_, frame, _| {
-                free_frame(frame);
+            &mut |_, frame, entry| {
+                if entry & SHARED != 0 {
+                    release_shared(frame);
+                } else {
+                    free_frame(frame);
+                }
                 Ok(())
             },
             Some(&mut |table| free_frame(table)),

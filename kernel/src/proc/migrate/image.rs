@@ -112,7 +112,9 @@ pub(in crate::proc) fn pack(
         mask: action.mask,
     });
     let (open_files, directories, children, areas, pages, heap, name, path, command_line, umask) = {
-        let state = process.state.lock();
+        let mut state = process.state.lock();
+        // The other kernel knows nothing of this one's file page cache.
+        state.memory.privatize_shared().map_err(|_| errno::ENOMEM)?;
         let files: Vec<(usize, Arc<Handle>, bool)> =
             state.files.all().map(|(fd, handle, cloexec)| (fd, handle.clone(), cloexec)).collect();
         let children: Vec<MovedChild> = state

@@ -140,7 +140,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         check: Box::new(|serial| {
             printed(
                 serial,
-                "on: frobnicate: no such program in $PATH (/bin:/sbin): give its path, or see `ls /bin`\n",
+                "on: frobnicate: no such program in $PATH (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin): give its path, or see `ls /bin`\n",
                 "no one-line error for a program that is not there",
             )?;
             printed(serial, "on: status 127", "a missing program did not give status 127")?;

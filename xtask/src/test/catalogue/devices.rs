@@ -2,7 +2,7 @@
 //! its interrupt.
 
 use super::exec;
-use crate::qemu::{Machine, Share};
+use crate::qemu::{HostAction, Machine, Share};
 use crate::test::runner::Integration;
 use crate::test::serial::{all_tests_passed, banners, printed_in_order};
 use crate::tools;
@@ -22,6 +22,7 @@ fn shared_directory() -> std::path::PathBuf {
 /// `Tversion` goes through `NinePDevice::call` and comes back woken by that interrupt.
 pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
     host_files(list, machine);
+    host_changes(list, machine);
     list.push(Integration {
         name: "virtio-9p-2-cores".into(),
         machine: {
@@ -148,6 +149,56 @@ fn host_files(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Mach
                 return Err(format!("the host's made/ should hold only `moved`, it holds {left:?}"));
             }
             Ok(())
+        }),
+    });
+}
+
+/// The host changes a share under a running guest: a file rewritten longer and a new file are
+/// seen from core 1 once the cache rule's second has passed (docs/files.md, "The cache
+/// rule"); then the shared directory is removed on the host: the guest's calls on it fail,
+/// no fid stays open, and the kernel lives.
+fn host_changes(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+    let share = tools::root().join("target/test-host-changes/share");
+    let _ = std::fs::remove_dir_all(&share);
+    let prepared = std::fs::create_dir_all(&share).and_then(|()| std::fs::write(share.join("note"), "first\n"));
+    // The markers are printed by `echo` from arithmetic, so the command line never holds them.
+    let script = "cat /host/note; stat -c %s /host/note; cat /host/later; echo ready-$((1)); read go; \
+                  sleep 1.2; on 1 cat /host/note; stat -c 'size %s' /host/note; on 1 cat /host/later; \
+                  echo gone-$((2)); read go; ls /host; on 1 cat /host/note; echo status $?; sleep 1.2; \
+                  cat /host/note; echo status $?; cat /proc/reef/files; echo alive";
+    let mut m = machine(2, &exec(script));
+    m.shares = vec![Share { directory: share.clone(), mount_point: "/host".into() }];
+    m.host_actions = vec![
+        ("ready-1".into(), HostAction::Write(share.join("note"), b"second, longer\n".to_vec())),
+        ("ready-1".into(), HostAction::Write(share.join("later"), b"made on the host\n".to_vec())),
+        ("gone-2".into(), HostAction::RemoveDirectory(share.clone())),
+    ];
+    m.typed = vec![("ready-1".into(), "go\n".into()), ("gone-2".into(), "go\n".into())];
+    list.push(Integration {
+        name: "host-changes-2-cores".into(),
+        machine: m,
+        expected_status: 0,
+        check: Box::new(move |serial| {
+            prepared.as_ref().map_err(|e| format!("preparing {}: {e}", share.display()))?;
+            printed_in_order(
+                serial,
+                &[
+                    "first\n",
+                    "6\n",
+                    "can't open '/host/later': No such file or directory",
+                    "ready-1",
+                    "second, longer\n",
+                    "size 15",
+                    "made on the host\n",
+                    "gone-2",
+                    // Named a moment ago: opened from the cache, the read finds it gone.
+                    "No such file or directory\nstatus 1",
+                    "can't open '/host/note': No such file or directory",
+                    "status 1",
+                    "share fids opened 0",
+                    "alive",
+                ],
+            )
         }),
     });
 }

@@ -7,11 +7,12 @@
 use super::exec;
 use crate::qemu::{Machine, Share};
 use crate::test::runner::Integration;
-use crate::test::serial::printed_in_order;
+use crate::test::serial::{nothing_leaked, printed_in_order};
 use std::path::Path;
 
 /// The runs' names (the tree is made only when one of them is selected).
-const NAMES: [&str; 3] = ["dynamic-debian-2-cores", "dynamic-bad-interpreter", "debian-chroot-4-cores"];
+const NAMES: [&str; 4] =
+    ["dynamic-debian-2-cores", "dynamic-bad-interpreter", "debian-chroot-4-cores", "file-pages-shared-2-cores"];
 
 /// The loader and its library path inside the tree, relative to its root.
 const LOADER: &str = "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
@@ -34,6 +35,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     debian_programs(list, machine, &tree);
     bad_interpreter(list, machine, &tree);
     chrooted(list, machine, &tree);
+    shared_pages(list, machine, &tree);
 }
 
 /// A command of [`COMMANDS`] run by the tree's loader from the tree's root: `root` is `/debian`
@@ -128,12 +130,16 @@ const JOB: &str = "/srv/reef-test";
 
 /// The job's bash script and Python program (the script takes the job's directory and a
 /// scratch directory; the program the job's directory) and the data they read.
-const JOB_FILES: [(&str, &str); 5] = [
+const JOB_FILES: [(&str, &str); 7] = [
     ("script.sh", include_str!("debian_job/script.sh")),
     ("program.py", include_str!("debian_job/program.py")),
     ("data/words.txt", "pear\napple\nfig needle\nbanana\n"),
     ("data/sub/hay.txt", "a needle in\nthe hay\n"),
     ("data/config.json", "{\"name\": \"reef\", \"values\": [1, 2, 39]}\n"),
+    // What [`shared_pages`]'s bash processes run: bash stays, waiting for its `sleep`.
+    ("sleeper.sh", "sleep 60\ntrue\n"),
+    // A library that is not an ELF, found first on `LD_LIBRARY_PATH`.
+    ("badlib/libc.so.6", "This text file is where a program looks for libc.so.6: ld.so must refuse it.\n"),
 ];
 
 /// Writes the job into `tree` afresh.
@@ -145,6 +151,12 @@ fn write_job(tree: &Path) -> Result<(), String> {
         std::fs::create_dir_all(path.parent().unwrap_or(&directory))
             .and_then(|()| std::fs::write(&path, contents))
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    // Two links naming each other.
+    let loop_directory = directory.join("loop");
+    std::fs::create_dir_all(&loop_directory).map_err(|e| format!("making {}: {e}", loop_directory.display()))?;
+    for (name, target) in [("a", "b"), ("b", "a")] {
+        std::os::unix::fs::symlink(target, loop_directory.join(name)).map_err(|e| format!("a link in the job: {e}"))?;
     }
     Ok(())
 }
@@ -174,8 +186,9 @@ fn job_on_host(tree: &Path) -> Result<(String, String), String> {
 /// calls `ls`, `sort`, `grep -r`, `find -exec` and `sha256sum`, and Debian's python3 a program
 /// that uses `json`, `hashlib` and `re` on a file of the share, each under `chroot /debian`:
 /// on core 0, on core 2 (`on 2`), on AC 1, and on AC 1 with its calls through a syspage
-/// served by KC 3. Each prints what the host prints, `python3 -c` prints 42 on core 2, and no
-/// core counts a system call it lacks.
+/// served by KC 3. Each prints what the host prints, `python3 -c` prints 42 on core 2, a
+/// library that is not an ELF and a loop of links in the share fail clearly, and no core
+/// counts a system call it lacks.
 fn chrooted(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine, tree: &Path) {
     let prepared = write_job(tree);
     let bash = format!("chroot /debian /bin/bash {JOB}/script.sh {JOB} /tmp");
@@ -185,7 +198,8 @@ fn chrooted(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machin
          on 2 chroot /debian /usr/bin/python3 -c print\\(6\\*7\\); role 1 ac; role 3 kc; \
          echo place ac-1; execac 1 {bash}; execac 1 {python}; \
          echo place ac-1-syspage; execac --syspage 1 {bash}; execac --syspage 1 {python}; \
-         cat /proc/reef/syscalls"
+         chroot /debian /bin/bash -c 'LD_LIBRARY_PATH={JOB}/badlib /bin/true; echo badlib $?; \
+         cat {JOB}/loop/a; echo loop $?'; cat /proc/reef/syscalls"
     );
     let mut m = machine(4, &exec(&script));
     m.timeout = std::time::Duration::from_secs(120);
@@ -205,6 +219,8 @@ fn chrooted(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machin
                     expected.extend([script.as_str(), program.as_str()]);
                 }
             }
+            // Bad input: a library that is not an ELF, a loop of links, each a clear error.
+            expected.extend(["invalid ELF header", "badlib 127", "Too many levels of symbolic links", "loop 1"]);
             for core in 0..4 {
                 expected.push(["core 0:", "core 1:", "core 2:", "core 3:"][core]);
                 expected.push("0 unimplemented (ENOSYS)");
@@ -220,6 +236,77 @@ fn chrooted(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machin
                 Some(count) if count > 0 => Ok(()),
                 _ => Err(format!("AC 1 sent no call through a syspage: `{served}`")),
             }
+        }),
+    });
+}
+
+/// One Debian `bash` (with its `sleep`) in a chroot on core 0, then ten at once: their
+/// libraries' pages are core 0's file page cache's, each mapped by every process (many more
+/// mappings than pages), and the ten hold far less than ten times what one holds. When they
+/// are killed the cache is empty and nothing leaked. Prints the figure
+/// (docs/files.md, "Shared file pages").
+fn shared_pages(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine, tree: &Path) {
+    let start = |count: usize| {
+        format!(
+            "i=0; while [ $i -lt {count} ]; do chroot /debian /bin/bash {JOB}/sleeper.sh & i=$((i+1)); done; \
+             n=0; while [ $(pidof sleep | wc -w) -lt {count} ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done; \
+             sleep 0.5; echo running {count}; cat /proc/reef/mem; kill $(pidof sleep) $(pidof bash); wait; sleep 0.3"
+        )
+    };
+    // On core 0: `/proc/reef/mem` tells the frames of the instance that makes it, the file
+    // service's.
+    let script =
+        format!("echo idle; cat /proc/reef/mem; {}; {}; echo after; cat /proc/reef/mem; /bin/ps", start(1), start(10));
+    let mut m = machine(2, &exec(&script));
+    m.timeout = std::time::Duration::from_secs(120);
+    m.shares = vec![Share { directory: tree.to_path_buf(), mount_point: "/debian".into() }];
+    list.push(Integration {
+        name: NAMES[3].into(),
+        machine: m,
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &["idle", "running 1", "running 10", "after", "file pages shared 0 (0 mappings)"],
+            )?;
+            nothing_leaked(serial, 2)?;
+            // Core 0's line of each `/proc/reef/mem`: free frames, shared pages, their mappings.
+            let readings: Vec<(u64, u64, u64)> = serial
+                .lines()
+                .filter(|line| line.starts_with("core 0 ") && line.contains("free frames"))
+                .filter_map(|line| {
+                    let number_after = |label: &str| {
+                        let rest = &line[line.find(label)? + label.len()..];
+                        rest.trim_start_matches(['(', ' ']).split(['/', ' ', ')']).next()?.parse::<u64>().ok()
+                    };
+                    let shared = &line[line.find("file pages shared")? + "file pages shared".len()..];
+                    let mut words = shared.split_whitespace().map(|word| word.trim_matches(['(', ')', ',']));
+                    let (pages, mappings) = (words.next()?.parse().ok()?, words.next()?.parse().ok()?);
+                    Some((number_after("free frames")?, pages, mappings))
+                })
+                .collect();
+            let [idle, one, ten, _after] = readings[..] else {
+                return Err(format!("expected four readings of core 0's memory, got {readings:?}"));
+            };
+            let (used_one, used_ten) = (idle.0.saturating_sub(one.0), idle.0.saturating_sub(ten.0));
+            println!(
+                "xtask: one Debian bash (and its sleep) holds {used_one} frames, ten hold {used_ten} ({:.2}x one, \
+                 against 10x without sharing); {} file pages shared by {} mappings",
+                used_ten as f64 / used_one.max(1) as f64,
+                ten.1,
+                ten.2
+            );
+            if ten.1 == 0 || ten.2 < 10 * ten.1 {
+                return Err(format!("ten processes should map each shared page about ten times: {ten:?}"));
+            }
+            // Each process has its own program (bash is copied by `execve`), stack, heap and
+            // written pages; libc and the other libraries are not: well under ten times one.
+            if used_ten * 10 > used_one * 80 {
+                return Err(format!(
+                    "ten processes hold {used_ten} frames, one holds {used_one}: libraries are not shared"
+                ));
+            }
+            Ok(())
         }),
     });
 }

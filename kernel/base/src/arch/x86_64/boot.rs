@@ -101,7 +101,7 @@ _pvh_start:
     or $((1 << 8) | (1 << 11)), %eax
     wrmsr
     mov %cr0, %eax
-    or $0x80000001, %eax          /* paging, protection */
+    or $0x80010001, %eax          /* paging, write protection in ring 0 too (a copy into a read-only user page faults), protection */
     mov %eax, %cr0
     lgdt boot_gdt_pointer
     ljmp $0x08, $boot_long_mode

@@ -57,7 +57,7 @@ trampoline_protected:
     or $((1 << 8) | (1 << 11)), %eax
     wrmsr
     mov %cr0, %eax
-    or $0x80000000, %eax
+    or $0x80010000, %eax          /* paging, write protection in ring 0 too */
     mov %eax, %cr0
     ljmp $0x08, $(0x8000 + (trampoline_long - __trampoline_start))
 
