@@ -329,6 +329,51 @@ struct PendingSpawn {
     result: Option<i64>,
 }
 
+/// A program a process spawned from another instance loads itself before its first
+/// instruction (`create`): its path, arguments and environment, as the request gave them.
+struct PendingExec {
+    path: Vec<u8>,
+    arguments: Vec<Vec<u8>>,
+    environment: Vec<Vec<u8>>,
+}
+
+/// The pending programs of processes of this instance not yet started, by pid.
+static PENDING_EXECS: Mutex<BTreeMap<u32, PendingExec>> = Mutex::new(BTreeMap::new());
+
+/// The scheduler's thread-start hook's part: a process spawned from another instance whose
+/// program is not in the initramfs loads it now, as `execve` does; if it cannot, it tells its
+/// standard error why and exits with 127 (not found) or 126 (not runnable), as a shell does.
+pub fn run_pending_exec(frame: &mut InterruptFrame) {
+    let Some(process) = current_process() else { return };
+    let Some(pending) = PENDING_EXECS.lock().remove(&process.pid) else { return };
+    crate::arch::cpu::enable_interrupts();
+    let arguments: Vec<&[u8]> = pending.arguments.iter().map(Vec::as_slice).collect();
+    let environment: Vec<&[u8]> = pending.environment.iter().map(Vec::as_slice).collect();
+    if let Err(error) = exec(&pending.path, &arguments, &environment, frame) {
+        let why = match error {
+            errno::ENOENT => "no such file",
+            errno::EACCES => "permission denied: not an executable file",
+            errno::ENOEXEC => "not a program Reef runs (exec format error)",
+            errno::ENOMEM => "out of memory on this core",
+            _ => "cannot run it",
+        };
+        let message = alloc::format!(
+            "{}: {why} (execve on core {}: errno {error})\n",
+            String::from_utf8_lossy(&pending.path),
+            shared::this_core()
+        );
+        let standard_error = process.state.lock().files.get(2).ok();
+        if let Some(handle) = standard_error {
+            let mut words = [0u64; abi::file::REQUEST_WORDS];
+            words[..2].copy_from_slice(&[handle.id, abi::file::NONE]);
+            let _ = crate::fs::client::call(abi::file::FileOp::Write, words, message.as_bytes(), &[]);
+        }
+        drop(process);
+        exit_process(exited_status(if error == errno::ENOENT { 127 } else { 126 }));
+    }
+    crate::arch::cpu::disable_interrupts();
+}
+
 /// Spawn requests sent to other instances, waiting for their reply, by request id.
 static PENDING_SPAWNS: Mutex<BTreeMap<u64, PendingSpawn>> = Mutex::new(BTreeMap::new());
 static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
@@ -510,11 +555,33 @@ fn create(
     let id = |handle: &Option<Arc<crate::fs::Handle>>| handle.as_ref().map_or(abi::file::NONE, |handle| handle.id);
     let directories = (id(&inherited.working_directory), id(&inherited.root_directory));
     // A request from another instance is built inside its message handler, which must not
-    // wait for the file service: such programs come from the initramfs.
+    // wait for the file service: a program not in the initramfs (or any, in a changed root)
+    // is loaded by the new process itself, first thing, where it may wait ([`PendingExec`]).
     let may_ask = parent.core == shared::this_core();
-    let Program { loaded, resolved, name, command_line } =
-        load_program(path, arguments, environment, directories, may_ask)?;
+    let (program, pending) = match load_program(path, arguments, environment, directories, may_ask) {
+        Ok(program) => (program, None),
+        Err(errno::ENOENT) if !may_ask => {
+            let memory = AddressSpace::new().map_err(|_| errno::ENOMEM)?;
+            let text = String::from_utf8_lossy(path).into_owned();
+            let program = Program {
+                loaded: elf::Loaded { memory, entry: 0, stack_pointer: 0 },
+                name: name_of(&text),
+                command_line: crate::fs::proc::command_line(arguments),
+                resolved: text,
+            };
+            let owned = |strings: &[&[u8]]| strings.iter().map(|s| s.to_vec()).collect();
+            (
+                program,
+                Some(PendingExec { path: path.to_vec(), arguments: owned(arguments), environment: owned(environment) }),
+            )
+        }
+        Err(error) => return Err(error),
+    };
+    let Program { loaded, resolved, name, command_line } = program;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
+    if let Some(pending) = pending {
+        PENDING_EXECS.lock().insert(pid, pending);
+    }
     let (process_group, session) = membership.unwrap_or((pid, pid));
     let death_signal = inherited.death_signal;
     let process = Arc::new(Process {
@@ -985,6 +1052,7 @@ fn let_go(process: &Process) -> Vec<Child> {
     };
     drop(directories);
     crate::fs::client::flush_releases();
+    PENDING_EXECS.lock().remove(&process.pid);
     PROCESSES.lock().remove(&process.pid);
     children
 }

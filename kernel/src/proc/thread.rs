@@ -153,8 +153,10 @@ pub fn resolve_user_fault(address: u64, write: bool, execute: bool) -> bool {
 }
 
 /// The scheduler's `thread_start` hook: a new thread's first code before ring 3 (a thread
-/// adopted with its syspage, or one that arrived to serve a visitor).
+/// adopted with its syspage, one that arrived to serve a visitor, or the first of a process
+/// spawned from another instance that loads its program itself).
 pub fn on_thread_start(frame: &mut InterruptFrame) {
     crate::syscall::syspage::serve_adopted();
     super::remote::serve_first(frame);
+    super::run_pending_exec(frame);
 }

@@ -3,7 +3,9 @@
 use super::exec;
 use crate::qemu::Machine;
 use crate::test::runner::Integration;
-use crate::test::serial::{all_tests_passed, nothing_leaked, printed, program_and_kernel_tables, same_leading_words};
+use crate::test::serial::{
+    all_tests_passed, nothing_leaked, printed, printed_in_order, program_and_kernel_tables, same_leading_words,
+};
 
 /// `user/reef`, the kernel's control commands as programs: each prints the text the kernel
 /// formats, as `/proc/reef` serves it; `on` runs a program on a core and exits with its
@@ -129,6 +131,33 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             if calls == 0 {
                 return Err(format!("core 2 made no system call, so echo did not run there: {core_2:?}"));
             }
+            nothing_leaked(serial, 3)
+        }),
+    });
+    list.push(Integration {
+        // Programs that are not in the initramfs, started on other cores: core 1's and core 2's
+        // new processes read them through the file service themselves before their first
+        // instruction; those that cannot say why on their standard error and exit as a shell's
+        // child would.
+        name: "reef-on-programs-from-files-3-cores".into(),
+        machine: machine(
+            3,
+            &exec(
+                "cp /bin/busybox /tmp/echo; on 1 /tmp/echo hi from tmpfs; echo status $?; on 2 /tmp/missing; \
+                 echo status $?; echo text > /tmp/t; chmod +x /tmp/t; on 1 /tmp/t; echo status $?; rm /tmp/echo /tmp/t; \
+                 /bin/ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed_in_order(
+                serial,
+                &[
+                    "hi from tmpfs\nstatus 0",
+                    "/tmp/missing: no such file (execve on core 2: errno 2)\nstatus 127",
+                    "/tmp/t: not a program Reef runs (exec format error) (execve on core 1: errno 8)\nstatus 126",
+                ],
+            )?;
             nothing_leaked(serial, 3)
         }),
     });
