@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the tree is for: Debian's own dynamically linked programs (issue 29).
-pub const PACKAGES: [&str; 7] = ["libc6", "bash", "coreutils", "grep", "sed", "findutils", "python3"];
+pub const PACKAGES: [&str; 8] =
+    ["libc6", "bash", "coreutils", "grep", "sed", "findutils", "python3", "libpython3.11-testsuite"];
 
 /// Where the tree is made.
 pub fn directory() -> PathBuf {

@@ -95,13 +95,16 @@ pub enum FileOp {
     /// (device) → (magic, read-only, pages, free pages, nodes, free nodes) as bytes, of the file system a `stat` named
     /// with that `st_dev` (`statfs`).
     FilesystemSpace = 29,
+    /// (handle, operation: `LOCK_SH` 1, `LOCK_EX` 2, `LOCK_UN` 8, with `LOCK_NB` 4): `flock`
+    /// of the open file's node, held by the open file (its handle) until unlocked or closed.
+    Lock = 30,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 29] = [
+        const ALL: [FileOp; 30] = [
             Open,
             Read,
             Write,
@@ -131,6 +134,7 @@ impl FileOp {
             MakeNode,
             Descriptors,
             FilesystemSpace,
+            Lock,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -539,7 +543,7 @@ mod tests {
 
         #[test]
         fn any_request_round_trips(
-            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=28, words in any::<[u64; 6]>(),
+            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=30, words in any::<[u64; 6]>(),
             first in proptest::collection::vec(any::<u8>(), 0..300),
             second in proptest::collection::vec(any::<u8>(), 0..300),
         ) {

@@ -1027,6 +1027,14 @@ pub fn fchdir(fd: i64) -> SyscallResult {
     Ok(0)
 }
 
+/// `flock(fd, operation)`: the file service keeps the lock with the open file (see
+/// `fs::service::locks`); a wait for a conflicting lock ends with `EINTR` on a signal.
+pub fn flock(fd: i64, operation: u64) -> SyscallResult {
+    let handle = handle_of(fd)?;
+    ask(FileOp::Lock, &[handle.id, operation], &[], &[])?;
+    Ok(0)
+}
+
 /// `getsockname`/`getpeername` of a descriptor: `EBADF` if it is not open, else `ENOTSOCK`
 /// (there are no sockets yet).
 pub fn not_a_socket(fd: i64) -> SyscallResult {

@@ -199,6 +199,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_chdir => files::chdir(a.0[0]),
         nr::__NR_fchdir => files::fchdir(a.fd(0)),
         nr::__NR_chroot => files::chroot(a.0[0]),
+        nr::__NR_flock => files::flock(a.fd(0), a.0[1]),
         nr::__NR_umask => files::umask(a.0[0]),
 
         nr::__NR_brk => memory::brk(a.0[0]),

@@ -257,6 +257,12 @@ pub fn fchdir(directory: BorrowedFd) -> io::Result<()> {
     checked(unsafe { libc::fchdir(directory.as_raw_fd()) }).map(drop)
 }
 
+/// `flock(fd, operation)`.
+pub fn flock(file: BorrowedFd, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: `flock` reads no memory of ours; the descriptor is open (borrowed).
+    checked(unsafe { libc::flock(file.as_raw_fd(), operation) }).map(drop)
+}
+
 /// `access(path, mode)`.
 pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
     let path = c_path(path)?;

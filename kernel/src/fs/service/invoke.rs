@@ -61,6 +61,7 @@ impl Service {
             // The parked request is finished by `submit`, which knows the caller's core.
             Request::Cancel { .. } => Ok(Outcome::Silent),
             Request::FilesystemSpace { device } => self.filesystem_space(*device),
+            Request::Lock { handle, operation } => self.lock(*handle, *operation),
         }
     }
 }

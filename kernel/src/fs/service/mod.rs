@@ -18,6 +18,7 @@
 mod console;
 mod invoke;
 mod io;
+mod locks;
 mod open_files;
 mod pages;
 mod paths;
@@ -102,6 +103,8 @@ struct Service {
     /// FIFO opens waiting for the other end: handle → the other end's open count then.
     fifo_waits: BTreeMap<u64, u64>,
     parked: Vec<Parked>,
+    /// `flock` locks, by node.
+    locks: BTreeMap<NodeId, locks::NodeLocks>,
     terminal: Terminal,
     /// Something parked requests wait for changed.
     changed: bool,
@@ -130,6 +133,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         fifos: BTreeMap::new(),
         fifo_waits: BTreeMap::new(),
         parked: Vec::new(),
+        locks: BTreeMap::new(),
         terminal: Terminal::new(),
         changed: false,
         requests: 0,

@@ -241,6 +241,11 @@ pub enum Request<'a> {
     FilesystemSpace {
         device: u64,
     },
+    /// `flock`'s `operation` on the node the open file `handle` stands for.
+    Lock {
+        handle: u64,
+        operation: u64,
+    },
 }
 
 /// `NONE` as `None`.
@@ -341,11 +346,12 @@ impl<'a> Request<'a> {
                 Self::Descriptors { table }
             }
             FileOp::FilesystemSpace => Self::FilesystemSpace { device: w[0] },
+            FileOp::Lock => Self::Lock { handle: w[0], operation: w[1] },
         })
     }
 
     /// The request with its bytes its own, to be kept while it waits (parked): only an open
-    /// (a FIFO's, for the other end), a read, a write and a poll ever wait.
+    /// (a FIFO's, for the other end), a read, a write, a poll and a lock ever wait.
     pub fn to_parked(&self) -> Option<Request<'static>> {
         let owned = |bytes: &Bytes<'_>| Cow::Owned(bytes.to_vec());
         Some(match self {
@@ -359,6 +365,7 @@ impl<'a> Request<'a> {
                 Request::Write { handle: *handle, offset: *offset, data: owned(data) }
             }
             Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },
+            Self::Lock { handle, operation } => Request::Lock { handle: *handle, operation: *operation },
             _ => return None,
         })
     }

@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-pub const CASES: [Case; 8] = [
+pub const CASES: [Case; 9] = [
     Case { name: "dup", run: dup },
     Case { name: "dup2", run: dup2 },
     Case { name: "dup3", run: dup3 },
@@ -19,7 +19,39 @@ pub const CASES: [Case; 8] = [
     Case { name: "fcntl-dupfd-cloexec", run: fcntl_dupfd_cloexec },
     Case { name: "fork-shared-offset", run: fork_shared_offset },
     Case { name: "exec-cloexec", run: exec_cloexec },
+    Case { name: "flock", run: flock },
 ];
+
+/// `flock` locks belong to open files: a second open of the file conflicts, a `dup` shares
+/// the lock, shared locks coexist, and the last close lets go.
+fn flock(context: &Context) -> Outcome {
+    let path = context.directory()?.join("locked");
+    fs::write(&path, "locked").step("writing locked")?;
+    let first = File::open(&path).step("opening it")?;
+    let second = File::open(&path).step("opening it again")?;
+    sys::flock(first.as_fd(), libc::LOCK_EX).step("LOCK_EX by the first open file")?;
+    expect_error(
+        "LOCK_EX | LOCK_NB by the second",
+        sys::flock(second.as_fd(), libc::LOCK_EX | libc::LOCK_NB),
+        libc::EWOULDBLOCK,
+    )?;
+    let shared_with_first = first.try_clone().step("dup of the first")?;
+    sys::flock(shared_with_first.as_fd(), libc::LOCK_EX | libc::LOCK_NB).step("LOCK_EX again through a dup")?;
+    sys::flock(first.as_fd(), libc::LOCK_SH).step("converting to LOCK_SH")?;
+    sys::flock(second.as_fd(), libc::LOCK_SH | libc::LOCK_NB).step("LOCK_SH by the second beside it")?;
+    expect_error(
+        "LOCK_EX | LOCK_NB by the second while the first shares",
+        sys::flock(second.as_fd(), libc::LOCK_EX | libc::LOCK_NB),
+        libc::EWOULDBLOCK,
+    )?;
+    drop(first);
+    drop(shared_with_first);
+    sys::flock(second.as_fd(), libc::LOCK_EX | libc::LOCK_NB).step("LOCK_EX once the first is closed")?;
+    sys::flock(second.as_fd(), libc::LOCK_UN).step("LOCK_UN")?;
+    expect_error("an unknown operation", sys::flock(second.as_fd(), 64), libc::EINVAL)?;
+    Ok("LOCK_EX, a conflict refused (EWOULDBLOCK), a dup sharing, LOCK_SH beside LOCK_SH, the last close unlocking"
+        .into())
+}
 
 /// The argument `exec-cloexec` re-executes fstest with: `--check-closed <fd> --check-open <fd>`.
 pub const CHECK_CLOSED: &str = "--check-closed";
