@@ -5,7 +5,8 @@
 //! The tree holds [`PACKAGES`] and everything they depend on (`apt-cache depends --recurse`,
 //! without recommends or suggests), as the packages lay it out (`/bin` and `/usr/bin` both
 //! real directories: `dpkg-deb -x` would replace usr-merge links with directories), and
-//! `/etc/ld.so.cache` made by the host's `ldconfig -r`. It is made once and reused while its
+//! `/etc/ld.so.cache` made by the host's `ldconfig -r`, and `/etc/passwd` and `/etc/group` from
+//! `base-passwd`. It is made once and reused while its
 //! list of package versions (`.reef-packages`) is what apt names now.
 
 use crate::tools;
@@ -13,8 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What the tree is for: Debian's own dynamically linked programs (issue 29).
-pub const PACKAGES: [&str; 8] =
-    ["libc6", "bash", "coreutils", "grep", "sed", "findutils", "python3", "libpython3.11-testsuite"];
+/// `libpython3.11-testsuite` is CPython's own regression tests; `base-passwd` the users and
+/// groups every Debian system has (root among them).
+pub const PACKAGES: [&str; 9] =
+    ["libc6", "bash", "coreutils", "grep", "sed", "findutils", "python3", "libpython3.11-testsuite", "base-passwd"];
 
 /// Where the tree is made.
 pub fn directory() -> PathBuf {
@@ -124,6 +127,7 @@ pub fn build() -> Result<PathBuf, String> {
         }
     }
     loader_cache(&root)?;
+    users_and_groups(&root)?;
     std::fs::write(root.join(STAMP), wanted).map_err(|e| format!("writing the stamp: {e}"))?;
     eprintln!("xtask: {} holds {unpacked} packages", root.display());
     Ok(root)
@@ -142,6 +146,16 @@ fn loader_cache(root: &Path) -> Result<(), String> {
     let ldconfig = ["/sbin/ldconfig", "/usr/sbin/ldconfig"].into_iter().find(|path| Path::new(path).exists());
     let ldconfig = ldconfig.ok_or("ldconfig is missing on the host (Debian's libc-bin has it)")?;
     output_of(Command::new(ldconfig).arg("-r").arg(root), "ldconfig -r")?;
+    Ok(())
+}
+
+/// `/etc/passwd` and `/etc/group` from `base-passwd`'s master files, as its installation
+/// (which `dpkg-deb -x` does not run) would make them: `getpwuid(0)` finds root.
+fn users_and_groups(root: &Path) -> Result<(), String> {
+    for (master, file) in [("passwd.master", "etc/passwd"), ("group.master", "etc/group")] {
+        let from = root.join("usr/share/base-passwd").join(master);
+        std::fs::copy(&from, root.join(file)).map_err(|e| format!("copying {}: {e}", from.display()))?;
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@ mod bash_suite;
 mod chaos;
 mod control;
 mod cores;
+mod cpython;
 mod devices;
 mod dynamic;
 mod files;
@@ -37,6 +38,7 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     files::integrations(&mut list, &machine);
     devices::integrations(&mut list, &machine);
     dynamic::integrations(&mut list, &machine);
+    cpython::integrations(&mut list, &machine);
     user_shell::integrations(&mut list, &machine);
     control::integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);
