@@ -60,7 +60,8 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         record("run-command", timed(&host_checks::run_command_checks));
     }
     println!("xtask: QEMU integration runs with {}", accel.name());
-    for test in catalogue::integrations(accel, &initrd) {
+    let (listed, deferred) = catalogue::integrations(accel, &initrd);
+    for test in listed.into_iter().chain(deferred.into_iter().flat_map(|later| later())) {
         if only.as_deref().is_some_and(|o| !test.name.contains(o)) {
             continue;
         }
@@ -115,7 +116,7 @@ fn host_phases() -> Vec<(&'static str, Result<Duration, String>)> {
 /// Nice 19 for the calling thread (Linux keeps a nice value per thread, and a child takes its
 /// creator's): `renice` of its thread id. Without it (no `/proc`, no `renice`) the phases
 /// still run, only competing with the QEMU runs.
-fn lowest_priority_for_this_thread() {
+pub(crate) fn lowest_priority_for_this_thread() {
     let thread = std::fs::read_link("/proc/thread-self").ok();
     let Some(id) = thread.as_ref().and_then(|path| path.file_name()).and_then(|name| name.to_str()) else {
         return;

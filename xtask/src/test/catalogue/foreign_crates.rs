@@ -73,21 +73,29 @@ struct Prepared {
     known: Vec<KnownDifference>,
 }
 
-/// Adds `foreign-crates-<suite>` for each suite. The crates are built and run on the host
-/// only when one of them is selected (`--only`): their first build takes a minute or more.
-pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+/// `foreign-crates-<suite>` for each suite, deferred: the crates are built and run on the
+/// host (a minute or more the first time) in a thread at the lowest priority while the runs
+/// before them go on, and only when one of them is selected (`--only`).
+pub(super) fn integrations(machine: impl Fn(usize, &str) -> Machine + 'static) -> Vec<super::Deferred> {
     let names: Vec<String> = SUITES.iter().map(|suite| format!("foreign-crates-{}", suite.name)).collect();
     if !names.iter().any(|name| super::is_selected(name)) {
-        return;
+        return Vec::new();
     }
-    let prepared = prepare();
-    for (suite, name) in SUITES.iter().zip(names) {
-        let integration = match &prepared {
-            Ok(prepared) => suite_integration(suite, name, prepared, machine),
-            Err(why) => super::unprepared(name, why, machine),
-        };
-        list.push(integration);
-    }
+    let preparation = std::thread::spawn(|| {
+        crate::test::lowest_priority_for_this_thread();
+        prepare()
+    });
+    vec![Box::new(move || {
+        let prepared = preparation.join().unwrap_or_else(|_| Err("the thread preparing the suites panicked".into()));
+        SUITES
+            .iter()
+            .zip(names)
+            .map(|(suite, name)| match &prepared {
+                Ok(prepared) => suite_integration(suite, name, prepared, &machine),
+                Err(why) => super::unprepared(name, why, &machine),
+            })
+            .collect()
+    })]
 }
 
 fn suite_integration(

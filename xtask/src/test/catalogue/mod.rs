@@ -21,18 +21,28 @@ use crate::test::runner::Integration;
 use std::path::Path;
 use std::time::Duration;
 
-/// Every run, in the order the suite runs them.
-pub(crate) fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
-    let mut list = Vec::new();
-    let machine = |cores: usize, args: &str| {
+/// Runs whose inputs are prepared meanwhile (in a thread): listed when the runs before them
+/// are done, and waiting for the preparation then if it is not finished.
+pub(crate) type Deferred = Box<dyn FnOnce() -> Vec<Integration>>;
+
+/// The suite's machine of `cores` cores whose kernel command line is `args`.
+fn machine_of(accel: Accel, initrd: &Path) -> impl Fn(usize, &str) -> Machine + 'static {
+    let initrd = initrd.to_path_buf();
+    move |cores: usize, args: &str| {
         let mut m = Machine::new(cores);
         m.accel = accel;
         m.kernel_args = args.to_string();
         m.timeout = Duration::from_secs(60);
         m.watchdog = Some(qemu::TEST_WATCHDOG);
-        m.initrd = Some(initrd.to_path_buf());
+        m.initrd = Some(initrd.clone());
         m
-    };
+    }
+}
+
+/// Every run, in the order the suite runs them: those listed now, then the deferred ones.
+pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Vec<Deferred>) {
+    let mut list = Vec::new();
+    let machine = machine_of(accel, initrd);
     kernel::integrations(&mut list, &machine, accel);
     processes::integrations(&mut list, &machine);
     files::integrations(&mut list, &machine);
@@ -47,8 +57,8 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> Vec<Integration> {
     unix_semantics::integrations(&mut list, &machine);
     unix_files::integrations(&mut list, &machine);
     bash_suite::integrations(&mut list, &machine);
-    foreign_crates::integrations(&mut list, &machine);
-    list
+    let deferred = foreign_crates::integrations(machine_of(accel, initrd));
+    (list, deferred)
 }
 
 /// Whether a run named `name` is selected by `cargo xtask test`'s `--only`, read from the
