@@ -118,7 +118,19 @@ pub fn read_program(path: &str) -> Result<(&'static [u8], String), Errno> {
 /// through the file service.
 pub enum ProgramImage {
     Mapped(&'static [u8]),
-    Read(Vec<u8>),
+    /// Read through the file service; with the file's version when its pages may be shared
+    /// (`mapped`): the program's read-only pages then come from the file page cache.
+    Read(Vec<u8>, Option<mapped::FileVersion>),
+}
+
+impl ProgramImage {
+    /// The file's version, for a program whose read-only pages may be shared.
+    pub fn version(&self) -> Option<mapped::FileVersion> {
+        match self {
+            Self::Mapped(_) => None,
+            Self::Read(_, version) => *version,
+        }
+    }
 }
 
 impl core::ops::Deref for ProgramImage {
@@ -127,7 +139,7 @@ impl core::ops::Deref for ProgramImage {
     fn deref(&self) -> &[u8] {
         match self {
             Self::Mapped(bytes) => bytes,
-            Self::Read(bytes) => bytes,
+            Self::Read(bytes, _) => bytes,
         }
     }
 }
@@ -201,7 +213,13 @@ pub fn find_program(
         joined.push_str(path.trim_start_matches("./"));
         joined
     };
-    Ok((ProgramImage::Read(image), resolved))
+    let version = vfs::pages_may_be_shared(metadata.device).then_some(mapped::FileVersion {
+        device: metadata.device,
+        inode: metadata.inode,
+        size: metadata.size,
+        modified_ns: metadata.modified_ns,
+    });
+    Ok((ProgramImage::Read(image, version), resolved))
 }
 
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.

@@ -119,9 +119,13 @@ struct Placed {
     highest: u64,
 }
 
+/// An image to load, and the version of the file it was read from when its pages may be
+/// shared (see `fs::mapped`).
+pub type Image<'a> = (&'a [u8], Option<crate::fs::mapped::FileVersion>);
+
 /// Maps the `PT_LOAD` segments of `image` into `memory`: at their addresses for `ET_EXEC`,
 /// at `base` (or, if `base` is `None`, wherever `mmap` would put them) for `ET_DYN`.
-fn place(memory: &mut AddressSpace, image: &[u8], base: Option<u64>) -> Result<Placed, LoadError> {
+fn place(memory: &mut AddressSpace, (image, version): Image<'_>, base: Option<u64>) -> Result<Placed, LoadError> {
     let (header, program_headers) = parse(image)?;
     let loads = || program_headers.iter().filter(|s| s.p_type == PT_LOAD && s.p_memsz > 0);
     let base = match header.e_type {
@@ -156,9 +160,17 @@ fn place(memory: &mut AddressSpace, image: &[u8], base: Option<u64>) -> Result<P
                 }
                 let protection =
                     Protection { read: segment.is_read(), write: segment.is_write(), execute: segment.is_executable() };
-                memory.map_now(start, end, protection, AreaKind::Program)?;
                 let bytes = &image[segment.p_offset as usize..(segment.p_offset + segment.p_filesz) as usize];
-                memory.write(start, bytes)?;
+                let shared = match version {
+                    Some(version) if !protection.write => {
+                        place_shared(memory, (start, end), (segment.p_offset, bytes), protection, version)?
+                    }
+                    _ => false,
+                };
+                if !shared {
+                    memory.map_now(start, end, protection, AreaKind::Program)?;
+                    memory.write(start, bytes)?;
+                }
                 if program_headers_address.is_none()
                     && segment.p_offset <= header.e_phoff
                     && header.e_phoff < segment.p_offset + segment.p_filesz
@@ -187,13 +199,57 @@ fn place(memory: &mut AddressSpace, image: &[u8], base: Option<u64>) -> Result<P
     })
 }
 
+/// Places a read-only segment `[start, end)`, whose file bytes `bytes` begin at `offset` in
+/// the file `version`, with its whole pages of file bytes from the file page cache (shared by
+/// every process of this instance that runs the program) and its other pages private. Returns
+/// false, having placed nothing, when it cannot: the segment shares a page with another one,
+/// or its address and offset do not agree within a page.
+fn place_shared(
+    memory: &mut AddressSpace,
+    (start, end): (u64, u64),
+    (offset, bytes): (u64, &[u8]),
+    protection: Protection,
+    version: crate::fs::mapped::FileVersion,
+) -> Result<bool, LoadError> {
+    let (first, last) = (start & !(PAGE_SIZE - 1), end.next_multiple_of(PAGE_SIZE));
+    if start % PAGE_SIZE != offset % PAGE_SIZE || memory.areas().iter().any(|a| a.start < last && first < a.end) {
+        return Ok(false);
+    }
+    memory.reserve(first, last, protection, AreaKind::Program)?;
+    let file_end = start + bytes.len() as u64;
+    let mut page = first;
+    while page < last {
+        if page >= start && page + PAGE_SIZE <= file_end {
+            let at = (page - start) as usize;
+            let index = (offset + (page - start)) / PAGE_SIZE;
+            let frame = match crate::fs::mapped::cached(version, index) {
+                Some(frame) => frame,
+                None => crate::fs::mapped::insert(version, index, &bytes[at..at + PAGE_SIZE as usize])
+                    .map_err(|_| LoadError::OutOfMemory)?,
+            };
+            let mapped = memory.map_shared(page, frame, protection);
+            crate::fs::mapped::release(frame);
+            mapped?;
+        } else {
+            // A page the file fills in part (or not at: the segment's zeroed tail): its own.
+            memory.map_now(page, page + PAGE_SIZE, protection, AreaKind::Program)?;
+            let (from, to) = (page.max(start), (page + PAGE_SIZE).min(file_end));
+            if from < to {
+                memory.write(from, &bytes[(from - start) as usize..(to - start) as usize])?;
+            }
+        }
+        page += PAGE_SIZE;
+    }
+    Ok(true)
+}
+
 /// Loads `image` and builds its initial stack with `arguments` and `environment`. A
 /// dynamically linked program comes with its `interpreter`'s image (see [`interpreter_of`]):
 /// the interpreter is placed too and runs first, told of the program by the auxiliary vector
 /// (`AT_BASE`, `AT_PHDR`, `AT_ENTRY`), as Linux's `binfmt_elf` does.
 pub fn load(
-    image: &[u8],
-    interpreter: Option<&[u8]>,
+    image: Image<'_>,
+    interpreter: Option<Image<'_>>,
     path: &str,
     arguments: &[&[u8]],
     environment: &[&[u8]],
@@ -208,7 +264,7 @@ pub fn load(
     let (entry, interpreter_base) = match interpreter {
         None => (program.entry, 0),
         Some(interpreter) => {
-            if interpreter_of(interpreter).is_some() {
+            if interpreter_of(interpreter.0).is_some() {
                 return Err(LoadError::NotExecutable("the interpreter is itself dynamically linked"));
             }
             let placed = place(&mut memory, interpreter, None)?;

@@ -500,8 +500,10 @@ fn load_program(
                     Some(crate::fs::find_program(interpreter_path, (working_directory, root_directory), may_ask)?.0)
                 }
             };
-            let loaded = elf::load(&image, interpreter_image.as_deref(), text, &argument_slices, environment).map_err(
-                |error| match error {
+            let program = (&image[..], image.version());
+            let interpreter = interpreter_image.as_ref().map(|image| (&image[..], image.version()));
+            let loaded =
+                elf::load(program, interpreter, text, &argument_slices, environment).map_err(|error| match error {
                     elf::LoadError::NotExecutable(why) => {
                         // A text file without `#!` is not a program: its caller's shell runs it
                         // (ENOEXEC), so debug.
@@ -510,8 +512,7 @@ fn load_program(
                     }
                     elf::LoadError::OutOfMemory => errno::ENOMEM,
                     elf::LoadError::TooBig => errno::E2BIG,
-                },
-            )?;
+                })?;
             let name = script_name.unwrap_or_else(|| {
                 argument_slices
                     .first()

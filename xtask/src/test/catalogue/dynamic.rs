@@ -299,9 +299,10 @@ fn shared_pages(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Ma
             if ten.1 == 0 || ten.2 < 10 * ten.1 {
                 return Err(format!("ten processes should map each shared page about ten times: {ten:?}"));
             }
-            // Each process has its own program (bash is copied by `execve`), stack, heap and
-            // written pages; libc and the other libraries are not: well under ten times one.
-            if used_ten * 10 > used_one * 80 {
+            // Each process has its own stack, heap, page tables and written pages; bash's and
+            // sleep's read-only segments, libc and the other libraries are shared: ten hold
+            // far less than ten times one (2.25 times when measured).
+            if used_ten * 10 > used_one * 50 {
                 return Err(format!(
                     "ten processes hold {used_ten} frames, one holds {used_one}: libraries are not shared"
                 ));
