@@ -190,7 +190,10 @@ mod tests {
         assert_eq!(
             parsed("run x -- /bin/echo --repeat 9"),
             Ok(Request::Run(Options {
-                work: Work::Run { name: "x".into(), command: ["/bin/echo", "--repeat", "9"].map(String::from).to_vec() },
+                work: Work::Run {
+                    name: "x".into(),
+                    command: ["/bin/echo", "--repeat", "9"].map(String::from).to_vec()
+                },
                 repeat: 3,
                 pin: None,
             }))
