@@ -123,9 +123,9 @@ fn deb_version(deb: &Path) -> Result<String, String> {
     Ok(run_tool(Command::new("dpkg-deb").arg("-f").arg(deb).arg("Version"))?.trim().to_string())
 }
 
-/// Unpacks only `./boot/vmlinuz-*` of a kernel .deb: `dpkg-deb -x` would also write its
-/// ~400 MB of modules, which an initramfs boot without modules never reads.
-fn unpack_kernel_image(deb: &Path, directory: &Path) -> Result<(), String> {
+/// Runs `dpkg-deb --fsys-tarfile deb | tar -x -C directory --wildcards patterns...`: only the
+/// members `patterns` match are written; whether both tools succeeded.
+fn extract_members(deb: &Path, directory: &Path, patterns: &[&str]) -> Result<bool, String> {
     let mut dpkg = Command::new("dpkg-deb")
         .arg("--fsys-tarfile")
         .arg(deb)
@@ -137,16 +137,163 @@ fn unpack_kernel_image(deb: &Path, directory: &Path) -> Result<(), String> {
         .arg("-x")
         .arg("-C")
         .arg(directory)
-        .args(["--wildcards", "./boot/vmlinuz-*"])
+        .arg("--wildcards")
+        .args(patterns)
         .stdin(archive)
+        .stderr(Stdio::null())
         .status()
         .map_err(|e| format!("cannot start tar: {e}"))?;
     let dpkg = dpkg.wait().map_err(|e| e.to_string())?;
-    if dpkg.success() && tar.success() {
-        Ok(())
-    } else {
-        Err(format!("unpacking {}: dpkg-deb {dpkg}, tar {tar}", deb.display()))
+    Ok(dpkg.success() && tar.success())
+}
+
+/// The directories of a kernel package whose modules a 9P share needs (virtio-mmio, 9P over
+/// virtio, the 9P file system and the netfs and fscache libraries it uses), and the list of
+/// every module (`modules.order`), which says where each module lives.
+const NINE_P_MODULE_MEMBERS: [&str; 6] = [
+    "./lib/modules/*/modules.order",
+    "./lib/modules/*/kernel/drivers/virtio/*",
+    "./lib/modules/*/kernel/net/9p/*",
+    "./lib/modules/*/kernel/fs/9p/*",
+    "./lib/modules/*/kernel/fs/netfs/*",
+    "./lib/modules/*/kernel/fs/fscache/*",
+];
+
+/// Unpacks `./boot/vmlinuz-*` of a kernel .deb, and the modules a 9P share needs (a few MB,
+/// [`NINE_P_MODULE_MEMBERS`]): `dpkg-deb -x` would also write its ~400 MB of other modules,
+/// which no guest boot reads. A kernel whose modules live elsewhere (a pattern matches
+/// nothing) still unpacks its image; [`nine_p_modules`] then says what is missing.
+fn unpack_kernel_image(deb: &Path, directory: &Path) -> Result<(), String> {
+    if !extract_members(deb, directory, &["./boot/vmlinuz-*"])? {
+        return Err(format!("unpacking ./boot/vmlinuz-* of {}: dpkg-deb or tar failed", deb.display()));
     }
+    unpack_nine_p_modules(deb, directory);
+    Ok(())
+}
+
+/// The second pass of [`unpack_kernel_image`]: the 9P modules, best effort (said, not fatal).
+fn unpack_nine_p_modules(deb: &Path, directory: &Path) {
+    if !extract_members(deb, directory, &NINE_P_MODULE_MEMBERS).unwrap_or(false) {
+        eprintln!("xtask: note: {} lacks some of {}", deb.display(), NINE_P_MODULE_MEMBERS.join(" "));
+    }
+}
+
+/// One kernel module to load: its name and the `.ko` file in the cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    pub name: String,
+    pub file: PathBuf,
+}
+
+/// The modules Linux needs to mount a virtio-9p share on microvm (Debian builds them all as
+/// modules): the virtio-mmio transport, 9P over virtio and the 9P file system. Their
+/// dependencies come from each module's `depends=`.
+pub const NINE_P_MODULES: [&str; 3] = ["virtio_mmio", "9pnet_virtio", "9p"];
+
+/// The `depends=` of a module's `.modinfo` section: the modules it needs loaded first. The
+/// section is NUL-separated `key=value` strings, so the field is found among the file's bytes.
+fn module_dependencies(ko: &[u8]) -> Vec<String> {
+    ko.split(|&byte| byte == 0)
+        .find_map(|field| field.strip_prefix(b"depends="))
+        .map(|list| {
+            String::from_utf8_lossy(list).split(',').filter(|name| !name.is_empty()).map(str::to_string).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The module name of a `modules.order` line (`kernel/fs/9p/9p.ko`): its file name without the
+/// extension, `-` read as `_` as the kernel does.
+fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
+/// `wanted` and everything they depend on, each after its dependencies (a depth-first
+/// post-order, as `modprobe` loads them), from `depends_of` (a module's `depends=`); an
+/// unknown module or a dependency loop is an error naming it.
+fn load_order(
+    wanted: &[&str],
+    depends_of: &dyn Fn(&str) -> Result<Vec<String>, String>,
+) -> Result<Vec<String>, String> {
+    fn visit(
+        name: &str,
+        depends_of: &dyn Fn(&str) -> Result<Vec<String>, String>,
+        visiting: &mut Vec<String>,
+        order: &mut Vec<String>,
+    ) -> Result<(), String> {
+        if order.iter().any(|done| done == name) {
+            return Ok(());
+        }
+        if visiting.iter().any(|open| open == name) {
+            return Err(format!("the modules depend on each other in a loop: {} -> {name}", visiting.join(" -> ")));
+        }
+        visiting.push(name.to_string());
+        for dependency in depends_of(name)? {
+            visit(&dependency, depends_of, visiting, order)?;
+        }
+        visiting.pop();
+        order.push(name.to_string());
+        Ok(())
+    }
+    let mut order = Vec::new();
+    for name in wanted {
+        visit(name, depends_of, &mut Vec::new(), &mut order)?;
+    }
+    Ok(order)
+}
+
+/// The modules of `kernel` (as [`fetch_kernel`] returned it) that mount a 9P share, in the
+/// order to load them. A cache unpacked before modules were kept gets them now: the package
+/// is downloaded again and only its modules unpacked.
+pub fn nine_p_modules(cache: &Path, kernel: &Unpacked) -> Result<Vec<Module>, String> {
+    let package_directory = unpack_directory(cache, &kernel.package);
+    let modules_root = || -> Option<PathBuf> {
+        let mut roots: Vec<PathBuf> = std::fs::read_dir(package_directory.join("lib/modules"))
+            .ok()?
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.join("modules.order").is_file())
+            .collect();
+        roots.sort();
+        roots.pop()
+    };
+    let root = match modules_root() {
+        Some(root) => root,
+        None => {
+            eprintln!("xtask: the cached {} has no modules: fetching it again for them", kernel.package);
+            let deb = download(cache, &kernel.package)?;
+            unpack_nine_p_modules(&deb, &package_directory);
+            let _ = std::fs::remove_file(&deb);
+            modules_root().ok_or_else(|| {
+                format!("{} holds no lib/modules/*/modules.order: its modules cannot be found", kernel.package)
+            })?
+        }
+    };
+    let order_file = root.join("modules.order");
+    let listed = std::fs::read_to_string(&order_file).map_err(|e| format!("reading {}: {e}", order_file.display()))?;
+    let path_of = |name: &str| -> Result<PathBuf, String> {
+        let line = listed
+            .lines()
+            .find(|line| module_name(line.trim()) == name)
+            .ok_or_else(|| format!("{} lists no module `{name}` (built in, or not built?)", order_file.display()))?;
+        let file = root.join(line.trim());
+        if file.is_file() {
+            Ok(file)
+        } else {
+            Err(format!(
+                "{} is not in the cache (its directory is not among those unpacked: {})",
+                file.display(),
+                NINE_P_MODULE_MEMBERS.join(" ")
+            ))
+        }
+    };
+    let depends_of = |name: &str| -> Result<Vec<String>, String> {
+        Ok(module_dependencies(&std::fs::read(path_of(name)?).map_err(|e| e.to_string())?))
+    };
+    load_order(&NINE_P_MODULES, &depends_of)?
+        .into_iter()
+        .map(|name| Ok(Module { file: path_of(&name)?, name }))
+        .collect()
 }
 
 /// Downloads `package` and unpacks it with `unpack` into its cache directory, writing the
@@ -243,5 +390,40 @@ mod tests {
             Some("linux-image-6.12-amd64")
         );
         assert_eq!(kernel_dependency("E: No packages found\n"), None);
+    }
+
+    #[test]
+    fn module_dependencies_from_modinfo() {
+        let ko = b"\x7fELF...\0license=GPL\0depends=9pnet,fscache,netfs\0retpoline=Y\0name=9p\0";
+        assert_eq!(module_dependencies(ko), ["9pnet", "fscache", "netfs"]);
+        assert!(module_dependencies(b"\0depends=\0name=netfs\0").is_empty());
+        assert!(module_dependencies(b"no modinfo").is_empty());
+        assert_eq!(module_name("kernel/net/9p/9pnet_virtio.ko"), "9pnet_virtio");
+        assert_eq!(module_name("kernel/drivers/virtio/virtio-mmio.ko.xz"), "virtio_mmio");
+    }
+
+    #[test]
+    fn modules_load_after_their_dependencies() {
+        // Debian 6.1's depends= fields.
+        let table = |name: &str| -> Result<Vec<String>, String> {
+            let list: &[&str] = match name {
+                "virtio_ring" | "9pnet" | "netfs" => &[],
+                "virtio" => &["virtio_ring"],
+                "virtio_mmio" => &["virtio", "virtio_ring"],
+                "9pnet_virtio" => &["virtio", "9pnet", "virtio_ring"],
+                "fscache" => &["netfs"],
+                "9p" => &["9pnet", "fscache", "netfs"],
+                "loop_a" => &["loop_b"],
+                "loop_b" => &["loop_a"],
+                other => return Err(format!("no module `{other}`")),
+            };
+            Ok(list.iter().map(|name| name.to_string()).collect())
+        };
+        assert_eq!(
+            load_order(&NINE_P_MODULES, &table).unwrap(),
+            ["virtio_ring", "virtio", "virtio_mmio", "9pnet", "9pnet_virtio", "netfs", "fscache", "9p"]
+        );
+        assert!(load_order(&["loop_a"], &table).unwrap_err().contains("loop"));
+        assert_eq!(load_order(&["nothere"], &table).unwrap_err(), "no module `nothere`");
     }
 }

@@ -76,6 +76,16 @@ cargo xtask <command>
         3), and boot to the shell banner; with --vs-linux the same binary in the Linux guest
         after each run, and the ratios inside each run; figures the kernel cannot run yet are
         reported as not measured, with why; writes results/fs-bench.json and fs-bench*.png
+  bench host-files [--runs N] [--repeat K] [--accel kvm|tcg] [--no-linux]
+        Debian's programs and files on the host share (issue 29; user/fsbench run, fork to
+        reap, 1 cold then K warm samples, default 5): python3 -c pass, bash -c true and ls -l
+        /usr/bin under chroot /debian, busybox dd bs=64k of a 64 MiB file of the share
+        (target/debian-root/srv/reef-bench/big64, written once) on Reef core 0 (the file
+        service's) and core 1 (forwarded to it) of 2, busybox find -type f and ls -lR of the
+        tree; then the same binaries in the Linux guest with the same -fsdev share, mounted by
+        Debian's 9P modules (msize 128 KiB), after each of N runs (default 3); prints cold and
+        warm medians, the ratios inside each run and the goals; writes
+        results/host-files.json, host-files.png and host-files-ratios.png
   bench syscall [--runs N] [--accel kvm|tcg] [--no-linux] [--quick]
         system calls (user/syscallbench): N blocking getppid, 100000 calls in batches of 1-64
         and 50 threads x 500 calls, by trap on the TC (core 0), by trap from an AC (core 1,

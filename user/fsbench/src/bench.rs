@@ -94,6 +94,25 @@ pub fn ls(files: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
     Ok(samples)
 }
 
+/// `1 + warm` runs of `command` (a path, then its arguments), each from `fork` to the reap,
+/// with stdout and stderr sent to `null`: the first is the cold sample (the program's files
+/// not yet read since boot, if nothing before read them), the others the warm ones. Stops at
+/// the first run that fails, naming it.
+pub fn run(command: &[String], warm: usize, null: &File) -> Result<Vec<u64>, String> {
+    let (program, arguments) = command.split_first().ok_or("run: no program")?;
+    let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
+    let child = Command::new(program, &arguments, &ENVIRONMENT)
+        .map_err(|error| format!("{program}: {error}"))?
+        .redirect(null, 1)
+        .redirect(null, 2);
+    let what = command.join(" ");
+    let mut samples = Vec::with_capacity(1 + warm);
+    for sample in 0..=warm {
+        samples.push(time_child(&child, &what).map_err(|error| format!("sample {sample}: {error}"))?);
+    }
+    Ok(samples)
+}
+
 /// How the pipe benchmark starts its reader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reader {
@@ -208,6 +227,20 @@ mod tests {
         assert_eq!(DD_FILE, "/tmp/fsbench.dd");
         assert_eq!((64u64 << 20) / DD_BLOCK, 64 * 2048, "count = MiB * 2048 blocks of 512 bytes");
         assert_eq!(ls_directory(100), "/tmp/fsbench.ls.100");
+    }
+
+    /// `/bin/sh` and `/bin/false` are on every host fsbench's tests run on.
+    #[test]
+    fn run_takes_a_cold_and_warm_samples() {
+        let null = open_null().unwrap();
+        let command = ["/bin/sh", "-c", "echo out; echo err >&2"].map(String::from);
+        let samples = run(&command, 3, &null).unwrap();
+        assert_eq!(samples.len(), 4, "the cold sample, then 3 warm ones");
+        assert!(samples.iter().all(|&ns| ns > 0));
+        let failing = run(&["/bin/false".to_string()], 2, &null).unwrap_err();
+        assert!(failing.starts_with("sample 0: /bin/false ended with"), "{failing}");
+        let missing = run(&["/nonexistent/program".to_string()], 1, &null).unwrap_err();
+        assert!(missing.contains("status 127"), "{missing}");
     }
 
     /// The host has no `/bin/busybox`, so only what needs none runs here; a missing busybox is

@@ -1,4 +1,4 @@
-//! fsbench: file benchmarks (busybox dd and ls -l in /tmp, pipe throughput), Reef and Linux.
+//! fsbench: file benchmarks (busybox dd, ls -l, pipes, any program run), Reef and Linux.
 #![doc = include_str!("../README.md")]
 
 mod bench;
@@ -109,6 +109,24 @@ fn run(options: &Options, place: Place) -> bool {
             let throughput = |ns: u64| format!(" mb_per_s={:.1}", (mib << 20) as f64 * 1e3 / ns.max(1) as f64);
             report(figure, result, &throughput);
         }
+        Work::Run { name, command } => {
+            // Each sample carries its number: sample 0, the cold one, is a figure of its own.
+            let figure = format!("run name={name} core={core}");
+            match null().and_then(|null| bench::run(command, options.repeat, &null)) {
+                Ok(samples) => {
+                    for (sample, ns) in samples.iter().enumerate() {
+                        println!("FSBENCH run name={name} sample={sample} core={core} ns={ns}");
+                    }
+                    if let Some(line) = run_summary_line(&figure, &samples) {
+                        println!("{line}");
+                    }
+                }
+                Err(message) => {
+                    println!("FSBENCH-ERROR {figure}: {}", message.replace('\n', " "));
+                    succeeded = false;
+                }
+            }
+        }
     }
     succeeded
 }
@@ -128,6 +146,13 @@ fn summary_line(figure: &str, samples: &mut [u64]) -> Option<String> {
         "FSBENCH-SUMMARY {figure} n={} median_ns={:.0} p5_ns={} p95_ns={} min_ns={} max_ns={}",
         summary.count, summary.median, summary.p5, summary.p95, summary.min, summary.max
     ))
+}
+
+/// The `FSBENCH-SUMMARY` line of a `run`: its cold sample (the first) and the summary of the
+/// warm ones (the rest); `None` without a warm sample.
+fn run_summary_line(figure: &str, samples: &[u64]) -> Option<String> {
+    let (cold, warm) = samples.split_first()?;
+    summary_line(&format!("{figure} cold_ns={cold} warm"), &mut warm.to_vec())
 }
 
 #[cfg(test)]
@@ -154,5 +179,15 @@ mod tests {
             "FSBENCH-SUMMARY dd mib=1 core=0 n=4 median_ns=25 p5_ns=10 p95_ns=40 min_ns=10 max_ns=40"
         );
         assert!(summary_line("x", &mut []).is_none());
+    }
+
+    #[test]
+    fn the_run_summary_keeps_the_cold_sample_apart() {
+        assert_eq!(
+            run_summary_line("run name=bash core=1", &[900, 30, 10, 20]).unwrap(),
+            "FSBENCH-SUMMARY run name=bash core=1 cold_ns=900 warm n=3 median_ns=20 p5_ns=10 p95_ns=30 min_ns=10 \
+             max_ns=30"
+        );
+        assert!(run_summary_line("run name=x core=0", &[5]).is_none(), "no warm sample");
     }
 }

@@ -12,6 +12,7 @@ mod cores;
 mod figure_lines;
 mod fs;
 mod ftq;
+mod host_files;
 mod msg;
 mod peer;
 mod pingpong;
@@ -27,13 +28,14 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("msg") => msg::run(&arguments[1..]),
         Some("proc") => proc::run(&arguments[1..]),
         Some("fs") => fs::run(&arguments[1..]),
+        Some("host-files") => host_files::run(&arguments[1..]),
         Some("syscall") => syscall::run(&arguments[1..]),
         Some("ftq") => ftq::bench(&arguments[1..]),
         Some("cores") => cores::bench(&arguments[1..]),
         Some("pingpong") => pingpong::run(&arguments[1..]),
-        Some(other) => {
-            Err(format!("unknown benchmark `{other}`: known are boot, msg, proc, fs, syscall, ftq, cores, pingpong"))
-        }
+        Some(other) => Err(format!(
+            "unknown benchmark `{other}`: known are boot, msg, proc, fs, host-files, syscall, ftq, cores, pingpong"
+        )),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }
 }

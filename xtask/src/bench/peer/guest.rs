@@ -126,10 +126,11 @@ pub(super) fn build_linux_bench() -> Result<PathBuf, String> {
     Ok(binary)
 }
 
-/// Busybox applets the init script and a person at the console use.
-pub(super) const BUSYBOX_APPLETS: [&str; 14] = [
+/// Busybox applets the init script and a person at the console use (`insmod` for the modules
+/// a run brings, [`run_program_with`]).
+pub(super) const BUSYBOX_APPLETS: [&str; 16] = [
     "sh", "mount", "umount", "poweroff", "reboot", "uname", "cat", "echo", "ls", "dmesg", "grep", "sleep", "nproc",
-    "mkdir",
+    "mkdir", "insmod", "chroot",
 ];
 
 /// The machine type (`-M` value) of a QEMU command.
@@ -305,6 +306,9 @@ fn program_init_script(command: &str) -> String {
     )
 }
 
+/// The directories of the guest's initramfs.
+const DIRECTORIES: [&str; 10] = ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root"];
+
 /// What [`run_program`] saw: the serial log, the guest kernel's version, the machine type,
 /// and how long the guest took from QEMU's start to `/init`'s first line.
 pub struct ProgramRun {
@@ -333,12 +337,26 @@ pub fn run_program(
 /// command line is the Linux guest's own, with the host's TSC rate, then `machine.kernel_args`). `/init` mounts `/proc`, `/sys`, devtmpfs on `/dev`
 /// (so `/dev/null` and `/dev/zero` exist) and a tmpfs on `/tmp`.
 pub fn run_program_on(machine: &Machine, files: &[(String, Vec<u8>)], command: &str) -> Result<ProgramRun, String> {
+    run_program_with(machine, files, &[], command)
+}
+
+/// [`run_program_on`] with `extra` files in the initramfs besides `/bin/<name>`: each at its
+/// path (no leading `/`; its parent directories are made, 0755), with its permissions, e.g.
+/// kernel modules for `command` to `insmod`. `machine.shares` are given to the guest as to
+/// Reef (`-fsdev local` and a virtio-9p device each, mount tag `shareN`); mounting them is
+/// `command`'s business.
+pub fn run_program_with(
+    machine: &Machine,
+    files: &[(String, Vec<u8>)],
+    extra: &[tools::ExtraFile],
+    command: &str,
+) -> Result<ProgramRun, String> {
     tools::ensure_qemu()?;
     let cache = debian::cache()?;
     let kernel = debian::fetch_kernel(&cache)?;
     let busybox = debian::fetch_busybox(&cache)?;
     let mut archive = initramfs::Writer::new();
-    for directory in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root"] {
+    for directory in DIRECTORIES {
         archive.directory(directory, 0o755);
     }
     archive.character_device("dev/console", 0o600, 5, 1);
@@ -349,6 +367,17 @@ pub fn run_program_on(machine: &Machine, files: &[(String, Vec<u8>)], command: &
     }
     for (name, bytes) in files {
         archive.file(&format!("bin/{name}"), 0o755, bytes);
+    }
+    let mut directories: std::collections::BTreeSet<String> = DIRECTORIES.into_iter().map(str::to_string).collect();
+    for (path, mode, bytes) in extra {
+        let components: Vec<&str> = path.split('/').collect();
+        for end in 1..components.len() {
+            let parent = components[..end].join("/");
+            if directories.insert(parent.clone()) {
+                archive.directory(&parent, 0o755);
+            }
+        }
+        archive.file(path, *mode, bytes);
     }
     archive.file("init", 0o755, program_init_script(command).as_bytes());
     let initramfs = cache.join("program-initramfs.cpio");
