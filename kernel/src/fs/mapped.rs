@@ -30,6 +30,19 @@ pub struct FileVersion {
     pub modified_ns: u64,
 }
 
+impl FileVersion {
+    /// The version of the file `metadata` describes, if its pages may be shared: only files
+    /// whose bytes change only by writes (`vfs::pages_may_be_shared`).
+    pub fn of(metadata: &abi::file::Metadata) -> Option<Self> {
+        vfs::pages_may_be_shared(metadata.device).then_some(Self {
+            device: metadata.device,
+            inode: metadata.inode,
+            size: metadata.size,
+            modified_ns: metadata.modified_ns,
+        })
+    }
+}
+
 /// One cached page: what it holds, and how many address spaces map it (plus one while the
 /// `mmap` that read it still holds it).
 struct Page {

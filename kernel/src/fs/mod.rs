@@ -213,13 +213,7 @@ pub fn find_program(
         joined.push_str(path.trim_start_matches("./"));
         joined
     };
-    let version = vfs::pages_may_be_shared(metadata.device).then_some(mapped::FileVersion {
-        device: metadata.device,
-        inode: metadata.inode,
-        size: metadata.size,
-        modified_ns: metadata.modified_ns,
-    });
-    Ok((ProgramImage::Read(image, version), resolved))
+    Ok((ProgramImage::Read(image, mapped::FileVersion::of(&metadata)), resolved))
 }
 
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.

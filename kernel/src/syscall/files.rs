@@ -1063,12 +1063,7 @@ pub fn mapping_version(fd: i64) -> Result<Option<fs::mapped::FileVersion>, Errno
         return Ok(None);
     }
     let metadata = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?;
-    Ok(vfs::pages_may_be_shared(metadata.device).then_some(fs::mapped::FileVersion {
-        device: metadata.device,
-        inode: metadata.inode,
-        size: metadata.size,
-        modified_ns: metadata.modified_ns,
-    }))
+    Ok(fs::mapped::FileVersion::of(&metadata))
 }
 
 pub fn read_for_mapping(fd: i64, offset: u64, length: u64, out: &mut MappingSink<'_>) -> Result<(), Errno> {

@@ -490,11 +490,17 @@ impl AddressSpace {
         paging::flush_page(page);
         self.generation = next_generation();
         self.frames += 1;
-        match self.deferred_frees.as_mut() {
-            Some(deferred) => deferred.push(shared | SHARED_MARK),
-            None => release_shared(shared),
-        }
+        self.unmapped_shared(shared);
         Ok(())
+    }
+
+    /// A shared frame this address space no longer maps: released to its owner now, or later
+    /// if frees are deferred (an application core may still read it).
+    fn unmapped_shared(&mut self, frame: u64) {
+        match self.deferred_frees.as_mut() {
+            Some(deferred) => deferred.push(frame | SHARED_MARK),
+            None => release_shared(frame),
+        }
     }
 
     /// Gives every shared page a private copy: before the pages are handed to another
@@ -738,10 +744,7 @@ impl AddressSpace {
                     self.generation = next_generation();
                     let frame = value & flags::ADDRESS_MASK;
                     if value & SHARED != 0 {
-                        match self.deferred_frees.as_mut() {
-                            Some(deferred) => deferred.push(frame | SHARED_MARK),
-                            None => release_shared(frame),
-                        }
+                        self.unmapped_shared(frame);
                     } else if let Some(deferred) = self.deferred_frees.as_mut() {
                         deferred.push(frame);
                         self.frames -= 1;

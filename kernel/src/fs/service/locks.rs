@@ -73,8 +73,9 @@ impl Service {
         Ok(Outcome::Done(Reply::value(0, 0)))
     }
 
-    /// Lets go of `handle`'s lock on `node`, if it holds one; waiting locks may go on.
-    fn unlock(&mut self, node: vfs::NodeId, handle: u64) {
+    /// Lets go of `handle`'s lock on `node`, if it holds one (`LOCK_UN`, or the last close of
+    /// `handle`); waiting locks may go on.
+    pub(super) fn unlock(&mut self, node: vfs::NodeId, handle: u64) {
         if let Some(locks) = self.locks.get_mut(&node) {
             locks.drop_holder(handle);
             if locks.is_empty() {
@@ -82,10 +83,5 @@ impl Service {
             }
             self.changed = true;
         }
-    }
-
-    /// The last close of `handle`: its lock on `node` goes.
-    pub(super) fn unlock_closed(&mut self, node: vfs::NodeId, handle: u64) {
-        self.unlock(node, handle);
     }
 }

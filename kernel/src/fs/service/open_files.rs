@@ -323,7 +323,7 @@ impl Service {
             | Object::Directory { node, .. }
             | Object::Proc { node, .. }
             | Object::Sys { node, .. } => {
-                self.unlock_closed(node, handle);
+                self.unlock(node, handle);
                 let _ = self.vfs.close_node(node);
             }
             Object::Device { .. } => {}
