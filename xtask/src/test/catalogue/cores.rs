@@ -194,7 +194,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // the KCB keeps them, in place, for the next kernel (same pid, one output, the threads'
     // lock count whole). Then a restart with rt (an AC image) hands a process to another TC.
     // (Core 0, the file service's, takes part: see role-hands-processes-over.)
-    let script = "spawn 3 /bin/ftq 150000 20 > /tmp/ftq.txt & spawn 3 /bin/proctest --threads-for 2500 & \
+    // (Both run about two seconds longer than the two restarts take under a loaded host: a
+    // process that ended before the second one would not be kept through it.)
+    let script = "spawn 3 /bin/ftq 250000 20 > /tmp/ftq.txt & spawn 3 /bin/proctest --threads-for 4500 & \
                   on 1 /bin/msg stress 150000 0,1,2 > /tmp/stress.txt & sleep 0.5; \
                   core restart 3 /boot/full-v2; sleep 0.2; /bin/ps | grep ftq; core restart 3 /boot/full; \
                   wait; cat /tmp/ftq.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/stress.txt; \
@@ -226,7 +228,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 return Err("a process left core 3 for a restart with an image that runs timesharing".into());
             }
             // One FTQ process from start to end, on core 3 all along.
-            one_ftq_run(serial, 150000, 3)?;
+            one_ftq_run(serial, 250000, 3)?;
             printed(
                 serial,
                 "TEST proc-threads ok start-core=3 end-core=3 ",
