@@ -377,14 +377,17 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     // shell's file and FTQ's output are whole after (a reference released twice would close
     // them under their users).
     // The message stress runs between cores 0 and 1 meanwhile: what core 0 sends to core 1
-    // between its two kernels waits for the next one. The shell's `sleep` lasts 2 s so that it
-    // spans the second restart however late the loaded core 1 forks it (a 0.8 s one could
-    // start after the first restart and end before the second, and be kept through neither).
-    let script = "spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & \
-                  spawn 1 /bin/busybox sh -c 'sleep 2; echo slept-through > /tmp/sh.txt; \
-                  /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & \
+    // between its two kernels waits for the next one. The restarts wait until the shell has
+    // forked its `sleep` (it writes the child's pid), and the `sleep` lasts until the script
+    // kills it after them: a fixed sleep could end before the restarts on a loaded host
+    // (a 2 s one did, the shell forking late and the restart's own process later still).
+    let script = "spawn 1 /bin/busybox sh -c 'sleep 600 & echo $! > /tmp/sleep.pid; wait; \
+                  echo slept-through > /tmp/sh.txt; /bin/busybox sha256sum /etc/hello.txt >> /tmp/sh.txt' & \
+                  while [ ! -s /tmp/sleep.pid ]; do sleep 0.05; done; \
+                  spawn 1 /bin/ftq 100000 20 > /tmp/ftq.txt & \
                   /bin/msg stress 3000000 0,1 > /tmp/stress.txt & sleep 0.4; \
-                  core restart 1 /boot/full-v2; sleep 0.1; core restart 1 /boot/full; wait; \
+                  core restart 1 /boot/full-v2; sleep 0.1; core restart 1 /boot/full; \
+                  kill $(cat /tmp/sleep.pid); rm /tmp/sleep.pid; wait; \
                   cat /tmp/ftq.txt /tmp/sh.txt /tmp/stress.txt; rm /tmp/ftq.txt /tmp/sh.txt /tmp/stress.txt; \
                   /bin/cores; /bin/ps";
     let expected_digest = super::roles::hello_digest();
