@@ -6,7 +6,4 @@ fn main() {
     println!("cargo:rustc-link-arg-bins=--build-id=sha1");
     println!("cargo:rustc-link-arg-bins=-no-pie");
     println!("cargo:rustc-link-arg-bins=-zmax-page-size=4096");
-    println!("cargo:rerun-if-env-changed=REEF_IMAGE");
-    let image = std::env::var("REEF_IMAGE").unwrap_or_else(|_| "full".into());
-    println!("cargo:rustc-env=REEF_IMAGE={image}");
 }

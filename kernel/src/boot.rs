@@ -171,7 +171,7 @@ pub fn instance(entry: InstanceEntry) -> ! {
         crate::core::role::start_timer();
     }
     kcb.started_tsc.store(cpu::read_tsc(), Ordering::Relaxed);
-    kcb.set_image_name(image::IMAGE_NAME);
+    kcb.set_image_name(image::image_name());
     let build_id = image::build_id();
     let up = alloc::format!(
         "core {core} up: APIC id {} ({}), partition {:#x}-{:#x} ({} MiB), image {} build {}{}",
@@ -183,7 +183,7 @@ pub fn instance(entry: InstanceEntry) -> ! {
         partition.start,
         partition.end,
         (partition.end - partition.start) >> 20,
-        image::IMAGE_NAME,
+        image::image_name(),
         ::core::str::from_utf8(&build_id[..12]).unwrap_or("?"),
         if kcb.incarnation.load(Ordering::Relaxed) > 1 { ", restarted: taking over its channels" } else { "" },
     );

@@ -1,8 +1,11 @@
-//! The kernel images of `/boot`: `full` (the one QEMU boots), `rt`, and `full-v2` (the same
-//! source under another name, so another build id: a live kernel update), each with the
-//! checksum of its `.note.reef` written after linking; and two broken ones the suite restarts
-//! cores with to see them refused: `corrupt` (a flipped byte in the text) and `kcb-v0` (built,
-//! as far as its note says, for another KCB layout).
+//! The kernel images of `/boot`: `full` (the one QEMU boots), `rt`, `multi`, and `full-v2`
+//! (the `full` build under another name and build id: a live kernel update), each with its
+//! name and the checksum of its `.note.reef` written after linking; and two broken ones the
+//! suite restarts cores with to see them refused: `corrupt` (a flipped byte in the text) and
+//! `kcb-v0` (built, as far as its note says, for another KCB layout).
+//!
+//! An image's name is in its note, not in its code, so `full-v2` needs no build of its own:
+//! it is `full`'s ELF renamed, with a build id derived from `full`'s and the name.
 //!
 //! Every image comes in three kinds ([`ImageKind`]): the production one `cargo xtask build` and
 //! `run` boot, with no test or benchmark code; the suite's, with the kernel's `test-hooks` and
@@ -21,8 +24,12 @@ pub const PROFILE: &str = "kernel";
 /// Where cargo puts the kernel ELF under a target directory.
 pub const ELF_PATH: &str = "x86_64-unknown-none/kernel/kernel";
 
-/// The images built from this tree: (file name under `/boot`, `REEF_IMAGE`, cargo features).
-const IMAGES: [(&str, &str, &str); 3] = [("rt", "rt", "rt"), ("full-v2", "full-v2", ""), ("multi", "multi", "multi")];
+/// The images built from this tree besides `full`: (name, and file name under `/boot`; cargo
+/// features).
+const IMAGES: [(&str, &str); 2] = [("rt", "rt"), ("multi", "multi")];
+
+/// The `full` build again under this name: a kernel update with no change of source.
+const RENAMED_FULL: &str = "full-v2";
 
 /// What goes into every kernel image a command builds (the full kernel QEMU boots and those
 /// of `/boot`), beyond the production kernel.
@@ -101,7 +108,6 @@ pub fn kernel_build(kind: ImageKind, features: &str, directory: &std::path::Path
 fn build(name: &str, features: &str) -> Result<PathBuf, String> {
     let kind = selected();
     let mut command = kernel_build(kind, features, &images_directory(kind).join(name));
-    command.env("REEF_IMAGE", name);
     run_checked(&mut command, &format!("building the {name} kernel image ({kind:?})"))?;
     Ok(built_path(name))
 }
@@ -144,6 +150,35 @@ fn layout(image: &[u8]) -> Result<Layout, String> {
     Ok((offset, note, parts))
 }
 
+/// Writes `name` into `image`'s note (before [`seal`], which covers it).
+pub fn name(image: &mut [u8], name: &str) -> Result<(), String> {
+    let (offset, mut note, _) = layout(image)?;
+    note.set_name(name).ok_or_else(|| format!("`{name}` is no image name (1 to {} bytes)", kcb::NAME_SIZE))?;
+    image[offset..offset + kcb::NOTE_SIZE].copy_from_slice(&note.encode());
+    Ok(())
+}
+
+/// Gives `image` (a `full` build) the name `new_name` and another build id: the linker's id
+/// (the `.note.gnu.build-id` description) with the name's FNV-1a hash folded into its first
+/// eight bytes, so every banner and `cores` tell the two apart as two builds.
+pub fn rename_build(image: &mut [u8], new_name: &str) -> Result<(), String> {
+    name(image, new_name)?;
+    let elf = goblin::elf::Elf::parse(image).map_err(|e| format!("not an ELF file: {e}"))?;
+    let mut id_at = None;
+    for note in elf.iter_note_headers(image).into_iter().flatten() {
+        let note = note.map_err(|e| format!("bad note: {e}"))?;
+        if note.n_type == goblin::elf::note::NT_GNU_BUILD_ID && note.name == "GNU" && note.desc.len() >= 8 {
+            id_at = Some(note.desc.as_ptr() as usize - image.as_ptr() as usize);
+        }
+    }
+    let at = id_at.ok_or("no .note.gnu.build-id to change")?;
+    let hash = new_name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&image[at..at + 8]);
+    image[at..at + 8].copy_from_slice(&(u64::from_le_bytes(id) ^ hash).to_le_bytes());
+    Ok(())
+}
+
 /// Writes the checksum of `image`'s loadable bytes into its note.
 pub fn seal(image: &mut [u8]) -> Result<(), String> {
     let (offset, _, parts) = layout(image)?;
@@ -153,9 +188,10 @@ pub fn seal(image: &mut [u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Seals the ELF at `path` in place.
-pub fn seal_file(path: &std::path::Path) -> Result<(), String> {
+/// Names and seals the ELF at `path` in place.
+pub fn seal_file(path: &std::path::Path, image_name: &str) -> Result<(), String> {
     let mut image = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    name(&mut image, image_name).map_err(|e| format!("{}: {e}", path.display()))?;
     seal(&mut image).map_err(|e| format!("{}: {e}", path.display()))?;
     std::fs::write(path, &image).map_err(|e| format!("writing {}: {e}", path.display()))
 }
@@ -196,16 +232,25 @@ pub fn broken(full: &[u8]) -> Result<[(String, Vec<u8>); 2], String> {
 
 /// Every `/boot` file: `full` (the ELF at `full`, already sealed), the other images of
 /// [`IMAGES`] built and sealed, and the broken ones.
-pub fn boot_files(full: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let full = loadable_only(&std::fs::read(full).map_err(|e| format!("reading {}: {e}", full.display()))?)?;
+pub fn boot_files(full_path: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let full = loadable_only(&std::fs::read(full_path).map_err(|e| format!("reading {}: {e}", full_path.display()))?)?;
     let mut files = vec![("full".to_string(), full.clone())];
-    for (name, image_name, features) in IMAGES {
-        debug_assert_eq!(name, image_name);
-        let path = build(image_name, features)?;
-        seal_file(&path)?;
+    for (name, features) in IMAGES {
+        let path = build(name, features)?;
+        seal_file(&path, name)?;
         let image = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         files.push((name.to_string(), loadable_only(&image)?));
     }
+    // Written whole (with symbols) where a build would be, for `run --image` to boot.
+    let mut renamed = std::fs::read(full_path).map_err(|e| format!("reading {}: {e}", full_path.display()))?;
+    rename_build(&mut renamed, RENAMED_FULL)?;
+    seal(&mut renamed)?;
+    let path = built_path(RENAMED_FULL);
+    if let Some(directory) = path.parent() {
+        std::fs::create_dir_all(directory).map_err(|e| format!("creating {}: {e}", directory.display()))?;
+    }
+    std::fs::write(&path, &renamed).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    files.push((RENAMED_FULL.to_string(), loadable_only(&renamed)?));
     files.extend(broken(&full)?);
     Ok(files)
 }
@@ -213,7 +258,7 @@ pub fn boot_files(full: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, Stri
 /// Builds the kernel QEMU boots and seals it.
 pub fn build_full() -> Result<PathBuf, String> {
     let path = tools::build_kernel_unsealed()?;
-    seal_file(&path)?;
+    seal_file(&path, "full")?;
     Ok(path)
 }
 
@@ -242,6 +287,7 @@ mod tests {
             pristine_start: BASE + 0x1000,
             image_end: BASE + 0x2000,
             flags: 0,
+            name: [0; kcb::NAME_SIZE],
         };
         let mut image = vec![0u8; 0x2000 + 64];
         let put = |image: &mut [u8], at: usize, bytes: &[u8]| image[at..at + bytes.len()].copy_from_slice(bytes);
@@ -300,5 +346,21 @@ mod tests {
         let (_, old_note, old_parts) = layout(&old).unwrap();
         assert_eq!(old_note.kcb_version, kcb::VERSION - 1);
         assert_eq!(kcb::image_checksum(&old, &old_parts, slot..slot + 8), Some(old_note.checksum));
+    }
+
+    #[test]
+    fn naming_writes_the_note_and_refuses_what_does_not_fit() {
+        let mut image = loadable_only(&fake_kernel()).unwrap();
+        name(&mut image, "full-v2").unwrap();
+        let (_, note, _) = layout(&image).unwrap();
+        assert_eq!(note.name_text(), Some("full-v2"));
+        assert!(name(&mut image, "").is_err(), "an empty name is refused");
+        assert!(name(&mut image, "a-name-longer-than-16").is_err(), "a name past the note's room is refused");
+        assert_eq!(layout(&image).unwrap().1.name_text(), Some("full-v2"), "a refused name changes nothing");
+        seal(&mut image).unwrap();
+        let sealed = layout(&image).unwrap().1.checksum;
+        name(&mut image, "full").unwrap();
+        seal(&mut image).unwrap();
+        assert_ne!(layout(&image).unwrap().1.checksum, sealed, "the checksum covers the name");
     }
 }

@@ -16,9 +16,13 @@ pub const NOTE_NAME: &[u8; 5] = b"Reef\0";
 /// The note's type: "REEF" read as a little-endian number.
 pub const NOTE_TYPE: u32 = u32::from_le_bytes(*b"REEF");
 /// The version of [`ImageNote`]'s own layout.
-pub const NOTE_LAYOUT: u32 = 1;
+pub const NOTE_LAYOUT: u32 = 2;
 /// Bytes of the note's description.
-pub const NOTE_SIZE: usize = 96;
+pub const NOTE_SIZE: usize = 112;
+/// Bytes of the image's name, at the description's end: UTF-8, NUL-padded.
+pub const NAME_SIZE: usize = 16;
+/// Where the name sits inside the description.
+pub const NAME_OFFSET: usize = NOTE_SIZE - NAME_SIZE;
 /// Where the checksum sits inside the description.
 pub const CHECKSUM_OFFSET: usize = 8;
 
@@ -48,6 +52,9 @@ pub struct ImageNote {
     pub image_end: u64,
     /// What the image can be: [`APPLICATION_ONLY`] or 0.
     pub flags: u64,
+    /// The image's name (`full`, `rt`, `full-v2`…), NUL-padded: zeros until the build tool
+    /// wrote it after linking, so one build gives several named images.
+    pub name: [u8; NAME_SIZE],
 }
 
 /// [`ImageNote::flags`]: the image runs no timesharing (`rt`: an application core, or a kernel
@@ -91,6 +98,7 @@ impl ImageNote {
             pristine_start: quad(72),
             image_end: quad(80),
             flags: quad(88),
+            name: bytes[NAME_OFFSET..NOTE_SIZE].try_into().unwrap_or_default(),
         };
         if note.note_layout != NOTE_LAYOUT {
             return Err(NoteError::UnknownLayout(note.note_layout));
@@ -131,13 +139,35 @@ impl ImageNote {
         for (i, quad) in quads.enumerate() {
             bytes[8 + 8 * i..16 + 8 * i].copy_from_slice(&quad.to_le_bytes());
         }
+        bytes[NAME_OFFSET..].copy_from_slice(&self.name);
         bytes
+    }
+
+    /// The name as text: up to its first NUL; `None` when it is not UTF-8.
+    pub fn name_text(&self) -> Option<&str> {
+        name_text(&self.name)
+    }
+
+    /// `name` as this note's name; `None` (nothing changed) when it does not fit or is empty.
+    pub fn set_name(&mut self, name: &str) -> Option<()> {
+        if name.is_empty() || name.len() > NAME_SIZE || name.contains('\0') {
+            return None;
+        }
+        self.name = [0; NAME_SIZE];
+        self.name[..name.len()].copy_from_slice(name.as_bytes());
+        Some(())
     }
 
     /// Bytes from the image's start to its end: what a boot driver copies for a new instance.
     pub fn span(&self) -> u64 {
         self.image_end - self.image_start
     }
+}
+
+/// A NUL-padded name as text, up to its first NUL; `None` when it is not UTF-8.
+pub fn name_text(bytes: &[u8]) -> Option<&str> {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    core::str::from_utf8(&bytes[..end]).ok()
 }
 
 /// The checksum of an image's loadable bytes: FNV-1a over 8-byte little-endian words (a
@@ -187,6 +217,7 @@ mod tests {
             pristine_start: base + 0x23_000,
             image_end: base + 0x25_000,
             flags: APPLICATION_ONLY,
+            name: *b"rt\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
         }
     }
 
@@ -195,6 +226,14 @@ mod tests {
         let note = sample();
         assert_eq!(ImageNote::decode(&note.encode()), Ok(note));
         assert_eq!(note.span(), 0x25_000);
+        assert_eq!(note.name_text(), Some("rt"));
+        let mut renamed = note;
+        assert_eq!(renamed.set_name("full-v2"), Some(()));
+        assert_eq!(ImageNote::decode(&renamed.encode()).map(|n| n.name), Ok(renamed.name));
+        assert_eq!(renamed.name_text(), Some("full-v2"));
+        assert_eq!(renamed.set_name("a-name-longer-than-16"), None);
+        assert_eq!(renamed.set_name(""), None);
+        assert_eq!(renamed.name_text(), Some("full-v2"));
     }
 
     #[test]

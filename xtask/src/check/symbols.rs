@@ -117,7 +117,7 @@ pub fn test_only_symbols<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<St
 pub fn production_image_has_no_test_code() -> Result<(), String> {
     use crate::kernel_images::{seal_file, ImageKind};
     let path = crate::tools::build_kernel_of(ImageKind::Production)?;
-    seal_file(&path)?;
+    seal_file(&path, "full")?;
     let image = std::fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let elf = goblin::elf::Elf::parse(&image).map_err(|e| format!("{}: not an ELF file: {e}", path.display()))?;
     if elf.syms.is_empty() {

@@ -83,5 +83,10 @@ pub fn build_id() -> [u8; 40] {
     hex
 }
 
-/// The name of this kernel image build (`full` unless built with `REEF_IMAGE=`).
-pub const IMAGE_NAME: &str = env!("REEF_IMAGE");
+/// The name of this kernel image, from its `.note.reef` (`cargo xtask` writes it after
+/// linking: one build is `full` and `full-v2`); `unnamed` in an image no tool named.
+pub fn image_name() -> &'static str {
+    let note = crate::arch::image_note::own_note();
+    let name = note.get(20 + kcb::NAME_OFFSET..20 + kcb::NOTE_SIZE).unwrap_or_default();
+    kcb::name_text(name).filter(|name| !name.is_empty()).unwrap_or("unnamed")
+}

@@ -1,7 +1,7 @@
 //! The `.note.reef` of this kernel image: how a boot driver finds its parts and entry.
 //!
-//! The layout is `kcb::ImageNote`'s; the addresses are link-time constants, the checksum a
-//! zero that `cargo xtask` overwrites after linking (`kcb::image_checksum`).
+//! The layout is `kcb::ImageNote`'s; the addresses are link-time constants, the checksum and
+//! the image's name zeros that `cargo xtask` overwrites after linking (`kcb::image_checksum`).
 
 use core::arch::global_asm;
 
@@ -27,12 +27,14 @@ global_asm!(
     .quad __pristine_start
     .quad __image_end
     .quad {flags}
+    .zero {name_size}
     "#,
     size = const kcb::NOTE_SIZE,
     kind = const kcb::NOTE_TYPE,
     version = const kcb::VERSION,
     layout = const kcb::NOTE_LAYOUT,
     flags = const if cfg!(feature = "rt") { kcb::APPLICATION_ONLY } else { 0 },
+    name_size = const kcb::NAME_SIZE,
     entry = sym super::boot::instance_entry,
 );
 
