@@ -119,10 +119,14 @@ pub struct MoveHeader {
     pub command_line_length: u32,
     /// The signal it gets when its parent ends (`PR_SET_PDEATHSIG`), or 0.
     pub death_signal: u32,
+    /// Its real-time interval timer (`setitimer(ITIMER_REAL)`, `alarm`): when it next expires
+    /// on the monotonic clock (ns, the same on every core; 0: disarmed), and its interval.
+    pub timer_next_ns: u64,
+    pub timer_interval_ns: u64,
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 5 * 8 + 3 * 4 + 9 * 4;
+    pub const SIZE: usize = 8 + 8 * 4 + 5 * 8 + 3 * 4 + 9 * 4 + 2 * 8;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -157,6 +161,8 @@ impl MoveHeader {
         ] {
             out.u32(value)?;
         }
+        out.u64(self.timer_next_ns)?;
+        out.u64(self.timer_interval_ns)?;
         Some(())
     }
 
@@ -191,6 +197,8 @@ impl MoveHeader {
                 signal if signal <= crate::signal::MAX_SIGNAL => signal,
                 _ => return Err(DecodeError::BadField("death signal")),
             },
+            timer_next_ns: input.u64()?,
+            timer_interval_ns: input.u64()?,
         })
     }
 }
@@ -688,6 +696,8 @@ mod tests {
             return_core: 2,
             return_incarnation: 3,
             death_signal: 9,
+            timer_next_ns: 5_000_000_000,
+            timer_interval_ns: 250_000_000,
             root_directory: 77,
             ..MoveHeader::default()
         };
@@ -698,8 +708,10 @@ mod tests {
         assert_eq!(image.header.pid, 200_007);
         assert_eq!(image.header.death_signal, 9);
         assert_eq!(image.header.root_directory, 77);
+        assert_eq!((image.header.timer_next_ns, image.header.timer_interval_ns), (5_000_000_000, 250_000_000));
         let mut bad = out;
-        let at = MoveHeader::SIZE - 4;
+        // The death signal, before the two timer words that end the header.
+        let at = MoveHeader::SIZE - 2 * 8 - 4;
         bad[at..at + 4].copy_from_slice(&65u32.to_le_bytes());
         assert_eq!(MoveImage::decode(&bad[..length]).err(), Some(DecodeError::BadField("death signal")));
         assert_eq!((image.header.return_core, image.header.return_incarnation), (2, 3));

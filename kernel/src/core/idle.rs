@@ -13,6 +13,7 @@ pub fn idle_once() {
     super::park::unpark_if_asked();
     crate::fs::at_safe_point();
     crate::proc::migrate::at_safe_point();
+    crate::proc::timer::fire_due();
     match super::role::current() {
         Role::Application => {
             super::ac::run_pending();
@@ -34,11 +35,12 @@ pub fn idle_once() {
     }
 }
 
-/// The scheduler's `serve` hook: this core's messages and the file service's deferred work,
-/// which any waiting thread may do.
+/// The scheduler's `serve` hook: this core's messages, the file service's deferred work and
+/// its processes' expired timers, which any waiting thread may do.
 pub fn serve() {
     crate::msg::drain();
     crate::fs::at_safe_point();
+    crate::proc::timer::fire_due();
 }
 
 /// The scheduler's `idle` hook, on a waiting thread's stack with nothing ready: a kernel core

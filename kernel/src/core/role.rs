@@ -428,6 +428,11 @@ pub fn start_timer() {
     apic::local().start_periodic_timer(count as u32, idt::VECTOR_TIMER);
 }
 
+/// A thread's time slice in ns: one period of the timer.
+pub fn slice_ns() -> u64 {
+    1_000_000_000 / u64::from(shared::facts().options.timer_hz).max(1)
+}
+
 /// This core's role.
 pub fn current() -> Role {
     shared::this_kcb().role()

@@ -11,6 +11,7 @@ pub mod migrate;
 pub mod remote;
 pub mod signal;
 pub mod thread;
+pub mod timer;
 
 pub use thread::{current_process, with_current_process, ThreadExt, ThreadPart};
 
@@ -175,6 +176,8 @@ pub struct Process {
     pub options: Mutex<Options>,
     /// The signal that stopped it, 0 while it runs.
     stopped: AtomicU32,
+    /// Its real-time interval timer (see `timer`).
+    real_timer: Mutex<timer::RealTimer>,
 }
 
 /// Linux's default timer slack, 50 µs (`PR_GET_TIMERSLACK`).
@@ -191,6 +194,8 @@ pub struct Options {
     pub no_new_privileges: bool,
     pub no_huge_pages: bool,
     pub timer_slack_ns: u64,
+    /// Its nice value (`setpriority`), -20 to 19: kept and reported, not used by the scheduler.
+    pub nice: i32,
 }
 
 impl Default for Options {
@@ -201,6 +206,7 @@ impl Default for Options {
             no_new_privileges: false,
             no_huge_pages: false,
             timer_slack_ns: DEFAULT_TIMER_SLACK_NS,
+            nice: 0,
         }
     }
 }
@@ -616,6 +622,7 @@ fn create(
         cpu: Mutex::new(ProcessCpu::default()),
         options: Mutex::new(Options::default()),
         stopped: AtomicU32::new(0),
+        real_timer: Mutex::new(timer::RealTimer::default()),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -800,6 +807,8 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
             cpu: Mutex::new(ProcessCpu::default()),
             options: Mutex::new(*process.options.lock()),
             stopped: AtomicU32::new(0),
+            // Not inherited by a fork's child, as on Linux.
+            real_timer: Mutex::new(timer::RealTimer::default()),
         });
         state.children.push(Child {
             pid,
@@ -1191,6 +1200,26 @@ pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32
     if options & !WAIT_OPTIONS != 0 {
         return Err(errno::EINVAL);
     }
+    wait_for(parent_pid, which, options, Reap::Yes)
+}
+
+/// Whether a wait takes the ended child it reports (`wait4`, `waitid` with `WEXITED`), leaves
+/// it to a later wait (`waitid` with `WNOWAIT`), or reports only stops and continues
+/// (`waitid` without `WEXITED`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Reap {
+    Yes,
+    Keep,
+    NoExits,
+}
+
+/// [`wait`] with the `wait4` options checked by the caller, and how ended children are taken.
+pub fn wait_for(
+    parent_pid: u32,
+    which: WaitFor,
+    options: u64,
+    reap: Reap,
+) -> Result<Option<(u32, u32, CpuTimes)>, Errno> {
     loop {
         let reaped = with_children(parent_pid, |children| {
             let matching = |c: &Child| match which {
@@ -1216,11 +1245,18 @@ pub fn wait(parent_pid: u32, which: WaitFor, options: u64) -> Result<Option<(u32
                 let status = child.change.take().unwrap_or(0);
                 return Ok(Some((child.pid, status, CpuTimes::default(), false)));
             }
-            Ok(children
-                .iter()
-                .position(|c| matching(c) && c.wait_status.is_some())
-                .map(|at| children.remove(at))
-                .map(|c| (c.pid, c.wait_status.unwrap_or(0), c.times, true)))
+            let ended = children.iter().position(|c| matching(c) && c.wait_status.is_some());
+            Ok(match (ended, reap) {
+                (None, _) | (Some(_), Reap::NoExits) => None,
+                (Some(at), Reap::Keep) => {
+                    let c = &children[at];
+                    Some((c.pid, c.wait_status.unwrap_or(0), c.times, false))
+                }
+                (Some(at), Reap::Yes) => {
+                    let c = children.remove(at);
+                    Some((c.pid, c.wait_status.unwrap_or(0), c.times, true))
+                }
+            })
         })??;
         if let Some((pid, status, times, ended)) = reaped {
             let found = (pid, status, times);

@@ -38,6 +38,7 @@ pub const SIGBUS: u32 = 7;
 pub const SIGFPE: u32 = 8;
 pub const SIGKILL: u32 = 9;
 pub const SIGSEGV: u32 = 11;
+pub const SIGALRM: u32 = 14;
 pub const SIGCHLD: u32 = 17;
 pub const SIGCONT: u32 = 18;
 pub const SIGSTOP: u32 = 19;
@@ -320,6 +321,9 @@ pub struct ThreadSignals {
     saved_mask: AtomicU64,
     /// `sigaltstack`.
     pub alternate_stack: Mutex<AlternateStack>,
+    /// The signals `rt_sigtimedwait` waits for (0: none): one of them wakes the thread
+    /// instead of running its action, even while blocked (Linux's `real_blocked`).
+    waiting_for: AtomicU64,
 }
 
 impl ThreadSignals {
@@ -335,6 +339,7 @@ impl ThreadSignals {
             pending: Pending::new(),
             saved_mask: AtomicU64::new(NO_SAVED_MASK),
             alternate_stack: Mutex::new(alternate_stack),
+            waiting_for: AtomicU64::new(0),
         }
     }
 
@@ -356,8 +361,10 @@ impl ThreadSignals {
 /// Whether `thread` of `process` has a pending signal it does not block and that would do
 /// something (run a handler or end the process): what interrupts its waits.
 pub fn would_interrupt(thread: &Thread, process: &Process) -> bool {
-    let pending = thread.part().signals.pending.set() | process.signals.pending.set();
-    pending & !thread.part().signals.blocked.load(Ordering::Relaxed) & !process.signals.ignored() != 0
+    let signals = &thread.part().signals;
+    let pending = signals.pending.set() | process.signals.pending.set();
+    let acted_on = !signals.blocked.load(Ordering::Relaxed) & !process.signals.ignored();
+    pending & (acted_on | signals.waiting_for.load(Ordering::Relaxed)) != 0
 }
 
 /// Whether the return to ring 3 of `thread` has signal work: a pending signal it does not
@@ -406,6 +413,17 @@ fn post(process: &Process, thread: Option<&Arc<Thread>>, info: SignalInfo) {
         Some(thread) => alloc::vec![thread.clone()],
         None => sched::threads_of(process.pid),
     };
+    // A thread in `rt_sigtimedwait` for it takes it as it is, whatever its action.
+    let waiters: Vec<Arc<Thread>> =
+        threads.iter().filter(|t| t.part().signals.waiting_for.load(Ordering::Relaxed) & bit != 0).cloned().collect();
+    if !waiters.is_empty() {
+        match thread {
+            Some(thread) => thread.part().signals.pending.add(info),
+            None => process.signals.pending.add(info),
+        }
+        sched::interrupt_one(&waiters);
+        return;
+    }
     let takers: Vec<Arc<Thread>> =
         threads.iter().filter(|t| t.part().signals.blocked.load(Ordering::Relaxed) & bit == 0).cloned().collect();
     // Blocked everywhere, a signal waits even if ignored: the disposition may change before
@@ -632,6 +650,52 @@ pub fn send_to_current(signal: u32) {
     let thread = sched::current();
     if let Some(process) = thread.part().process.clone() {
         post(&process, Some(&thread), SignalInfo { signal, code: SignalCode::Kernel.number(), ..Default::default() });
+    }
+}
+
+/// SIGALRM for `process`: its real-time timer expired (`timer`).
+pub(super) fn post_timer_expiry(process: &Process) {
+    post(process, None, SignalInfo { signal: SIGALRM, code: SignalCode::Kernel.number(), ..Default::default() });
+}
+
+/// `rt_sigtimedwait`: waits until a signal of `set` is pending for the calling thread or its
+/// process, takes it (the lowest number; the thread's own before its process's) and returns
+/// its `siginfo`; `deadline_tsc` `None` waits as long as it takes. `EAGAIN` when the deadline
+/// passes first. Another signal that runs a handler ends the wait with `EINTR`; one that
+/// runs none, or a move of the process, restarts it (with its whole timeout, there).
+pub fn timed_wait(set: SignalSet, deadline_tsc: Option<u64>) -> Result<SignalInfo, Errno> {
+    let set = set & !UNBLOCKABLE;
+    let thread = sched::current();
+    let process = thread.part().process.clone().ok_or(errno::EPERM)?;
+    let signals = &thread.part().signals;
+    let take = || {
+        let own = signals.pending.set() & set;
+        let shared = process.signals.pending.set() & set;
+        let lowest = |bits: SignalSet| (bits != 0).then(|| bits.trailing_zeros() + 1);
+        match (lowest(own), lowest(shared)) {
+            (Some(a), Some(b)) if b < a => process.signals.pending.take(b),
+            (Some(a), _) => signals.pending.take(a),
+            (None, Some(b)) => process.signals.pending.take(b),
+            (None, None) => None,
+        }
+    };
+    loop {
+        if let Some(info) = take() {
+            return Ok(info);
+        }
+        signals.waiting_for.store(set, Ordering::Relaxed);
+        let wakeup = sched::block(sched::WaitToken::Signal, deadline_tsc);
+        signals.waiting_for.store(0, Ordering::Relaxed);
+        if let Some(info) = take() {
+            return Ok(info);
+        }
+        match wakeup {
+            sched::Wakeup::TimedOut => return Err(errno::EAGAIN),
+            sched::Wakeup::Woken => {}
+            sched::Wakeup::Killed | sched::Wakeup::Interrupted | sched::Wakeup::Moving => {
+                return Err(RESTART_NO_HANDLER)
+            }
+        }
     }
 }
 

@@ -126,6 +126,7 @@ pub fn before_user_return(frame: &mut InterruptFrame, interrupted: Option<Interr
         crate::msg::drain();
         crate::fs::at_safe_point();
         super::migrate::at_safe_point();
+        super::timer::fire_due();
     }
     if with_current_process(|p| p.is_killed()) == Some(true) {
         super::exit_thread();

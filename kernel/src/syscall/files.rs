@@ -450,6 +450,36 @@ pub fn fstat(fd: i64, out: u64) -> SyscallResult {
     Ok(0)
 }
 
+/// What the `*xattr` reads answer once the file is found: the file service keeps no extended
+/// attributes (and so no ACLs), so every one is absent (`getxattr`: `ENODATA`) and the list is
+/// empty, as on a file system mounted without them (`ls -l` asks for
+/// `system.posix_acl_access`). A path that names nothing is `ENOENT`, a bad descriptor
+/// `EBADF`, as on Linux.
+pub enum XattrRead {
+    Get,
+    List,
+}
+
+/// `getxattr`/`listxattr` (`follow`) and their `l` forms, on `path`.
+pub fn xattr_at(path: u64, follow: bool, read: XattrRead) -> SyscallResult {
+    let path = path_argument(path)?;
+    stat_at(linux::AT_FDCWD as i64, &path, if follow { 0 } else { u64::from(linux::AT_SYMLINK_NOFOLLOW) })?;
+    xattr_answer(read)
+}
+
+/// `fgetxattr`/`flistxattr` on `fd`.
+pub fn xattr_of(fd: i64, read: XattrRead) -> SyscallResult {
+    handle_of(fd)?;
+    xattr_answer(read)
+}
+
+fn xattr_answer(read: XattrRead) -> SyscallResult {
+    match read {
+        XattrRead::Get => Err(errno::ENODATA),
+        XattrRead::List => Ok(0),
+    }
+}
+
 pub fn fstatat(directory: i64, path: u64, out: u64, at_flags: u64) -> SyscallResult {
     let path = path_argument(path)?;
     let metadata = stat_at(directory, &path, at_flags)?;
@@ -589,6 +619,42 @@ pub fn ftruncate(fd: i64, size: u64) -> SyscallResult {
     Ok(0)
 }
 
+/// `fallocate(fd, mode, offset, length)`: mode 0 makes the file at least `offset + length`
+/// long (the new bytes read as zeros, as after Linux's allocation); `FALLOC_FL_KEEP_SIZE`
+/// changes nothing a reader sees (the file services allocate on write); the other modes
+/// (punching or collapsing ranges) are `EOPNOTSUPP`, which glibc's `posix_fallocate` meets
+/// by writing.
+pub fn fallocate(fd: i64, mode: u64, offset: u64, length: u64) -> SyscallResult {
+    const FALLOC_FL_KEEP_SIZE: u64 = 1;
+    let handle = handle_of(fd)?;
+    let (offset, length) = (offset as i64, length as i64);
+    if offset < 0 || length <= 0 {
+        return Err(errno::EINVAL);
+    }
+    let end = offset.checked_add(length).ok_or(errno::EFBIG)? as u64;
+    match handle.kind {
+        HandleKind::Regular => {}
+        HandleKind::Directory => return Err(errno::EISDIR),
+        HandleKind::Pipe => return Err(errno::ESPIPE),
+        _ => return Err(errno::ENODEV),
+    }
+    let access = ask(FileOp::GetFlags, &[handle.id], &[], &[])?.value & flags::ACCESS_MODE;
+    if access != flags::WRITE_ONLY && access != flags::READ_WRITE {
+        return Err(errno::EBADF);
+    }
+    match mode {
+        0 => {
+            let size = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?.size;
+            if end > size {
+                ask(FileOp::Truncate, &[handle.id, end], &[], &[])?;
+            }
+            Ok(0)
+        }
+        FALLOC_FL_KEEP_SIZE => Ok(0),
+        _ => Err(errno::EOPNOTSUPP),
+    }
+}
+
 pub fn truncate(path: u64, size: u64) -> SyscallResult {
     let path = path_argument(path)?;
     if size > i64::MAX as u64 {
@@ -702,6 +768,28 @@ const F_SETFL: u64 = 4;
 const F_SETLK: u64 = 6;
 const F_SETLKW: u64 = 7;
 const F_GETLK: u64 = 5;
+/// `F_SETPIPE_SZ`, `F_GETPIPE_SZ` [Linux include/uapi/linux/fcntl.h].
+const F_SETPIPE_SZ: u64 = 1031;
+const F_GETPIPE_SZ: u64 = 1032;
+
+/// `F_GETPIPE_SZ` and `F_SETPIPE_SZ`: a pipe's capacity is fixed (`vfs::PIPE_CAPACITY`,
+/// 64 KiB, Linux's default), so a request up to it is granted with that capacity (Linux too
+/// may give more than asked) and a larger one is `EPERM`, as above `pipe-max-size`; a
+/// descriptor that is not a pipe is `EBADF`, as on Linux.
+fn pipe_size(fd: i64, command: u64, argument: u64) -> SyscallResult {
+    const S_IFMT: u32 = 0o170000;
+    const S_IFIFO: u32 = 0o010000;
+    let handle = handle_of(fd)?;
+    let metadata = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?;
+    if metadata.mode & S_IFMT != S_IFIFO {
+        return Err(errno::EBADF);
+    }
+    let capacity = vfs::PIPE_CAPACITY as u64;
+    match command {
+        F_SETPIPE_SZ if argument > capacity => Err(errno::EPERM),
+        _ => Ok(capacity),
+    }
+}
 const F_DUPFD_CLOEXEC: u64 = 1030;
 
 pub fn fcntl(fd: i64, command: u64, argument: u64) -> SyscallResult {
@@ -740,6 +828,7 @@ pub fn fcntl(fd: i64, command: u64, argument: u64) -> SyscallResult {
             write_user(argument, &2u16)?;
             Ok(0)
         }
+        F_SETPIPE_SZ | F_GETPIPE_SZ => pipe_size(fd, command, argument & u64::from(u32::MAX)),
         _ => Err(errno::EINVAL),
     }
 }

@@ -174,6 +174,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_truncate => files::truncate(a.0[0], a.0[1]),
         nr::__NR_ftruncate => files::ftruncate(a.fd(0), a.0[1]),
         nr::__NR_fsync | nr::__NR_fdatasync => files::fsync(a.fd(0)),
+        nr::__NR_fallocate => files::fallocate(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_sync => Ok(0),
         nr::__NR_utimensat => files::utimensat(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_chmod => files::fchmodat(AT_FDCWD, a.0[0], a.0[1]),
@@ -212,10 +213,12 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_fadvise64 => files::fadvise(a.fd(0), a.0[3]),
         nr::__NR_statfs => files::statfs(a.0[0], a.0[1]),
         nr::__NR_fstatfs => files::fstatfs(a.fd(0), a.0[1]),
-        // The file service keeps no extended attributes (and so no ACLs): every one is absent,
-        // as on a file system mounted without them (`ls -l` asks for `system.posix_acl_access`).
-        nr::__NR_getxattr | nr::__NR_lgetxattr | nr::__NR_fgetxattr => Err(errno::ENODATA),
-        nr::__NR_listxattr | nr::__NR_llistxattr | nr::__NR_flistxattr => Ok(0),
+        nr::__NR_getxattr => files::xattr_at(a.0[0], true, files::XattrRead::Get),
+        nr::__NR_lgetxattr => files::xattr_at(a.0[0], false, files::XattrRead::Get),
+        nr::__NR_fgetxattr => files::xattr_of(a.fd(0), files::XattrRead::Get),
+        nr::__NR_listxattr => files::xattr_at(a.0[0], true, files::XattrRead::List),
+        nr::__NR_llistxattr => files::xattr_at(a.0[0], false, files::XattrRead::List),
+        nr::__NR_flistxattr => files::xattr_of(a.fd(0), files::XattrRead::List),
         // Reef has no sockets: glibc asks for one to reach nscd and, refused, reads
         // /etc/passwd itself, as on a kernel built without CONFIG_NET.
         nr::__NR_socket => Err(errno::EAFNOSUPPORT),
@@ -232,6 +235,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_exit => crate::proc::exit_thread_with(a.0[0] as u32),
         nr::__NR_exit_group => crate::proc::exit_process(crate::proc::exited_status(a.0[0] as u32)),
         nr::__NR_wait4 => process::wait4(a.0[0] as i32 as i64, a.0[1], a.0[2], a.0[3]),
+        nr::__NR_waitid => process::waitid(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_getrusage => process::getrusage(a.0[0], a.0[1]),
         nr::__NR_times => process::times(a.0[0]),
         // Restartable sequences need the kernel to note preemptions in a user page; Reef
@@ -251,6 +255,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_rt_sigsuspend => signal::rt_sigsuspend(a.0[0], a.0[1]),
         nr::__NR_rt_sigreturn => signal::rt_sigreturn(frame),
         nr::__NR_pause => signal::pause(),
+        nr::__NR_rt_sigtimedwait => signal::rt_sigtimedwait(a.0[0], a.0[1], a.0[2], a.0[3]),
         nr::__NR_sigaltstack => signal::sigaltstack(a.0[0], a.0[1], frame),
         nr::__NR_sched_yield => {
             sched::yield_now();
@@ -269,8 +274,21 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         }
         nr::__NR_getgroups if a.0[0] as i32 >= 0 => Ok(0),
         nr::__NR_getgroups => Err(errno::EINVAL),
-        nr::__NR_setuid | nr::__NR_setgid if a.0[0] == 0 => Ok(0),
-        nr::__NR_setuid | nr::__NR_setgid => Err(errno::EPERM),
+        nr::__NR_setuid | nr::__NR_setgid => process::set_ids(&a.0[..1]),
+        nr::__NR_setreuid | nr::__NR_setregid => process::set_ids(&a.0[..2]),
+        nr::__NR_setresuid | nr::__NR_setresgid => process::set_ids(&a.0[..3]),
+        // They return the previous id, root's.
+        nr::__NR_setfsuid | nr::__NR_setfsgid => Ok(0),
+        nr::__NR_setgroups => process::setgroups(a.0[0], a.0[1]),
+        nr::__NR_getpriority => process::getpriority(a.0[0], a.0[1]),
+        nr::__NR_setpriority => process::setpriority(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_sched_setscheduler => process::sched_setscheduler(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_sched_setparam => process::sched_setparam(a.0[0], a.0[1]),
+        nr::__NR_sched_get_priority_max => process::sched_priority_bound(a.0[0], true),
+        nr::__NR_sched_get_priority_min => process::sched_priority_bound(a.0[0], false),
+        nr::__NR_sched_getscheduler => process::sched_getscheduler(a.0[0]),
+        nr::__NR_sched_getparam => process::sched_getparam(a.0[0], a.0[1]),
+        nr::__NR_sched_rr_get_interval => process::sched_rr_get_interval(a.0[0], a.0[1]),
         nr::__NR_getpgrp => signal::getpgid(0),
         nr::__NR_getpgid => signal::getpgid(a.0[0]),
         nr::__NR_getsid => signal::getsid(a.0[0]),
@@ -287,6 +305,9 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_gettimeofday => time::gettimeofday(a.0[0]),
         nr::__NR_time => time::time(a.0[0]),
         nr::__NR_nanosleep => time::nanosleep(a.0[0], a.0[1]),
+        nr::__NR_setitimer => time::setitimer(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_getitimer => time::getitimer(a.0[0], a.0[1]),
+        nr::__NR_alarm => time::alarm(a.0[0]),
         nr::__NR_restart_syscall => time::restart_syscall(),
         nr::__NR_clock_nanosleep => time::clock_nanosleep(a.0[0], a.0[1], a.0[2], a.0[3]),
 

@@ -112,6 +112,211 @@ pub fn wait4(which: i64, status: u64, options: u64, usage: u64) -> SyscallResult
     }
 }
 
+/// `waitid(idtype, id, info, options, usage)`: as `wait4`, for `P_ALL`, `P_PID` and `P_PGID`,
+/// with the child's state written as a `siginfo_t` (`SIGCHLD`, `CLD_EXITED`, `CLD_KILLED`,
+/// `CLD_DUMPED`, `CLD_STOPPED` or `CLD_CONTINUED`); `WNOWAIT` leaves the child to a later
+/// wait. With `WNOHANG` and nothing to report, the `siginfo_t` is zeroed, as Linux does.
+pub fn waitid(idtype: u64, id: u64, info: u64, options: u64, usage: u64) -> SyscallResult {
+    const P_ALL: u64 = 0;
+    const P_PID: u64 = 1;
+    const P_PGID: u64 = 2;
+    const WSTOPPED: u64 = 2;
+    const WEXITED: u64 = 4;
+    const WCONTINUED: u64 = 8;
+    const WNOWAIT: u64 = 0x0100_0000;
+    const KNOWN: u64 = proc::WNOHANG | WSTOPPED | WEXITED | WCONTINUED | WNOWAIT | 0xe000_0000;
+    if options & !KNOWN != 0 || options & (WSTOPPED | WEXITED | WCONTINUED) == 0 {
+        return Err(errno::EINVAL);
+    }
+    let process = current()?;
+    let (pid, group) = (process.pid, process.process_group());
+    drop(process);
+    let id = u32::try_from(id).map_err(|_| errno::EINVAL)?;
+    let which = match idtype {
+        P_ALL => proc::WaitFor::Any,
+        P_PID if id > 0 => proc::WaitFor::Process(id),
+        P_PGID if id == 0 => proc::WaitFor::Group(group),
+        P_PGID => proc::WaitFor::Group(id),
+        _ => return Err(errno::EINVAL),
+    };
+    let reap = match (options & WEXITED != 0, options & WNOWAIT != 0) {
+        (false, _) => proc::Reap::NoExits,
+        (true, true) => proc::Reap::Keep,
+        (true, false) => proc::Reap::Yes,
+    };
+    let wait4_options = options & (proc::WNOHANG | WSTOPPED | WCONTINUED);
+    let found = proc::wait_for(pid, which, wait4_options, reap)?;
+    let mut siginfo = [0u32; 32];
+    if let Some((child, status, times)) = found {
+        let (code, value) = match status {
+            proc::CONTINUED_STATUS => (6, linux::SIGCONT),
+            s if s & 0xff == 0x7f => (5, (s >> 8) & 0xff),
+            s if s & 0x7f == 0 => (1, (s >> 8) & 0xff),
+            s if s & 0x80 != 0 => (3, s & 0x7f),
+            s => (2, s & 0x7f),
+        };
+        siginfo[0] = linux::SIGCHLD;
+        siginfo[2] = code;
+        siginfo[4] = child;
+        siginfo[6] = value;
+        if usage != 0 {
+            write_user(usage, &rusage(times, 0))?;
+        }
+    }
+    if info != 0 {
+        write_user(info, &siginfo)?;
+    }
+    Ok(0)
+}
+
+/// `sched_get_priority_max` and `_min` for `policy`: 0 for the timesharing policies (`SCHED_OTHER`,
+/// `SCHED_BATCH`, `SCHED_IDLE`), 1 to 99 for the real-time ones, as Linux; Reef's scheduler
+/// runs every thread as `SCHED_OTHER`.
+pub fn sched_priority_bound(policy: u64, highest: bool) -> SyscallResult {
+    match policy {
+        0 | 3 | 5 => Ok(0),
+        1 | 2 => Ok(if highest { 99 } else { 1 }),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+/// `sched_getscheduler(pid)`: `SCHED_OTHER`, the only policy Reef runs, for a process that exists.
+pub fn sched_getscheduler(pid: u64) -> SyscallResult {
+    existing_process(pid)?;
+    Ok(0)
+}
+
+/// `sched_getparam(pid, param)`: priority 0 (`SCHED_OTHER`'s).
+pub fn sched_getparam(pid: u64, param: u64) -> SyscallResult {
+    existing_process(pid)?;
+    write_user(param, &0u32)?;
+    Ok(0)
+}
+
+/// `sched_rr_get_interval(pid, interval)`: the time slice, one period of the core's timer.
+pub fn sched_rr_get_interval(pid: u64, interval: u64) -> SyscallResult {
+    existing_process(pid)?;
+    let nanoseconds = crate::core::role::slice_ns();
+    write_user(interval, &[nanoseconds / 1_000_000_000, nanoseconds % 1_000_000_000])?;
+    Ok(0)
+}
+
+/// `PRIO_PROCESS`, `PRIO_PGRP`, `PRIO_USER`.
+const PRIO_PROCESS: u64 = 0;
+const PRIO_PGRP: u64 = 1;
+const PRIO_USER: u64 = 2;
+
+/// Whether `who` of `which` names the caller itself (for `PRIO_PROCESS`: 0 or its pid; for a
+/// group or a user: 0), after checking that it names someone (`ESRCH`, `EINVAL`).
+fn priority_target_is_caller(which: u64, who: u64) -> Result<bool, u32> {
+    match which {
+        PRIO_PROCESS => {
+            existing_process(who)?;
+            Ok(who == 0 || who == u64::from(proc::current_pid()))
+        }
+        // A group is found by its leader (one whose leader has exited is not).
+        PRIO_PGRP if who == 0 || super::signal::getpgid(who) == Ok(who) => Ok(who == 0),
+        PRIO_PGRP => Err(errno::ESRCH),
+        // Every process is root's.
+        PRIO_USER if who == 0 => Ok(true),
+        PRIO_USER => Err(errno::ESRCH),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+/// `getpriority(which, who)`: `20 - nice` as the system call returns it. A process keeps the
+/// nice value it set itself (a fork's child inherits it); Reef's scheduler gives every thread
+/// the same slices whatever it is, and another process reads as nice 0.
+pub fn getpriority(which: u64, who: u64) -> SyscallResult {
+    let nice = match priority_target_is_caller(which, who)? {
+        true => proc::current_process().map_or(0, |process| process.options.lock().nice),
+        false => 0,
+    };
+    Ok((20 - nice) as u64)
+}
+
+/// `setpriority(which, who, nice)`: the caller's own nice value (clamped to -20..19, as Linux);
+/// another process's is `EPERM`, as for a user without `CAP_SYS_NICE` (Reef keeps no nice value
+/// across kernels, and its scheduler does not use it).
+pub fn setpriority(which: u64, who: u64, nice: u64) -> SyscallResult {
+    if !priority_target_is_caller(which, who)? {
+        return Err(errno::EPERM);
+    }
+    let process = proc::current_process().ok_or(errno::ESRCH)?;
+    process.options.lock().nice = (nice as i32).clamp(-20, 19);
+    Ok(0)
+}
+
+/// `sched_setscheduler(pid, policy, param)`: `SCHED_OTHER` at priority 0, the only policy Reef
+/// runs, is accepted; another real one is `EPERM` (as without `CAP_SYS_NICE`), an unknown one
+/// or a priority out of its range `EINVAL`.
+pub fn sched_setscheduler(pid: u64, policy: u64, param: u64) -> SyscallResult {
+    const SCHED_RESET_ON_FORK: u64 = 0x4000_0000;
+    if (pid as i64) < 0 || param == 0 {
+        return Err(errno::EINVAL);
+    }
+    let priority: i32 = read_user(param)?;
+    existing_process(pid)?;
+    let policy = policy & !SCHED_RESET_ON_FORK;
+    let (lowest, highest) = (sched_priority_bound(policy, false)?, sched_priority_bound(policy, true)?);
+    if priority < lowest as i32 || priority > highest as i32 {
+        return Err(errno::EINVAL);
+    }
+    if policy == 0 {
+        Ok(0)
+    } else {
+        Err(errno::EPERM)
+    }
+}
+
+/// `sched_setparam(pid, param)`: priority 0, `SCHED_OTHER`'s only one; another is `EINVAL`.
+pub fn sched_setparam(pid: u64, param: u64) -> SyscallResult {
+    if (pid as i64) < 0 || param == 0 {
+        return Err(errno::EINVAL);
+    }
+    let priority: i32 = read_user(param)?;
+    existing_process(pid)?;
+    if priority == 0 {
+        Ok(0)
+    } else {
+        Err(errno::EINVAL)
+    }
+}
+
+/// Whether `pid` (0: the caller) names a process of this instance or another.
+fn existing_process(pid: u64) -> Result<(), u32> {
+    match pid as i64 {
+        0 => Ok(()),
+        p if p < 0 || p > i64::from(i32::MAX) => Err(errno::EINVAL),
+        _ => super::signal::getpgid(pid).map(|_| ()),
+    }
+}
+
+/// `setreuid`, `setresuid`, `setregid`, `setresgid`, `setfsuid`, `setfsgid`: Reef has one user,
+/// root, so each id may be set to 0 or left (`-1`); another id is `EPERM`, as `setuid`.
+/// (Users and permissions come with the network issue.)
+pub fn set_ids(ids: &[u64]) -> SyscallResult {
+    let keeps_root = |id: &u64| *id as u32 == 0 || *id as u32 == u32::MAX;
+    if ids.iter().all(keeps_root) {
+        Ok(0)
+    } else {
+        Err(errno::EPERM)
+    }
+}
+
+/// `setgroups(size, list)`: a root process has no supplementary groups, and may keep it so.
+pub fn setgroups(size: u64, list: u64) -> SyscallResult {
+    const NGROUPS_MAX: u64 = 65536;
+    if size > NGROUPS_MAX {
+        return Err(errno::EINVAL);
+    }
+    if size == 0 {
+        return Ok(0);
+    }
+    let _: u32 = read_user(list)?;
+    Err(errno::EPERM)
+}
+
 /// Linux's `struct rusage` for CPU time `times`: the two times, the resident size in KiB, and
 /// zeros for what Reef does not count (faults, context switches, blocks).
 fn rusage(times: abi::process::CpuTimes, max_resident_kib: u64) -> [u64; 18] {
@@ -424,7 +629,7 @@ pub fn uname(out: u64) -> SyscallResult {
     let build = crate::mm::image::build_id();
     let version = alloc::format!(
         "#1 Reef {} build {}",
-        crate::mm::image::IMAGE_NAME,
+        crate::mm::image::image_name(),
         core::str::from_utf8(&build[..12]).unwrap_or("?")
     );
     let name = linux_raw_sys::system::new_utsname {

@@ -83,6 +83,27 @@ pub fn rt_sigsuspend(mask: u64, size: u64) -> SyscallResult {
     Err(signal::suspend(Some(mask)))
 }
 
+/// `rt_sigtimedwait(set, info, timeout, sigsetsize)`: the signal taken, its `siginfo` written
+/// to `info` (unless 0); `timeout` 0 waits as long as it takes.
+pub fn rt_sigtimedwait(set: u64, info: u64, timeout: u64, size: u64) -> SyscallResult {
+    if size != SIGNAL_SET_SIZE {
+        return Err(errno::EINVAL);
+    }
+    let set: SignalSet = read_user(set)?;
+    let deadline = match timeout {
+        0 => None,
+        timeout => {
+            let ns = super::time::from_timespec(&read_user(timeout)?)?;
+            Some(crate::arch::cpu::read_tsc().saturating_add(crate::time::ns_to_cycles(ns)))
+        }
+    };
+    let taken = signal::timed_wait(set, deadline)?;
+    if info != 0 {
+        write_user(info, &taken.to_bytes())?;
+    }
+    Ok(u64::from(taken.signal))
+}
+
 pub fn pause() -> SyscallResult {
     Err(signal::suspend(None))
 }

@@ -64,7 +64,7 @@ fn to_timespec(ns: u64) -> timespec {
     timespec { tv_sec: (ns / 1_000_000_000) as _, tv_nsec: (ns % 1_000_000_000) as _ }
 }
 
-fn from_timespec(value: &timespec) -> Result<u64, u32> {
+pub(super) fn from_timespec(value: &timespec) -> Result<u64, u32> {
     if value.tv_sec < 0 || !(0..1_000_000_000).contains(&value.tv_nsec) {
         return Err(errno::EINVAL);
     }
@@ -149,4 +149,73 @@ pub fn clock_nanosleep(clock: u64, flags: u64, request: u64, remaining: u64) -> 
     let until = if absolute { monotonic + value.saturating_sub(base) } else { monotonic.saturating_add(value) };
     // An absolute sleep has no time left to report.
     sleep_until(until, if absolute { 0 } else { remaining })
+}
+
+/// `setitimer` and `getitimer`'s only timer: `ITIMER_REAL` (SIGALRM on the monotonic clock).
+/// `ITIMER_VIRTUAL` and `ITIMER_PROF` (user and user-plus-system CPU time) are not in Reef.
+const ITIMER_REAL: u64 = 0;
+
+/// `struct itimerval`: the interval, then the value.
+type Itimerval = [timeval; 2];
+
+fn from_timeval(value: &timeval) -> Result<u64, u32> {
+    if value.tv_sec < 0 || !(0..1_000_000).contains(&value.tv_usec) {
+        return Err(errno::EINVAL);
+    }
+    Ok((value.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(value.tv_usec as u64 * 1000))
+}
+
+fn to_timeval(ns: u64) -> timeval {
+    // Rounded up, so that an armed timer never reads 0 (as Linux's `ns_to_timeval` rounds).
+    let us = ns.div_ceil(1000);
+    timeval { tv_sec: (us / 1_000_000) as _, tv_usec: (us % 1_000_000) as _ }
+}
+
+/// The calling process's timer as `getitimer` writes it.
+fn current_timer() -> Result<Itimerval, u32> {
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
+    let (left, interval) = crate::proc::timer::get(&process).remaining(crate::time::now_ns());
+    Ok([to_timeval(interval), to_timeval(left)])
+}
+
+pub fn getitimer(which: u64, out: u64) -> SyscallResult {
+    if which != ITIMER_REAL {
+        return Err(errno::EINVAL);
+    }
+    write_user(out, &current_timer()?)?;
+    Ok(0)
+}
+
+/// `setitimer(ITIMER_REAL, new, old)`: `new` 0 disarms, as Linux still accepts.
+pub fn setitimer(which: u64, new: u64, old: u64) -> SyscallResult {
+    if which != ITIMER_REAL {
+        return Err(errno::EINVAL);
+    }
+    let (value, interval) = match new {
+        0 => (0, 0),
+        new => {
+            let [interval, value]: Itimerval = read_user(new)?;
+            (from_timeval(&value)?, from_timeval(&interval)?)
+        }
+    };
+    let previous = current_timer()?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
+    crate::proc::timer::set(&process, value, interval);
+    if old != 0 {
+        write_user(old, &previous)?;
+    }
+    Ok(0)
+}
+
+/// `alarm(seconds)`: SIGALRM once after `seconds` (0 disarms); the seconds the previous timer
+/// had left, rounded to the nearest and at least 1 for an armed one, as Linux returns them.
+pub fn alarm(seconds: u64) -> SyscallResult {
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
+    let seconds = seconds & u64::from(u32::MAX);
+    let previous = crate::proc::timer::set(&process, seconds * 1_000_000_000, 0);
+    let (left, _) = previous.remaining(crate::time::now_ns());
+    Ok(match left {
+        0 => 0,
+        left => ((left + 500_000_000) / 1_000_000_000).max(1),
+    })
 }

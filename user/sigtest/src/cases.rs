@@ -878,3 +878,71 @@ pub fn death_statuses() -> Outcome {
     check("a fault", faulted, libc::SIGSEGV)?;
     Ok(format!("signaled={}", seen.join(",")))
 }
+
+/// `si_code` of a signal the kernel sent (an expired timer) [Linux include/uapi/asm-generic/siginfo.h].
+const SI_KERNEL: i32 = 0x80;
+
+/// `alarm` and `setitimer(ITIMER_REAL)`: `alarm` returns the seconds the last timer had left;
+/// a one-shot timer's SIGALRM (`SI_KERNEL`) cuts a sleep short; a periodic one fires again and
+/// again, `getitimer` reads it running, and once disarmed nothing more comes.
+pub fn real_timer() -> Outcome {
+    let ms = Duration::from_millis;
+    install(libc::SIGALRM, counting_handler, libc::SA_RESTART)?;
+    expect("alarm with none armed", os::alarm(5), 0)?;
+    expect("alarm(0) after alarm(5)", os::alarm(0), 5)?;
+    os::set_real_timer(ms(50), Duration::ZERO).map_err(errno_text)?;
+    let slept = os::nanosleep(Duration::from_secs(5)).map_err(|(error, _)| error);
+    expect("sleep cut short", slept.map_err(errno_text), Err(errno_text(libc::EINTR)))?;
+    expect("one SIGALRM", count(libc::SIGALRM), 1)?;
+    expect("si_code", LAST_CODE.load(Ordering::Relaxed), SI_KERNEL)?;
+    expect(
+        "one-shot timer disarmed",
+        os::timer(libc::ITIMER_REAL).map_err(errno_text)?,
+        (Duration::ZERO, Duration::ZERO),
+    )?;
+    os::set_real_timer(ms(30), ms(30)).map_err(errno_text)?;
+    let started = Instant::now();
+    while count(libc::SIGALRM) < 5 && started.elapsed() < Duration::from_secs(5) {
+        os::sleep_ms(10);
+    }
+    let (value, interval) = os::timer(libc::ITIMER_REAL).map_err(errno_text)?;
+    let (old_value, old_interval) = os::set_real_timer(Duration::ZERO, Duration::ZERO).map_err(errno_text)?;
+    let fired = count(libc::SIGALRM);
+    if fired < 5 {
+        return Err(format!("the periodic timer fired {} times in 5 s", fired - 1));
+    }
+    expect("interval read back", interval, ms(30))?;
+    if value.is_zero() || value > ms(30) || old_value.is_zero() || old_value > ms(30) {
+        return Err(format!("a running timer reads {value:?}, then {old_value:?} (0 < value <= 30 ms)"));
+    }
+    expect("previous interval", old_interval, ms(30))?;
+    os::sleep_ms(100);
+    expect("no SIGALRM once disarmed", count(libc::SIGALRM), fired)?;
+    Ok(format!("alarm-left=5 eintr periodic={} disarmed", fired - 1))
+}
+
+/// `rt_sigtimedwait` takes a blocked signal without running its handler: `EAGAIN` when none
+/// comes in time, a child's SIGUSR1 (`SI_USER`, its pid) with the mask unchanged, and a
+/// SIGALRM whose default action would end the process (as CPython's `test_sigtimedwait` does).
+pub fn timed_wait() -> Outcome {
+    let ms = Duration::from_millis;
+    install(libc::SIGUSR1, counting_handler, 0)?;
+    let waited = bit(libc::SIGUSR1) | bit(libc::SIGALRM);
+    os::change_mask(libc::SIG_BLOCK, waited).map_err(errno_text)?;
+    let started = Instant::now();
+    let nothing = os::timed_wait(bit(libc::SIGUSR1), Some(ms(50))).map_err(errno_text);
+    expect("nothing pending", nothing, Err(errno_text(libc::EAGAIN)))?;
+    if started.elapsed() < ms(45) {
+        return Err(format!("EAGAIN after {:?}, before the 50 ms timeout", started.elapsed()));
+    }
+    let child = signal_parent_later(libc::SIGUSR1, 50, 0, 0)?;
+    let taken = os::timed_wait(bit(libc::SIGUSR1), Some(Duration::from_secs(5))).map_err(errno_text);
+    expect("child", reap(child)?, Ended::Exited(0))?;
+    expect("taken", taken, Ok((libc::SIGUSR1, 0, child)))?;
+    expect("handler not run", count(libc::SIGUSR1), 0)?;
+    expect("mask unchanged", os::mask() & waited, waited)?;
+    os::set_real_timer(ms(30), Duration::ZERO).map_err(errno_text)?;
+    let alarm = os::timed_wait(bit(libc::SIGALRM), Some(Duration::from_secs(5))).map_err(errno_text);
+    expect("SIGALRM taken", alarm, Ok((libc::SIGALRM, SI_KERNEL, 0)))?;
+    Ok("EAGAIN taken-from-child default-action-alarm".into())
+}

@@ -13,7 +13,7 @@ type Case = fn() -> Outcome;
 
 /// The cases, in the order they run (`tgkill` starts a thread: the cases after it fork, and
 /// it joins its thread first).
-const CASES: [(&str, Case); 21] = [
+const CASES: [(&str, Case); 23] = [
     ("registers", cases::registers),
     ("fpu", cases::fpu),
     ("pending-unblock", cases::pending_until_unblocked),
@@ -35,6 +35,8 @@ const CASES: [(&str, Case); 21] = [
     ("pdeathsig", cases::parent_death_signal),
     ("kill-errors", kill_errors),
     ("death-statuses", cases::death_statuses),
+    ("itimer", cases::real_timer),
+    ("sigtimedwait", cases::timed_wait),
 ];
 
 /// `kill` refuses a signal above 64 and names no process that does not exist.

@@ -435,3 +435,58 @@ pub unsafe fn write_at<T: Copy>(base: *mut c_void, offset: usize, value: T) {
     // SAFETY: as above.
     unsafe { base.cast::<u8>().add(offset).cast::<T>().write_unaligned(value) }
 }
+
+/// `alarm(seconds)`: the seconds the previous timer had left.
+pub fn alarm(seconds: u32) -> u32 {
+    // SAFETY: no memory is passed.
+    unsafe { libc::alarm(seconds) }
+}
+
+/// `setitimer(ITIMER_REAL)` with `value` and `interval`: the previous (value, interval).
+pub fn set_real_timer(
+    value: std::time::Duration,
+    interval: std::time::Duration,
+) -> Result<(std::time::Duration, std::time::Duration), i32> {
+    let timeval = |d: std::time::Duration| libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ };
+    let new = libc::itimerval { it_interval: timeval(interval), it_value: timeval(value) };
+    let mut old = libc::itimerval { it_interval: timeval(Default::default()), it_value: timeval(Default::default()) };
+    // SAFETY: both itimervals are live for the call.
+    if unsafe { libc::setitimer(libc::ITIMER_REAL, &new, &mut old) } != 0 {
+        return Err(errno());
+    }
+    Ok((duration_of(old.it_value), duration_of(old.it_interval)))
+}
+
+/// `getitimer(which)`: (value, interval).
+pub fn timer(which: c_int) -> Result<(std::time::Duration, std::time::Duration), i32> {
+    let zero = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    let mut now = libc::itimerval { it_interval: zero, it_value: zero };
+    // SAFETY: the itimerval is live for the call.
+    if unsafe { libc::getitimer(which, &mut now) } != 0 {
+        return Err(errno());
+    }
+    Ok((duration_of(now.it_value), duration_of(now.it_interval)))
+}
+
+fn duration_of(value: libc::timeval) -> std::time::Duration {
+    std::time::Duration::new(value.tv_sec as u64, value.tv_usec as u32 * 1000)
+}
+
+/// `sigtimedwait(set, info, timeout)`: the signal taken and its siginfo's (code, pid).
+pub fn timed_wait(set: u64, timeout: Option<std::time::Duration>) -> Result<(c_int, i32, i32), i32> {
+    // SAFETY: an all-zero sigset_t and siginfo_t are valid values.
+    let (mut signals, mut info): (libc::sigset_t, libc::siginfo_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // SAFETY: `signals` is a live sigset_t; only the first 8 bytes (the kernel's set) are used.
+    unsafe { std::ptr::write_unaligned(&mut signals as *mut libc::sigset_t as *mut u64, set) };
+    let timeout = timeout.map(|d| libc::timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ });
+    let timeout_pointer = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the set, the siginfo and the timeout (if any) are live for the call.
+    let signal = unsafe { libc::sigtimedwait(&signals, &mut info, timeout_pointer) };
+    if signal < 0 {
+        return Err(errno());
+    }
+    let base = &info as *const libc::siginfo_t as *const c_void;
+    // SAFETY: the siginfo is 128 bytes; the offsets are Linux's.
+    Ok(unsafe { (signal, read_at::<i32>(base, 8), read_at::<i32>(base, 16)) })
+}

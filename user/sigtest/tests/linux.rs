@@ -8,7 +8,7 @@ fn linux_passes_every_case() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert_eq!(output.status.code(), Some(0), "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 21, "{text}");
+    assert_eq!(lines.len(), 23, "{text}");
     assert!(lines.iter().all(|line| line.starts_with("TEST sig-") && line.contains(" ok linux ")), "{text}");
     assert!(text.contains("TEST sig-kill-group ok linux skipped"), "{text}");
 }

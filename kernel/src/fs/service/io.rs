@@ -113,7 +113,9 @@ impl Service {
         }
     }
 
-    /// `lseek`: `whence` 0 (from the start), 1 (from the position) or 2 (from the end).
+    /// `lseek`: `whence` 0 (from the start), 1 (from the position) or 2 (from the end); 3
+    /// (`SEEK_DATA`) and 4 (`SEEK_HOLE`) as Linux's generic answer for a file system that keeps
+    /// no holes: all of a file is data, with one hole at its end (`ENXIO` at or past the end).
     pub(super) fn seek(&mut self, handle: u64, offset: i64, whence: u64) -> Result<Outcome, Errno> {
         let file = self.open.get(&handle).ok_or(errno::EBADF)?;
         let end = match &file.object {
@@ -133,13 +135,22 @@ impl Service {
             }
             _ => return Err(errno::ESPIPE),
         };
-        let base = match whence {
-            0 => 0,
-            1 => file.offset as i64,
-            2 => end,
-            _ => return Err(errno::EINVAL),
+        const SEEK_DATA: u64 = 3;
+        const SEEK_HOLE: u64 = 4;
+        let position = match whence {
+            SEEK_DATA | SEEK_HOLE if offset < 0 || offset >= end => return Err(errno::ENXIO),
+            SEEK_DATA => offset,
+            SEEK_HOLE => end,
+            _ => {
+                let base = match whence {
+                    0 => 0,
+                    1 => file.offset as i64,
+                    2 => end,
+                    _ => return Err(errno::EINVAL),
+                };
+                base.checked_add(offset).filter(|&p| p >= 0).ok_or(errno::EINVAL)?
+            }
         };
-        let position = base.checked_add(offset).filter(|&p| p >= 0).ok_or(errno::EINVAL)?;
         if let Some(file) = self.open.get_mut(&handle) {
             file.offset = position as u64;
         }

@@ -189,6 +189,7 @@ pub(in crate::proc) fn pack(
     let [working_directory, root_directory] = directory_words;
     drop(open_files);
     let me = shared::this_core();
+    let timer = crate::proc::timer::get(process);
     let move_id = (1 << 63) | (u64::from(me) << 48) | NEXT_MOVE.fetch_add(1, Ordering::Relaxed);
     let header = MoveHeader {
         move_id,
@@ -211,6 +212,8 @@ pub(in crate::proc) fn pack(
         },
         return_incarnation: process.returns_to.load(Ordering::Relaxed) as u32,
         death_signal: process.death_signal(),
+        timer_next_ns: timer.next_ns,
+        timer_interval_ns: timer.interval_ns,
         ..MoveHeader::default()
     };
     let parts = MoveParts {

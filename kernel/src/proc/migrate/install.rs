@@ -86,6 +86,11 @@ pub(in crate::proc) fn install(
         return Err(failed_after_adoption(arrival, &process, handles, error));
     }
     crate::proc::report_to_proc(&process);
+    let timer = crate::proc::timer::RealTimer {
+        next_ns: image.header.timer_next_ns,
+        interval_ns: image.header.timer_interval_ns,
+    };
+    crate::proc::timer::install(&process, timer);
     PROCESSES.lock().insert(image.header.pid, process);
     crate::proc::publish_counts();
     adopt_syspages(image, arrival, &threads);
@@ -274,6 +279,7 @@ fn build_process(
         cpu: Mutex::new(ProcessCpu::default()),
         options: Mutex::new(Options::default()),
         stopped: AtomicU32::new(0),
+        real_timer: Mutex::new(crate::proc::timer::RealTimer::default()),
     })
 }
 

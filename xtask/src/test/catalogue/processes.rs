@@ -8,7 +8,7 @@ use crate::tools;
 use std::time::Duration;
 
 /// Cases `user/sigtest` runs, each printing one `TEST sig-<case>` line.
-pub(super) const SIGTEST_CASES: usize = 21;
+pub(super) const SIGTEST_CASES: usize = 23;
 
 /// User processes: the Rust `std` test program on every core, busybox, isolation, the
 /// system-call fuzzer, a bad program; each run ends with the leak check.

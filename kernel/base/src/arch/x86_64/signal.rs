@@ -18,7 +18,7 @@ const FPU_SIZE: u64 = 512;
 const FPU_ALIGNMENT: u64 = 64;
 
 /// `struct siginfo`: 128 bytes.
-const SIGINFO_SIZE: usize = 128;
+pub const SIGINFO_SIZE: usize = 128;
 /// `struct sigcontext` (64-bit).
 const SIGCONTEXT_SIZE: usize = 256;
 /// `struct ucontext`: flags, link, `stack_t` (24 bytes), the sigcontext, the signal mask.
@@ -93,7 +93,8 @@ pub struct SignalInfo {
 }
 
 impl SignalInfo {
-    fn to_bytes(self) -> [u8; SIGINFO_SIZE] {
+    /// The 128 bytes of `struct siginfo` (a handler's frame, `rt_sigtimedwait`).
+    pub fn to_bytes(self) -> [u8; SIGINFO_SIZE] {
         let mut bytes = [0; SIGINFO_SIZE];
         bytes[0..4].copy_from_slice(&self.signal.to_le_bytes());
         bytes[8..12].copy_from_slice(&self.code.to_le_bytes());
