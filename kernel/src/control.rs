@@ -226,7 +226,7 @@ pub fn view(view: View, out: &mut dyn Write) {
 fn cores(out: &mut dyn Write) -> fmt::Result {
     let region = shared::get();
     let tsc_hz = region.header.facts.tsc_hz.max(1);
-    writeln!(out, "core  apic  state         role  image  partition                      uptime")?;
+    writeln!(out, "core  apic  state         role  image    partition                      uptime")?;
     for kcb in region.listed_kcbs() {
         let state = kcb.state();
         let started = kcb.started_tsc.load(Ordering::Relaxed);
@@ -239,7 +239,7 @@ fn cores(out: &mut dyn Write) -> fmt::Result {
         let (image, image_length) = kcb.image_name();
         writeln!(
             out,
-            "{:<5} {:<5} {:<13} {:<5} {:<6} {:#011x}-{:#011x} {:>5} MiB {:>7}.{:03} s",
+            "{:<5} {:<5} {:<13} {:<5} {:<8} {:#011x}-{:#011x} {:>5} MiB {:>7}.{:03} s",
             kcb.core_id.load(Ordering::Relaxed),
             kcb.apic_id.load(Ordering::Relaxed),
             state.name(),

@@ -7,6 +7,7 @@ mod check;
 mod debian;
 mod interrupts;
 mod kernel_images;
+mod linux_guest;
 mod qemu;
 mod rootfs;
 mod test;
@@ -120,6 +121,10 @@ cargo xtask <command>
         file, idle and loaded; writes results/linux-cores.json and linux-cores.png
   peer ftq [--quanta N] [--quantum-us U] [--accel kvm|tcg] [--only RUN[,RUN]]
         the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
+  peer cpython [--accel kvm|tcg]
+        CPython's regression tests of the suite's cpython run in the Linux guest (the Debian
+        tree over 9P, about ten minutes under TCG); writes xtask/cpython/linux-guest-verdicts.txt,
+        the reference the suite compares Reef with
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
   peer syscall [--accel kvm|tcg] [--quick]

@@ -15,9 +15,20 @@ use std::process::Command;
 
 /// What the tree is for: Debian's own dynamically linked programs (issue 29).
 /// `libpython3.11-testsuite` is CPython's own regression tests; `base-passwd` the users and
-/// groups every Debian system has (root among them).
-pub const PACKAGES: [&str; 9] =
-    ["libc6", "bash", "coreutils", "grep", "sed", "findutils", "python3", "libpython3.11-testsuite", "base-passwd"];
+/// groups every Debian system has (root among them); `dash` Debian's `/bin/sh`, which
+/// `system()` and `subprocess` with `shell=True` run.
+pub const PACKAGES: [&str; 10] = [
+    "libc6",
+    "bash",
+    "dash",
+    "coreutils",
+    "grep",
+    "sed",
+    "findutils",
+    "python3",
+    "libpython3.11-testsuite",
+    "base-passwd",
+];
 
 /// Where the tree is made.
 pub fn directory() -> PathBuf {
@@ -160,6 +171,11 @@ fn users_and_groups(root: &Path) -> Result<(), String> {
 }
 
 /// `cargo xtask rootfs`.
+/// The packages `tree` (a [`build`]) was made from, `name=version` a line.
+pub fn package_versions(tree: &Path) -> Result<String, String> {
+    std::fs::read_to_string(tree.join(STAMP)).map_err(|e| format!("reading {}: {e}", tree.join(STAMP).display()))
+}
+
 pub fn run(arguments: &[String]) -> Result<u8, String> {
     if let Some(other) = arguments.first() {
         return Err(format!("rootfs takes no argument (got `{other}`): see `cargo xtask help`"));

@@ -14,11 +14,7 @@ pub fn guest_tsc_hz(serial: &str) -> Option<u64> {
     Some(mhz * 1_000_000)
 }
 
-/// Added to the Linux guest's command line: its `CLOCK_MONOTONIC`, which the samples are read
-/// off, runs on the TSC as Reef's does. Without it the guest's TSC check fails under TCG
-/// ("TSCs unsynchronized"), and on microvm, which has no HPET or ACPI PM timer, the clock
-/// falls back to jiffies: 4 ms steps, a sixth of an `ls -l` of 100 files.
-pub const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
+pub use crate::linux_guest::LINUX_KERNEL_ARGUMENTS;
 
 /// A time in ns as a table shows it: ms from 1 ms up, else µs; `-` when not measured.
 pub fn time_text(ns: Option<f64>) -> String {

@@ -11,7 +11,7 @@ use crate::bench::common::{self, LINUX_KERNEL_ARGUMENTS};
 use crate::bench::peer;
 use crate::bench::plot;
 use crate::bench::stats::{self, Summary};
-use crate::debian;
+use crate::linux_guest;
 use crate::qemu::{self, Accel, Machine, Share};
 use crate::tools;
 use serde_json::{json, Value};
@@ -31,11 +31,6 @@ const MOUNT_POINT: &str = "/debian";
 /// The file `dd` reads, inside the tree, and its size.
 const BIG_FILE: &str = "srv/reef-bench/big64";
 const BIG_FILE_BYTES: u64 = 64 << 20;
-/// How the Linux guest mounts the share: 9P2000.L over virtio with 128 KiB messages, the
-/// issue's options; no `cache=` option, so Linux 6.1's default (no page cache for 9P files).
-const LINUX_MOUNT_OPTIONS: &str = "trans=virtio,version=9p2000.L,msize=131072";
-/// Where the guest's initramfs holds the 9P modules.
-const LINUX_MODULE_DIRECTORY: &str = "lib/modules/9p";
 /// How long one guest may run.
 const RUN_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The busybox both sides run (Debian's static one: Reef's initramfs and the Linux guest's
@@ -172,14 +167,13 @@ fn reef_shell_line(repeat: usize) -> String {
 /// The Linux guest's `/init` command: load the 9P modules in order, mount the share, then
 /// fsbench pinned as on Reef. A failed mount is said (`PEER mount failed`) and skips the rest.
 fn linux_shell_line(modules: &[String], repeat: usize) -> String {
-    let mut lines: Vec<String> =
-        modules.iter().map(|name| format!("insmod /{LINUX_MODULE_DIRECTORY}/{name}.ko")).collect();
+    let mut lines = linux_guest::load_nine_p(modules);
     lines.push(format!("mkdir -p {MOUNT_POINT}"));
     let fsbench: Vec<String> =
         programs().iter().map(|p| format!("/bin/fsbench --pin {} {}", p.core, fsbench_arguments(p, repeat))).collect();
     lines.push(format!(
-        "if mount -t 9p -o {LINUX_MOUNT_OPTIONS} {} {MOUNT_POINT}; then {}; else echo 'PEER mount failed'; fi",
-        Share::tag(0),
+        "if {}; then {}; else echo 'PEER mount failed'; fi",
+        linux_guest::mount_share(0, MOUNT_POINT),
         fsbench.join("; ")
     ));
     lines.join("\n")
@@ -308,24 +302,9 @@ fn reef_run(options: &Options, tree: &Path, kernel: &Path, initrd: &Path) -> Res
     })
 }
 
-/// The 9P modules of the Linux guest's kernel as initramfs files, and their names in the
-/// order to load them.
-fn linux_modules() -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
-    let cache = debian::cache()?;
-    let kernel = debian::fetch_kernel(&cache)?;
-    let mut files = Vec::new();
-    let mut names = Vec::new();
-    for module in debian::nine_p_modules(&cache, &kernel)? {
-        let bytes = std::fs::read(&module.file).map_err(|e| format!("reading {}: {e}", module.file.display()))?;
-        files.push((format!("{LINUX_MODULE_DIRECTORY}/{}.ko", module.name), 0o644, bytes));
-        names.push(module.name);
-    }
-    Ok((files, names))
-}
-
 fn linux_run(options: &Options, tree: &Path) -> Result<Run, String> {
     let fsbench = tools::user_program_bytes("fsbench")?;
-    let (modules, names) = linux_modules()?;
+    let (modules, names) = linux_guest::nine_p_modules()?;
     let mut machine = machine(options, tree);
     machine.kernel_args = LINUX_KERNEL_ARGUMENTS.into();
     let command = linux_shell_line(&names, options.repeat);
@@ -630,7 +609,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         },
         "linux": if options.linux { json!({
             "init_command": linux_shell_line(&["<9P modules in order>".to_string()], options.repeat),
-            "mount_options": LINUX_MOUNT_OPTIONS,
+            "mount_options": linux_guest::NINE_P_MOUNT_OPTIONS,
             "kernel_arguments_added": LINUX_KERNEL_ARGUMENTS,
             "kernel_version": first_linux.and_then(|run| run.kernel_version.clone()),
             "machine": first_linux.and_then(|run| run.machine.clone()),

@@ -48,7 +48,10 @@ pub fn run_peer(arguments: &[String]) -> Result<u8, String> {
         Some("syscall") => syscall::peer(&arguments[1..]),
         Some("ftq") => ftq::peer(&arguments[1..]),
         Some("cores") => cores::peer(&arguments[1..]),
-        Some(other) => Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores")),
+        Some("cpython") => crate::test::catalogue::cpython::peer(&arguments[1..]),
+        Some(other) => {
+            Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores, cpython"))
+        }
         None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
     }
 }

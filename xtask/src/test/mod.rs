@@ -3,7 +3,7 @@
 //! The runs are listed in [`catalogue`], one file per area; [`runner`] boots one and judges
 //! it; [`serial`] holds the readers of serial output the runs' checks are made of.
 
-mod catalogue;
+pub(crate) mod catalogue;
 mod host_checks;
 mod known_differences;
 mod runner;

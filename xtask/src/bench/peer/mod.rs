@@ -1,10 +1,10 @@
 //! The Linux peer: Debian's Linux in Reef's QEMU setup, for the Linux half of a benchmark.
 //!
-//! [`guest`] boots it and runs a program there ([`run_program`], [`run_program_on`], and
-//! [`run_program_with`] with more files in its initramfs);
-//! [`msg`] is `cargo xtask peer msg`, the messaging benchmarks of `linux-bench`.
+//! [`crate::linux_guest`] boots it and runs a program there ([`run_program`],
+//! [`run_program_on`], and [`run_program_with`] with more files in its initramfs; the test
+//! suite uses it too); [`msg`] is `cargo xtask peer msg`, the messaging benchmarks of
+//! `linux-bench`.
 
-mod guest;
 pub mod msg;
 
-pub use guest::{run_program, run_program_on, run_program_with};
+pub use crate::linux_guest::{run_program, run_program_on, run_program_with};

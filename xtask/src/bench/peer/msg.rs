@@ -1,11 +1,11 @@
 //! `cargo xtask peer msg`: the messaging benchmarks (`linux-bench`) on the Linux guest, and
 //! its figures for `cargo xtask bench msg --vs-linux`.
 
-use super::guest::{
+use crate::debian;
+use crate::linux_guest::{
     boot_linux, build_linux_bench, field, fields, host_tsc_khz, kernel_arguments, machine_type, read, tail,
     BUSYBOX_APPLETS, DONE_MARKER, INIT_MARKER,
 };
-use crate::debian;
 use crate::qemu::{Accel, Machine};
 use crate::tools;
 use serde_json::{json, Map, Value};

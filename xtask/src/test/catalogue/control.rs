@@ -18,7 +18,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         machine: machine(2, &exec("cores; echo cores: status $?; cat /proc/reef/cores")),
         expected_status: 0,
         check: Box::new(move |serial| {
-            let header = "core  apic  state         role  image  partition                      uptime";
+            let header = "core  apic  state         role  image    partition                      uptime";
             // Two cores, and the line under core 0 that says it serves the files.
             let core_or_detail = |line: &str| digit_first(line) || line.starts_with("      ");
             let tables = program_and_kernel_tables(serial, header, 3, core_or_detail)?;

@@ -1,28 +1,108 @@
 //! CPython's own regression tests (Debian's `libpython3.11-testsuite`, in the Debian tree):
-//! `python3 -m test -v` of a few modules under `chroot /debian` on Reef, against the same
-//! tree's python3 run on the host, compared case by case with the rule of the foreign
-//! suites (`known_differences`): a case counts when it passes on the host, and one that does
-//! not pass on Reef must be listed, with its reason, in `xtask/cpython/known-differences.txt`.
+//! `python3 -m test -v` of the issue's modules under `chroot /debian` on Reef, against the same
+//! in the Linux guest (Debian's kernel, the same QEMU flags, the same tree over 9P, as root as
+//! on Reef), compared case by case with the rule of the foreign suites (`known_differences`):
+//! a case counts when it passes in the guest, and one that does not pass on Reef must be
+//! listed, with its reason, in `xtask/cpython/known-differences.txt`.
 //!
-//! The host, not the Linux guest, is the reference here: it runs the same binaries of the
-//! same tree (through the tree's loader) on Linux, without a second boot in the suite's
-//! minutes.
+//! The guest's verdicts are a reference kept in the repository
+//! (`xtask/cpython/linux-guest-verdicts.txt`, written by `cargo xtask peer cpython`), named by
+//! the versions of the tree's Python packages and the modules: the guest's run takes ten
+//! minutes under TCG, twice Reef's, too long for every suite. When the tree's versions or the
+//! modules are not those of the reference, the suite runs the guest itself beside Reef.
 
 use super::exec;
-use crate::qemu::{Machine, Share};
+use super::Deferred;
+use crate::linux_guest;
+use crate::qemu::{Accel, Machine, Share};
 use crate::test::known_differences::{compare, parse_known_differences, Layout, Rules, Verdict};
 use crate::test::runner::Integration;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
 
 /// The run's name.
 const NAME: &str = "cpython-tests-2-cores";
 
-/// The modules run, as `python3 -m test` names them: those that take seconds under TCG.
-const MODULES: [&str; 6] = ["test_glob", "test_fcntl", "test_select", "test_mmap", "test_shutil", "test_pathlib"];
+/// The modules run, as `python3 -m test` names them: the issue's list but `test_signal`,
+/// which needs `alarm`, interval timers and `sigtimedwait` (not yet in Reef).
+const MODULES: [&str; 11] = [
+    "test_glob",
+    "test_fcntl",
+    "test_select",
+    "test_mmap",
+    "test_shutil",
+    "test_pathlib",
+    "test_os",
+    "test_posix",
+    "test_tempfile",
+    "test_threading",
+    "test_subprocess",
+];
 
-/// The reviewed list of cases that pass on the host and not on Reef.
+/// The reviewed list of cases that pass in the Linux guest and not on Reef.
 const KNOWN_DIFFERENCES: &str = include_str!("../../../cpython/known-differences.txt");
+
+/// The Linux guest's verdicts, as `cargo xtask peer cpython` wrote them.
+const REFERENCE: &str = include_str!("../../../cpython/linux-guest-verdicts.txt");
+
+/// Where `peer cpython` writes the reference, from the repository's root.
+const REFERENCE_PATH: &str = "xtask/cpython/linux-guest-verdicts.txt";
+
+/// The reference's first line: what it was made from (the tree's Python packages, the
+/// modules run).
+fn reference_key(tree: &Path) -> Result<String, String> {
+    let packages = crate::rootfs::package_versions(tree)?;
+    let python: Vec<&str> =
+        packages.lines().filter(|line| line.starts_with("python3") || line.starts_with("libpython3")).collect();
+    Ok(format!("# made from {} running {}", python.join(" "), MODULES.join(" ")))
+}
+
+/// The reference's verdicts when it was made from `key`.
+fn reference_verdicts(reference: &str, key: &str) -> Option<BTreeMap<String, Ended>> {
+    let mut lines = reference.lines();
+    if lines.next() != Some(key) {
+        return None;
+    }
+    let found: BTreeMap<String, Ended> = lines
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| line.split_once(' '))
+        .map(|(case, ended)| (case.to_string(), Ended(ended.to_string())))
+        .collect();
+    (!found.is_empty()).then_some(found)
+}
+
+/// The reference's text: `key`, a line on how to remake it, then `case verdict` a line.
+fn reference_text(key: &str, found: &BTreeMap<String, Ended>) -> String {
+    let mut text = format!("{key}\n# the Linux guest's verdicts (`cargo xtask peer cpython` rewrites this file)\n");
+    for (case, ended) in found {
+        text += &format!("{case} {}\n", ended.0);
+    }
+    text
+}
+
+/// `cargo xtask peer cpython [--accel kvm|tcg]`: runs the modules in the Linux guest and
+/// writes the reference the suite compares Reef with.
+pub(crate) fn peer(arguments: &[String]) -> Result<u8, String> {
+    let mut accel = Accel::detect();
+    let mut words = arguments.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--accel" => accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
+            other => return Err(format!("peer cpython: unknown option `{other}` (takes --accel kvm|tcg)")),
+        }
+    }
+    let tree = crate::rootfs::build()?;
+    let key = reference_key(&tree)?;
+    println!("peer cpython: {} in the Linux guest ({}), about ten minutes under TCG", MODULES.join(" "), accel.name());
+    let found = linux_verdicts(accel, &tree)?;
+    let passed = found.values().filter(|ended| ended.passed()).count();
+    let path = crate::tools::root().join(REFERENCE_PATH);
+    std::fs::write(&path, reference_text(&key, &found)).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("peer cpython: {} cases, {passed} passed; wrote {REFERENCE_PATH}", found.len());
+    Ok(0)
+}
 
 /// Printed by Reef after the tests.
 const DONE: &str = "cpython-tests-done";
@@ -66,70 +146,148 @@ pub(crate) fn verdicts(output: &str) -> BTreeMap<String, Ended> {
         .collect()
 }
 
-/// The host's run: the tree's python3 through the tree's loader, in a scratch directory.
-fn host_verdicts(tree: &Path) -> Result<BTreeMap<String, Ended>, String> {
-    let root = tree.display().to_string();
-    let library_path = format!("{root}/lib/x86_64-linux-gnu:{root}/usr/lib/x86_64-linux-gnu");
-    let scratch = crate::tools::root().join("target/cpython-host");
-    let _ = std::fs::create_dir_all(&scratch);
-    let output = std::process::Command::new(tree.join("lib64/ld-linux-x86-64.so.2"))
-        .args(["--library-path", &library_path])
-        .arg(tree.join("usr/bin/python3"))
-        .args(["-m", "test", "-v"])
-        .args(MODULES)
-        .current_dir(&scratch)
-        .output()
-        .map_err(|e| format!("running CPython's tests on the host: {e}"))?;
-    let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
-    let found = verdicts(&text);
+/// Where both machines see the Debian tree.
+const TREE: &str = "/debian";
+
+/// How long Reef's run may take: the modules take about six minutes under TCG.
+const RUN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the Linux guest's run may take: about ten minutes under TCG.
+const GUEST_TIMEOUT: Duration = Duration::from_secs(1500);
+
+/// The Linux guest's run: Debian's kernel with the tree shared as on Reef (9P over virtio),
+/// and `/tmp`, `/proc`, `/sys` and `/dev` mounted inside it, as Reef's chroot shows its own;
+/// the same command under `chroot`, as root, as on Reef.
+fn linux_verdicts(accel: Accel, tree: &Path) -> Result<BTreeMap<String, Ended>, String> {
+    let (modules, names) = linux_guest::nine_p_modules()?;
+    let mut lines = linux_guest::load_nine_p(&names);
+    lines.push(format!("mkdir -p {TREE}"));
+    lines.push(format!("{} || echo 'PEER mount failed'", linux_guest::mount_share(0, TREE)));
+    for (kind, directory) in [("tmpfs", "tmp"), ("proc", "proc"), ("sysfs", "sys"), ("devtmpfs", "dev")] {
+        lines.push(format!("mount -t {kind} {kind} {TREE}/{directory}"));
+    }
+    lines.push(format!("chroot {TREE} /bin/bash -c 'cd /tmp && exec {}' 2>&1", python_command(&MODULES)));
+    let mut machine = Machine::new(2);
+    machine.accel = accel;
+    machine.memory_mib = 1024;
+    machine.timeout = GUEST_TIMEOUT;
+    machine.kernel_args = linux_guest::LINUX_KERNEL_ARGUMENTS.into();
+    machine.shares = vec![Share { directory: tree.to_path_buf(), mount_point: TREE.into() }];
+    let run = linux_guest::run_program_with(&machine, &[], &modules, &lines.join("\n"))?;
+    if run.serial.contains("PEER mount failed") {
+        return Err(format!("the Linux guest could not mount the tree:\n{}", linux_guest::tail(&run.serial, 30)));
+    }
+    let found = verdicts(&run.serial);
     if found.is_empty() {
-        let tail: Vec<&str> = text.lines().rev().take(20).collect();
         return Err(format!(
-            "the host's run printed no verdict; it ended:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            "the Linux guest's run printed no verdict; it ended:\n{}",
+            linux_guest::tail(&run.serial, 30)
         ));
     }
     Ok(found)
 }
 
-/// Adds the run; the host's verdicts are taken when it is judged.
-pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, &str) -> Machine) {
+/// The command both machines run, in the tree, from `/tmp`: `modules` (the guest runs them
+/// all in one).
+fn python_command(modules: &[&str]) -> String {
+    format!("/usr/bin/python3 -m test -v {}", modules.join(" "))
+}
+
+/// Modules of the reference that the suite leaves out unless `REEF_CPYTHON_ALL=1`:
+/// `test_subprocess` takes about four minutes on Reef under TCG (330 cases, each starting
+/// Pythons), which the suite's 20 minutes on a 2-core machine cannot hold beside the rest. On
+/// core 1 it is slower still (its file calls go to core 0's service, issue 31).
+const LEFT_OUT_OF_THE_SUITE: [&str; 1] = ["test_subprocess"];
+
+/// The modules Reef runs: every one with `REEF_CPYTHON_ALL=1`, else those not left out.
+fn reef_modules() -> Vec<&'static str> {
+    let all = std::env::var("REEF_CPYTHON_ALL").as_deref() == Ok("1");
+    MODULES.iter().copied().filter(|module| all || !LEFT_OUT_OF_THE_SUITE.contains(module)).collect()
+}
+
+/// The module of a case id (`test.test_os.FileTests.test_x`: `test_os`).
+fn module_of(case: &str) -> &str {
+    case.split('.').nth(1).unwrap_or("")
+}
+
+/// Reef's shell line: the modules, from `/tmp`, then the end mark.
+fn reef_script(modules: &[&str]) -> String {
+    format!("cd /tmp; chroot {TREE} {} 2>&1; echo {DONE}", python_command(modules))
+}
+
+/// The run, deferred to after the suite's timed runs: when it is listed, the Linux guest's
+/// run starts in a thread beside Reef's (each keeps about one host CPU busy: the Reef run's
+/// second core halts), and its verdicts are awaited when Reef's run is judged.
+pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + 'static) -> Vec<Deferred> {
     if !super::is_selected(NAME) {
-        return;
+        return Vec::new();
     }
     let tree = match crate::rootfs::build() {
         Ok(tree) => tree,
-        Err(why) => {
-            list.push(super::unprepared(NAME.to_string(), &why, machine));
-            return;
+        Err(why) => return vec![Box::new(move || vec![super::unprepared(NAME.to_string(), &why, &machine)])],
+    };
+    vec![Box::new(move || vec![integration(&machine, tree)])]
+}
+
+/// The Linux guest's verdicts: the reference's when it was made from this tree and these
+/// modules, else those of a run of the guest, started now.
+enum Reference {
+    Kept(BTreeMap<String, Ended>),
+    Running(std::thread::JoinHandle<Result<BTreeMap<String, Ended>, String>>),
+}
+
+/// Reef's run, with the Linux guest's verdicts from the reference or from a run beside it.
+fn integration(machine: &dyn Fn(usize, &str) -> Machine, tree: PathBuf) -> Integration {
+    let modules = reef_modules();
+    let mut m = machine(2, &exec(&reef_script(&modules)));
+    m.timeout = RUN_TIMEOUT;
+    m.shares = vec![Share { directory: tree.clone(), mount_point: TREE.into() }];
+    let accel = m.accel;
+    let kept = reference_key(&tree).ok().and_then(|key| reference_verdicts(REFERENCE, &key));
+    let reference = match kept {
+        Some(found) => Reference::Kept(found),
+        None => {
+            println!(
+                "cpython: {REFERENCE_PATH} was made from other packages or modules: the Linux guest \
+                 runs them beside Reef (`cargo xtask peer cpython` remakes the reference)"
+            );
+            Reference::Running(std::thread::spawn(move || linux_verdicts(accel, &tree)))
         }
     };
-    let modules = MODULES.join(" ");
-    let script = format!("cd /tmp; chroot /debian /usr/bin/python3 -m test -v {modules} 2>&1; echo {DONE}");
-    let mut m = machine(2, &exec(&script));
-    m.timeout = std::time::Duration::from_secs(300);
-    m.shares = vec![Share { directory: tree.clone(), mount_point: "/debian".into() }];
-    list.push(Integration {
+    let linux = Mutex::new(Some(reference));
+    Integration {
         name: NAME.into(),
         machine: m,
         expected_status: 0,
         check: Box::new(move |serial| {
+            let linux = match linux.lock().ok().and_then(|mut slot| slot.take()) {
+                Some(Reference::Kept(found)) => found,
+                Some(Reference::Running(run)) => {
+                    run.join().map_err(|_| "the Linux guest's run panicked".to_string())??
+                }
+                None => return Err("the Linux guest's verdicts were taken already".into()),
+            };
             if !serial.contains(DONE) {
                 return Err("the tests did not finish".into());
             }
-            let known = parse_known_differences(
+            // Only the modules Reef ran count, in the reference and in the list.
+            let ran = |case: &str| modules.contains(&module_of(case));
+            let linux: BTreeMap<String, Ended> = linux.into_iter().filter(|(case, _)| ran(case)).collect();
+            let known: Vec<_> = parse_known_differences(
                 KNOWN_DIFFERENCES,
                 "xtask/cpython/known-differences.txt",
                 Layout::OneSuite("cpython"),
-            )?;
-            let host = host_verdicts(&tree)?;
-            let comparison = compare("cpython", &host, &verdicts(serial), &known, RULES);
+            )?
+            .into_iter()
+            .filter(|entry| ran(&entry.case))
+            .collect();
+            let comparison = compare("cpython", &linux, &verdicts(serial), &known, RULES);
             println!(
-                "cpython: host {} passed, Reef {} of them, {} known differences ({})",
+                "cpython: the Linux guest passed {}, Reef {} of them, {} known differences ({})",
                 comparison.host_passed,
                 comparison.reef_passed,
                 comparison.known,
-                MODULES.join(" ")
+                modules.join(" ")
             );
             if comparison.holds() {
                 return Ok(());
@@ -139,7 +297,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 comparison.new_failures, comparison.now_passing, comparison.stale
             ))
         }),
-    });
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +316,39 @@ mod tests {
         assert!(found["test.test_glob.GlobTests.test_glob"].passed());
         assert!(!found["test.test_m.C.test_x"].passed());
         assert_eq!(found["test.test_m.C.test_y"].describe(), "skipped");
+    }
+
+    #[test]
+    fn the_suite_runs_every_module_but_those_left_out() {
+        let modules = reef_modules();
+        let script = reef_script(&modules);
+        for module in MODULES {
+            let expected = usize::from(!LEFT_OUT_OF_THE_SUITE.contains(&module));
+            assert_eq!(script.matches(&format!(" {module}")).count(), expected, "{module} in {script}");
+        }
+        assert!(exec(&script).len() <= platform::cmdline::MAX_VALUE);
+        assert_eq!(module_of("test.test_os.FileTests.test_x"), "test_os");
+    }
+
+    #[test]
+    fn the_reference_reads_back_only_under_its_key() {
+        let mut found = BTreeMap::new();
+        found.insert("test.test_m.C.test_x".to_string(), Ended("ok".into()));
+        found.insert("test.test_m.C.test_y".to_string(), Ended("skipped".into()));
+        let text = reference_text("# made from python3=1 running test_m", &found);
+        assert_eq!(reference_verdicts(&text, "# made from python3=1 running test_m"), Some(found));
+        assert_eq!(reference_verdicts(&text, "# made from python3=2 running test_m"), None);
+    }
+
+    #[test]
+    fn the_kept_reference_has_every_module() {
+        let mut lines = REFERENCE.lines();
+        let key = lines.next().expect("a key line");
+        assert!(key.ends_with(&format!("running {}", MODULES.join(" "))), "made for other modules: {key}");
+        let cases: Vec<&str> = lines.filter(|line| !line.starts_with('#')).collect();
+        for module in MODULES {
+            assert!(cases.iter().any(|line| line.starts_with(&format!("test.{module}."))), "{module} has no case");
+        }
     }
 
     #[test]

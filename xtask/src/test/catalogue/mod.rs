@@ -4,7 +4,7 @@ mod bash_suite;
 mod chaos;
 mod control;
 mod cores;
-mod cpython;
+pub(crate) mod cpython;
 mod devices;
 mod dynamic;
 mod files;
@@ -48,7 +48,6 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Ve
     files::integrations(&mut list, &machine);
     devices::integrations(&mut list, &machine);
     dynamic::integrations(&mut list, &machine);
-    cpython::integrations(&mut list, &machine);
     user_shell::integrations(&mut list, &machine);
     control::integrations(&mut list, &machine);
     roles::integrations(&mut list, &machine);
@@ -57,7 +56,8 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Ve
     unix_semantics::integrations(&mut list, &machine);
     unix_files::integrations(&mut list, &machine);
     bash_suite::integrations(&mut list, &machine);
-    let deferred = foreign_crates::integrations(machine_of(accel, initrd));
+    let mut deferred = cpython::deferred(machine_of(accel, initrd));
+    deferred.extend(foreign_crates::integrations(machine_of(accel, initrd)));
     (list, deferred)
 }
 

@@ -3,10 +3,11 @@
 //!
 //! Debian's own kernel and busybox are fetched with `apt-get download`, never installed; the
 //! initramfs is packed here and booted with the QEMU flags of [`Machine::command`], so the
-//! figures sit beside Reef's.
+//! figures sit beside Reef's. The benchmarks' Linux half runs here, and so do the test
+//! suite's reference runs of Debian programs (CPython's tests).
 
 use crate::debian;
-use crate::qemu::{Accel, Machine};
+use crate::qemu::{Accel, Machine, Share};
 use crate::tools;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -15,10 +16,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// What linux-bench prints last, and `/init` after it.
-pub(super) const DONE_MARKER: &str = "PEER done";
+pub(crate) const DONE_MARKER: &str = "PEER done";
 
 /// What `/init` prints first: the kernel got as far as user space.
-pub(super) const INIT_MARKER: &str = "PEER boot";
+pub(crate) const INIT_MARKER: &str = "PEER boot";
 
 /// The kernel command line. `console=ttyS0` sends the console (and `/init`'s output) to the
 /// serial port QEMU gives us on stdio; `quiet` keeps boot messages out of the results.
@@ -35,7 +36,7 @@ const REEF_MACHINE_TRIES: usize = 2;
 /// Boots the guest on Reef's machine type, or on `-M pc` if that cannot reach `/init`
 /// (saying why); returns the run, the machine type used and the reason for a fallback. The
 /// serial log of each failed boot is kept in `cache` for a look.
-pub(super) fn boot_linux(
+pub(crate) fn boot_linux(
     machine: &Machine,
     kernel: &Path,
     initramfs: &Path,
@@ -68,7 +69,7 @@ pub(super) fn boot_linux(
 /// The host's TSC rate in kHz, from `linux-bench --tsc` run on the host; `None` (with a
 /// note) if that fails. Under TCG the guest's RDTSC returns the host's counter, and KVM gives
 /// the guest the host's rate, so this is the guest's rate too.
-pub(super) fn host_tsc_khz(linux_bench: &Path) -> Option<u64> {
+pub(crate) fn host_tsc_khz(linux_bench: &Path) -> Option<u64> {
     let output = Command::new(linux_bench).arg("--tsc").output();
     let text = output.as_ref().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     let hz = text
@@ -86,26 +87,26 @@ pub(super) fn host_tsc_khz(linux_bench: &Path) -> Option<u64> {
 /// known. Without it the kernel calibrates the TSC against the PIT, which fails now and then
 /// when the host deschedules a vCPU thread during the calibration loop ("Fast TSC calibration
 /// failed"); on microvm, which has no HPET or ACPI PM timer to try next, the boot then hangs.
-pub(super) fn kernel_arguments(tsc_khz: Option<u64>) -> String {
+pub(crate) fn kernel_arguments(tsc_khz: Option<u64>) -> String {
     match tsc_khz {
         Some(khz) => format!("{KERNEL_ARGUMENTS} tsc_early_khz={khz}"),
         None => KERNEL_ARGUMENTS.to_string(),
     }
 }
 
-pub(super) fn read(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
 }
 
 /// The last `count` lines of `text`.
-pub(super) fn tail(text: &str, count: usize) -> String {
+pub(crate) fn tail(text: &str, count: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(count)..].join("\n")
 }
 
 /// Builds `linux-bench` static (the initramfs has no loader or libc) into its own target
 /// directory, so the flags do not invalidate the workspace's build cache; returns the binary.
-pub(super) fn build_linux_bench() -> Result<PathBuf, String> {
+pub(crate) fn build_linux_bench() -> Result<PathBuf, String> {
     let target_directory = tools::root().join("target/peer-build");
     eprintln!("xtask: building linux-bench (static, release)");
     tools::run_checked(
@@ -128,13 +129,13 @@ pub(super) fn build_linux_bench() -> Result<PathBuf, String> {
 
 /// Busybox applets the init script and a person at the console use (`insmod` for the modules
 /// a run brings, [`run_program_with`]).
-pub(super) const BUSYBOX_APPLETS: [&str; 16] = [
+pub(crate) const BUSYBOX_APPLETS: [&str; 16] = [
     "sh", "mount", "umount", "poweroff", "reboot", "uname", "cat", "echo", "ls", "dmesg", "grep", "sleep", "nproc",
     "mkdir", "insmod", "chroot",
 ];
 
 /// The machine type (`-M` value) of a QEMU command.
-pub(super) fn machine_type(command: &Command) -> Option<String> {
+pub(crate) fn machine_type(command: &Command) -> Option<String> {
     let arguments: Vec<String> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     let position = arguments.iter().position(|a| a == "-M" || a == "-machine")?;
     arguments.get(position + 1).cloned()
@@ -160,23 +161,23 @@ fn linux_command(machine: &Machine, kernel: &Path, initramfs: &Path, replace_mac
 }
 
 /// What one guest run printed and how far it got.
-pub(super) struct GuestRun {
+pub(crate) struct GuestRun {
     /// The serial output, `\r` removed.
-    pub(super) serial: String,
+    pub(crate) serial: String,
     /// When `/init` said it started, from QEMU's start.
-    pub(super) init_after: Option<Duration>,
+    pub(crate) init_after: Option<Duration>,
     /// When linux-bench (or `/init`) printed `PEER done`.
-    pub(super) done_after: Option<Duration>,
+    pub(crate) done_after: Option<Duration>,
     /// QEMU's exit status, if it exited by itself.
-    pub(super) exit: Option<ExitStatus>,
+    pub(crate) exit: Option<ExitStatus>,
     /// Which timeout stopped it, if one did.
-    pub(super) timed_out: Option<&'static str>,
-    pub(super) elapsed: Duration,
+    pub(crate) timed_out: Option<&'static str>,
+    pub(crate) elapsed: Duration,
 }
 
 impl GuestRun {
     /// Why the run stopped short, in a few words.
-    pub(super) fn failure_summary(&self) -> String {
+    pub(crate) fn failure_summary(&self) -> String {
         match (self.timed_out, self.exit) {
             (Some(which), _) => format!("{which} after {:.0} s", self.elapsed.as_secs_f64()),
             (None, Some(status)) => format!("QEMU exited ({status}) after {:.1} s", self.elapsed.as_secs_f64()),
@@ -280,12 +281,12 @@ fn run_guest(
 }
 
 /// The `key=value` fields of a `PEER <word> ...` line (the first word may itself be one).
-pub(super) fn fields(line: &str) -> Vec<(&str, &str)> {
+pub(crate) fn fields(line: &str) -> Vec<(&str, &str)> {
     line.split_whitespace().skip(1).filter_map(|pair| pair.split_once('=')).collect()
 }
 
 /// The value of `key` among `fields`.
-pub(super) fn field<'a>(fields: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(fields: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
     fields.iter().find(|(name, _)| *name == key).map(|(_, value)| *value)
 }
 
@@ -304,6 +305,44 @@ fn program_init_script(command: &str) -> String {
          echo \"{DONE_MARKER}\"\n\
          poweroff -f\n"
     )
+}
+
+/// Added to the Linux guest's command line: its `CLOCK_MONOTONIC`, which the samples are read
+/// off, runs on the TSC as Reef's does. Without it the guest's TSC check fails under TCG
+/// ("TSCs unsynchronized"), and on microvm, which has no HPET or ACPI PM timer, the clock
+/// falls back to jiffies: 4 ms steps, a sixth of an `ls -l` of 100 files.
+pub const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
+
+/// How the guest mounts a share: 9P2000.L over virtio with 128 KiB messages, the host-files
+/// issue's options; no `cache=` option, so Linux 6.1's default (no page cache for 9P files).
+pub(crate) const NINE_P_MOUNT_OPTIONS: &str = "trans=virtio,version=9p2000.L,msize=131072";
+
+/// Where the guest's initramfs holds the 9P modules ([`nine_p_modules`]).
+const NINE_P_MODULE_DIRECTORY: &str = "lib/modules/9p";
+
+/// The 9P modules of the guest's kernel as initramfs files (for [`run_program_with`]), and
+/// their names in the order to load them ([`load_nine_p`]).
+pub(crate) fn nine_p_modules() -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
+    let cache = debian::cache()?;
+    let kernel = debian::fetch_kernel(&cache)?;
+    let mut files = Vec::new();
+    let mut names = Vec::new();
+    for module in debian::nine_p_modules(&cache, &kernel)? {
+        files.push((format!("{NINE_P_MODULE_DIRECTORY}/{}.ko", module.name), 0o644, read(&module.file)?));
+        names.push(module.name);
+    }
+    Ok((files, names))
+}
+
+/// The `/init` lines that load the 9P modules `names`, in order.
+pub(crate) fn load_nine_p(names: &[String]) -> Vec<String> {
+    names.iter().map(|name| format!("insmod /{NINE_P_MODULE_DIRECTORY}/{name}.ko")).collect()
+}
+
+/// The command that mounts the machine's share `index` (its tag, [`Share::tag`]) on
+/// `mount_point`, which must exist.
+pub(crate) fn mount_share(index: usize, mount_point: &str) -> String {
+    format!("mount -t 9p -o {NINE_P_MOUNT_OPTIONS} {} {mount_point}", Share::tag(index))
 }
 
 /// The directories of the guest's initramfs.
