@@ -777,11 +777,9 @@ const F_GETPIPE_SZ: u64 = 1032;
 /// may give more than asked) and a larger one is `EPERM`, as above `pipe-max-size`; a
 /// descriptor that is not a pipe is `EBADF`, as on Linux.
 fn pipe_size(fd: i64, command: u64, argument: u64) -> SyscallResult {
-    const S_IFMT: u32 = 0o170000;
-    const S_IFIFO: u32 = 0o010000;
     let handle = handle_of(fd)?;
     let metadata = metadata_of(ask(FileOp::Stat, &[handle.id], &[], &[])?)?;
-    if metadata.mode & S_IFMT != S_IFIFO {
+    if metadata.mode & linux::S_IFMT != linux::S_IFIFO {
         return Err(errno::EBADF);
     }
     let capacity = vfs::PIPE_CAPACITY as u64;

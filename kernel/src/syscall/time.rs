@@ -171,18 +171,18 @@ fn to_timeval(ns: u64) -> timeval {
     timeval { tv_sec: (us / 1_000_000) as _, tv_usec: (us % 1_000_000) as _ }
 }
 
-/// The calling process's timer as `getitimer` writes it.
-fn current_timer() -> Result<Itimerval, u32> {
-    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
-    let (left, interval) = crate::proc::timer::get(&process).remaining(crate::time::now_ns());
-    Ok([to_timeval(interval), to_timeval(left)])
+/// `timer` as `getitimer` writes it.
+fn itimerval_of(timer: crate::proc::timer::RealTimer) -> Itimerval {
+    let (left, interval) = timer.remaining(crate::time::now_ns());
+    [to_timeval(interval), to_timeval(left)]
 }
 
 pub fn getitimer(which: u64, out: u64) -> SyscallResult {
     if which != ITIMER_REAL {
         return Err(errno::EINVAL);
     }
-    write_user(out, &current_timer()?)?;
+    let process = crate::proc::current_process().ok_or(errno::EPERM)?;
+    write_user(out, &itimerval_of(crate::proc::timer::get(&process)))?;
     Ok(0)
 }
 
@@ -198,11 +198,11 @@ pub fn setitimer(which: u64, new: u64, old: u64) -> SyscallResult {
             (from_timeval(&value)?, from_timeval(&interval)?)
         }
     };
-    let previous = current_timer()?;
     let process = crate::proc::current_process().ok_or(errno::EPERM)?;
-    crate::proc::timer::set(&process, value, interval);
+    // `set` gives the previous timer back: one look at the process's timer, not two.
+    let previous = crate::proc::timer::set(&process, value, interval);
     if old != 0 {
-        write_user(old, &previous)?;
+        write_user(old, &itimerval_of(previous))?;
     }
     Ok(0)
 }
