@@ -123,7 +123,7 @@ cargo xtask <command>
         the Linux half of bench ftq alone; writes results/ftq-linux.json and its plots
   peer cpython [--accel kvm|tcg]
         CPython's regression tests of the suite's cpython run in the Linux guest (the Debian
-        tree over 9P, about ten minutes under TCG); writes xtask/cpython/linux-guest-verdicts.txt,
+        tree over 9P, about thirteen minutes under TCG); writes xtask/cpython/linux-guest-verdicts.txt,
         the reference the suite compares Reef with
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed

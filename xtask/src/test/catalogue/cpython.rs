@@ -95,7 +95,11 @@ pub(crate) fn peer(arguments: &[String]) -> Result<u8, String> {
     }
     let tree = crate::rootfs::build()?;
     let key = reference_key(&tree)?;
-    println!("peer cpython: {} in the Linux guest ({}), about ten minutes under TCG", MODULES.join(" "), accel.name());
+    println!(
+        "peer cpython: {} in the Linux guest ({}), about thirteen minutes under TCG",
+        MODULES.join(" "),
+        accel.name()
+    );
     let found = linux_verdicts(accel, &tree)?;
     let passed = found.values().filter(|ended| ended.passed()).count();
     let path = crate::tools::root().join(REFERENCE_PATH);
@@ -181,7 +185,7 @@ const TREE: &str = "/debian";
 /// How long Reef's run may take: the modules take about six minutes under TCG.
 const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How long the Linux guest's run may take: about ten minutes under TCG.
+/// How long the Linux guest's run may take: about thirteen minutes under TCG.
 const GUEST_TIMEOUT: Duration = Duration::from_secs(1500);
 
 /// The Linux guest's run: Debian's kernel with the tree shared as on Reef (9P over virtio),
