@@ -58,21 +58,19 @@ static RELEASES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 static HAS_RELEASES: AtomicBool = AtomicBool::new(false);
 /// Replies not yet collected by the thread that asked: id → reply (None: not arrived).
 static PENDING: Mutex<BTreeMap<u64, Option<Reply>>> = Mutex::new(BTreeMap::new());
-/// Requests whose thread was killed before their reply came, and that give their caller
-/// references at the service when they succeed: id → what to release then ([`Abandoned`]).
-static ABANDONED: Mutex<BTreeMap<u64, Abandoned>> = Mutex::new(BTreeMap::new());
 
-/// A reference-giving request whose caller is gone: its reply, when it comes, is released.
+/// What a request gives its caller at the service when it succeeds, which a caller killed
+/// while it waited releases once the answer is in.
 #[derive(Clone, Copy)]
-enum Abandoned {
+enum Given {
     /// An open or a pipe: the handles in the reply's words (a pipe has two).
     Opened { handles: usize },
     /// A retain of this handle.
     Retained(u64),
 }
 
-impl Abandoned {
-    /// What a request of `op` with `words` leaves to release if its caller is gone.
+impl Given {
+    /// What a request of `op` with `words` gives, if it gives references.
     fn of(op: FileOp, words: &[u64; REQUEST_WORDS]) -> Option<Self> {
         match op {
             FileOp::Open => Some(Self::Opened { handles: 1 }),
@@ -123,17 +121,19 @@ pub fn wants_reply(request_id: u64) -> bool {
 /// descriptor on a handle it was told to release.
 pub fn flush_releases() {
     super::proc::report_descriptors();
-    if !HAS_RELEASES.swap(false, Ordering::Relaxed) {
-        return;
-    }
-    let releases = core::mem::take(&mut *RELEASES.lock());
-    for id in releases {
-        let mut words = [0u64; REQUEST_WORDS];
-        words[0] = id;
-        let request =
-            FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Release, words, first: &[], second: &[] };
-        if let Err(error) = send(&request) {
-            log::warn!("a file handle was not released at the service: {error}");
+    // Sending may take messages in (a full channel is drained while it waits), and what they
+    // bring may drop one more handle: this takes it too, where it would otherwise wait for
+    // the core's next safe point, which an idle core with nothing to run may not reach soon.
+    while HAS_RELEASES.swap(false, Ordering::Relaxed) {
+        let releases = core::mem::take(&mut *RELEASES.lock());
+        for id in releases {
+            let mut words = [0u64; REQUEST_WORDS];
+            words[0] = id;
+            let request =
+                FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Release, words, first: &[], second: &[] };
+            if let Err(error) = send(&request) {
+                log::warn!("a file handle was not released at the service: {error}");
+            }
         }
     }
 }
@@ -169,15 +169,8 @@ pub fn complete(reply: Reply) {
     let id = reply.request_id;
     let mut pending = PENDING.lock();
     let Some(slot) = pending.get_mut(&id) else {
-        // Nobody waits any more (the thread was killed): the reply goes, and what it gave
-        // the caller at the service (an open file, a pipe, a reference) is released, or the
-        // service would keep it open for the system's life. (Lock order: PENDING, then
-        // ABANDONED, as where a killed caller gives its request up.)
-        let abandoned = ABANDONED.lock().remove(&id);
-        drop(pending);
-        if let Some(abandoned) = abandoned {
-            abandoned.release(&reply);
-        }
+        // Nobody waits any more: the caller gave up on a service core that was not running.
+        log::debug!("a file reply came for request {id:#x}, which nobody waits for");
         return;
     };
     *slot = Some(reply);
@@ -296,20 +289,10 @@ fn call_with(
                 }
             }
             Wakeup::Killed => {
-                // The process ends: ask the service to drop the request, and do not wait. A
-                // reply still to come releases what it gives (`complete`).
-                let mut pending = PENDING.lock();
-                let arrived = pending.remove(&request_id).flatten();
-                if let Some(abandoned) = Abandoned::of(op, &words) {
-                    match &arrived {
-                        // It came between the wake-up and here: released now.
-                        Some(reply) => abandoned.release(reply),
-                        None => drop(ABANDONED.lock().insert(request_id, abandoned)),
-                    }
+                if !cancelled {
+                    let _ = cancel(request_id);
                 }
-                drop(pending);
-                let _ = cancel(request_id);
-                return Err(errno::EINTR);
+                return answer_of_killed(op, &words, request_id);
             }
             Wakeup::Interrupted | Wakeup::Moving => {
                 // A signal, or a move: the service answers at once with what the request has.
@@ -320,6 +303,28 @@ fn call_with(
             }
         }
     }
+}
+
+/// The end of a request whose caller was killed: the process ends, but only once the service
+/// has answered, so that a request it has not carried out yet (an open that creates a file)
+/// cannot take effect after the parent has seen the exit, as Linux finishes a call before the
+/// exit. The cancel (sent) makes a waiting request answer at once; what the answer gives (an
+/// open file, a pipe, a reference) is released. A killed thread's waits end at once, so it
+/// waits by looking, taking this core's messages meanwhile (`sleep_while`).
+fn answer_of_killed(op: FileOp, words: &[u64; REQUEST_WORDS], request_id: u64) -> Result<Answer, Errno> {
+    let waiting = || PENDING.lock().get(&request_id).is_some_and(Option::is_none);
+    while !sched::sleep_while(1000, waiting) {
+        if !crate::msg::is_live(SERVICE_CORE) {
+            log::warn!("the file service's core {SERVICE_CORE} is not running: a killed caller stops waiting");
+            break;
+        }
+    }
+    if let Some(Some(reply)) = PENDING.lock().remove(&request_id) {
+        if let Some(given) = Given::of(op, words) {
+            given.release(&reply);
+        }
+    }
+    Err(errno::EINTR)
 }
 
 fn cancel(request_id: u64) -> Result<(), Errno> {

@@ -61,9 +61,13 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
         }),
     });
     // Processes killed (`kill -9`) while their open of a file on core 1 is on its way to the
-    // file service on core 0: the reply, which nobody waits for any more, must release the
-    // open file it gave (it was dropped, and the service kept 4 to 9 files open, unlinked, with
-    // their pages, for the system's life). Twenty kills at different moments of the loop.
+    // file service on core 0: the open file the answer gives must be released (it was once
+    // dropped, and the service kept 4 to 9 files open, unlinked, with their pages, for the
+    // system's life), and no open may create its file after the `wait` that saw its process
+    // end (the `rm` after the loop would miss it). Twenty kills at different moments. The
+    // `wait` sees the launchers on core 0 end; the shells they started on core 1 (pids from
+    // 100000) die by a message of the same kill, a moment later, as on Linux a killed process
+    // ends after `kill` returns: the script waits (5 s at most) until /proc lists none.
     list.push(Integration {
         name: "killed-while-opening-2-cores".into(),
         machine: machine(
@@ -71,7 +75,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             &exec(
                 "for k in 1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 3 5; do \
                  spawn 1 /bin/sh -c 'while :; do echo x > /tmp/k$$; /bin/cat /tmp/k$$; done' > /dev/null & \
-                 sleep 0.0$k; kill -9 -1 2>/dev/null; wait; done; rm -f /tmp/k*; cat /proc/reef/files; /bin/ps",
+                 sleep 0.0$k; kill -9 -1 2>/dev/null; wait; done; \
+                 n=0; while ls /proc | grep -q '^1[0-9][0-9][0-9][0-9][0-9]$' && [ $n -lt 100 ]; do n=$((n+1)); sleep 0.05; done; \
+                 rm -f /tmp/k*; cat /proc/reef/files; /bin/ps",
             ),
         ),
         expected_status: 0,
