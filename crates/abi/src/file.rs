@@ -98,13 +98,21 @@ pub enum FileOp {
     /// (handle, operation: `LOCK_SH` 1, `LOCK_EX` 2, `LOCK_UN` 8, with `LOCK_NB` 4): `flock`
     /// of the open file's node, held by the open file (its handle) until unlocked or closed.
     Lock = 30,
+    /// () → (handle, kind): a new `epoll` instance, an open file of its own.
+    EpollCreate = 31,
+    /// (epoll handle, operation: `EPOLL_CTL_ADD` 1, `DEL` 2, `MOD` 3, target handle, target
+    /// descriptor, events, data): a change of the interest list.
+    EpollControl = 32,
+    /// (epoll handle, most events, wait) → `epoll_event`s (12 bytes each, as x86-64 packs
+    /// them); parked when none is ready and the caller `wait`s.
+    EpollWait = 33,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 30] = [
+        const ALL: [FileOp; 33] = [
             Open,
             Read,
             Write,
@@ -135,6 +143,9 @@ impl FileOp {
             Descriptors,
             FilesystemSpace,
             Lock,
+            EpollCreate,
+            EpollControl,
+            EpollWait,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -155,6 +166,8 @@ pub enum HandleKind {
     Null = 7,
     /// `/dev/zero`: the client answers reads (zeros) and writes (all taken) itself.
     Zero = 8,
+    /// An `epoll` instance: its interest list is at the service.
+    Epoll = 9,
 }
 
 impl HandleKind {
@@ -169,6 +182,7 @@ impl HandleKind {
             6 => Self::Proc,
             7 => Self::Null,
             8 => Self::Zero,
+            9 => Self::Epoll,
             _ => return None,
         })
     }

@@ -16,17 +16,17 @@ use linux_raw_sys::general as linux;
 /// Longest path a call takes (Linux `PATH_MAX`, with its NUL).
 const PATH_MAX: usize = 4096;
 
-fn process() -> Result<Arc<Process>, Errno> {
+pub(super) fn process() -> Result<Arc<Process>, Errno> {
     crate::proc::current_process().ok_or(errno::EPERM)
 }
 
-fn handle_of(fd: i64) -> Result<Arc<Handle>, Errno> {
+pub(super) fn handle_of(fd: i64) -> Result<Arc<Handle>, Errno> {
     let process = process()?;
     let handle = process.state.lock().files.get(fd);
     handle
 }
 
-fn words(values: &[u64]) -> [u64; REQUEST_WORDS] {
+pub(super) fn words(values: &[u64]) -> [u64; REQUEST_WORDS] {
     let mut words = [0u64; REQUEST_WORDS];
     words[..values.len()].copy_from_slice(values);
     words
@@ -387,7 +387,7 @@ pub fn pwritev(fd: i64, vectors: u64, count: u64, offset: u64) -> SyscallResult 
     vectored(fd, vectors, count, true, offset)
 }
 
-fn install(handle: Handle, close_on_exec: bool) -> SyscallResult {
+pub(super) fn install(handle: Handle, close_on_exec: bool) -> SyscallResult {
     let process = process()?;
     let fd = process.state.lock().files.install(Arc::new(handle), close_on_exec, 0)?;
     Ok(fd as u64)
@@ -1056,7 +1056,7 @@ pub fn pselect6(count: u64, read: u64, write: u64, except: u64, timeout: u64) ->
 }
 
 /// A `timespec` timeout in milliseconds, rounded up (`-1`: none, for a null pointer).
-fn timespec_ms(timeout: u64) -> Result<i64, Errno> {
+pub(super) fn timespec_ms(timeout: u64) -> Result<i64, Errno> {
     if timeout == 0 {
         return Ok(-1);
     }

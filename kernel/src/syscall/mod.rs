@@ -4,6 +4,7 @@
 //! is `ENOSYS`, counted, and named once in the log with the program that made it.
 #![deny(unsafe_code)]
 
+mod events;
 mod files;
 mod machine;
 mod memory;
@@ -194,6 +195,12 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
         nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_epoll_create => events::epoll_create(a.0[0]),
+        nr::__NR_epoll_create1 => events::epoll_create1(a.0[0]),
+        nr::__NR_epoll_ctl => events::epoll_ctl(a.fd(0), a.0[1], a.fd(2), a.0[3]),
+        nr::__NR_epoll_wait => events::epoll_wait(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_epoll_pwait => events::epoll_pwait(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_epoll_pwait2 => events::epoll_pwait2(a.fd(0), a.0[1], a.0[2], a.0[3]),
         nr::__NR_select => files::select_call(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_pselect6 => files::pselect6(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_getcwd => files::getcwd(a.0[0], a.0[1]),

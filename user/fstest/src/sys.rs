@@ -269,3 +269,32 @@ pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
     // SAFETY: `path` is a NUL-terminated string alive for the call, which only reads it.
     checked(unsafe { libc::access(path.as_ptr(), mode) }).map(drop)
 }
+
+/// `epoll_create1(flags)`.
+pub fn epoll_create1(flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: the call takes no pointer.
+    owned(unsafe { libc::epoll_create1(flags) })
+}
+
+/// `epoll_ctl(epoll, operation, fd, {events, data})`; `event: None` passes a null pointer.
+pub fn epoll_ctl(epoll: BorrowedFd, operation: libc::c_int, fd: RawFd, event: Option<(u32, u64)>) -> io::Result<()> {
+    let mut value = event.map(|(events, u64)| libc::epoll_event { events, u64 });
+    let pointer = value.as_mut().map_or(std::ptr::null_mut(), |value| value as *mut libc::epoll_event);
+    // SAFETY: `pointer` is null or points to an `epoll_event` alive for the whole call; the
+    // descriptors are plain numbers the kernel checks.
+    checked(unsafe { libc::epoll_ctl(epoll.as_raw_fd(), operation, fd, pointer) }).map(drop)
+}
+
+/// `epoll_wait(epoll, events, timeout)`: the (events, data) of each ready interest, at most
+/// `most` (which may be 0 or negative, to see the kernel refuse it).
+pub fn epoll_wait(
+    epoll: BorrowedFd,
+    most: libc::c_int,
+    timeout_milliseconds: libc::c_int,
+) -> io::Result<Vec<(u32, u64)>> {
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; most.max(1) as usize];
+    // SAFETY: `events` holds at least `most` writable entries for the whole call.
+    let count =
+        checked(unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), most, timeout_milliseconds) })?;
+    Ok(events[..count as usize].iter().map(|event| (event.events, event.u64)).collect())
+}

@@ -69,6 +69,7 @@ pub fn poll_console() {
             service.snapshot_counts();
         }
         service.changed = true;
+        service.terminal_generation += 1;
         service.retry_parked(&mut later);
         drop(guard);
         if let Some(signal_group) = SIGNAL_GROUP.get() {

@@ -62,6 +62,11 @@ impl Service {
             Request::Cancel { .. } => Ok(Outcome::Silent),
             Request::FilesystemSpace { device } => self.filesystem_space(*device),
             Request::Lock { handle, operation } => self.lock(*handle, *operation),
+            Request::EpollCreate => self.epoll_create(),
+            Request::EpollControl { epoll, operation, target, descriptor, events, data } => {
+                self.epoll_control(*epoll, *operation, (*target, *descriptor), *events, *data)
+            }
+            Request::EpollWait { epoll, most, wait } => self.epoll_wait(*epoll, *most, *wait),
         }
     }
 }

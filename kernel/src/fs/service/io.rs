@@ -44,6 +44,7 @@ impl Service {
                 Device::Console | Device::Tty => match self.terminal.read(length) {
                     Some(data) => {
                         self.changed = true;
+                        self.terminal_generation += 1;
                         data
                     }
                     None if nonblocking => return Err(errno::EAGAIN),
@@ -58,6 +59,7 @@ impl Service {
                 }
             }
             Object::PipeWriter(_) => return Err(errno::EBADF),
+            Object::Epoll(_) => return Err(errno::EINVAL),
         };
         let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
         if offset.is_none() && matches!(file.object, Object::Regular(_) | Object::Proc { .. } | Object::Sys { .. }) {
@@ -93,6 +95,7 @@ impl Service {
             }
             Object::Directory { .. } => Err(errno::EISDIR),
             Object::Proc { .. } | Object::PipeReader(_) => Err(errno::EBADF),
+            Object::Epoll(_) => Err(errno::EINVAL),
             // Decoded now, carried out by `submit` once the lock is let go. An empty write
             // asks nothing and takes nothing.
             Object::Sys { node, .. } => match self.vfs.decode_sys_write(*node, data)? {

@@ -16,6 +16,7 @@
 //! `transport` (requests from other instances and replies to them).
 
 mod console;
+mod epoll;
 mod invoke;
 mod io;
 mod locks;
@@ -105,7 +106,11 @@ struct Service {
     parked: Vec<Parked>,
     /// `flock` locks, by node.
     locks: BTreeMap<NodeId, locks::NodeLocks>,
+    epolls: BTreeMap<u64, epoll::Epoll>,
+    next_epoll: u64,
     terminal: Terminal,
+    /// Moves when the terminal's input does (what an edge-triggered `epoll` looks at).
+    terminal_generation: u64,
     /// Something parked requests wait for changed.
     changed: bool,
     requests: u64,
@@ -134,7 +139,10 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         fifo_waits: BTreeMap::new(),
         parked: Vec::new(),
         locks: BTreeMap::new(),
+        epolls: BTreeMap::new(),
+        next_epoll: 1,
         terminal: Terminal::new(),
+        terminal_generation: 0,
         changed: false,
         requests: 0,
         remote_requests: 0,

@@ -36,6 +36,8 @@ pub(super) enum Object {
     /// Both ends of a pipe: a FIFO opened for reading and writing (`O_RDWR`), which Linux
     /// opens at once as a reader and a writer.
     PipeBoth(u64),
+    /// An `epoll` instance (`epoll.rs`).
+    Epoll(u64),
 }
 
 /// One open file description: shared by every descriptor `dup` and `fork` made of it.
@@ -63,6 +65,7 @@ impl OpenFile {
             Object::Device { device: Device::Zero, .. } => HandleKind::Zero,
             Object::Device { .. } => HandleKind::Device,
             Object::PipeReader(_) | Object::PipeWriter(_) | Object::PipeBoth(_) => HandleKind::Pipe,
+            Object::Epoll(_) => HandleKind::Epoll,
         }
     }
 
@@ -151,6 +154,7 @@ impl Service {
             Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
                 self.pipes.get(pipe).and_then(|pipe| pipe.node)
             }
+            Object::Epoll(_) => None,
         })
     }
 
@@ -318,6 +322,7 @@ impl Service {
             return;
         }
         let Some(file) = self.open.remove(&handle) else { return };
+        self.forget_in_epolls(handle, &file.object);
         match file.object {
             Object::Regular(node)
             | Object::Directory { node, .. }
@@ -330,6 +335,7 @@ impl Service {
             Object::PipeReader(pipe) => self.close_pipe_end(handle, pipe, true, false),
             Object::PipeWriter(pipe) => self.close_pipe_end(handle, pipe, false, true),
             Object::PipeBoth(pipe) => self.close_pipe_end(handle, pipe, true, true),
+            Object::Epoll(_) => {}
         }
     }
 
@@ -370,6 +376,8 @@ impl Service {
                 ..Metadata::default()
             }),
             Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => self.stat_pipe(*pipe),
+            // An anonymous inode, as Linux's: no type bits, read and write for the owner.
+            Object::Epoll(id) => Ok(Metadata { device: 14, inode: *id, mode: 0o600, links: 1, ..Metadata::default() }),
         }
     }
 }

@@ -20,15 +20,27 @@ pub(super) struct Pipe {
     /// finish, as Linux's `r_counter` and `w_counter` do.
     reader_opens: u64,
     writer_opens: u64,
+    /// Moves whenever what the pipe's ends are ready for may have changed (bytes in or out,
+    /// an end opened or closed): what an edge-triggered `epoll` looks at.
+    pub(super) generation: u64,
 }
 
 impl Pipe {
     fn new(node: Option<NodeId>) -> Self {
-        Self { buffer: PipeBuffer::new(), readers: 0, writers: 0, node, reader_opens: 0, writer_opens: 0 }
+        Self {
+            buffer: PipeBuffer::new(),
+            readers: 0,
+            writers: 0,
+            node,
+            reader_opens: 0,
+            writer_opens: 0,
+            generation: 0,
+        }
     }
 
     /// One more open end: for reading, writing or both.
     pub(super) fn add_ends(&mut self, reading: bool, writing: bool) {
+        self.generation += 1;
         if reading {
             self.readers += 1;
             self.reader_opens += 1;
@@ -142,6 +154,7 @@ impl Service {
     pub(super) fn close_pipe_end(&mut self, handle: u64, pipe: u64, reader: bool, writer: bool) {
         self.fifo_waits.remove(&handle);
         if let Some(state) = self.pipes.get_mut(&pipe) {
+            state.generation += 1;
             state.readers -= u32::from(reader);
             state.writers -= u32::from(writer);
             let node = state.node;
@@ -192,6 +205,7 @@ impl Service {
         let mut data = alloc::vec![0u8; length.min(pipe.buffer.len())];
         let count = pipe.buffer.read(self.vfs.page_store(), &mut data);
         data.truncate(count);
+        pipe.generation += 1;
         self.changed = true;
         Ok(Some(data))
     }
@@ -212,6 +226,7 @@ impl Service {
         let rest = &data[done as usize..];
         let written = pipe.buffer.write(self.vfs.page_store(), rest) as u64;
         if written > 0 {
+            pipe.generation += 1;
             self.changed = true;
         }
         let done = done + written;

@@ -8,7 +8,7 @@ use vfs::Device;
 
 impl Service {
     /// The `poll` events `handle` has now.
-    fn readiness(&self, handle: u64) -> u16 {
+    pub(super) fn readiness(&self, handle: u64) -> u16 {
         let Some(file) = self.open.get(&handle) else { return events::INVALID };
         match &file.object {
             Object::Device { device: Device::Console | Device::Tty, .. } => {
@@ -39,6 +39,13 @@ impl Service {
                 }
                 None => events::INVALID,
             },
+            Object::Epoll(id) => {
+                if self.epoll_has_ready(*id, 0) {
+                    events::IN
+                } else {
+                    0
+                }
+            }
             _ => events::IN | events::OUT,
         }
     }

@@ -246,6 +246,22 @@ pub enum Request<'a> {
         handle: u64,
         operation: u64,
     },
+    EpollCreate,
+    /// `epoll_ctl`'s `operation` on `epoll`'s interest in the open file `target`, which the
+    /// caller names by `descriptor`.
+    EpollControl {
+        epoll: u64,
+        operation: u64,
+        target: u64,
+        descriptor: u32,
+        events: u32,
+        data: u64,
+    },
+    EpollWait {
+        epoll: u64,
+        most: usize,
+        wait: bool,
+    },
 }
 
 /// `NONE` as `None`.
@@ -347,11 +363,22 @@ impl<'a> Request<'a> {
             }
             FileOp::FilesystemSpace => Self::FilesystemSpace { device: w[0] },
             FileOp::Lock => Self::Lock { handle: w[0], operation: w[1] },
+            FileOp::EpollCreate => Self::EpollCreate,
+            FileOp::EpollControl => Self::EpollControl {
+                epoll: w[0],
+                operation: w[1],
+                target: w[2],
+                descriptor: w[3] as u32,
+                events: w[4] as u32,
+                data: w[5],
+            },
+            FileOp::EpollWait => Self::EpollWait { epoll: w[0], most: w[1] as usize, wait: w[2] != 0 },
         })
     }
 
     /// The request with its bytes its own, to be kept while it waits (parked): only an open
-    /// (a FIFO's, for the other end), a read, a write, a poll and a lock ever wait.
+    /// (a FIFO's, for the other end), a read, a write, a poll, a lock and an `epoll_wait`
+    /// ever wait.
     pub fn to_parked(&self) -> Option<Request<'static>> {
         let owned = |bytes: &Bytes<'_>| Cow::Owned(bytes.to_vec());
         Some(match self {
@@ -366,6 +393,7 @@ impl<'a> Request<'a> {
             }
             Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },
             Self::Lock { handle, operation } => Request::Lock { handle: *handle, operation: *operation },
+            Self::EpollWait { epoll, most, wait } => Request::EpollWait { epoll: *epoll, most: *most, wait: *wait },
             _ => return None,
         })
     }

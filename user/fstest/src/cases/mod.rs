@@ -4,6 +4,7 @@ mod attributes;
 mod descriptors;
 mod devices;
 mod directories;
+mod events;
 mod files;
 mod links;
 mod paths;
@@ -58,6 +59,7 @@ pub fn all(fill: bool) -> Vec<Case> {
     cases.extend(attributes::CASES);
     cases.extend(descriptors::CASES);
     cases.extend(pipes::CASES);
+    cases.extend(events::CASES);
     cases.extend(devices::CASES);
     cases.extend(readonly::CASES);
     if fill {
