@@ -35,9 +35,9 @@ pub const ROOT_WORD: usize = REQUEST_WORDS - 1;
 pub enum FileOp {
     /// (directory handle, cwd handle, flags, mode) + path → (handle, kind).
     Open = 1,
-    /// (handle, length, offset or NONE) → data.
+    /// (handle, length, offset or NONE, don't wait) → data.
     Read = 2,
-    /// (handle, offset or NONE) + data → count.
+    /// (handle, offset or NONE, don't wait) + data → count.
     Write = 3,
     /// (handle, offset as i64, whence) → new offset.
     Seek = 4,
@@ -106,13 +106,32 @@ pub enum FileOp {
     /// (epoll handle, most events, wait) → `epoll_event`s (12 bytes each, as x86-64 packs
     /// them); parked when none is ready and the caller `wait`s.
     EpollWait = 33,
+    /// (type with `SOCK_NONBLOCK`) → (handle, kind): a new `AF_UNIX` socket.
+    SocketCreate = 34,
+    /// (type with `SOCK_NONBLOCK`) → (handle, handle): two connected sockets.
+    SocketPair = 35,
+    /// (handle, cwd handle, mode) + the address's `sun_path` bytes.
+    SocketBind = 36,
+    /// (handle, backlog).
+    SocketListen = 37,
+    /// (handle, cwd handle) + the address's `sun_path` bytes; parked while the listener's
+    /// queue is full.
+    SocketConnect = 38,
+    /// (handle, `SOCK_NONBLOCK`) → (handle, kind); parked while no connection is queued.
+    SocketAccept = 39,
+    /// (handle, how).
+    SocketShutdown = 40,
+    /// (handle, peer) → the name's `sun_path` bytes (`getsockname`, `getpeername`).
+    SocketName = 41,
+    /// (handle, `SOL_SOCKET` option) → its value.
+    SocketOption = 42,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 33] = [
+        const ALL: [FileOp; 42] = [
             Open,
             Read,
             Write,
@@ -146,6 +165,15 @@ impl FileOp {
             EpollCreate,
             EpollControl,
             EpollWait,
+            SocketCreate,
+            SocketPair,
+            SocketBind,
+            SocketListen,
+            SocketConnect,
+            SocketAccept,
+            SocketShutdown,
+            SocketName,
+            SocketOption,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -168,6 +196,8 @@ pub enum HandleKind {
     Zero = 8,
     /// An `epoll` instance: its interest list is at the service.
     Epoll = 9,
+    /// An `AF_UNIX` socket.
+    Socket = 10,
 }
 
 impl HandleKind {
@@ -183,6 +213,7 @@ impl HandleKind {
             7 => Self::Null,
             8 => Self::Zero,
             9 => Self::Epoll,
+            10 => Self::Socket,
             _ => return None,
         })
     }

@@ -12,7 +12,7 @@ use crate::vfs::{Context, Vfs};
 use crate::{Errno, MAX_SYMLINK_HOPS, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use initramfs::mode;
 use linux_raw_sys::errno::{
-    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EPERM, EXDEV,
+    EACCES, EADDRINUSE, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR, ENOTEMPTY, EPERM, EXDEV,
 };
 
 /// The last component of a path, as a namespace call reads it.
@@ -164,7 +164,33 @@ impl Vfs {
             mode::DIRECTORY | mode::CHARACTER_DEVICE | mode::BLOCK_DEVICE | mode::SOCKET => return Err(EPERM),
             _ => return Err(EINVAL),
         };
-        let type_bits = if matches!(content, NewContent::Fifo) { mode::FIFO } else { mode::REGULAR };
+        self.make_typed_node(directory, name, mode, content)
+    }
+
+    /// `bind` of an `AF_UNIX` socket to a path: a socket node in tmpfs (`EADDRINUSE` where a
+    /// name is already, as Linux says for a socket's address; `EPERM` outside tmpfs).
+    pub fn make_socket_node(&mut self, directory: NodeId, name: &[u8], mode: u32) -> Result<NodeId, Errno> {
+        if matches!(self.directory_filesystem(directory)?, Filesystem::Host(_)) {
+            return Err(EPERM);
+        }
+        match self.make_typed_node(directory, name, mode::SOCKET | (mode & 0o7777), NewContent::Socket) {
+            Err(EEXIST) => Err(EADDRINUSE),
+            other => other,
+        }
+    }
+
+    fn make_typed_node(
+        &mut self,
+        directory: NodeId,
+        name: &[u8],
+        mode: u32,
+        content: NewContent,
+    ) -> Result<NodeId, Errno> {
+        let type_bits = match content {
+            NewContent::Fifo => mode::FIFO,
+            NewContent::Socket => mode::SOCKET,
+            _ => mode::REGULAR,
+        };
         let last = parse_name(name)?;
         let filesystem = self.directory_filesystem(directory)?;
         let plain = self.new_name(directory, last)?;

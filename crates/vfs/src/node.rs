@@ -100,6 +100,8 @@ pub enum NodeKind {
     /// A named pipe (FIFO) of tmpfs or the initramfs: the file service opens it as one end of
     /// a pipe it keeps for the node while any end is open.
     Fifo,
+    /// A bound `AF_UNIX` socket's name in tmpfs: the file service knows the socket.
+    Socket,
     /// A socket, block device or character device with no Reef driver that the initramfs
     /// holds outside `/dev`: it can be listed and stat'ed, not opened.
     Special,

@@ -37,6 +37,8 @@ pub(crate) enum Content {
     Symlink(Vec<u8>),
     /// A named pipe: the bytes live in the file service's pipe while it is open, never here.
     Fifo,
+    /// A `AF_UNIX` socket's name (`bind`): the socket itself is the file service's.
+    Socket,
 }
 
 /// A directory's entries, by name for lookups and by insertion sequence for listings. A
@@ -191,6 +193,7 @@ impl Tmpfs {
             NewContent::Directory => (Content::Directory(Directory::new(directory, name.to_vec())), 2),
             NewContent::Symlink(target) => (Content::Symlink(target), 1),
             NewContent::Fifo => (Content::Fifo, 1),
+            NewContent::Socket => (Content::Socket, 1),
         };
         let is_directory = matches!(content, Content::Directory(_));
         self.nodes.insert(inode, TmpNode { mode, links, accessed: now, modified: now, changed: now, content });
@@ -386,4 +389,5 @@ pub(crate) enum NewContent {
     Directory,
     Symlink(Vec<u8>),
     Fifo,
+    Socket,
 }

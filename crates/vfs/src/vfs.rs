@@ -287,6 +287,7 @@ impl Vfs {
                 Content::Directory(_) => NodeKind::Directory,
                 Content::Symlink(_) => NodeKind::Symlink,
                 Content::Fifo => NodeKind::Fifo,
+                Content::Socket => NodeKind::Socket,
             },
             Found::Devfs(None) => NodeKind::Directory,
             Found::Devfs(Some(device)) => NodeKind::Device(device.device),
@@ -363,7 +364,7 @@ impl Vfs {
                         metadata.blocks = file.page_count() as u64 * (PAGE_SIZE as u64 / 512);
                     }
                     Content::Symlink(target) => metadata.size = target.len() as u64,
-                    Content::Directory(_) | Content::Fifo => {}
+                    Content::Directory(_) | Content::Fifo | Content::Socket => {}
                 }
             }
             Found::Devfs(device) => {

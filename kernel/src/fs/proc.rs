@@ -417,7 +417,8 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
             let _ = writeln!(
                 text,
                 "open files {}, pipes {}, pipe pages {}, parked requests {}, tmpfs nodes {}, tmpfs pages {}/{}, \
-                 requests {} ({} from other cores, {} served as a kernel core), refused {}, share fids opened {}",
+                 requests {} ({} from other cores, {} served as a kernel core), refused {}, share fids opened {}, \
+                 sockets {}, epolls {}",
                 counts.open_files,
                 counts.pipes,
                 counts.pipe_pages,
@@ -429,7 +430,9 @@ fn reef_view(view: ReefView, text: &mut String) -> Result<(), Errno> {
                 counts.remote_requests,
                 counts.kernel_core_requests,
                 counts.refused,
-                counts.share_opened_fids
+                counts.share_opened_fids,
+                counts.sockets,
+                counts.epolls
             );
             Ok(())
         }

@@ -57,12 +57,12 @@ fn directory_word(fd: i64, path: &[u8]) -> Result<u64, Errno> {
 }
 
 /// The working directory's handle (`NONE`: the root).
-fn cwd_word() -> Result<u64, Errno> {
+pub(super) fn cwd_word() -> Result<u64, Errno> {
     Ok(process()?.state.lock().cwd.as_ref().map_or(NONE, |handle| handle.id))
 }
 
 /// The root directory's handle (`NONE`: the file system's root, the process never `chroot`ed).
-fn root_word() -> Result<u64, Errno> {
+pub(super) fn root_word() -> Result<u64, Errno> {
     Ok(process()?.state.lock().root_directory.as_ref().map_or(NONE, |handle| handle.id))
 }
 
@@ -183,7 +183,7 @@ fn write_handle(handle: &Handle, buffer: u64, length: u64, offset: u64) -> Sysca
 
 /// Writes `bytes` (at most `MAX_TRANSFER`) at `offset` (`NONE`: the file's position) to
 /// `handle`; returns how many were written. A pipe nobody reads raises SIGPIPE too.
-fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno> {
+pub(super) fn write_chunk(handle: &Handle, bytes: &[u8], offset: u64) -> Result<u64, Errno> {
     if handle.kind == HandleKind::Console {
         // Line-buffered by the process and written by the console's owner: no round trip.
         fs::console::write(&process()?.console_pending, bytes);
@@ -1120,13 +1120,6 @@ pub fn flock(fd: i64, operation: u64) -> SyscallResult {
     let handle = handle_of(fd)?;
     ask(FileOp::Lock, &[handle.id, operation], &[], &[])?;
     Ok(0)
-}
-
-/// `getsockname`/`getpeername` of a descriptor: `EBADF` if it is not open, else `ENOTSOCK`
-/// (there are no sockets yet).
-pub fn not_a_socket(fd: i64) -> SyscallResult {
-    handle_of(fd)?;
-    Err(errno::ENOTSOCK)
 }
 
 pub fn umask(mask: u64) -> SyscallResult {

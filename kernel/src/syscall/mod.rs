@@ -10,6 +10,7 @@ mod machine;
 mod memory;
 mod process;
 mod signal;
+mod sockets;
 pub mod syspage;
 mod time;
 
@@ -195,6 +196,22 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
         nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_socket => sockets::socket(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_socketpair => sockets::socketpair(a.0[0], a.0[1], a.0[2], a.0[3]),
+        nr::__NR_bind => sockets::bind(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_listen => sockets::listen(a.fd(0), a.0[1]),
+        nr::__NR_connect => sockets::connect(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_accept => sockets::accept(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_accept4 => sockets::accept4(a.fd(0), a.0[1], a.0[2], a.0[3]),
+        nr::__NR_shutdown => sockets::shutdown(a.fd(0), a.0[1]),
+        nr::__NR_getsockname => sockets::getsockname(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_getpeername => sockets::getpeername(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_sendto => sockets::sendto(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
+        nr::__NR_recvfrom => sockets::recvfrom(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4], a.0[5]),
+        nr::__NR_sendmsg => sockets::sendmsg(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_recvmsg => sockets::recvmsg(a.fd(0), a.0[1], a.0[2]),
+        nr::__NR_getsockopt => sockets::getsockopt(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
+        nr::__NR_setsockopt => sockets::setsockopt(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
         nr::__NR_epoll_create => events::epoll_create(a.0[0]),
         nr::__NR_epoll_create1 => events::epoll_create1(a.0[0]),
         nr::__NR_epoll_ctl => events::epoll_ctl(a.fd(0), a.0[1], a.fd(2), a.0[3]),
@@ -226,11 +243,6 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_listxattr => files::xattr_at(a.0[0], true, files::XattrRead::List),
         nr::__NR_llistxattr => files::xattr_at(a.0[0], false, files::XattrRead::List),
         nr::__NR_flistxattr => files::xattr_of(a.fd(0), files::XattrRead::List),
-        // Reef has no sockets: glibc asks for one to reach nscd and, refused, reads
-        // /etc/passwd itself, as on a kernel built without CONFIG_NET.
-        nr::__NR_socket => Err(errno::EAFNOSUPPORT),
-        // No descriptor is a socket yet (bash asks whether its input is one).
-        nr::__NR_getsockname | nr::__NR_getpeername => files::not_a_socket(a.fd(0)),
 
         nr::__NR_getpid => process::getpid(),
         nr::__NR_getppid => process::getppid(),

@@ -4,6 +4,7 @@
 
 mod cases;
 mod dirent;
+mod echo;
 mod expect;
 mod pattern;
 mod sys;
@@ -20,7 +21,8 @@ use std::process::ExitCode;
 const SCRATCH_VARIABLE: &str = "FSTEST_DIR";
 const DEFAULT_BASE: &str = "/tmp";
 
-const USAGE: &str = "fstest [--dir DIR] [--fill] | --write PATH BYTES SEED | --check PATH BYTES SEED";
+const USAGE: &str = "fstest [--dir DIR] [--fill] | --write PATH BYTES SEED | --check PATH BYTES SEED \
+                     | --echo-serve PATH CONNECTIONS | --echo PATH BYTES SEED";
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,6 +36,12 @@ enum Mode {
     Check { path: PathBuf, bytes: usize, seed: u64 },
     /// `--check-closed FD --check-open FD`: what `exec-cloexec` runs through `execve`.
     CheckDescriptors { closed: RawFd, open: RawFd },
+    /// `--echo-serve PATH CONNECTIONS`: an `AF_UNIX` echo server at `PATH` for that many
+    /// connections, one after another.
+    EchoServe { path: PathBuf, connections: usize },
+    /// `--echo PATH BYTES SEED`: sends the pattern of `SEED` to the echo server at `PATH` and
+    /// checks what comes back.
+    Echo { path: PathBuf, bytes: usize, seed: u64 },
 }
 
 fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
@@ -48,6 +56,12 @@ fn parse(arguments: &[String]) -> Result<Mode, String> {
         }
         ["--check", path, bytes, seed] => {
             Ok(Mode::Check { path: path.into(), bytes: number(bytes, "BYTES")?, seed: number(seed, "SEED")? })
+        }
+        ["--echo-serve", path, connections] => {
+            Ok(Mode::EchoServe { path: path.into(), connections: number(connections, "CONNECTIONS")? })
+        }
+        ["--echo", path, bytes, seed] => {
+            Ok(Mode::Echo { path: path.into(), bytes: number(bytes, "BYTES")?, seed: number(seed, "SEED")? })
         }
         [cases::CHECK_CLOSED, closed, cases::CHECK_OPEN, open] => {
             Ok(Mode::CheckDescriptors { closed: number(closed, "FD")?, open: number(open, "FD")? })
@@ -181,6 +195,16 @@ fn main() -> ExitCode {
             report.run("same-bytes", || check_pattern(&path, bytes, seed));
             report.finish()
         }
+        Ok(Mode::EchoServe { path, connections }) => {
+            let mut report = Report::default();
+            report.run("echo-served", || echo::serve(&path, connections, &place()));
+            report.finish()
+        }
+        Ok(Mode::Echo { path, bytes, seed }) => {
+            let mut report = Report::default();
+            report.run("echoed", || echo::send(&path, bytes, seed, &place()));
+            report.finish()
+        }
         Ok(Mode::CheckDescriptors { closed, open }) => match cases::check_descriptors(closed, open) {
             Ok(()) => ExitCode::SUCCESS,
             Err(problem) => {
@@ -221,6 +245,14 @@ mod tests {
         assert_eq!(
             parsed(&["--check-closed", "3", "--check-open", "4"]),
             Ok(Mode::CheckDescriptors { closed: 3, open: 4 })
+        );
+        assert_eq!(
+            parsed(&["--echo-serve", "/tmp/echo", "2"]),
+            Ok(Mode::EchoServe { path: "/tmp/echo".into(), connections: 2 })
+        );
+        assert_eq!(
+            parsed(&["--echo", "/tmp/echo", "5000", "4"]),
+            Ok(Mode::Echo { path: "/tmp/echo".into(), bytes: 5000, seed: 4 })
         );
     }
 

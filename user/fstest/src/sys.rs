@@ -298,3 +298,47 @@ pub fn epoll_wait(
         checked(unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), most, timeout_milliseconds) })?;
     Ok(events[..count as usize].iter().map(|event| (event.events, event.u64)).collect())
 }
+
+/// `getsockopt(fd, SOL_SOCKET, option)` of an `int` option.
+pub fn socket_option(fd: BorrowedFd, option: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `length` are writable and alive for the whole call, `length` says
+    // how many bytes `value` has.
+    checked(unsafe {
+        libc::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, option, (&mut value as *mut libc::c_int).cast(), &mut length)
+    })?;
+    Ok(value)
+}
+
+/// `send(fd, data, flags)`: how many bytes went.
+pub fn send(fd: BorrowedFd, data: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `data` is readable for its length for the whole call.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), data.as_ptr().cast(), data.len(), flags) };
+    checked_long(sent as libc::c_long).map(|count| count as usize)
+}
+
+/// `accept4(fd, NULL, NULL, SOCK_CLOEXEC)`.
+pub fn accept(fd: BorrowedFd) -> io::Result<OwnedFd> {
+    // SAFETY: null address and length ask for no peer address.
+    owned(unsafe { libc::accept4(fd.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) })
+}
+
+/// `socket(domain, type, protocol)`.
+pub fn socket(domain: libc::c_int, kind: libc::c_int, protocol: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: the call takes no pointer.
+    owned(unsafe { libc::socket(domain, kind | libc::SOCK_CLOEXEC, protocol) })
+}
+
+/// `getpeername(fd)`: the length of the peer's address.
+pub fn peer_name_length(fd: BorrowedFd) -> io::Result<usize> {
+    // SAFETY: all-zero bytes are a valid `sockaddr_un`.
+    let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut length = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `address` and `length` are writable and alive for the whole call, `length`
+    // says how many bytes `address` has.
+    checked(unsafe {
+        libc::getpeername(fd.as_raw_fd(), (&mut address as *mut libc::sockaddr_un).cast(), &mut length)
+    })?;
+    Ok(length as usize)
+}

@@ -196,6 +196,7 @@ impl Service {
                 self.pipes.get(pipe).map_or(0, |pipe| pipe.generation)
             }
             Some(Object::Device { device: Device::Console | Device::Tty, .. }) => self.terminal_generation,
+            Some(Object::Socket(id)) => self.socket_generation(*id),
             _ => 0,
         }
     }

@@ -11,8 +11,8 @@ impl Service {
     pub(super) fn invoke(&mut self, pid: u32, request: &Request<'_>, done: u64) -> Result<Outcome, Errno> {
         match request {
             Request::Open { at, flags, mode, path } => self.open_path(pid, *at, *flags, *mode, path, done),
-            Request::Read { handle, length, offset } => self.read(*handle, *length, *offset),
-            Request::Write { handle, offset, data } => self.write(*handle, *offset, data, done),
+            Request::Read { handle, length, offset, dont_wait } => self.read(*handle, *length, *offset, *dont_wait),
+            Request::Write { handle, offset, data, dont_wait } => self.write(*handle, *offset, data, done, *dont_wait),
             Request::Seek { handle, offset, whence } => self.seek(*handle, *offset, *whence),
             Request::Stat { handle } => {
                 let metadata = self.stat_handle(*handle)?;
@@ -67,6 +67,15 @@ impl Service {
                 self.epoll_control(*epoll, *operation, (*target, *descriptor), *events, *data)
             }
             Request::EpollWait { epoll, most, wait } => self.epoll_wait(*epoll, *most, *wait),
+            Request::SocketCreate { kind } => self.socket_create(pid, *kind),
+            Request::SocketPair { kind } => self.socket_pair(pid, *kind),
+            Request::SocketBind { handle, at, mode, name } => self.socket_bind(pid, *handle, *at, *mode, name),
+            Request::SocketListen { handle, backlog } => self.socket_listen(*handle, *backlog),
+            Request::SocketConnect { handle, at, name } => self.socket_connect(pid, *handle, *at, name),
+            Request::SocketAccept { handle, flags } => self.socket_accept(*handle, *flags),
+            Request::SocketShutdown { handle, how } => self.socket_shutdown(*handle, *how),
+            Request::SocketName { handle, peer } => self.socket_name(*handle, *peer),
+            Request::SocketOption { handle, option } => self.socket_option(*handle, *option),
         }
     }
 }

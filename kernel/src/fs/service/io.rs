@@ -12,13 +12,19 @@ use vfs::Device;
 impl Service {
     /// Reads at most `length` bytes at `offset` (`None`: the open file's position, which
     /// moves).
-    pub(super) fn read(&mut self, handle: u64, length: usize, offset: Option<u64>) -> Result<Outcome, Errno> {
+    pub(super) fn read(
+        &mut self,
+        handle: u64,
+        length: usize,
+        offset: Option<u64>,
+        dont_wait: bool,
+    ) -> Result<Outcome, Errno> {
         let length = length.min(MAX_TRANSFER);
         let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
         if !file.readable() {
             return Err(errno::EBADF);
         }
-        let nonblocking = file.flags & flags::NONBLOCK != 0;
+        let nonblocking = file.flags & flags::NONBLOCK != 0 || dont_wait;
         let position = offset.unwrap_or(file.offset);
         let data = match &mut file.object {
             Object::Regular(node) => {
@@ -60,6 +66,17 @@ impl Service {
             }
             Object::PipeWriter(_) => return Err(errno::EBADF),
             Object::Epoll(_) => return Err(errno::EINVAL),
+            Object::Socket(id) => {
+                let id = *id;
+                let (receive, _) = self.socket_pipes(id)?;
+                match self.read_pipe(receive, length, nonblocking) {
+                    Ok(Some(data)) => data,
+                    Ok(None) => return Ok(Outcome::Park(0)),
+                    // Its reading shut down (the pipe's end closed): end of file.
+                    Err(errno::EBADF) => Vec::new(),
+                    Err(error) => return Err(error),
+                }
+            }
         };
         let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
         if offset.is_none() && matches!(file.object, Object::Regular(_) | Object::Proc { .. } | Object::Sys { .. }) {
@@ -70,12 +87,19 @@ impl Service {
 
     /// Writes `data` at `offset` (`None`: the open file's position, or its end under
     /// `O_APPEND`); `done` bytes of it are written already (a parked pipe write).
-    pub(super) fn write(&mut self, handle: u64, offset: Option<u64>, data: &[u8], done: u64) -> Result<Outcome, Errno> {
+    pub(super) fn write(
+        &mut self,
+        handle: u64,
+        offset: Option<u64>,
+        data: &[u8],
+        done: u64,
+        dont_wait: bool,
+    ) -> Result<Outcome, Errno> {
         let file = self.open.get_mut(&handle).ok_or(errno::EBADF)?;
         if !file.writable() && !matches!(file.object, Object::Device { .. }) {
             return Err(errno::EBADF);
         }
-        let nonblocking = file.flags & flags::NONBLOCK != 0;
+        let nonblocking = file.flags & flags::NONBLOCK != 0 || dont_wait;
         match &file.object {
             Object::Regular(node) => {
                 let node = *node;
@@ -96,6 +120,14 @@ impl Service {
             Object::Directory { .. } => Err(errno::EISDIR),
             Object::Proc { .. } | Object::PipeReader(_) => Err(errno::EBADF),
             Object::Epoll(_) => Err(errno::EINVAL),
+            Object::Socket(id) => {
+                let id = *id;
+                let (_, send) = self.socket_pipes(id)?;
+                if self.socket_write_shut(id) {
+                    return Err(errno::EPIPE);
+                }
+                self.write_pipe(send, data, done, nonblocking)
+            }
             // Decoded now, carried out by `submit` once the lock is let go. An empty write
             // asks nothing and takes nothing.
             Object::Sys { node, .. } => match self.vfs.decode_sys_write(*node, data)? {

@@ -27,6 +27,7 @@ mod pipes;
 mod poll;
 pub mod request;
 mod shares;
+mod sockets;
 mod transport;
 
 pub use console::{note_console_input, poll_console, register_signal_group};
@@ -91,6 +92,10 @@ pub struct Counts {
     pub kernel_core_requests: u64,
     /// Requests refused: malformed ones, and those that failed.
     pub refused: u64,
+    /// `AF_UNIX` sockets (each also an open file; a connected one's two pipes are counted in
+    /// `pipes`) and `epoll` instances.
+    pub sockets: usize,
+    pub epolls: usize,
 }
 
 struct Service {
@@ -108,6 +113,9 @@ struct Service {
     locks: BTreeMap<NodeId, locks::NodeLocks>,
     epolls: BTreeMap<u64, epoll::Epoll>,
     next_epoll: u64,
+    sockets: BTreeMap<u64, sockets::Socket>,
+    next_socket: u64,
+    socket_names: sockets::Names,
     terminal: Terminal,
     /// Moves when the terminal's input does (what an edge-triggered `epoll` looks at).
     terminal_generation: u64,
@@ -141,6 +149,9 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         locks: BTreeMap::new(),
         epolls: BTreeMap::new(),
         next_epoll: 1,
+        sockets: BTreeMap::new(),
+        next_socket: 1,
+        socket_names: sockets::Names::default(),
         terminal: Terminal::new(),
         terminal_generation: 0,
         changed: false,
@@ -283,6 +294,8 @@ impl Service {
             remote_requests: self.remote_requests,
             kernel_core_requests: self.kernel_core_requests,
             refused: self.refused,
+            sockets: self.sockets.len(),
+            epolls: self.epolls.len(),
         }
     }
 

@@ -38,6 +38,8 @@ pub(super) enum Object {
     PipeBoth(u64),
     /// An `epoll` instance (`epoll.rs`).
     Epoll(u64),
+    /// An `AF_UNIX` socket (`sockets.rs`).
+    Socket(u64),
 }
 
 /// One open file description: shared by every descriptor `dup` and `fork` made of it.
@@ -66,6 +68,7 @@ impl OpenFile {
             Object::Device { .. } => HandleKind::Device,
             Object::PipeReader(_) | Object::PipeWriter(_) | Object::PipeBoth(_) => HandleKind::Pipe,
             Object::Epoll(_) => HandleKind::Epoll,
+            Object::Socket(_) => HandleKind::Socket,
         }
     }
 
@@ -154,7 +157,7 @@ impl Service {
             Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => {
                 self.pipes.get(pipe).and_then(|pipe| pipe.node)
             }
-            Object::Epoll(_) => None,
+            Object::Epoll(_) | Object::Socket(_) => None,
         })
     }
 
@@ -224,8 +227,9 @@ impl Service {
             }
             NodeKind::Device(device) => Object::Device { node: Some(node), device },
             NodeKind::Fifo => return self.open_fifo(node, status, name),
-            // Sockets and devices of the archive outside `/dev`: nothing serves them.
-            NodeKind::Special => return Err(errno::ENXIO),
+            // Sockets (Linux: `connect` them, not open) and devices of the archive outside
+            // `/dev`: nothing serves them.
+            NodeKind::Socket | NodeKind::Special => return Err(errno::ENXIO),
             NodeKind::ProcFile(_) => {
                 if wants_write {
                     return Err(errno::EACCES);
@@ -336,6 +340,7 @@ impl Service {
             Object::PipeWriter(pipe) => self.close_pipe_end(handle, pipe, false, true),
             Object::PipeBoth(pipe) => self.close_pipe_end(handle, pipe, true, true),
             Object::Epoll(_) => {}
+            Object::Socket(id) => self.close_socket(handle, id),
         }
     }
 
@@ -378,6 +383,7 @@ impl Service {
             Object::PipeReader(pipe) | Object::PipeWriter(pipe) | Object::PipeBoth(pipe) => self.stat_pipe(*pipe),
             // An anonymous inode, as Linux's: no type bits, read and write for the owner.
             Object::Epoll(id) => Ok(Metadata { device: 14, inode: *id, mode: 0o600, links: 1, ..Metadata::default() }),
+            Object::Socket(id) => Ok(self.stat_socket(*id)),
         }
     }
 }

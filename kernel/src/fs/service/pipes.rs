@@ -26,7 +26,7 @@ pub(super) struct Pipe {
 }
 
 impl Pipe {
-    fn new(node: Option<NodeId>) -> Self {
+    pub(super) fn new(node: Option<NodeId>) -> Self {
         Self {
             buffer: PipeBuffer::new(),
             readers: 0,

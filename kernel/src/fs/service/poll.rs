@@ -39,6 +39,7 @@ impl Service {
                 }
                 None => events::INVALID,
             },
+            Object::Socket(id) => self.socket_readiness(*id),
             Object::Epoll(id) => {
                 if self.epoll_has_ready(*id, 0) {
                     events::IN

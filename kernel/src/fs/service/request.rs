@@ -104,15 +104,18 @@ pub enum Request<'a> {
         mode: u32,
         path: Bytes<'a>,
     },
+    /// `dont_wait`: as if `O_NONBLOCK` for this call (`MSG_DONTWAIT`).
     Read {
         handle: u64,
         length: usize,
         offset: Option<u64>,
+        dont_wait: bool,
     },
     Write {
         handle: u64,
         offset: Option<u64>,
         data: Bytes<'a>,
+        dont_wait: bool,
     },
     Seek {
         handle: u64,
@@ -262,6 +265,43 @@ pub enum Request<'a> {
         most: usize,
         wait: bool,
     },
+    SocketCreate {
+        kind: u64,
+    },
+    SocketPair {
+        kind: u64,
+    },
+    SocketBind {
+        handle: u64,
+        at: At,
+        mode: u32,
+        name: Bytes<'a>,
+    },
+    SocketListen {
+        handle: u64,
+        backlog: u64,
+    },
+    SocketConnect {
+        handle: u64,
+        at: At,
+        name: Bytes<'a>,
+    },
+    SocketAccept {
+        handle: u64,
+        flags: u64,
+    },
+    SocketShutdown {
+        handle: u64,
+        how: u64,
+    },
+    SocketName {
+        handle: u64,
+        peer: bool,
+    },
+    SocketOption {
+        handle: u64,
+        option: u64,
+    },
 }
 
 /// `NONE` as `None`.
@@ -288,8 +328,10 @@ impl<'a> Request<'a> {
         };
         Ok(match request.op {
             FileOp::Open => Self::Open { at, flags: w[2], mode: w[3] as u32, path: first },
-            FileOp::Read => Self::Read { handle: w[0], length: w[1] as usize, offset: given(w[2]) },
-            FileOp::Write => Self::Write { handle: w[0], offset: given(w[1]), data: first },
+            FileOp::Read => {
+                Self::Read { handle: w[0], length: w[1] as usize, offset: given(w[2]), dont_wait: w[3] != 0 }
+            }
+            FileOp::Write => Self::Write { handle: w[0], offset: given(w[1]), data: first, dont_wait: w[2] != 0 },
             FileOp::Seek => Self::Seek { handle: w[0], offset: w[1] as i64, whence: w[2] },
             FileOp::Stat => Self::Stat { handle: w[0] },
             FileOp::StatPath => Self::StatPath { at, follow: w[2] != 0, path: first },
@@ -373,6 +415,24 @@ impl<'a> Request<'a> {
                 data: w[5],
             },
             FileOp::EpollWait => Self::EpollWait { epoll: w[0], most: w[1] as usize, wait: w[2] != 0 },
+            FileOp::SocketCreate => Self::SocketCreate { kind: w[0] },
+            FileOp::SocketPair => Self::SocketPair { kind: w[0] },
+            FileOp::SocketBind => Self::SocketBind {
+                handle: w[0],
+                at: At { directory: None, working_directory: given(w[1]), root },
+                mode: w[2] as u32,
+                name: first,
+            },
+            FileOp::SocketListen => Self::SocketListen { handle: w[0], backlog: w[1] },
+            FileOp::SocketConnect => Self::SocketConnect {
+                handle: w[0],
+                at: At { directory: None, working_directory: given(w[1]), root },
+                name: first,
+            },
+            FileOp::SocketAccept => Self::SocketAccept { handle: w[0], flags: w[1] },
+            FileOp::SocketShutdown => Self::SocketShutdown { handle: w[0], how: w[1] },
+            FileOp::SocketName => Self::SocketName { handle: w[0], peer: w[1] != 0 },
+            FileOp::SocketOption => Self::SocketOption { handle: w[0], option: w[1] },
         })
     }
 
@@ -385,12 +445,16 @@ impl<'a> Request<'a> {
             Self::Open { at, flags, mode, path } => {
                 Request::Open { at: *at, flags: *flags, mode: *mode, path: owned(path) }
             }
-            Self::Read { handle, length, offset } => {
-                Request::Read { handle: *handle, length: *length, offset: *offset }
+            Self::Read { handle, length, offset, dont_wait } => {
+                Request::Read { handle: *handle, length: *length, offset: *offset, dont_wait: *dont_wait }
             }
-            Self::Write { handle, offset, data } => {
-                Request::Write { handle: *handle, offset: *offset, data: owned(data) }
+            Self::Write { handle, offset, data, dont_wait } => {
+                Request::Write { handle: *handle, offset: *offset, data: owned(data), dont_wait: *dont_wait }
             }
+            Self::SocketConnect { handle, at, name } => {
+                Request::SocketConnect { handle: *handle, at: *at, name: owned(name) }
+            }
+            Self::SocketAccept { handle, flags } => Request::SocketAccept { handle: *handle, flags: *flags },
             Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },
             Self::Lock { handle, operation } => Request::Lock { handle: *handle, operation: *operation },
             Self::EpollWait { epoll, most, wait } => Request::EpollWait { epoll: *epoll, most: *most, wait: *wait },

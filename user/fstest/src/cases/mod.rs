@@ -11,6 +11,7 @@ mod paths;
 mod pipes;
 mod readonly;
 mod scratch;
+mod sockets;
 
 pub use descriptors::{check_descriptors, CHECK_CLOSED, CHECK_OPEN};
 
@@ -60,6 +61,7 @@ pub fn all(fill: bool) -> Vec<Case> {
     cases.extend(descriptors::CASES);
     cases.extend(pipes::CASES);
     cases.extend(events::CASES);
+    cases.extend(sockets::CASES);
     cases.extend(devices::CASES);
     cases.extend(readonly::CASES);
     if fill {

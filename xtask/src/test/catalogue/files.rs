@@ -60,6 +60,44 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 4)
         }),
     });
+    // An `AF_UNIX` echo between cores: the server on core 1, a client on core 2 (300000
+    // bytes, a step at a time) and one on core 0; the sockets, their pipes and the name go.
+    list.push(Integration {
+        name: "unix-echo-between-cores-3-cores".into(),
+        machine: machine(
+            3,
+            &exec(
+                "spawn 1 /bin/fstest --echo-serve /tmp/echo 2 & \
+                 spawn 2 /bin/fstest --echo /tmp/echo 300000 3; /bin/fstest --echo /tmp/echo 5000 4; wait; \
+                 cat /proc/reef/files; /bin/ps",
+            ),
+        ),
+        expected_status: 0,
+        check: Box::new(|serial| {
+            printed(
+                serial,
+                "TEST fs-echoed ok core 2: 300000 bytes of seed 3 echoed by /tmp/echo",
+                "the client on core 2 did not get its 300000 bytes back",
+            )?;
+            printed(
+                serial,
+                "TEST fs-echoed ok core 0: 5000 bytes of seed 4 echoed by /tmp/echo",
+                "the client on core 0 did not get its 5000 bytes back",
+            )?;
+            printed(
+                serial,
+                "TEST fs-echo-served ok core 1: 2 connections at /tmp/echo, 305000 bytes echoed",
+                "the server on core 1 did not serve both connections",
+            )?;
+            printed(
+                serial,
+                "pipes 0, pipe pages 0, parked requests 0, tmpfs nodes 0",
+                "a socket's pipe or name was left",
+            )?;
+            printed(serial, "sockets 0, epolls 0", "a socket was left open at the file service")?;
+            nothing_leaked(serial, 3)
+        }),
+    });
     // Processes killed (`kill -9`) while their open of a file on core 1 is on its way to the
     // file service on core 0: the open file the answer gives must be released (it was once
     // dropped, and the service kept 4 to 9 files open, unlinked, with their pages, for the

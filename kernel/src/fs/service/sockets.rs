@@ -1,0 +1,433 @@
+//! `AF_UNIX` stream sockets: open files of the service, like pipes, so that two processes on
+//! any instances talk through them and `poll`/`epoll` wait on them beside everything else.
+//!
+//! A connected pair is two of the service's pipes, one each way: each end reads one and
+//! writes the other, so bytes, end of file, `EPIPE`, atomic small writes and waking are the
+//! pipes' own. `bind` makes a socket node in tmpfs (or an abstract name, a leading NUL, in a
+//! table of the service), `listen` keeps a queue of connections made but not yet accepted,
+//! `connect` makes the server's end at once and queues it (Linux's stream `connect` completes
+//! without the server), `accept` takes the oldest. A name outlives its socket, as on Linux:
+//! a `connect` to a name whose socket is gone is `ECONNREFUSED`, `unlink` removes it.
+
+use super::open_files::{Object, OpenFile};
+use super::pipes::Pipe;
+use super::request::{events, flags, At};
+use super::{Errno, Outcome, Reply, Service};
+use abi::file::{HandleKind, Metadata};
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+use linux_raw_sys::errno;
+use vfs::{NodeId, NodeKind};
+
+/// `SOCK_STREAM`, the one type served so far.
+pub(super) const STREAM: u64 = 1;
+/// How many connections a listening socket queues at most (Linux's `somaxconn` is 4096).
+const MOST_PENDING: usize = 4096;
+/// `SO_RCVBUF`/`SO_SNDBUF` as Linux reports a unix socket's by default.
+const BUFFER_SIZE: u64 = 212_992;
+
+/// `shutdown`'s `how`.
+const SHUT_READ: u64 = 0;
+const SHUT_WRITE: u64 = 1;
+const SHUT_BOTH: u64 = 2;
+
+/// `POLLRDHUP`: the peer shut its writing down (or is gone).
+const READ_HANG_UP: u16 = 0x2000;
+
+enum State {
+    Unconnected,
+    Listening {
+        backlog: usize,
+        pending: VecDeque<u64>,
+    },
+    /// Reads `receive`, writes `send` (pipe ids); `peer` is the other end's socket.
+    Connected {
+        receive: u64,
+        send: u64,
+        peer: u64,
+    },
+}
+
+pub(super) struct Socket {
+    state: State,
+    /// Its address (`sun_path` bytes; an abstract name starts with NUL), once bound.
+    name: Option<Vec<u8>>,
+    /// The tmpfs node a path-bound socket named.
+    node: Option<NodeId>,
+    /// `shutdown` done: reading, writing.
+    shut_read: bool,
+    shut_write: bool,
+    /// The pid that made it (`SO_PEERCRED` of its peer).
+    owner: u32,
+    /// Moves when a listener's queue does (edge-triggered `epoll`).
+    generation: u64,
+}
+
+impl Socket {
+    fn new(owner: u32) -> Self {
+        Self {
+            state: State::Unconnected,
+            name: None,
+            node: None,
+            shut_read: false,
+            shut_write: false,
+            owner,
+            generation: 0,
+        }
+    }
+}
+
+/// Where a socket's names lead: path-bound ones by node, abstract ones by name.
+#[derive(Default)]
+pub(super) struct Names {
+    by_node: BTreeMap<NodeId, u64>,
+    abstract_names: BTreeMap<Vec<u8>, u64>,
+}
+
+impl Service {
+    fn socket_handle(&mut self, id: u64, status: u64) -> u64 {
+        self.new_handle(OpenFile {
+            object: Object::Socket(id),
+            flags: flags::READ_WRITE | (status & flags::NONBLOCK),
+            offset: 0,
+            references: 1,
+            name: alloc::format!("socket:[{id}]").into_bytes(),
+        })
+    }
+
+    fn new_socket(&mut self, owner: u32) -> u64 {
+        let id = self.next_socket;
+        self.next_socket += 1;
+        self.sockets.insert(id, Socket::new(owner));
+        id
+    }
+
+    /// `socket(AF_UNIX, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit).
+    pub(super) fn socket_create(&mut self, pid: u32, kind: u64) -> Result<Outcome, Errno> {
+        if kind & 0xf != STREAM {
+            return Err(errno::EPROTONOSUPPORT);
+        }
+        let id = self.new_socket(pid);
+        let handle = self.socket_handle(id, kind);
+        Ok(super::open_files::opened(handle, HandleKind::Socket))
+    }
+
+    /// Two sockets connected to each other, as `connect` makes them.
+    fn connect_pair(&mut self, first: u64, second: u64) {
+        let mut pipe = || {
+            let id = self.next_pipe;
+            self.next_pipe += 1;
+            let mut state = Pipe::new(None);
+            state.add_ends(true, true);
+            self.pipes.insert(id, state);
+            id
+        };
+        let (one_way, other_way) = (pipe(), pipe());
+        if let Some(socket) = self.sockets.get_mut(&first) {
+            socket.state = State::Connected { receive: other_way, send: one_way, peer: second };
+        }
+        if let Some(socket) = self.sockets.get_mut(&second) {
+            socket.state = State::Connected { receive: one_way, send: other_way, peer: first };
+        }
+        self.changed = true;
+    }
+
+    /// `socketpair(AF_UNIX, kind, 0)`: two connected sockets.
+    pub(super) fn socket_pair(&mut self, pid: u32, kind: u64) -> Result<Outcome, Errno> {
+        if kind & 0xf != STREAM {
+            return Err(errno::EPROTONOSUPPORT);
+        }
+        let (first, second) = (self.new_socket(pid), self.new_socket(pid));
+        self.connect_pair(first, second);
+        let handles = [self.socket_handle(first, kind), self.socket_handle(second, kind)];
+        Ok(Outcome::Done(Reply { words: handles, ..Reply::value(0, 0) }))
+    }
+
+    fn socket_of(&self, handle: u64) -> Result<u64, Errno> {
+        match self.open.get(&handle).map(|file| &file.object) {
+            Some(Object::Socket(id)) => Ok(*id),
+            Some(_) => Err(errno::ENOTSOCK),
+            None => Err(errno::EBADF),
+        }
+    }
+
+    /// `bind(handle, name)`: a path makes a socket node (`mode` the umask's), an abstract
+    /// name (leading NUL) an entry of the service's table.
+    pub(super) fn socket_bind(
+        &mut self,
+        pid: u32,
+        handle: u64,
+        at: At,
+        mode: u32,
+        name: &[u8],
+    ) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        if self.sockets.get(&id).is_some_and(|socket| socket.name.is_some()) {
+            return Err(errno::EINVAL);
+        }
+        let node = if name.first() == Some(&0) {
+            if self.socket_names.abstract_names.contains_key(name) {
+                return Err(errno::EADDRINUSE);
+            }
+            self.socket_names.abstract_names.insert(name.to_vec(), id);
+            None
+        } else {
+            let context = self.context(pid, at.working_directory, at.root)?;
+            let (directory, last) = self.vfs.resolve_parent(&context, None, name)?;
+            let node = self.vfs.make_socket_node(directory, &last, mode)?;
+            self.socket_names.by_node.insert(node, id);
+            Some(node)
+        };
+        if let Some(socket) = self.sockets.get_mut(&id) {
+            socket.name = Some(name.to_vec());
+            socket.node = node;
+        }
+        Ok(Outcome::Done(Reply::value(0, 0)))
+    }
+
+    /// `listen(handle, backlog)`.
+    pub(super) fn socket_listen(&mut self, handle: u64, backlog: u64) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
+        let backlog = (backlog as i32).clamp(1, MOST_PENDING as i32) as usize;
+        match &mut socket.state {
+            State::Listening { backlog: old, .. } => *old = backlog,
+            State::Connected { .. } => return Err(errno::EINVAL),
+            // Linux binds an unbound socket to an abstract name of its own (autobind); Reef
+            // asks for a name first.
+            State::Unconnected if socket.name.is_none() => return Err(errno::EINVAL),
+            State::Unconnected => socket.state = State::Listening { backlog, pending: VecDeque::new() },
+        }
+        Ok(Outcome::Done(Reply::value(0, 0)))
+    }
+
+    /// The listening socket a name leads to.
+    fn listener_named(&self, pid: u32, at: At, name: &[u8]) -> Result<u64, Errno> {
+        let id = if name.first() == Some(&0) {
+            self.socket_names.abstract_names.get(name).copied().ok_or(errno::ECONNREFUSED)?
+        } else {
+            let context = self.context(pid, at.working_directory, at.root)?;
+            let node = self.vfs.resolve(&context, None, name, true)?;
+            if self.vfs.kind(node)? != NodeKind::Socket {
+                return Err(errno::ECONNREFUSED);
+            }
+            self.socket_names.by_node.get(&node).copied().ok_or(errno::ECONNREFUSED)?
+        };
+        match self.sockets.get(&id).map(|socket| &socket.state) {
+            Some(State::Listening { .. }) => Ok(id),
+            _ => Err(errno::ECONNREFUSED),
+        }
+    }
+
+    /// `connect(handle, name)`: the server's end is made now and queued for its `accept`; a
+    /// full queue makes the caller wait (`EAGAIN` if it does not).
+    pub(super) fn socket_connect(&mut self, pid: u32, handle: u64, at: At, name: &[u8]) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        match self.sockets.get(&id).map(|socket| &socket.state) {
+            Some(State::Connected { .. }) => return Err(errno::EISCONN),
+            Some(State::Listening { .. }) => return Err(errno::EINVAL),
+            _ => {}
+        }
+        let listener = self.listener_named(pid, at, name)?;
+        let full = match self.sockets.get(&listener).map(|socket| &socket.state) {
+            Some(State::Listening { backlog, pending }) => pending.len() >= *backlog,
+            _ => return Err(errno::ECONNREFUSED),
+        };
+        if full {
+            let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
+            return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
+        }
+        let owner = self.sockets.get(&listener).map_or(0, |socket| socket.owner);
+        let server_end = self.new_socket(owner);
+        let listener_name = self.sockets.get(&listener).and_then(|socket| socket.name.clone());
+        if let Some(socket) = self.sockets.get_mut(&server_end) {
+            socket.name = listener_name;
+        }
+        self.connect_pair(id, server_end);
+        if let Some(Socket { state: State::Listening { pending, .. }, generation, .. }) =
+            self.sockets.get_mut(&listener)
+        {
+            pending.push_back(server_end);
+            *generation += 1;
+        }
+        Ok(Outcome::Done(Reply::value(0, 0)))
+    }
+
+    /// `accept4(handle, flags)`: the oldest queued connection, a new open file (`flags` may
+    /// hold `SOCK_NONBLOCK`); the caller waits while none is queued.
+    pub(super) fn socket_accept(&mut self, handle: u64, accept_flags: u64) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
+        let Some(Socket { state: State::Listening { pending, .. }, generation, .. }) = self.sockets.get_mut(&id) else {
+            return Err(errno::EINVAL);
+        };
+        *generation += 1;
+        let Some(accepted) = pending.pop_front() else {
+            return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
+        };
+        // A connection queued for the listener: a `connect` waiting for room goes on.
+        self.changed = true;
+        let new = self.socket_handle(accepted, accept_flags);
+        Ok(super::open_files::opened(new, HandleKind::Socket))
+    }
+
+    /// `shutdown(handle, how)`: an end closed in one direction or both, the pipes' own close.
+    pub(super) fn socket_shutdown(&mut self, handle: u64, how: u64) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        if how > SHUT_BOTH {
+            return Err(errno::EINVAL);
+        }
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
+        let State::Connected { receive, send, .. } = socket.state else { return Err(errno::ENOTCONN) };
+        let read = how != SHUT_WRITE && !socket.shut_read;
+        let write = how != SHUT_READ && !socket.shut_write;
+        socket.shut_read |= read;
+        socket.shut_write |= write;
+        if read {
+            self.close_pipe_end(handle, receive, true, false);
+        }
+        if write {
+            self.close_pipe_end(handle, send, false, true);
+        }
+        Ok(Outcome::Done(Reply::value(0, 0)))
+    }
+
+    /// `getsockname` (`peer` false) or `getpeername`: the name's bytes (none: unnamed).
+    pub(super) fn socket_name(&self, handle: u64, peer: bool) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
+        let named = if peer {
+            let State::Connected { peer, .. } = socket.state else { return Err(errno::ENOTCONN) };
+            self.sockets.get(&peer).and_then(|peer| peer.name.clone())
+        } else {
+            socket.name.clone()
+        };
+        Ok(Outcome::Done(Reply { bytes: named.unwrap_or_default(), ..Reply::value(0, 0) }))
+    }
+
+    /// `getsockopt(SOL_SOCKET, option)` of the options a unix stream socket has: its value.
+    pub(super) fn socket_option(&self, handle: u64, option: u64) -> Result<Outcome, Errno> {
+        const SO_TYPE: u64 = 3;
+        const SO_ERROR: u64 = 4;
+        const SO_SNDBUF: u64 = 7;
+        const SO_RCVBUF: u64 = 8;
+        const SO_PEERCRED: u64 = 17;
+        const SO_ACCEPTCONN: u64 = 30;
+        const SO_DOMAIN: u64 = 39;
+        let id = self.socket_of(handle)?;
+        let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
+        let value = match option {
+            SO_TYPE => STREAM,
+            SO_ERROR => 0,
+            SO_SNDBUF | SO_RCVBUF => BUFFER_SIZE,
+            SO_ACCEPTCONN => u64::from(matches!(socket.state, State::Listening { .. })),
+            SO_DOMAIN => u64::from(linux_raw_sys::net::AF_UNIX),
+            // The peer's pid (uid and gid 0: one user), as the words' first.
+            SO_PEERCRED => match socket.state {
+                State::Connected { peer, .. } => u64::from(self.sockets.get(&peer).map_or(0, |peer| peer.owner)),
+                _ => 0,
+            },
+            _ => return Err(errno::ENOPROTOOPT),
+        };
+        Ok(Outcome::Done(Reply::value(0, value)))
+    }
+
+    /// The pipes a connected socket reads and writes, for `io.rs`: `ENOTCONN` otherwise.
+    pub(super) fn socket_pipes(&self, id: u64) -> Result<(u64, u64), Errno> {
+        match self.sockets.get(&id).map(|socket| &socket.state) {
+            Some(State::Connected { receive, send, .. }) => Ok((*receive, *send)),
+            Some(_) => Err(errno::ENOTCONN),
+            None => Err(errno::EBADF),
+        }
+    }
+
+    /// Whether socket `id` shut its writing down (a write is then `EPIPE`).
+    pub(super) fn socket_write_shut(&self, id: u64) -> bool {
+        self.sockets.get(&id).is_some_and(|socket| socket.shut_write)
+    }
+
+    /// The `poll` events of socket `id`.
+    pub(super) fn socket_readiness(&self, id: u64) -> u16 {
+        let Some(socket) = self.sockets.get(&id) else { return events::INVALID };
+        match &socket.state {
+            State::Unconnected => events::OUT | events::HANG_UP,
+            State::Listening { pending, .. } => {
+                if pending.is_empty() {
+                    0
+                } else {
+                    events::IN
+                }
+            }
+            State::Connected { receive, send, .. } => {
+                let mut ready = 0;
+                let peer_done = self.pipes.get(receive).is_none_or(|pipe| pipe.writers == 0);
+                if self.pipes.get(receive).is_some_and(|pipe| !pipe.buffer.is_empty()) || peer_done {
+                    ready |= events::IN;
+                }
+                if peer_done {
+                    ready |= READ_HANG_UP;
+                }
+                match self.pipes.get(send) {
+                    Some(pipe) if pipe.readers > 0 && !socket.shut_write => {
+                        if pipe.buffer.space() > 0 {
+                            ready |= events::OUT;
+                        }
+                    }
+                    _ if peer_done => ready |= events::HANG_UP,
+                    _ => ready |= events::OUT,
+                }
+                ready
+            }
+        }
+    }
+
+    /// A count that moves when what socket `id` is ready for may have changed (edge-triggered
+    /// `epoll`): its pipes' generations, or its queue's length.
+    pub(super) fn socket_generation(&self, id: u64) -> u64 {
+        let Some(socket) = self.sockets.get(&id) else { return 0 };
+        match &socket.state {
+            State::Connected { receive, send, .. } => {
+                let generation = |pipe: &u64| self.pipes.get(pipe).map_or(0, |pipe| pipe.generation);
+                generation(receive).wrapping_add(generation(send))
+            }
+            _ => socket.generation,
+        }
+    }
+
+    /// `fstat` of a socket: `S_IFSOCK`, its id as inode.
+    pub(super) fn stat_socket(&self, id: u64) -> Metadata {
+        Metadata { device: 8, inode: id, mode: initramfs::mode::SOCKET | 0o777, links: 1, ..Metadata::default() }
+    }
+
+    /// The last reference to socket `id`'s open file went: its ends close (what `shutdown`
+    /// left), a listener's queued connections are dropped, its name leads nowhere.
+    pub(super) fn close_socket(&mut self, handle: u64, id: u64) {
+        let Some(socket) = self.sockets.remove(&id) else { return };
+        if let Some(node) = socket.node {
+            self.socket_names.by_node.remove(&node);
+        }
+        if let Some(name) = socket.name.as_ref().filter(|name| name.first() == Some(&0)) {
+            if self.socket_names.abstract_names.get(name) == Some(&id) {
+                self.socket_names.abstract_names.remove(name);
+            }
+        }
+        match socket.state {
+            State::Connected { receive, send, .. } => {
+                if !socket.shut_read {
+                    self.close_pipe_end(handle, receive, true, false);
+                }
+                if !socket.shut_write {
+                    self.close_pipe_end(handle, send, false, true);
+                }
+            }
+            State::Listening { pending, .. } => {
+                // Their clients read end of file and get EPIPE, as when a server closes them.
+                for queued in pending {
+                    self.close_socket(handle, queued);
+                }
+            }
+            State::Unconnected => {}
+        }
+        self.changed = true;
+    }
+}

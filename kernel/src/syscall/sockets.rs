@@ -1,0 +1,429 @@
+//! Socket calls: `AF_UNIX` stream sockets, held at the file service as open files
+//! (`fs::service`'s `sockets.rs`). These decode the user's addresses, flags and message
+//! headers, then ask the service; data goes as the service's reads and writes of the socket.
+//! `AF_INET` and `AF_INET6` are `EAFNOSUPPORT` until the network service serves them.
+
+use super::files::{cwd_word, handle_of, install, process, root_word, words};
+use super::{read_user, write_user, SyscallResult};
+use crate::arch::user::{copy_from_user, copy_to_user, is_user_range};
+use crate::fs::client::{self, Answer};
+use crate::fs::Handle;
+use abi::file::{FileOp, HandleKind, MAX_TRANSFER, NONE, ROOT_WORD};
+use abi::Errno;
+use alloc::vec::Vec;
+use linux_raw_sys::errno;
+use linux_raw_sys::general as linux;
+use linux_raw_sys::net;
+
+/// `SOCK_NONBLOCK` and `SOCK_CLOEXEC`, which a socket's type may carry (on x86-64 they are
+/// `O_NONBLOCK` and `O_CLOEXEC`).
+const SOCK_NONBLOCK: u64 = linux::O_NONBLOCK as u64;
+const SOCK_CLOEXEC: u64 = linux::O_CLOEXEC as u64;
+const TYPE_FLAGS: u64 = SOCK_NONBLOCK | SOCK_CLOEXEC;
+/// Bytes of `sockaddr_un`: the family (u16), then 108 of path.
+const ADDRESS_BYTES: usize = 110;
+const FAMILY_BYTES: usize = 2;
+/// `recv`/`send` flags served: the others are `EOPNOTSUPP`.
+const MSG_DONTWAIT: u64 = net::MSG_DONTWAIT as u64;
+const MSG_NOSIGNAL: u64 = net::MSG_NOSIGNAL as u64;
+const MSG_WAITALL: u64 = net::MSG_WAITALL as u64;
+/// The most bytes one `sendmsg`/`recvmsg` gathers or scatters (Linux caps a stream message
+/// at its buffer; more is sent in further calls, as a short count says).
+const MOST_MESSAGE: u64 = 1 << 20;
+
+fn ask(op: FileOp, values: &[u64], first: &[u8]) -> Result<Answer, Errno> {
+    client::call(op, words(values), first, &[])
+}
+
+/// The socket `fd` names (`ENOTSOCK` for another open file).
+fn socket_of(fd: i64) -> Result<alloc::sync::Arc<Handle>, Errno> {
+    let handle = handle_of(fd)?;
+    if handle.kind != HandleKind::Socket {
+        return Err(errno::ENOTSOCK);
+    }
+    Ok(handle)
+}
+
+/// The family, type and protocol of a new socket: `AF_UNIX` streams only.
+fn check_kind(domain: u64, kind: u64, protocol: u64) -> Result<(), Errno> {
+    // `AF_INET`, `AF_INET6`, netlink and the rest: not served (yet).
+    if domain != u64::from(net::AF_UNIX) {
+        return Err(errno::EAFNOSUPPORT);
+    }
+    if kind & !(0xf | TYPE_FLAGS) != 0 {
+        return Err(errno::EINVAL);
+    }
+    match (kind & 0xf) as u32 {
+        net::SOCK_STREAM => {}
+        // Datagram and sequenced-packet unix sockets are not served yet.
+        net::SOCK_DGRAM | net::SOCK_SEQPACKET => return Err(errno::EPROTONOSUPPORT),
+        _ => return Err(errno::ESOCKTNOSUPPORT),
+    }
+    if protocol != 0 {
+        return Err(errno::EPROTONOSUPPORT);
+    }
+    Ok(())
+}
+
+fn close_on_exec(kind: u64) -> bool {
+    kind & SOCK_CLOEXEC != 0
+}
+
+/// `socket(domain, type, protocol)`.
+pub fn socket(domain: u64, kind: u64, protocol: u64) -> SyscallResult {
+    check_kind(domain, kind, protocol)?;
+    let answer = ask(FileOp::SocketCreate, &[kind], &[])?;
+    install(Handle::adopt(answer.words[0], HandleKind::Socket), close_on_exec(kind))
+}
+
+/// `socketpair(domain, type, protocol, fds)`.
+pub fn socketpair(domain: u64, kind: u64, protocol: u64, fds: u64) -> SyscallResult {
+    check_kind(domain, kind, protocol)?;
+    if !is_user_range(fds, 8) {
+        return Err(errno::EFAULT);
+    }
+    let answer = ask(FileOp::SocketPair, &[kind], &[])?;
+    let first = Handle::adopt(answer.words[0], HandleKind::Socket);
+    let second = Handle::adopt(answer.words[1], HandleKind::Socket);
+    let first = install(first, close_on_exec(kind))?;
+    let second = match install(second, close_on_exec(kind)) {
+        Ok(fd) => fd,
+        Err(error) => {
+            let _ = process()?.state.lock().files.close(first as i64);
+            return Err(error);
+        }
+    };
+    write_user(fds, &[first as i32, second as i32])?;
+    Ok(0)
+}
+
+/// The `sun_path` bytes of the `sockaddr_un` at `address` (`length` bytes): a path up to its
+/// NUL, or an abstract name (a leading NUL, then every byte given).
+fn read_address(address: u64, length: u64) -> Result<Vec<u8>, Errno> {
+    if !(FAMILY_BYTES as u64..=ADDRESS_BYTES as u64).contains(&length) {
+        return Err(errno::EINVAL);
+    }
+    let mut bytes = alloc::vec![0u8; length as usize];
+    copy_from_user(&mut bytes, address).map_err(|_| errno::EFAULT)?;
+    if u16::from_le_bytes([bytes[0], bytes[1]]) != net::AF_UNIX as u16 {
+        return Err(errno::EINVAL);
+    }
+    let mut path = bytes.split_off(FAMILY_BYTES);
+    if path.is_empty() {
+        // Linux's autobind; Reef asks for a name.
+        return Err(errno::EINVAL);
+    }
+    if path[0] != 0 {
+        if let Some(end) = path.iter().position(|&b| b == 0) {
+            path.truncate(end);
+        }
+    }
+    Ok(path)
+}
+
+/// Writes `name` as a `sockaddr_un` to `address`, at most `*length_at` bytes, and its whole
+/// length to `length_at` (a path with its NUL, as Linux counts it).
+fn write_address(address: u64, length_at: u64, name: &[u8]) -> Result<(), Errno> {
+    if address == 0 {
+        return Ok(());
+    }
+    let room: u32 = read_user(length_at)?;
+    if room as i32 <= 0 && room != 0 {
+        return Err(errno::EINVAL);
+    }
+    let mut bytes = Vec::with_capacity(FAMILY_BYTES + name.len() + 1);
+    bytes.extend_from_slice(&(net::AF_UNIX as u16).to_le_bytes());
+    bytes.extend_from_slice(name);
+    if name.first().is_some_and(|&b| b != 0) {
+        bytes.push(0);
+    }
+    let copied = bytes.len().min(room as usize);
+    copy_to_user(address, &bytes[..copied]).map_err(|_| errno::EFAULT)?;
+    write_user(length_at, &(bytes.len() as u32))
+}
+
+/// `bind(fd, address, length)`: a path is made with the umask's permissions.
+pub fn bind(fd: i64, address: u64, length: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    let name = read_address(address, length)?;
+    let mode = 0o777 & !u64::from(process()?.state.lock().umask);
+    let mut values = words(&[socket.id, cwd_word()?, mode]);
+    values[ROOT_WORD] = root_word()?;
+    client::call(FileOp::SocketBind, values, &name, &[])?;
+    Ok(0)
+}
+
+/// `listen(fd, backlog)`.
+pub fn listen(fd: i64, backlog: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    ask(FileOp::SocketListen, &[socket.id, backlog], &[])?;
+    Ok(0)
+}
+
+/// `connect(fd, address, length)`.
+pub fn connect(fd: i64, address: u64, length: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    let name = read_address(address, length)?;
+    let mut values = words(&[socket.id, cwd_word()?]);
+    values[ROOT_WORD] = root_word()?;
+    match client::call(FileOp::SocketConnect, values, &name, &[]) {
+        Ok(_) => Ok(0),
+        Err(errno::EINTR) => Err(crate::proc::signal::interrupted_errno()),
+        Err(error) => Err(error),
+    }
+}
+
+/// `accept4(fd, address, length, flags)`: the peer's name (a client's is usually none).
+pub fn accept4(fd: i64, address: u64, length: u64, flags: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    if flags & !TYPE_FLAGS != 0 {
+        return Err(errno::EINVAL);
+    }
+    let answer = match ask(FileOp::SocketAccept, &[socket.id, flags], &[]) {
+        Ok(answer) => answer,
+        Err(errno::EINTR) => return Err(crate::proc::signal::interrupted_errno()),
+        Err(error) => return Err(error),
+    };
+    let accepted = Handle::adopt(answer.words[0], HandleKind::Socket);
+    if address != 0 {
+        let peer = ask(FileOp::SocketName, &[accepted.id, 1], &[])?;
+        write_address(address, length, &peer.bytes)?;
+    }
+    install(accepted, close_on_exec(flags))
+}
+
+pub fn accept(fd: i64, address: u64, length: u64) -> SyscallResult {
+    accept4(fd, address, length, 0)
+}
+
+/// `shutdown(fd, how)`.
+pub fn shutdown(fd: i64, how: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    ask(FileOp::SocketShutdown, &[socket.id, how], &[])?;
+    Ok(0)
+}
+
+/// `getsockname` (`peer` false) and `getpeername`.
+fn name(fd: i64, address: u64, length: u64, peer: bool) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    let named = ask(FileOp::SocketName, &[socket.id, u64::from(peer)], &[])?;
+    if address == 0 {
+        return Err(errno::EFAULT);
+    }
+    write_address(address, length, &named.bytes)?;
+    Ok(0)
+}
+
+pub fn getsockname(fd: i64, address: u64, length: u64) -> SyscallResult {
+    name(fd, address, length, false)
+}
+
+pub fn getpeername(fd: i64, address: u64, length: u64) -> SyscallResult {
+    name(fd, address, length, true)
+}
+
+/// The flags a `send`/`recv` may carry here.
+fn check_flags(flags: u64, allowed: u64) -> Result<bool, Errno> {
+    if flags & !allowed != 0 {
+        return Err(errno::EOPNOTSUPP);
+    }
+    Ok(flags & MSG_DONTWAIT != 0)
+}
+
+/// Sends `data` on `socket`: every byte, or what went before a signal or, not waiting, a
+/// full buffer. `EPIPE` raises `SIGPIPE` unless `MSG_NOSIGNAL`.
+fn send_bytes(socket: &Handle, data: &[u8], flags: u64) -> SyscallResult {
+    let dont_wait = check_flags(flags, MSG_DONTWAIT | MSG_NOSIGNAL)?;
+    let mut done = 0usize;
+    while done < data.len() || data.is_empty() {
+        let chunk = &data[done..(done + MAX_TRANSFER).min(data.len())];
+        match ask(FileOp::Write, &[socket.id, NONE, u64::from(dont_wait)], chunk) {
+            Ok(answer) => done += answer.value as usize,
+            Err(error) if done > 0 && error != errno::EFAULT => break,
+            Err(errno::EPIPE) => {
+                if flags & MSG_NOSIGNAL == 0 {
+                    crate::proc::signal::send_to_current(13);
+                }
+                return Err(errno::EPIPE);
+            }
+            Err(errno::EINTR) => return Err(crate::proc::signal::interrupted_errno()),
+            Err(error) => return Err(error),
+        }
+        if data.is_empty() || (done < data.len() && dont_wait) {
+            break;
+        }
+    }
+    Ok(done as u64)
+}
+
+/// Receives into a buffer of `length` bytes: what is there (all of it under `MSG_WAITALL`,
+/// unless the peer ends or a signal comes), 0 at end of file.
+fn receive_bytes(socket: &Handle, length: u64, flags: u64) -> Result<Vec<u8>, Errno> {
+    let dont_wait = check_flags(flags, MSG_DONTWAIT | MSG_WAITALL)?;
+    let mut out = Vec::new();
+    loop {
+        let chunk = (length - out.len() as u64).min(MAX_TRANSFER as u64);
+        let answer = match ask(FileOp::Read, &[socket.id, chunk, NONE, u64::from(dont_wait)], &[]) {
+            Ok(answer) => answer,
+            Err(_) if !out.is_empty() => return Ok(out),
+            Err(errno::EINTR) => return Err(crate::proc::signal::interrupted_errno()),
+            Err(error) => return Err(error),
+        };
+        let ended = answer.bytes.is_empty();
+        out.extend_from_slice(&answer.bytes);
+        if ended || out.len() as u64 == length || flags & MSG_WAITALL == 0 {
+            return Ok(out);
+        }
+    }
+}
+
+/// `sendto(fd, buffer, length, flags, address, address length)`: a connected stream takes
+/// no address (`EISCONN`).
+pub fn sendto(fd: i64, buffer: u64, length: u64, flags: u64, address: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    if address != 0 {
+        return Err(errno::EISCONN);
+    }
+    if !is_user_range(buffer, length) {
+        return Err(errno::EFAULT);
+    }
+    let length = length.min(MOST_MESSAGE);
+    let mut data = alloc::vec![0u8; length as usize];
+    copy_from_user(&mut data, buffer).map_err(|_| errno::EFAULT)?;
+    send_bytes(&socket, &data, flags)
+}
+
+/// `recvfrom(fd, buffer, length, flags, address, address length)`: the address is the peer's.
+pub fn recvfrom(fd: i64, buffer: u64, length: u64, flags: u64, address: u64, address_length: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    if !is_user_range(buffer, length) {
+        return Err(errno::EFAULT);
+    }
+    let data = receive_bytes(&socket, length.min(MOST_MESSAGE), flags)?;
+    copy_to_user(buffer, &data).map_err(|_| errno::EFAULT)?;
+    if address != 0 {
+        let peer = ask(FileOp::SocketName, &[socket.id, 1], &[]).map(|answer| answer.bytes).unwrap_or_default();
+        write_address(address, address_length, &peer)?;
+    }
+    Ok(data.len() as u64)
+}
+
+/// A `struct msghdr` as its seven words (its `int`s have padding after them, so it is read
+/// as words): name, name length, iovecs, their count, control, control length, flags.
+type MessageHeader = [u64; 7];
+const NAME: usize = 0;
+const NAME_LENGTH: usize = 1;
+const VECTORS: usize = 2;
+const VECTOR_COUNT: usize = 3;
+const CONTROL_LENGTH: usize = 5;
+const FLAGS: usize = 6;
+
+/// The `iovec`s of a message header: (base, length) each, their total bounded.
+fn vectors(header: &MessageHeader) -> Result<Vec<(u64, u64)>, Errno> {
+    if header[VECTOR_COUNT] > 1024 {
+        return Err(errno::EMSGSIZE);
+    }
+    let mut list = Vec::with_capacity(header[VECTOR_COUNT] as usize);
+    let mut total = 0u64;
+    for index in 0..header[VECTOR_COUNT] {
+        let vector: linux::iovec = read_user(header[VECTORS] + index * 16)?;
+        let (base, length) = (vector.iov_base as u64, vector.iov_len as u64);
+        if !is_user_range(base, length) {
+            return Err(errno::EFAULT);
+        }
+        let length = length.min(MOST_MESSAGE - total);
+        total += length;
+        list.push((base, length));
+    }
+    Ok(list)
+}
+
+/// `sendmsg(fd, header, flags)`: the vectors gathered into one write; ancillary data
+/// (`SCM_RIGHTS`, credentials) is not carried yet and is refused (`EOPNOTSUPP`) rather than
+/// dropped.
+pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    let header: MessageHeader = read_user(header)?;
+    if header[NAME] != 0 && header[NAME_LENGTH] as u32 != 0 {
+        return Err(errno::EISCONN);
+    }
+    if header[CONTROL_LENGTH] != 0 {
+        return Err(errno::EOPNOTSUPP);
+    }
+    let mut data = Vec::new();
+    for (base, length) in vectors(&header)? {
+        let start = data.len();
+        data.resize(start + length as usize, 0);
+        copy_from_user(&mut data[start..], base).map_err(|_| errno::EFAULT)?;
+    }
+    send_bytes(&socket, &data, flags)
+}
+
+/// `recvmsg(fd, header, flags)`: scattered into the vectors; no ancillary data, no name.
+pub fn recvmsg(fd: i64, header_address: u64, flags: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    let mut header: MessageHeader = read_user(header_address)?;
+    let list = vectors(&header)?;
+    let total = list.iter().map(|(_, length)| length).sum::<u64>();
+    let data = receive_bytes(&socket, total, flags)?;
+    let mut done = 0usize;
+    for (base, length) in list {
+        let count = (length as usize).min(data.len() - done);
+        copy_to_user(base, &data[done..done + count]).map_err(|_| errno::EFAULT)?;
+        done += count;
+    }
+    header[NAME_LENGTH] &= !0xffff_ffff;
+    header[CONTROL_LENGTH] = 0;
+    header[FLAGS] &= !0xffff_ffff;
+    write_user(header_address, &header)?;
+    Ok(data.len() as u64)
+}
+
+/// `getsockopt(fd, level, option, value, length)`: `SOL_SOCKET`'s options a unix stream has.
+pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) -> SyscallResult {
+    let socket = socket_of(fd)?;
+    if level != u64::from(net::SOL_SOCKET) {
+        return Err(errno::ENOPROTOOPT);
+    }
+    let answer = ask(FileOp::SocketOption, &[socket.id, option], &[])?;
+    let room: u32 = read_user(length_at)?;
+    if room as i32 <= 0 {
+        return Err(errno::EINVAL);
+    }
+    let bytes: Vec<u8> = if option == u64::from(net::SO_PEERCRED) {
+        // `struct ucred`: the peer's pid, uid 0, gid 0 (one user).
+        let mut credentials = (answer.value as u32).to_le_bytes().to_vec();
+        credentials.extend_from_slice(&[0; 8]);
+        credentials
+    } else {
+        (answer.value as u32).to_le_bytes().to_vec()
+    };
+    let copied = bytes.len().min(room as usize);
+    copy_to_user(value, &bytes[..copied]).map_err(|_| errno::EFAULT)?;
+    write_user(length_at, &(copied as u32))?;
+    Ok(0)
+}
+
+/// `setsockopt(fd, level, option, value, length)`: the options that change nothing on a unix
+/// stream socket in Linux either (address reuse, keep-alive, linger) and the buffer sizes,
+/// which Linux takes as hints, are taken; any other is `ENOPROTOOPT`.
+pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> SyscallResult {
+    socket_of(fd)?;
+    if level != u64::from(net::SOL_SOCKET) {
+        return Err(errno::ENOPROTOOPT);
+    }
+    if length < 4 {
+        return Err(errno::EINVAL);
+    }
+    let _: u32 = read_user(value)?;
+    match option as u32 {
+        net::SO_REUSEADDR
+        | net::SO_REUSEPORT
+        | net::SO_KEEPALIVE
+        | net::SO_LINGER
+        | net::SO_SNDBUF
+        | net::SO_RCVBUF
+        | net::SO_PASSCRED => Ok(0),
+        _ => Err(errno::ENOPROTOOPT),
+    }
+}
