@@ -53,10 +53,9 @@ fn check_kind(domain: u64, kind: u64, protocol: u64) -> Result<(), Errno> {
     if kind & !(0xf | TYPE_FLAGS) != 0 {
         return Err(errno::EINVAL);
     }
+    // The service says which of these it serves where (a datagram socket only in a pair).
     match (kind & 0xf) as u32 {
-        net::SOCK_STREAM => {}
-        // Datagram and sequenced-packet unix sockets are not served yet.
-        net::SOCK_DGRAM | net::SOCK_SEQPACKET => return Err(errno::EPROTONOSUPPORT),
+        net::SOCK_STREAM | net::SOCK_DGRAM | net::SOCK_SEQPACKET => {}
         _ => return Err(errno::ESOCKTNOSUPPORT),
     }
     if protocol != 0 {
@@ -234,6 +233,10 @@ fn check_flags(flags: u64, allowed: u64) -> Result<bool, Errno> {
 /// full buffer. `EPIPE` raises `SIGPIPE` unless `MSG_NOSIGNAL`.
 fn send_bytes(socket: &Handle, data: &[u8], flags: u64) -> SyscallResult {
     let dont_wait = check_flags(flags, MSG_DONTWAIT | MSG_NOSIGNAL)?;
+    // A message longer than one request carries is longer than a message socket's pipe.
+    if data.len() > MAX_TRANSFER && !is_stream(socket)? {
+        return Err(errno::EMSGSIZE);
+    }
     let mut done = 0usize;
     while done < data.len() || data.is_empty() {
         let chunk = &data[done..(done + MAX_TRANSFER).min(data.len())];
@@ -271,10 +274,17 @@ fn receive_bytes(socket: &Handle, length: u64, flags: u64) -> Result<Vec<u8>, Er
         };
         let ended = answer.bytes.is_empty();
         out.extend_from_slice(&answer.bytes);
-        if ended || out.len() as u64 == length || flags & MSG_WAITALL == 0 {
+        // `MSG_WAITALL` fills the buffer from a stream; a message is one read.
+        if ended || out.len() as u64 == length || flags & MSG_WAITALL == 0 || !is_stream(socket)? {
             return Ok(out);
         }
     }
+}
+
+/// Whether `socket` is a stream (else its messages keep their bounds).
+fn is_stream(socket: &Handle) -> Result<bool, Errno> {
+    let kind = ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_TYPE)], &[])?;
+    Ok(kind.value == u64::from(net::SOCK_STREAM))
 }
 
 /// `sendto(fd, buffer, length, flags, address, address length)`: a connected stream takes

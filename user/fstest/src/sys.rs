@@ -342,3 +342,19 @@ pub fn peer_name_length(fd: BorrowedFd) -> io::Result<usize> {
     })?;
     Ok(length as usize)
 }
+
+/// `socketpair(AF_UNIX, kind | SOCK_CLOEXEC, 0)`.
+pub fn socketpair(kind: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` holds the two descriptors the call writes.
+    checked(unsafe { libc::socketpair(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+    // SAFETY: the call succeeded: both are descriptors it just made, owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `recv(fd, buffer, flags)`: how many bytes came.
+pub fn recv(fd: BorrowedFd, buffer: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buffer` is writable for its length for the whole call.
+    let count = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), flags) };
+    checked_long(count as libc::c_long).map(|count| count as usize)
+}

@@ -68,6 +68,17 @@ impl Service {
             Object::Epoll(_) => return Err(errno::EINVAL),
             Object::Socket(id) => {
                 let id = *id;
+                if !self.socket_is_stream(id) {
+                    return match self.socket_read_message(id, length, nonblocking)? {
+                        Some(data) => Ok(Outcome::Done(Reply {
+                            result: data.len() as i64,
+                            words: [0; 2],
+                            bytes: data,
+                            request_id: 0,
+                        })),
+                        None => Ok(Outcome::Park(0)),
+                    };
+                }
                 let (receive, _) = self.socket_pipes(id)?;
                 match self.read_pipe(receive, length, nonblocking) {
                     Ok(Some(data)) => data,
@@ -125,6 +136,9 @@ impl Service {
                 let (_, send) = self.socket_pipes(id)?;
                 if self.socket_write_shut(id) {
                     return Err(errno::EPIPE);
+                }
+                if !self.socket_is_stream(id) {
+                    return self.socket_write_message(id, data, nonblocking);
                 }
                 self.write_pipe(send, data, done, nonblocking)
             }

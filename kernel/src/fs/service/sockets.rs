@@ -1,5 +1,7 @@
-//! `AF_UNIX` stream sockets: open files of the service, like pipes, so that two processes on
-//! any instances talk through them and `poll`/`epoll` wait on them beside everything else.
+//! `AF_UNIX` sockets: open files of the service, like pipes, so that two processes on any
+//! instances talk through them and `poll`/`epoll` wait on them beside everything else.
+//! Streams, and the message kinds of a connected pair: `SOCK_SEQPACKET` (also named, through
+//! `listen`/`connect`) and `socketpair`'s `SOCK_DGRAM`, whose messages keep their bounds.
 //!
 //! A connected pair is two of the service's pipes, one each way: each end reads one and
 //! writes the other, so bytes, end of file, `EPIPE`, atomic small writes and waking are the
@@ -19,8 +21,12 @@ use alloc::vec::Vec;
 use linux_raw_sys::errno;
 use vfs::{NodeId, NodeKind};
 
-/// `SOCK_STREAM`, the one type served so far.
+/// `SOCK_STREAM`, `SOCK_DGRAM`, `SOCK_SEQPACKET`.
 pub(super) const STREAM: u64 = 1;
+const DATAGRAM: u64 = 2;
+const SEQUENCED: u64 = 5;
+/// The longest message of a message socket: what its pipe holds.
+const MOST_MESSAGE: usize = vfs::PIPE_CAPACITY;
 /// How many connections a listening socket queues at most (Linux's `somaxconn` is 4096).
 const MOST_PENDING: usize = 4096;
 /// `SO_RCVBUF`/`SO_SNDBUF` as Linux reports a unix socket's by default.
@@ -49,6 +55,10 @@ enum State {
 }
 
 pub(super) struct Socket {
+    /// `SOCK_STREAM`, `SOCK_DGRAM` or `SOCK_SEQPACKET`.
+    kind: u64,
+    /// A message socket's messages in its receiving pipe: their lengths, oldest first.
+    records: VecDeque<usize>,
     state: State,
     /// Its address (`sun_path` bytes; an abstract name starts with NUL), once bound.
     name: Option<Vec<u8>>,
@@ -64,8 +74,10 @@ pub(super) struct Socket {
 }
 
 impl Socket {
-    fn new(owner: u32) -> Self {
+    fn new(owner: u32, kind: u64) -> Self {
         Self {
+            kind,
+            records: VecDeque::new(),
             state: State::Unconnected,
             name: None,
             node: None,
@@ -95,19 +107,20 @@ impl Service {
         })
     }
 
-    fn new_socket(&mut self, owner: u32) -> u64 {
+    fn new_socket(&mut self, owner: u32, kind: u64) -> u64 {
         let id = self.next_socket;
         self.next_socket += 1;
-        self.sockets.insert(id, Socket::new(owner));
+        self.sockets.insert(id, Socket::new(owner, kind & 0xf));
         id
     }
 
-    /// `socket(AF_UNIX, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit).
+    /// `socket(AF_UNIX, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit). An
+    /// unconnected datagram socket (`sendto` an address) is not served yet.
     pub(super) fn socket_create(&mut self, pid: u32, kind: u64) -> Result<Outcome, Errno> {
-        if kind & 0xf != STREAM {
+        if !matches!(kind & 0xf, STREAM | SEQUENCED) {
             return Err(errno::EPROTONOSUPPORT);
         }
-        let id = self.new_socket(pid);
+        let id = self.new_socket(pid, kind);
         let handle = self.socket_handle(id, kind);
         Ok(super::open_files::opened(handle, HandleKind::Socket))
     }
@@ -134,10 +147,10 @@ impl Service {
 
     /// `socketpair(AF_UNIX, kind, 0)`: two connected sockets.
     pub(super) fn socket_pair(&mut self, pid: u32, kind: u64) -> Result<Outcome, Errno> {
-        if kind & 0xf != STREAM {
+        if !matches!(kind & 0xf, STREAM | DATAGRAM | SEQUENCED) {
             return Err(errno::EPROTONOSUPPORT);
         }
-        let (first, second) = (self.new_socket(pid), self.new_socket(pid));
+        let (first, second) = (self.new_socket(pid, kind), self.new_socket(pid, kind));
         self.connect_pair(first, second);
         let handles = [self.socket_handle(first, kind), self.socket_handle(second, kind)];
         Ok(Outcome::Done(Reply { words: handles, ..Reply::value(0, 0) }))
@@ -229,6 +242,11 @@ impl Service {
             _ => {}
         }
         let listener = self.listener_named(pid, at, name)?;
+        let kind = self.sockets.get(&id).map_or(STREAM, |socket| socket.kind);
+        if self.sockets.get(&listener).map(|socket| socket.kind) != Some(kind) {
+            // Linux: a name of another socket type refuses the connection.
+            return Err(errno::ECONNREFUSED);
+        }
         let full = match self.sockets.get(&listener).map(|socket| &socket.state) {
             Some(State::Listening { backlog, pending }) => pending.len() >= *backlog,
             _ => return Err(errno::ECONNREFUSED),
@@ -238,7 +256,7 @@ impl Service {
             return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
         }
         let owner = self.sockets.get(&listener).map_or(0, |socket| socket.owner);
-        let server_end = self.new_socket(owner);
+        let server_end = self.new_socket(owner, kind);
         let listener_name = self.sockets.get(&listener).and_then(|socket| socket.name.clone());
         if let Some(socket) = self.sockets.get_mut(&server_end) {
             socket.name = listener_name;
@@ -317,7 +335,7 @@ impl Service {
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
         let value = match option {
-            SO_TYPE => STREAM,
+            SO_TYPE => socket.kind,
             SO_ERROR => 0,
             SO_SNDBUF | SO_RCVBUF => BUFFER_SIZE,
             SO_ACCEPTCONN => u64::from(matches!(socket.state, State::Listening { .. })),
@@ -341,6 +359,67 @@ impl Service {
         }
     }
 
+    /// Whether socket `id` keeps a byte stream (else its messages keep their bounds).
+    pub(super) fn socket_is_stream(&self, id: u64) -> bool {
+        self.sockets.get(&id).is_none_or(|socket| socket.kind == STREAM)
+    }
+
+    /// Reads the oldest message of message socket `id`: its first `length` bytes, the rest
+    /// dropped (as Linux's `MSG_TRUNC` reading); `None` when the caller must wait; end of file
+    /// (empty) once the peer is gone and no message is left.
+    pub(super) fn socket_read_message(
+        &mut self,
+        id: u64,
+        length: usize,
+        nonblocking: bool,
+    ) -> Result<Option<Vec<u8>>, Errno> {
+        let (receive, _) = self.socket_pipes(id)?;
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
+        let Some(size) = socket.records.pop_front() else {
+            // A datagram pair has no connection to end: its reader waits on, as on Linux.
+            let peer_gone = socket.shut_read
+                || (socket.kind == SEQUENCED && self.pipes.get(&receive).is_none_or(|pipe| pipe.writers == 0));
+            return match () {
+                _ if peer_gone => Ok(Some(Vec::new())),
+                _ if nonblocking => Err(errno::EAGAIN),
+                _ => Ok(None),
+            };
+        };
+        let mut message = match self.read_pipe(receive, size, true) {
+            Ok(Some(message)) => message,
+            _ => return Err(errno::EIO),
+        };
+        message.truncate(length);
+        Ok(Some(message))
+    }
+
+    /// Writes `data` as one message of message socket `id`: whole or not at all (`EMSGSIZE`
+    /// past what the pipe holds); the caller waits for room.
+    pub(super) fn socket_write_message(&mut self, id: u64, data: &[u8], nonblocking: bool) -> Result<Outcome, Errno> {
+        if data.len() > MOST_MESSAGE {
+            return Err(errno::EMSGSIZE);
+        }
+        let Some(Socket { state: State::Connected { send, peer, .. }, .. }) = self.sockets.get(&id) else {
+            return Err(errno::ENOTCONN);
+        };
+        let (send, peer) = (*send, *peer);
+        let pipe = self.pipes.get(&send).ok_or(errno::EPIPE)?;
+        if pipe.readers == 0 {
+            return Err(errno::EPIPE);
+        }
+        if pipe.buffer.space() < data.len() {
+            return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
+        }
+        match self.write_pipe(send, data, 0, true)? {
+            Outcome::Done(reply) if reply.result == data.len() as i64 => {}
+            _ => return Err(errno::EIO),
+        }
+        if let Some(peer) = self.sockets.get_mut(&peer) {
+            peer.records.push_back(data.len());
+        }
+        Ok(Outcome::Done(Reply::value(0, data.len() as u64)))
+    }
+
     /// Whether socket `id` shut its writing down (a write is then `EPIPE`).
     pub(super) fn socket_write_shut(&self, id: u64) -> bool {
         self.sockets.get(&id).is_some_and(|socket| socket.shut_write)
@@ -361,7 +440,12 @@ impl Service {
             State::Connected { receive, send, .. } => {
                 let mut ready = 0;
                 let peer_done = self.pipes.get(receive).is_none_or(|pipe| pipe.writers == 0);
-                if self.pipes.get(receive).is_some_and(|pipe| !pipe.buffer.is_empty()) || peer_done {
+                let waiting = if socket.kind == STREAM {
+                    self.pipes.get(receive).is_some_and(|pipe| !pipe.buffer.is_empty())
+                } else {
+                    !socket.records.is_empty()
+                };
+                if waiting || peer_done {
                     ready |= events::IN;
                 }
                 if peer_done {

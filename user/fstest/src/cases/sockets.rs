@@ -10,13 +10,14 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 
-pub const CASES: [Case; 7] = [
+pub const CASES: [Case; 8] = [
     Case { name: "unix-pair", run: pair },
     Case { name: "unix-pair-end", run: pair_end },
     Case { name: "unix-shutdown", run: shutdown },
     Case { name: "unix-named", run: named },
     Case { name: "unix-1mib", run: one_mebibyte },
     Case { name: "unix-epoll-listener", run: epoll_listener },
+    Case { name: "unix-messages", run: messages },
     Case { name: "unix-errors", run: errors },
 ];
 
@@ -144,6 +145,46 @@ fn epoll_listener(context: &Context) -> Outcome {
     let count = served.read(&mut buffer).step("read")?;
     expect_bytes("read", &buffer[..count], b"hello")?;
     Ok("EPOLLIN on a listener with a connection queued, then on the connection with bytes".into())
+}
+
+fn messages(_: &Context) -> Outcome {
+    for (kind, name) in [(libc::SOCK_SEQPACKET, "SOCK_SEQPACKET"), (libc::SOCK_DGRAM, "SOCK_DGRAM")] {
+        let (one, other) = sys::socketpair(kind).step(format_args!("socketpair({name})"))?;
+        sys::send(one.as_fd(), b"one", 0).step("send one")?;
+        sys::send(one.as_fd(), b"three!!", 0).step("send three")?;
+        let mut buffer = [0u8; 64];
+        let count = sys::recv(other.as_fd(), &mut buffer, 0).step("recv")?;
+        expect_bytes(format_args!("{name}: the first message"), &buffer[..count], b"one")?;
+        let count = sys::recv(other.as_fd(), &mut buffer[..3], 0).step("recv into 3 bytes")?;
+        expect_bytes(format_args!("{name}: the second, cut to 3"), &buffer[..count], b"thr")?;
+        expect_error(
+            format_args!("{name}: recv with nothing left (the cut bytes dropped)"),
+            sys::recv(other.as_fd(), &mut buffer, libc::MSG_DONTWAIT),
+            libc::EAGAIN,
+        )?;
+        expect_error(
+            format_args!("{name}: a message of 300000 bytes"),
+            sys::send(one.as_fd(), &vec![7u8; 300_000], 0),
+            libc::EMSGSIZE,
+        )?;
+        expect_equal(
+            format_args!("{name}: SO_TYPE"),
+            sys::socket_option(one.as_fd(), libc::SO_TYPE).step("SO_TYPE")?,
+            kind,
+        )?;
+        drop(one);
+        if kind == libc::SOCK_SEQPACKET {
+            let count = sys::recv(other.as_fd(), &mut buffer, 0).step("recv")?;
+            expect_equal(format_args!("{name}: recv once the peer closed"), count, 0)?;
+        } else {
+            // A datagram socket has no connection to end: it waits on (Linux too).
+            let waited = sys::recv(other.as_fd(), &mut buffer, libc::MSG_DONTWAIT);
+            expect_error(format_args!("{name}: recv once the peer closed"), waited, libc::EAGAIN)?;
+        }
+    }
+    Ok("SOCK_SEQPACKET and SOCK_DGRAM pairs: messages keep their bounds, a short read drops the rest, EMSGSIZE; \
+        end of file for a sequenced packet pair whose peer closed, none for datagrams"
+        .into())
 }
 
 fn errors(context: &Context) -> Outcome {
