@@ -337,7 +337,7 @@ fn vectors(header: &MessageHeader) -> Result<Vec<(u64, u64)>, Errno> {
     let mut total = 0u64;
     for index in 0..header[VECTOR_COUNT] {
         let vector: linux::iovec = read_user(header[VECTORS] + index * 16)?;
-        let (base, length) = (vector.iov_base as u64, vector.iov_len as u64);
+        let (base, length) = (vector.iov_base as u64, vector.iov_len);
         if !is_user_range(base, length) {
             return Err(errno::EFAULT);
         }
