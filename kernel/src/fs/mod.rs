@@ -324,6 +324,21 @@ impl FileTable {
         }
     }
 
+    /// `close_range`: closes the descriptors from `first` to `last` (inclusive), or only marks
+    /// them `FD_CLOEXEC` when `mark_only`.
+    pub fn close_range(&mut self, first: usize, last: usize, mark_only: bool) {
+        let end = last.saturating_add(1).min(self.slots.len());
+        for slot in self.slots.iter_mut().take(end).skip(first) {
+            if mark_only {
+                if let Some(slot) = slot.as_mut() {
+                    slot.close_on_exec = true;
+                }
+            } else if slot.take().is_some() {
+                self.unreported = true;
+            }
+        }
+    }
+
     /// At exit.
     pub fn close_all(&mut self) {
         self.slots.clear();

@@ -1122,6 +1122,26 @@ pub fn flock(fd: i64, operation: u64) -> SyscallResult {
     Ok(0)
 }
 
+/// `close_range(first, last, flags)`: `CLOSE_RANGE_CLOEXEC` marks instead of closing;
+/// `CLOSE_RANGE_UNSHARE` asks for a table of the caller's own, which a process with one
+/// thread has already (its threads share one table, and Reef cannot give one its own: with
+/// several, `EINVAL`, rather than closing the other threads' descriptors).
+pub fn close_range(first: u64, last: u64, flags: u64) -> SyscallResult {
+    const UNSHARE: u64 = 1 << 1;
+    const CLOSE_ON_EXEC: u64 = 1 << 2;
+    let (first, last) = (first as u32, last as u32);
+    if flags & !(UNSHARE | CLOSE_ON_EXEC) != 0 || first > last {
+        return Err(errno::EINVAL);
+    }
+    let process = process()?;
+    let mut state = process.state.lock();
+    if flags & UNSHARE != 0 && state.threads.len() > 1 {
+        return Err(errno::EINVAL);
+    }
+    state.files.close_range(first as usize, last as usize, flags & CLOSE_ON_EXEC != 0);
+    Ok(0)
+}
+
 pub fn umask(mask: u64) -> SyscallResult {
     let process = process()?;
     let mut state = process.state.lock();

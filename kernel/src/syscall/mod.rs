@@ -196,6 +196,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_pipe2 => files::pipe2(a.0[0], a.0[1]),
         nr::__NR_poll => files::poll(a.0[0], a.0[1], a.0[2] as i32 as i64),
         nr::__NR_ppoll => files::ppoll(a.0[0], a.0[1], a.0[2]),
+        nr::__NR_close_range => files::close_range(a.0[0], a.0[1], a.0[2]),
         nr::__NR_socket => sockets::socket(a.0[0], a.0[1], a.0[2]),
         nr::__NR_socketpair => sockets::socketpair(a.0[0], a.0[1], a.0[2], a.0[3]),
         nr::__NR_bind => sockets::bind(a.fd(0), a.0[1], a.0[2]),

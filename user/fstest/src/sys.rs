@@ -358,3 +358,10 @@ pub fn recv(fd: BorrowedFd, buffer: &mut [u8], flags: libc::c_int) -> io::Result
     let count = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), flags) };
     checked_long(count as libc::c_long).map(|count| count as usize)
 }
+
+/// `close_range(first, last, flags)`.
+pub fn close_range(first: libc::c_uint, last: libc::c_uint, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: the call takes no pointer; the descriptors it closes are the caller's to close
+    // (the case owns none of them any more, see `close_range` in descriptors.rs).
+    checked_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) }).map(drop)
+}

@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-pub const CASES: [Case; 9] = [
+pub const CASES: [Case; 10] = [
     Case { name: "dup", run: dup },
     Case { name: "dup2", run: dup2 },
     Case { name: "dup3", run: dup3 },
@@ -20,7 +20,42 @@ pub const CASES: [Case; 9] = [
     Case { name: "fork-shared-offset", run: fork_shared_offset },
     Case { name: "exec-cloexec", run: exec_cloexec },
     Case { name: "flock", run: flock },
+    Case { name: "close-range", run: close_range },
 ];
+
+/// `close_range`: closes a range (and only it), or marks it `FD_CLOEXEC`; bad ranges and
+/// flags are `EINVAL`.
+fn close_range(context: &Context) -> Outcome {
+    let path = context.directory()?.join("ranged");
+    fs::write(&path, "r").step("writing ranged")?;
+    let file = File::open(&path).step("opening it")?;
+    let dup_at = |fd: RawFd| -> Result<RawFd, String> {
+        let copy = sys::duplicate_close_on_exec(file.as_fd(), fd).step(format_args!("F_DUPFD_CLOEXEC at {fd}"))?;
+        sys::set_descriptor_flags(copy.as_fd(), 0).step("clearing FD_CLOEXEC")?;
+        Ok(std::os::fd::IntoRawFd::into_raw_fd(copy))
+    };
+    let (low, middle, high) = (dup_at(200)?, dup_at(201)?, dup_at(210)?);
+    sys::close_range(low as u32, middle as u32, 0).step("close_range of the first two")?;
+    for fd in [low, middle] {
+        expect_error(
+            format_args!("descriptor {fd} after close_range"),
+            sys::descriptor_flags_of_number(fd),
+            libc::EBADF,
+        )?;
+    }
+    expect_equal("the descriptor past the range", sys::descriptor_flags_of_number(high).step("F_GETFD")?, 0)?;
+    sys::close_range(high as u32, high as u32, libc::CLOSE_RANGE_CLOEXEC).step("close_range CLOEXEC")?;
+    expect_equal(
+        "marked by CLOSE_RANGE_CLOEXEC",
+        sys::descriptor_flags_of_number(high).step("F_GETFD")?,
+        libc::FD_CLOEXEC,
+    )?;
+    sys::close_range(high as u32, high as u32 + 5, 0).step("close_range of 210-215")?;
+    expect_error("the marked one after the second close_range", sys::descriptor_flags_of_number(high), libc::EBADF)?;
+    expect_error("a range that ends before it starts", sys::close_range(9, 8, 0), libc::EINVAL)?;
+    expect_error("an unknown flag", sys::close_range(300, 301, 1 << 7), libc::EINVAL)?;
+    Ok("closes 200-201 and not 210; CLOSE_RANGE_CLOEXEC marks; EINVAL for a bad range or flag".into())
+}
 
 /// `flock` locks belong to open files: a second open of the file conflicts, a `dup` shares
 /// the lock, shared locks coexist, and the last close lets go.
