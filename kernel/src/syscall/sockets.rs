@@ -127,7 +127,7 @@ fn write_address(address: u64, length_at: u64, name: &[u8]) -> Result<(), Errno>
         return Ok(());
     }
     let room: u32 = read_user(length_at)?;
-    if room as i32 <= 0 && room != 0 {
+    if (room as i32) < 0 {
         return Err(errno::EINVAL);
     }
     let mut bytes = Vec::with_capacity(FAMILY_BYTES + name.len() + 1);

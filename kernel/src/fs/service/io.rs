@@ -80,12 +80,14 @@ impl Service {
                     };
                 }
                 let (receive, _) = self.socket_pipes(id)?;
-                match self.read_pipe(receive, length, nonblocking) {
-                    Ok(Some(data)) => data,
-                    Ok(None) => return Ok(Outcome::Park(0)),
-                    // Its reading shut down (the pipe's end closed): end of file.
-                    Err(errno::EBADF) => Vec::new(),
-                    Err(error) => return Err(error),
+                // Its reading shut down: end of file (its end of the pipe is closed).
+                if self.socket_shut(id).0 {
+                    Vec::new()
+                } else {
+                    match self.read_pipe(receive, length, nonblocking)? {
+                        Some(data) => data,
+                        None => return Ok(Outcome::Park(0)),
+                    }
                 }
             }
         };
@@ -134,7 +136,7 @@ impl Service {
             Object::Socket(id) => {
                 let id = *id;
                 let (_, send) = self.socket_pipes(id)?;
-                if self.socket_write_shut(id) {
+                if self.socket_shut(id).1 {
                     return Err(errno::EPIPE);
                 }
                 if !self.socket_is_stream(id) {

@@ -420,9 +420,10 @@ impl Service {
         Ok(Outcome::Done(Reply::value(0, data.len() as u64)))
     }
 
-    /// Whether socket `id` shut its writing down (a write is then `EPIPE`).
-    pub(super) fn socket_write_shut(&self, id: u64) -> bool {
-        self.sockets.get(&id).is_some_and(|socket| socket.shut_write)
+    /// Whether socket `id` shut its reading down (a read is then end of file) and its writing
+    /// (a write is then `EPIPE`).
+    pub(super) fn socket_shut(&self, id: u64) -> (bool, bool) {
+        self.sockets.get(&id).map_or((false, false), |socket| (socket.shut_read, socket.shut_write))
     }
 
     /// The `poll` events of socket `id`.
