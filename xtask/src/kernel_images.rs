@@ -9,8 +9,11 @@
 //!
 //! Every image comes in three kinds ([`ImageKind`]): the production one `cargo xtask build` and
 //! `run` boot, with no test or benchmark code; the suite's, with the kernel's `test-hooks` and
-//! `bench` features; and the benchmarks', with `bench`. Each kind has its own target
-//! directory, so switching between `run`, `test` and `bench` rebuilds nothing.
+//! `bench` features; and the benchmarks', with `bench`. Every kernel build of every kind and
+//! image shares one cargo target directory ([`SHARED_TARGET`]), so the kernel's dependencies
+//! are built once for all of them (cargo keeps one artifact per feature set, so switching
+//! between `run`, `test` and `bench` rebuilds nothing), and each build's ELF is copied to its
+//! kind's directory, where it is named and sealed.
 
 use crate::tools::{self, cargo, root, run_checked};
 use std::path::PathBuf;
@@ -88,28 +91,40 @@ pub fn selected() -> ImageKind {
     SELECTED.get().copied().unwrap_or(ImageKind::Production)
 }
 
-/// `cargo build` of the kernel crate for `kind` with `features` (on top of the kind's) into
-/// `directory`.
-pub fn kernel_build(kind: ImageKind, features: &str, directory: &std::path::Path) -> std::process::Command {
+/// The cargo target directory of every kernel build (relative to the repository's root), and
+/// of clippy on the kernel.
+pub const SHARED_TARGET: &str = "target/kernel-build";
+
+/// Builds the kernel crate for `kind` with `features` (on top of the kind's) in
+/// [`SHARED_TARGET`] and copies the ELF to `elf` (a copy: naming and sealing it must not write
+/// through cargo's hard link into its own artifact). `what` names the build in an error.
+pub fn kernel_build(kind: ImageKind, features: &str, elf: &std::path::Path, what: &str) -> Result<(), String> {
     let mut command = cargo();
     command
         .args(["build", "--quiet", "--profile", PROFILE, "-p", "kernel", "--target", "x86_64-unknown-none"])
-        .arg("--target-dir")
-        .arg(directory);
+        .args(["--target-dir", SHARED_TARGET]);
     let features = kind.with_features(features);
     if !features.is_empty() {
         command.args(["--features", &features]);
     }
-    command
+    run_checked(&mut command, what)?;
+    let built = root().join(SHARED_TARGET).join(ELF_PATH);
+    if let Some(directory) = elf.parent() {
+        std::fs::create_dir_all(directory).map_err(|e| format!("creating {}: {e}", directory.display()))?;
+    }
+    // Removed first: an older copy may be a hard link into cargo's artifacts (before the
+    // shared directory, cargo itself put the ELF here).
+    let _ = std::fs::remove_file(elf);
+    std::fs::copy(&built, elf).map_err(|e| format!("copying {} to {}: {e}", built.display(), elf.display()))?;
+    Ok(())
 }
 
-/// Builds the kernel image `name` with `features` into its own target directory (so the
-/// images do not rebuild each other) and returns the ELF path.
+/// Builds the kernel image `name` with `features` and returns the path of its ELF.
 fn build(name: &str, features: &str) -> Result<PathBuf, String> {
     let kind = selected();
-    let mut command = kernel_build(kind, features, &images_directory(kind).join(name));
-    run_checked(&mut command, &format!("building the {name} kernel image ({kind:?})"))?;
-    Ok(built_path(name))
+    let path = built_path(name);
+    kernel_build(kind, features, &path, &format!("building the {name} kernel image ({kind:?})"))?;
+    Ok(path)
 }
 
 /// Where the `/boot` images of `kind` are built, one target directory each.

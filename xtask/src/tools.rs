@@ -164,12 +164,9 @@ pub fn build_kernel_unsealed() -> Result<PathBuf, String> {
 
 /// Builds the full kernel of `kind`, unsealed, and returns the ELF path.
 pub fn build_kernel_of(kind: crate::kernel_images::ImageKind) -> Result<PathBuf, String> {
-    let directory = kind.directory();
-    run_checked(
-        &mut crate::kernel_images::kernel_build(kind, "", &directory),
-        &format!("building the kernel ({kind:?})"),
-    )?;
-    Ok(directory.join(crate::kernel_images::ELF_PATH))
+    let elf = kind.directory().join(crate::kernel_images::ELF_PATH);
+    crate::kernel_images::kernel_build(kind, "", &elf, &format!("building the kernel ({kind:?})"))?;
+    Ok(elf)
 }
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.

@@ -142,12 +142,13 @@ pub fn production_image_has_no_test_code() -> Result<(), String> {
 
 /// Clippy with the workspace lints as errors on the kernel and its base, without features
 /// (the production images) or with `features` (the code only test and benchmark images hold
-/// is linted too; in their own target directory, as `cargo xtask test` builds them).
+/// is linted too), in the kernel builds' shared target directory.
 pub fn kernel_clippy(features: Option<&str>) -> Result<(), String> {
     let mut command = cargo();
     command.args(["clippy", "--quiet", "--release", "-p", "kernel", "-p", "base", "--target", "x86_64-unknown-none"]);
+    command.args(["--target-dir", crate::kernel_images::SHARED_TARGET]);
     if let Some(features) = features {
-        command.args(["--features", features, "--target-dir", "target/kind-test"]);
+        command.args(["--features", features]);
     }
     command.args(["--", "-D", "warnings"]);
     let what = match features {

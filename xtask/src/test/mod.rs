@@ -46,13 +46,14 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     };
 
     tools::ensure_qemu()?;
+    // The host's checks and tests run beside the image builds and the QEMU runs, at the lowest
+    // priority: a QEMU run keeps about one of two host CPUs busy (idle vCPUs halt) and a build
+    // leaves CPUs idle while it links or fetches, and the checks take what they leave, so the
+    // runs' timing is what it is alone.
+    let host_phases = only.is_none().then(|| std::thread::spawn(host_phases));
     let kernel = tools::build_kernel()?;
     // Built once: every QEMU run of the suite boots the same image.
     let initrd = tools::build_initramfs()?;
-    // The host's checks and tests run beside the QEMU runs, at the lowest priority: a QEMU run
-    // keeps about one of two host CPUs busy (idle vCPUs halt), and the checks take what it
-    // leaves, so the runs' timing is what it is alone.
-    let host_phases = only.is_none().then(|| std::thread::spawn(host_phases));
     if only.as_deref().is_none_or(|o| "initramfs-image".contains(o)) {
         record("initramfs-image", timed(&|| host_checks::initramfs_image_checks(&initrd)));
     }
