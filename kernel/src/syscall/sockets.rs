@@ -1,7 +1,8 @@
-//! Socket calls: `AF_UNIX` stream sockets, held at the file service as open files
-//! (`fs::service`'s `sockets.rs`). These decode the user's addresses, flags and message
-//! headers, then ask the service; data goes as the service's reads and writes of the socket.
-//! `AF_INET` and `AF_INET6` are `EAFNOSUPPORT` until the network service serves them.
+//! Socket calls: `AF_UNIX` sockets and `AF_INET` streams over the loopback, held at the file
+//! service as open files (`fs::service`'s `sockets`). These decode the user's addresses,
+//! flags and message headers, then ask the service; data goes as the service's reads and
+//! writes of the socket. `AF_INET6`, UDP and addresses beyond this machine wait for the
+//! network device (issue 30).
 
 use super::files::{cwd_word, handle_of, install, process, root_word, words};
 use super::{read_user, write_user, SyscallResult};
@@ -23,6 +24,21 @@ const TYPE_FLAGS: u64 = SOCK_NONBLOCK | SOCK_CLOEXEC;
 /// Bytes of `sockaddr_un`: the family (u16), then 108 of path.
 const ADDRESS_BYTES: usize = 110;
 const FAMILY_BYTES: usize = 2;
+/// Bytes of `sockaddr_in`: family, port, address, eight of padding.
+const INET_ADDRESS_BYTES: usize = 16;
+/// The most bytes of an address Linux reads (`sizeof(struct sockaddr_storage)`).
+const MOST_ADDRESS_BYTES: u64 = 128;
+const UNIX: u16 = net::AF_UNIX as u16;
+const INET: u16 = net::AF_INET as u16;
+/// `IPPROTO_TCP` and `IPPROTO_UDP`, the protocols an inet stream or datagram socket may name.
+const TCP: u64 = 6;
+const UDP: u64 = 17;
+/// `IPPROTO_TCP`'s options that are taken: `TCP_NODELAY`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`,
+/// `TCP_KEEPCNT` (`netinet/tcp.h`).
+const TCP_NODELAY: u32 = 1;
+const TCP_KEEPIDLE: u32 = 4;
+const TCP_KEEPINTVL: u32 = 5;
+const TCP_KEEPCNT: u32 = 6;
 /// `recv`/`send` flags served: the others are `EOPNOTSUPP`.
 const MSG_DONTWAIT: u64 = net::MSG_DONTWAIT as u64;
 const MSG_NOSIGNAL: u64 = net::MSG_NOSIGNAL as u64;
@@ -44,21 +60,24 @@ fn socket_of(fd: i64) -> Result<alloc::sync::Arc<Handle>, Errno> {
     Ok(handle)
 }
 
-/// The family, type and protocol of a new socket: `AF_UNIX` streams only.
+/// The family, type and protocol of a new socket: `AF_UNIX` and `AF_INET`.
 fn check_kind(domain: u64, kind: u64, protocol: u64) -> Result<(), Errno> {
-    // `AF_INET`, `AF_INET6`, netlink and the rest: not served (yet).
-    if domain != u64::from(net::AF_UNIX) {
+    // `AF_INET6`, netlink and the rest: not served (yet).
+    if domain != u64::from(UNIX) && domain != u64::from(INET) {
         return Err(errno::EAFNOSUPPORT);
     }
     if kind & !(0xf | TYPE_FLAGS) != 0 {
         return Err(errno::EINVAL);
     }
     // The service says which of these it serves where (a datagram socket only in a pair).
-    match (kind & 0xf) as u32 {
-        net::SOCK_STREAM | net::SOCK_DGRAM | net::SOCK_SEQPACKET => {}
+    let protocol_ok = match ((kind & 0xf) as u32, domain == u64::from(INET)) {
+        (net::SOCK_STREAM, true) => matches!(protocol, 0 | TCP),
+        (net::SOCK_DGRAM, true) => matches!(protocol, 0 | UDP),
+        (net::SOCK_STREAM | net::SOCK_DGRAM | net::SOCK_SEQPACKET, false) => protocol == 0,
+        (net::SOCK_RAW, true) => return Err(errno::EPROTONOSUPPORT),
         _ => return Err(errno::ESOCKTNOSUPPORT),
-    }
-    if protocol != 0 {
+    };
+    if !protocol_ok {
         return Err(errno::EPROTONOSUPPORT);
     }
     Ok(())
@@ -71,13 +90,17 @@ fn close_on_exec(kind: u64) -> bool {
 /// `socket(domain, type, protocol)`.
 pub fn socket(domain: u64, kind: u64, protocol: u64) -> SyscallResult {
     check_kind(domain, kind, protocol)?;
-    let answer = ask(FileOp::SocketCreate, &[kind], &[])?;
+    let answer = ask(FileOp::SocketCreate, &[kind, domain], &[])?;
     install(Handle::adopt(answer.words[0], HandleKind::Socket), close_on_exec(kind))
 }
 
 /// `socketpair(domain, type, protocol, fds)`.
 pub fn socketpair(domain: u64, kind: u64, protocol: u64, fds: u64) -> SyscallResult {
     check_kind(domain, kind, protocol)?;
+    if domain != u64::from(UNIX) {
+        // Linux: only a unix socket comes in pairs.
+        return Err(errno::EOPNOTSUPP);
+    }
     if !is_user_range(fds, 8) {
         return Err(errno::EFAULT);
     }
@@ -96,18 +119,29 @@ pub fn socketpair(domain: u64, kind: u64, protocol: u64, fds: u64) -> SyscallRes
     Ok(0)
 }
 
-/// The `sun_path` bytes of the `sockaddr_un` at `address` (`length` bytes): a path up to its
-/// NUL, or an abstract name (a leading NUL, then every byte given).
-fn read_address(address: u64, length: u64) -> Result<Vec<u8>, Errno> {
-    if !(FAMILY_BYTES as u64..=ADDRESS_BYTES as u64).contains(&length) {
+/// The family of the address at `address` (`length` bytes) and its name as the service takes
+/// it: a `sockaddr_un`'s path up to its NUL, or an abstract name (a leading NUL, then every
+/// byte given); a `sockaddr_in`'s address and port (network order); nothing for another
+/// family, which the service refuses as the socket's family says.
+fn read_address(address: u64, length: u64) -> Result<(u16, Vec<u8>), Errno> {
+    if !(FAMILY_BYTES as u64..=MOST_ADDRESS_BYTES).contains(&length) {
         return Err(errno::EINVAL);
     }
     let mut bytes = alloc::vec![0u8; length as usize];
     copy_from_user(&mut bytes, address).map_err(|_| errno::EFAULT)?;
-    if u16::from_le_bytes([bytes[0], bytes[1]]) != net::AF_UNIX as u16 {
-        return Err(errno::EINVAL);
+    let family = u16::from_le_bytes([bytes[0], bytes[1]]);
+    match family {
+        UNIX if bytes.len() <= ADDRESS_BYTES => Ok((family, unix_path(bytes.split_off(FAMILY_BYTES))?)),
+        UNIX => Err(errno::EINVAL),
+        INET if bytes.len() < INET_ADDRESS_BYTES => Err(errno::EINVAL),
+        // `sin_port` at 2, `sin_addr` at 4: the name is the address, then the port.
+        INET => Ok((family, [&bytes[4..8], &bytes[2..4]].concat())),
+        _ => Ok((family, Vec::new())),
     }
-    let mut path = bytes.split_off(FAMILY_BYTES);
+}
+
+/// The name of a `sockaddr_un`'s `sun_path` bytes.
+fn unix_path(mut path: Vec<u8>) -> Result<Vec<u8>, Errno> {
     if path.is_empty() {
         // Linux's autobind; Reef asks for a name.
         return Err(errno::EINVAL);
@@ -120,9 +154,10 @@ fn read_address(address: u64, length: u64) -> Result<Vec<u8>, Errno> {
     Ok(path)
 }
 
-/// Writes `name` as a `sockaddr_un` to `address`, at most `*length_at` bytes, and its whole
-/// length to `length_at` (a path with its NUL, as Linux counts it).
-fn write_address(address: u64, length_at: u64, name: &[u8]) -> Result<(), Errno> {
+/// Writes `name` of a socket of `family` as its `sockaddr_un` or `sockaddr_in` to `address`,
+/// at most `*length_at` bytes, and its whole length to `length_at` (a path with its NUL, as
+/// Linux counts it).
+fn write_address(address: u64, length_at: u64, family: u16, name: &[u8]) -> Result<(), Errno> {
     if address == 0 {
         return Ok(());
     }
@@ -131,10 +166,17 @@ fn write_address(address: u64, length_at: u64, name: &[u8]) -> Result<(), Errno>
         return Err(errno::EINVAL);
     }
     let mut bytes = Vec::with_capacity(FAMILY_BYTES + name.len() + 1);
-    bytes.extend_from_slice(&(net::AF_UNIX as u16).to_le_bytes());
-    bytes.extend_from_slice(name);
-    if name.first().is_some_and(|&b| b != 0) {
-        bytes.push(0);
+    bytes.extend_from_slice(&family.to_le_bytes());
+    if family == INET {
+        let (host, port) = name.split_at(name.len().min(4));
+        bytes.extend_from_slice(port);
+        bytes.extend_from_slice(host);
+        bytes.resize(INET_ADDRESS_BYTES, 0);
+    } else {
+        bytes.extend_from_slice(name);
+        if name.first().is_some_and(|&b| b != 0) {
+            bytes.push(0);
+        }
     }
     let copied = bytes.len().min(room as usize);
     copy_to_user(address, &bytes[..copied]).map_err(|_| errno::EFAULT)?;
@@ -144,9 +186,9 @@ fn write_address(address: u64, length_at: u64, name: &[u8]) -> Result<(), Errno>
 /// `bind(fd, address, length)`: a path is made with the umask's permissions.
 pub fn bind(fd: i64, address: u64, length: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
-    let name = read_address(address, length)?;
+    let (family, name) = read_address(address, length)?;
     let mode = 0o777 & !u64::from(process()?.state.lock().umask);
-    let mut values = words(&[socket.id, cwd_word()?, mode]);
+    let mut values = words(&[socket.id, cwd_word()?, mode, u64::from(family)]);
     values[ROOT_WORD] = root_word()?;
     client::call(FileOp::SocketBind, values, &name, &[])?;
     Ok(0)
@@ -162,8 +204,8 @@ pub fn listen(fd: i64, backlog: u64) -> SyscallResult {
 /// `connect(fd, address, length)`.
 pub fn connect(fd: i64, address: u64, length: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
-    let name = read_address(address, length)?;
-    let mut values = words(&[socket.id, cwd_word()?]);
+    let (family, name) = read_address(address, length)?;
+    let mut values = words(&[socket.id, cwd_word()?, u64::from(family)]);
     values[ROOT_WORD] = root_word()?;
     match client::call(FileOp::SocketConnect, values, &name, &[]) {
         Ok(_) => Ok(0),
@@ -186,7 +228,7 @@ pub fn accept4(fd: i64, address: u64, length: u64, flags: u64) -> SyscallResult 
     let accepted = Handle::adopt(answer.words[0], HandleKind::Socket);
     if address != 0 {
         let peer = ask(FileOp::SocketName, &[accepted.id, 1], &[])?;
-        write_address(address, length, &peer.bytes)?;
+        write_address(address, length, peer.value as u16, &peer.bytes)?;
     }
     install(accepted, close_on_exec(flags))
 }
@@ -209,7 +251,7 @@ fn name(fd: i64, address: u64, length: u64, peer: bool) -> SyscallResult {
     if address == 0 {
         return Err(errno::EFAULT);
     }
-    write_address(address, length, &named.bytes)?;
+    write_address(address, length, named.value as u16, &named.bytes)?;
     Ok(0)
 }
 
@@ -287,12 +329,26 @@ fn is_stream(socket: &Handle) -> Result<bool, Errno> {
     Ok(kind.value == u64::from(net::SOCK_STREAM))
 }
 
-/// `sendto(fd, buffer, length, flags, address, address length)`: a connected stream takes
-/// no address (`EISCONN`).
+/// The family of `socket` (`SO_DOMAIN`).
+fn family(socket: &Handle) -> Result<u16, Errno> {
+    Ok(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_DOMAIN)], &[])?.value as u16)
+}
+
+/// Whether an address given to a send on `socket` is refused: a unix socket's connection
+/// takes none (`EISCONN`); TCP ignores it, as Linux's does.
+fn check_send_address(socket: &Handle) -> Result<(), Errno> {
+    if family(socket)? == INET {
+        return Ok(());
+    }
+    Err(errno::EISCONN)
+}
+
+/// `sendto(fd, buffer, length, flags, address, address length)`: a connected unix socket
+/// takes no address (`EISCONN`), a TCP socket ignores it.
 pub fn sendto(fd: i64, buffer: u64, length: u64, flags: u64, address: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     if address != 0 {
-        return Err(errno::EISCONN);
+        check_send_address(&socket)?;
     }
     if !is_user_range(buffer, length) {
         return Err(errno::EFAULT);
@@ -312,8 +368,11 @@ pub fn recvfrom(fd: i64, buffer: u64, length: u64, flags: u64, address: u64, add
     let data = receive_bytes(&socket, length.min(MOST_MESSAGE), flags)?;
     copy_to_user(buffer, &data).map_err(|_| errno::EFAULT)?;
     if address != 0 {
-        let peer = ask(FileOp::SocketName, &[socket.id, 1], &[]).map(|answer| answer.bytes).unwrap_or_default();
-        write_address(address, address_length, &peer)?;
+        let (family, peer) = match ask(FileOp::SocketName, &[socket.id, 1], &[]) {
+            Ok(answer) => (answer.value as u16, answer.bytes),
+            Err(_) => (family(&socket)?, Vec::new()),
+        };
+        write_address(address, address_length, family, &peer)?;
     }
     Ok(data.len() as u64)
 }
@@ -355,7 +414,7 @@ pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     let header: MessageHeader = read_user(header)?;
     if header[NAME] != 0 && header[NAME_LENGTH] as u32 != 0 {
-        return Err(errno::EISCONN);
+        check_send_address(&socket)?;
     }
     if header[CONTROL_LENGTH] != 0 {
         return Err(errno::EOPNOTSUPP);
@@ -392,10 +451,14 @@ pub fn recvmsg(fd: i64, header_address: u64, flags: u64) -> SyscallResult {
 /// `getsockopt(fd, level, option, value, length)`: `SOL_SOCKET`'s options a unix stream has.
 pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
-    if level != u64::from(net::SOL_SOCKET) {
-        return Err(errno::ENOPROTOOPT);
-    }
-    let answer = ask(FileOp::SocketOption, &[socket.id, option], &[])?;
+    let answer = match level {
+        _ if level == u64::from(net::SOL_SOCKET) => ask(FileOp::SocketOption, &[socket.id, option], &[])?,
+        // `TCP_NODELAY`: a connection over the loopback never holds data back.
+        TCP if option == u64::from(TCP_NODELAY) && family(&socket)? == INET => {
+            Answer { value: 1, words: [0; 2], bytes: Vec::new() }
+        }
+        _ => return Err(errno::ENOPROTOOPT),
+    };
     let room: u32 = read_user(length_at)?;
     if room as i32 <= 0 {
         return Err(errno::EINVAL);
@@ -416,16 +479,26 @@ pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) 
 
 /// `setsockopt(fd, level, option, value, length)`: the options that change nothing on a unix
 /// stream socket in Linux either (address reuse, keep-alive, linger) and the buffer sizes,
-/// which Linux takes as hints, are taken; any other is `ENOPROTOOPT`.
+/// which Linux takes as hints, are taken; so are TCP's that change nothing over the loopback
+/// (`TCP_NODELAY`, keep-alive timing); any other is `ENOPROTOOPT`.
 pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> SyscallResult {
-    socket_of(fd)?;
-    if level != u64::from(net::SOL_SOCKET) {
+    let socket = socket_of(fd)?;
+    if level != u64::from(net::SOL_SOCKET) && level != TCP {
         return Err(errno::ENOPROTOOPT);
     }
     if length < 4 {
         return Err(errno::EINVAL);
     }
     let _: u32 = read_user(value)?;
+    if level == TCP {
+        if family(&socket)? != INET {
+            return Err(errno::EOPNOTSUPP);
+        }
+        return match option as u32 {
+            TCP_NODELAY | TCP_KEEPIDLE | TCP_KEEPINTVL | TCP_KEEPCNT => Ok(0),
+            _ => Err(errno::ENOPROTOOPT),
+        };
+    }
     match option as u32 {
         net::SO_REUSEADDR
         | net::SO_REUSEPORT

@@ -36,8 +36,8 @@ enum Mode {
     Check { path: PathBuf, bytes: usize, seed: u64 },
     /// `--check-closed FD --check-open FD`: what `exec-cloexec` runs through `execve`.
     CheckDescriptors { closed: RawFd, open: RawFd },
-    /// `--echo-serve PATH CONNECTIONS`: an `AF_UNIX` echo server at `PATH` for that many
-    /// connections, one after another.
+    /// `--echo-serve PATH CONNECTIONS`: an echo server at `PATH` (an `AF_UNIX` socket's path,
+    /// or a TCP address such as `127.0.0.1:7000`) for that many connections, one after another.
     EchoServe { path: PathBuf, connections: usize },
     /// `--echo PATH BYTES SEED`: sends the pattern of `SEED` to the echo server at `PATH` and
     /// checks what comes back.

@@ -345,9 +345,14 @@ pub fn peer_name_length(fd: BorrowedFd) -> io::Result<usize> {
 
 /// `socketpair(AF_UNIX, kind | SOCK_CLOEXEC, 0)`.
 pub fn socketpair(kind: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    socketpair_of(libc::AF_UNIX, kind)
+}
+
+/// `socketpair(domain, kind | SOCK_CLOEXEC, 0)`.
+pub fn socketpair_of(domain: libc::c_int, kind: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` holds the two descriptors the call writes.
-    checked(unsafe { libc::socketpair(libc::AF_UNIX, kind | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+    checked(unsafe { libc::socketpair(domain, kind | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
     // SAFETY: the call succeeded: both are descriptors it just made, owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
@@ -364,4 +369,27 @@ pub fn close_range(first: libc::c_uint, last: libc::c_uint, flags: libc::c_uint)
     // SAFETY: the call takes no pointer; the descriptors it closes are the caller's to close
     // (the case owns none of them any more, see `close_range` in descriptors.rs).
     checked_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) }).map(drop)
+}
+
+/// `bind(fd, address)` of the raw bytes of an address (any family, any length).
+pub fn bind_bytes(fd: BorrowedFd, address: &[u8]) -> io::Result<()> {
+    // SAFETY: `address` is readable for its length for the whole call.
+    checked(unsafe { libc::bind(fd.as_raw_fd(), address.as_ptr().cast(), address.len() as libc::socklen_t) }).map(drop)
+}
+
+/// `connect(fd, address)` of the raw bytes of an address (any family, any length).
+pub fn connect_bytes(fd: BorrowedFd, address: &[u8]) -> io::Result<()> {
+    // SAFETY: `address` is readable for its length for the whole call.
+    checked(unsafe { libc::connect(fd.as_raw_fd(), address.as_ptr().cast(), address.len() as libc::socklen_t) })
+        .map(drop)
+}
+
+/// `getsockname(fd)`: the address's bytes, as long as the call says.
+pub fn socket_name_bytes(fd: BorrowedFd) -> io::Result<Vec<u8>> {
+    let mut bytes = [0u8; 128];
+    let mut length = bytes.len() as libc::socklen_t;
+    // SAFETY: `bytes` and `length` are writable and alive for the whole call, `length` says
+    // how many bytes `bytes` has.
+    checked(unsafe { libc::getsockname(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), &mut length) })?;
+    Ok(bytes[..(length as usize).min(bytes.len())].to_vec())
 }

@@ -67,11 +67,15 @@ impl Service {
                 self.epoll_control(*epoll, *operation, (*target, *descriptor), *events, *data)
             }
             Request::EpollWait { epoll, most, wait } => self.epoll_wait(*epoll, *most, *wait),
-            Request::SocketCreate { kind } => self.socket_create(pid, *kind),
+            Request::SocketCreate { kind, family } => self.socket_create(pid, *kind, *family),
             Request::SocketPair { kind } => self.socket_pair(pid, *kind),
-            Request::SocketBind { handle, at, mode, name } => self.socket_bind(pid, *handle, *at, *mode, name),
+            Request::SocketBind { handle, at, mode, family, name } => {
+                self.socket_bind(pid, *handle, *at, *mode, *family, name)
+            }
             Request::SocketListen { handle, backlog } => self.socket_listen(*handle, *backlog),
-            Request::SocketConnect { handle, at, name } => self.socket_connect(pid, *handle, *at, name),
+            Request::SocketConnect { handle, at, family, name } => {
+                self.socket_connect(pid, *handle, *at, *family, name)
+            }
             Request::SocketAccept { handle, flags } => self.socket_accept(*handle, *flags),
             Request::SocketShutdown { handle, how } => self.socket_shutdown(*handle, *how),
             Request::SocketName { handle, peer } => self.socket_name(*handle, *peer),

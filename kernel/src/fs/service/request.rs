@@ -267,6 +267,7 @@ pub enum Request<'a> {
     },
     SocketCreate {
         kind: u64,
+        family: u16,
     },
     SocketPair {
         kind: u64,
@@ -275,6 +276,7 @@ pub enum Request<'a> {
         handle: u64,
         at: At,
         mode: u32,
+        family: u16,
         name: Bytes<'a>,
     },
     SocketListen {
@@ -284,6 +286,7 @@ pub enum Request<'a> {
     SocketConnect {
         handle: u64,
         at: At,
+        family: u16,
         name: Bytes<'a>,
     },
     SocketAccept {
@@ -415,18 +418,20 @@ impl<'a> Request<'a> {
                 data: w[5],
             },
             FileOp::EpollWait => Self::EpollWait { epoll: w[0], most: w[1] as usize, wait: w[2] != 0 },
-            FileOp::SocketCreate => Self::SocketCreate { kind: w[0] },
+            FileOp::SocketCreate => Self::SocketCreate { kind: w[0], family: w[1] as u16 },
             FileOp::SocketPair => Self::SocketPair { kind: w[0] },
             FileOp::SocketBind => Self::SocketBind {
                 handle: w[0],
                 at: At { directory: None, working_directory: given(w[1]), root },
                 mode: w[2] as u32,
+                family: w[3] as u16,
                 name: first,
             },
             FileOp::SocketListen => Self::SocketListen { handle: w[0], backlog: w[1] },
             FileOp::SocketConnect => Self::SocketConnect {
                 handle: w[0],
                 at: At { directory: None, working_directory: given(w[1]), root },
+                family: w[2] as u16,
                 name: first,
             },
             FileOp::SocketAccept => Self::SocketAccept { handle: w[0], flags: w[1] },
@@ -451,8 +456,8 @@ impl<'a> Request<'a> {
             Self::Write { handle, offset, data, dont_wait } => {
                 Request::Write { handle: *handle, offset: *offset, data: owned(data), dont_wait: *dont_wait }
             }
-            Self::SocketConnect { handle, at, name } => {
-                Request::SocketConnect { handle: *handle, at: *at, name: owned(name) }
+            Self::SocketConnect { handle, at, family, name } => {
+                Request::SocketConnect { handle: *handle, at: *at, family: *family, name: owned(name) }
             }
             Self::SocketAccept { handle, flags } => Request::SocketAccept { handle: *handle, flags: *flags },
             Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },

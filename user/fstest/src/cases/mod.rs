@@ -6,6 +6,7 @@ mod devices;
 mod directories;
 mod events;
 mod files;
+mod inet;
 mod links;
 mod paths;
 mod pipes;
@@ -62,6 +63,7 @@ pub fn all(fill: bool) -> Vec<Case> {
     cases.extend(pipes::CASES);
     cases.extend(events::CASES);
     cases.extend(sockets::CASES);
+    cases.extend(inet::CASES);
     cases.extend(devices::CASES);
     cases.extend(readonly::CASES);
     if fill {

@@ -60,34 +60,50 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 4)
         }),
     });
-    // An `AF_UNIX` echo between cores: the server on core 1, a client on core 2 (300000
-    // bytes, a step at a time) and one on core 0; the sockets, their pipes and the name go.
+    // An echo between cores, over an `AF_UNIX` socket and then over TCP on 127.0.0.1: the
+    // server on core 1, a client on core 2 (300000 bytes, a step at a time) and one on core 0;
+    // then busybox's `nc` listening on core 1 takes a file from `nc` on core 2. The sockets,
+    // their pipes, the name and the ports go.
+    let digest = super::roles::hello_digest();
     list.push(Integration {
-        name: "unix-echo-between-cores-3-cores".into(),
+        name: "socket-echo-between-cores-3-cores".into(),
         machine: machine(
             3,
             &exec(
                 "spawn 1 /bin/fstest --echo-serve /tmp/echo 2 & \
                  spawn 2 /bin/fstest --echo /tmp/echo 300000 3; /bin/fstest --echo /tmp/echo 5000 4; wait; \
-                 cat /proc/reef/files; /bin/ps",
+                 spawn 1 /bin/fstest --echo-serve 127.0.0.1:7000 2 & \
+                 spawn 2 /bin/fstest --echo 127.0.0.1:7000 300000 5; /bin/fstest --echo 127.0.0.1:7000 5000 6; wait; \
+                 spawn 1 /bin/sh -c '/bin/nc -l -p 7001 > /tmp/nc.txt' & sleep 0.3; \
+                 spawn 2 /bin/sh -c '/bin/nc 127.0.0.1 7001 < /etc/hello.txt'; wait; \
+                 sha256sum /tmp/nc.txt; rm /tmp/nc.txt; cat /proc/reef/files; /bin/ps",
             ),
         ),
         expected_status: 0,
-        check: Box::new(|serial| {
+        check: Box::new(move |serial| {
+            for (place, bytes, seed, at) in [
+                ("core 2", 300000, 3, "/tmp/echo"),
+                ("core 0", 5000, 4, "/tmp/echo"),
+                ("core 2", 300000, 5, "127.0.0.1:7000"),
+                ("core 0", 5000, 6, "127.0.0.1:7000"),
+            ] {
+                printed(
+                    serial,
+                    &format!("TEST fs-echoed ok {place}: {bytes} bytes of seed {seed} echoed by {at}"),
+                    &format!("the client on {place} did not get its {bytes} bytes back from {at}"),
+                )?;
+            }
+            for at in ["/tmp/echo", "127.0.0.1:7000"] {
+                printed(
+                    serial,
+                    &format!("TEST fs-echo-served ok core 1: 2 connections at {at}, 305000 bytes echoed"),
+                    &format!("the server on core 1 did not serve both connections at {at}"),
+                )?;
+            }
             printed(
                 serial,
-                "TEST fs-echoed ok core 2: 300000 bytes of seed 3 echoed by /tmp/echo",
-                "the client on core 2 did not get its 300000 bytes back",
-            )?;
-            printed(
-                serial,
-                "TEST fs-echoed ok core 0: 5000 bytes of seed 4 echoed by /tmp/echo",
-                "the client on core 0 did not get its 5000 bytes back",
-            )?;
-            printed(
-                serial,
-                "TEST fs-echo-served ok core 1: 2 connections at /tmp/echo, 305000 bytes echoed",
-                "the server on core 1 did not serve both connections",
+                &format!("{digest}  /tmp/nc.txt"),
+                "busybox nc on core 1 did not receive /etc/hello.txt whole from nc on core 2 over 127.0.0.1",
             )?;
             printed(
                 serial,

@@ -10,6 +10,11 @@
 //! `connect` makes the server's end at once and queues it (Linux's stream `connect` completes
 //! without the server), `accept` takes the oldest. A name outlives its socket, as on Linux:
 //! a `connect` to a name whose socket is gone is `ECONNREFUSED`, `unlink` removes it.
+//!
+//! `AF_INET` stream sockets over the loopback are the same pairs with ports for names
+//! ([`inet`]).
+
+mod inet;
 
 use super::open_files::{Object, OpenFile};
 use super::pipes::Pipe;
@@ -54,13 +59,22 @@ enum State {
     },
 }
 
+impl State {
+    fn is_unconnected(&self) -> bool {
+        matches!(self, State::Unconnected)
+    }
+}
+
 pub(super) struct Socket {
+    /// `AF_UNIX` or `AF_INET`.
+    family: u16,
     /// `SOCK_STREAM`, `SOCK_DGRAM` or `SOCK_SEQPACKET`.
     kind: u64,
     /// A message socket's messages in its receiving pipe: their lengths, oldest first.
     records: VecDeque<usize>,
     state: State,
-    /// Its address (`sun_path` bytes; an abstract name starts with NUL), once bound.
+    /// Its address once bound: `sun_path` bytes (an abstract name starts with NUL), or an
+    /// inet socket's address and port ([`inet::Endpoint`]).
     name: Option<Vec<u8>>,
     /// The tmpfs node a path-bound socket named.
     node: Option<NodeId>,
@@ -74,8 +88,9 @@ pub(super) struct Socket {
 }
 
 impl Socket {
-    fn new(owner: u32, kind: u64) -> Self {
+    fn new(owner: u32, kind: u64, family: u16) -> Self {
         Self {
+            family,
             kind,
             records: VecDeque::new(),
             state: State::Unconnected,
@@ -89,12 +104,19 @@ impl Socket {
     }
 }
 
-/// Where a socket's names lead: path-bound ones by node, abstract ones by name.
+/// Where a socket's names lead: path-bound ones by node, abstract ones by name, inet ones by
+/// port.
 #[derive(Default)]
 pub(super) struct Names {
     by_node: BTreeMap<NodeId, u64>,
     abstract_names: BTreeMap<Vec<u8>, u64>,
+    ports: BTreeMap<u16, u64>,
+    /// Where the search for a free ephemeral port starts.
+    next_ephemeral: u16,
 }
+
+const UNIX: u16 = linux_raw_sys::net::AF_UNIX as u16;
+const INET: u16 = linux_raw_sys::net::AF_INET as u16;
 
 impl Service {
     fn socket_handle(&mut self, id: u64, status: u64) -> u64 {
@@ -107,20 +129,25 @@ impl Service {
         })
     }
 
-    fn new_socket(&mut self, owner: u32, kind: u64) -> u64 {
+    fn new_socket(&mut self, owner: u32, kind: u64, family: u16) -> u64 {
         let id = self.next_socket;
         self.next_socket += 1;
-        self.sockets.insert(id, Socket::new(owner, kind & 0xf));
+        self.sockets.insert(id, Socket::new(owner, kind & 0xf, family));
         id
     }
 
-    /// `socket(AF_UNIX, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit). An
-    /// unconnected datagram socket (`sendto` an address) is not served yet.
-    pub(super) fn socket_create(&mut self, pid: u32, kind: u64) -> Result<Outcome, Errno> {
-        if !matches!(kind & 0xf, STREAM | SEQUENCED) {
+    /// `socket(family, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit). An
+    /// unconnected datagram socket (`sendto` an address) and UDP are not served yet.
+    pub(super) fn socket_create(&mut self, pid: u32, kind: u64, family: u16) -> Result<Outcome, Errno> {
+        let served = match family {
+            UNIX => matches!(kind & 0xf, STREAM | SEQUENCED),
+            INET => kind & 0xf == STREAM,
+            _ => return Err(errno::EAFNOSUPPORT),
+        };
+        if !served {
             return Err(errno::EPROTONOSUPPORT);
         }
-        let id = self.new_socket(pid, kind);
+        let id = self.new_socket(pid, kind, family);
         let handle = self.socket_handle(id, kind);
         Ok(super::open_files::opened(handle, HandleKind::Socket))
     }
@@ -150,7 +177,7 @@ impl Service {
         if !matches!(kind & 0xf, STREAM | DATAGRAM | SEQUENCED) {
             return Err(errno::EPROTONOSUPPORT);
         }
-        let (first, second) = (self.new_socket(pid, kind), self.new_socket(pid, kind));
+        let (first, second) = (self.new_socket(pid, kind, UNIX), self.new_socket(pid, kind, UNIX));
         self.connect_pair(first, second);
         let handles = [self.socket_handle(first, kind), self.socket_handle(second, kind)];
         Ok(Outcome::Done(Reply { words: handles, ..Reply::value(0, 0) }))
@@ -164,19 +191,37 @@ impl Service {
         }
     }
 
-    /// `bind(handle, name)`: a path makes a socket node (`mode` the umask's), an abstract
-    /// name (leading NUL) an entry of the service's table.
+    /// The family of socket `id`, checked against that of an address given to it (`family`):
+    /// Linux says `EAFNOSUPPORT` to an inet socket, `EINVAL` to a unix one.
+    fn family_of(&self, id: u64, family: u16) -> Result<u16, Errno> {
+        let own = self.sockets.get(&id).ok_or(errno::EBADF)?.family;
+        match own {
+            _ if own == family => Ok(own),
+            INET => Err(errno::EAFNOSUPPORT),
+            _ => Err(errno::EINVAL),
+        }
+    }
+
+    /// `bind(handle, name)` of an address of `family`: a path makes a socket node (`mode` the
+    /// umask's), an abstract name (leading NUL) an entry of the service's table, an inet
+    /// address takes its port.
     pub(super) fn socket_bind(
         &mut self,
         pid: u32,
         handle: u64,
         at: At,
         mode: u32,
+        family: u16,
         name: &[u8],
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
+        let family = self.family_of(id, family)?;
         if self.sockets.get(&id).is_some_and(|socket| socket.name.is_some()) {
             return Err(errno::EINVAL);
+        }
+        if family == INET {
+            self.inet_bind(id, name)?;
+            return Ok(Outcome::Done(Reply::value(0, 0)));
         }
         let node = if name.first() == Some(&0) {
             if self.socket_names.abstract_names.contains_key(name) {
@@ -201,6 +246,9 @@ impl Service {
     /// `listen(handle, backlog)`.
     pub(super) fn socket_listen(&mut self, handle: u64, backlog: u64) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
+        if self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.state.is_unconnected()) {
+            self.inet_autobind(id, [0; 4])?;
+        }
         let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
         let backlog = (backlog as i32).clamp(1, MOST_PENDING as i32) as usize;
         match &mut socket.state {
@@ -232,16 +280,29 @@ impl Service {
         }
     }
 
-    /// `connect(handle, name)`: the server's end is made now and queued for its `accept`; a
-    /// full queue makes the caller wait (`EAGAIN` if it does not).
-    pub(super) fn socket_connect(&mut self, pid: u32, handle: u64, at: At, name: &[u8]) -> Result<Outcome, Errno> {
+    /// `connect(handle, name)` to an address of `family`: the server's end is made now and
+    /// queued for its `accept`; a full queue makes the caller wait (`EAGAIN` if it does not).
+    pub(super) fn socket_connect(
+        &mut self,
+        pid: u32,
+        handle: u64,
+        at: At,
+        family: u16,
+        name: &[u8],
+    ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
+        let family = self.family_of(id, family)?;
         match self.sockets.get(&id).map(|socket| &socket.state) {
             Some(State::Connected { .. }) => return Err(errno::EISCONN),
             Some(State::Listening { .. }) => return Err(errno::EINVAL),
             _ => {}
         }
-        let listener = self.listener_named(pid, at, name)?;
+        let (listener, reached) = if family == INET {
+            let (listener, target) = self.inet_listener(name)?;
+            (listener, Some(target))
+        } else {
+            (self.listener_named(pid, at, name)?, None)
+        };
         let kind = self.sockets.get(&id).map_or(STREAM, |socket| socket.kind);
         if self.sockets.get(&listener).map(|socket| socket.kind) != Some(kind) {
             // Linux: a name of another socket type refuses the connection.
@@ -255,9 +316,23 @@ impl Service {
             let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
             return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
         }
+        if reached.is_some() {
+            // The source address of a connection over the loopback is 127.0.0.1.
+            self.inet_autobind(id, [127, 0, 0, 1])?;
+            if let Some(socket) = self.sockets.get_mut(&id) {
+                if let Some(name) = socket.name.as_mut().filter(|name| name.starts_with(&[0; 4])) {
+                    name[..4].copy_from_slice(&[127, 0, 0, 1]);
+                }
+            }
+        }
         let owner = self.sockets.get(&listener).map_or(0, |socket| socket.owner);
-        let server_end = self.new_socket(owner, kind);
-        let listener_name = self.sockets.get(&listener).and_then(|socket| socket.name.clone());
+        let server_end = self.new_socket(owner, kind, family);
+        // The server's end is named by the address the client reached (the listener's, or
+        // the one a listener on any address was reached at).
+        let listener_name = match reached {
+            Some(target) => Some(target.encode()),
+            None => self.sockets.get(&listener).and_then(|socket| socket.name.clone()),
+        };
         if let Some(socket) = self.sockets.get_mut(&server_end) {
             socket.name = listener_name;
         }
@@ -310,7 +385,8 @@ impl Service {
         Ok(Outcome::Done(Reply::value(0, 0)))
     }
 
-    /// `getsockname` (`peer` false) or `getpeername`: the name's bytes (none: unnamed).
+    /// `getsockname` (`peer` false) or `getpeername`: the name's bytes (none: unnamed; an
+    /// unbound inet socket's is `0.0.0.0:0`), and the socket's family as the value.
     pub(super) fn socket_name(&self, handle: u64, peer: bool) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
@@ -320,7 +396,8 @@ impl Service {
         } else {
             socket.name.clone()
         };
-        Ok(Outcome::Done(Reply { bytes: named.unwrap_or_default(), ..Reply::value(0, 0) }))
+        let unnamed = if socket.family == INET { alloc::vec![0; inet::NAME_BYTES] } else { Vec::new() };
+        Ok(Outcome::Done(Reply { bytes: named.unwrap_or(unnamed), ..Reply::value(0, u64::from(socket.family)) }))
     }
 
     /// `getsockopt(SOL_SOCKET, option)` of the options a unix stream socket has: its value.
@@ -339,7 +416,7 @@ impl Service {
             SO_ERROR => 0,
             SO_SNDBUF | SO_RCVBUF => BUFFER_SIZE,
             SO_ACCEPTCONN => u64::from(matches!(socket.state, State::Listening { .. })),
-            SO_DOMAIN => u64::from(linux_raw_sys::net::AF_UNIX),
+            SO_DOMAIN => u64::from(socket.family),
             // The peer's pid (uid and gid 0: one user), as the words' first.
             SO_PEERCRED => match socket.state {
                 State::Connected { peer, .. } => u64::from(self.sockets.get(&peer).map_or(0, |peer| peer.owner)),
@@ -488,6 +565,9 @@ impl Service {
     /// left), a listener's queued connections are dropped, its name leads nowhere.
     pub(super) fn close_socket(&mut self, handle: u64, id: u64) {
         let Some(socket) = self.sockets.remove(&id) else { return };
+        if socket.family == INET {
+            self.inet_release(id, &socket);
+        }
         if let Some(node) = socket.node {
             self.socket_names.by_node.remove(&node);
         }
