@@ -106,32 +106,41 @@ pub enum FileOp {
     /// (epoll handle, most events, wait) → `epoll_event`s (12 bytes each, as x86-64 packs
     /// them); parked when none is ready and the caller `wait`s.
     EpollWait = 33,
-    /// (type with `SOCK_NONBLOCK`) → (handle, kind): a new `AF_UNIX` socket.
+    /// (type with `SOCK_NONBLOCK`, family) → (handle, kind): a new `AF_UNIX` or `AF_INET`
+    /// socket.
     SocketCreate = 34,
     /// (type with `SOCK_NONBLOCK`) → (handle, handle): two connected sockets.
     SocketPair = 35,
-    /// (handle, cwd handle, mode) + the address's `sun_path` bytes.
+    /// (handle, cwd handle, mode, the address's family) + its name: `sun_path` bytes, or an
+    /// inet address and port (network order, six bytes).
     SocketBind = 36,
     /// (handle, backlog).
     SocketListen = 37,
-    /// (handle, cwd handle) + the address's `sun_path` bytes; parked while the listener's
-    /// queue is full.
+    /// (handle, cwd handle, the address's family) + its name (as for `SocketBind`); parked
+    /// while the listener's queue is full.
     SocketConnect = 38,
     /// (handle, `SOCK_NONBLOCK`) → (handle, kind); parked while no connection is queued.
     SocketAccept = 39,
     /// (handle, how).
     SocketShutdown = 40,
-    /// (handle, peer) → the name's `sun_path` bytes (`getsockname`, `getpeername`).
+    /// (handle, peer) → the socket's family, and its name as for `SocketBind` (`getsockname`,
+    /// `getpeername`).
     SocketName = 41,
     /// (handle, `SOL_SOCKET` option) → its value.
     SocketOption = 42,
+    /// (handle, don't wait, the address's family) + the datagram + the name it goes to (none:
+    /// the connected peer's) → its length: a UDP `sendto`.
+    SocketSendTo = 43,
+    /// (handle, most bytes, don't wait) → the datagram, and its sender (family, then the
+    /// address and port as `address << 16 | port`): a UDP `recvfrom`; parked while none came.
+    SocketReceiveFrom = 44,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 42] = [
+        const ALL: [FileOp; 44] = [
             Open,
             Read,
             Write,
@@ -174,6 +183,8 @@ impl FileOp {
             SocketShutdown,
             SocketName,
             SocketOption,
+            SocketSendTo,
+            SocketReceiveFrom,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }

@@ -207,7 +207,7 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_shutdown => sockets::shutdown(a.fd(0), a.0[1]),
         nr::__NR_getsockname => sockets::getsockname(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_getpeername => sockets::getpeername(a.fd(0), a.0[1], a.0[2]),
-        nr::__NR_sendto => sockets::sendto(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4]),
+        nr::__NR_sendto => sockets::sendto(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4], a.0[5]),
         nr::__NR_recvfrom => sockets::recvfrom(a.fd(0), a.0[1], a.0[2], a.0[3], a.0[4], a.0[5]),
         nr::__NR_sendmsg => sockets::sendmsg(a.fd(0), a.0[1], a.0[2]),
         nr::__NR_recvmsg => sockets::recvmsg(a.fd(0), a.0[1], a.0[2]),

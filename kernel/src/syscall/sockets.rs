@@ -1,8 +1,8 @@
-//! Socket calls: `AF_UNIX` sockets and `AF_INET` streams over the loopback, held at the file
-//! service as open files (`fs::service`'s `sockets`). These decode the user's addresses,
+//! Socket calls: `AF_UNIX` sockets and `AF_INET` TCP and UDP over the loopback, held at the
+//! file service as open files (`fs::service`'s `sockets`). These decode the user's addresses,
 //! flags and message headers, then ask the service; data goes as the service's reads and
-//! writes of the socket. `AF_INET6`, UDP and addresses beyond this machine wait for the
-//! network device (issue 30).
+//! writes of the socket, a UDP datagram with an address as its own request. `AF_INET6` and
+//! addresses beyond this machine wait for the network device (issue 30).
 
 use super::files::{cwd_word, handle_of, install, process, root_word, words};
 use super::{read_user, write_user, SyscallResult};
@@ -343,11 +343,45 @@ fn check_send_address(socket: &Handle) -> Result<(), Errno> {
     Err(errno::EISCONN)
 }
 
-/// `sendto(fd, buffer, length, flags, address, address length)`: a connected unix socket
-/// takes no address (`EISCONN`), a TCP socket ignores it.
-pub fn sendto(fd: i64, buffer: u64, length: u64, flags: u64, address: u64) -> SyscallResult {
+/// Whether `socket` is a UDP socket (`SO_PROTOCOL`).
+fn is_udp(socket: &Handle) -> Result<bool, Errno> {
+    Ok(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_PROTOCOL)], &[])?.value == UDP)
+}
+
+/// Sends `data` as one datagram of UDP socket `socket` to the address at `address`
+/// (`length` bytes), or to its connected peer (`address` 0).
+fn send_datagram(socket: &Handle, address: u64, length: u64, data: &[u8], flags: u64) -> SyscallResult {
+    let dont_wait = check_flags(flags, MSG_DONTWAIT | MSG_NOSIGNAL)?;
+    let (family, name) = if address == 0 { (INET, Vec::new()) } else { read_address(address, length)? };
+    if data.len() > MAX_TRANSFER {
+        return Err(errno::EMSGSIZE);
+    }
+    let values = words(&[socket.id, u64::from(dont_wait), u64::from(family)]);
+    Ok(client::call(FileOp::SocketSendTo, values, data, &name)?.value)
+}
+
+/// Receives one datagram of UDP socket `socket` into a buffer of `length` bytes, with the
+/// name of its sender (six bytes, as the service keeps inet names).
+fn receive_datagram(socket: &Handle, length: u64, flags: u64) -> Result<(Vec<u8>, Vec<u8>), Errno> {
+    let dont_wait = check_flags(flags, MSG_DONTWAIT)?;
+    let answer = match ask(FileOp::SocketReceiveFrom, &[socket.id, length, u64::from(dont_wait)], &[]) {
+        Ok(answer) => answer,
+        Err(errno::EINTR) => return Err(crate::proc::signal::interrupted_errno()),
+        Err(error) => return Err(error),
+    };
+    let sender = answer.words[1];
+    let mut name = ((sender >> 16) as u32).to_be_bytes().to_vec();
+    name.extend_from_slice(&(sender as u16).to_be_bytes());
+    Ok((answer.bytes, name))
+}
+
+/// `sendto(fd, buffer, length, flags, address, address length)`: a UDP socket sends one
+/// datagram there; a connected unix socket takes no address (`EISCONN`), a TCP socket
+/// ignores it.
+pub fn sendto(fd: i64, buffer: u64, length: u64, flags: u64, address: u64, address_length: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
-    if address != 0 {
+    let udp = address != 0 && is_udp(&socket)?;
+    if address != 0 && !udp {
         check_send_address(&socket)?;
     }
     if !is_user_range(buffer, length) {
@@ -356,6 +390,9 @@ pub fn sendto(fd: i64, buffer: u64, length: u64, flags: u64, address: u64) -> Sy
     let length = length.min(MOST_MESSAGE);
     let mut data = alloc::vec![0u8; length as usize];
     copy_from_user(&mut data, buffer).map_err(|_| errno::EFAULT)?;
+    if udp {
+        return send_datagram(&socket, address, address_length, &data, flags);
+    }
     send_bytes(&socket, &data, flags)
 }
 
@@ -364,6 +401,12 @@ pub fn recvfrom(fd: i64, buffer: u64, length: u64, flags: u64, address: u64, add
     let socket = socket_of(fd)?;
     if !is_user_range(buffer, length) {
         return Err(errno::EFAULT);
+    }
+    if address != 0 && is_udp(&socket)? {
+        let (data, sender) = receive_datagram(&socket, length.min(MOST_MESSAGE), flags)?;
+        copy_to_user(buffer, &data).map_err(|_| errno::EFAULT)?;
+        write_address(address, address_length, INET, &sender)?;
+        return Ok(data.len() as u64);
     }
     let data = receive_bytes(&socket, length.min(MOST_MESSAGE), flags)?;
     copy_to_user(buffer, &data).map_err(|_| errno::EFAULT)?;
@@ -413,7 +456,9 @@ fn vectors(header: &MessageHeader) -> Result<Vec<(u64, u64)>, Errno> {
 pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     let header: MessageHeader = read_user(header)?;
-    if header[NAME] != 0 && header[NAME_LENGTH] as u32 != 0 {
+    let named = header[NAME] != 0 && header[NAME_LENGTH] as u32 != 0;
+    let udp = is_udp(&socket)?;
+    if named && !udp {
         check_send_address(&socket)?;
     }
     if header[CONTROL_LENGTH] != 0 {
@@ -425,6 +470,10 @@ pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
         data.resize(start + length as usize, 0);
         copy_from_user(&mut data[start..], base).map_err(|_| errno::EFAULT)?;
     }
+    if udp {
+        let address = if named { header[NAME] } else { 0 };
+        return send_datagram(&socket, address, u64::from(header[NAME_LENGTH] as u32), &data, flags);
+    }
     send_bytes(&socket, &data, flags)
 }
 
@@ -434,14 +483,30 @@ pub fn recvmsg(fd: i64, header_address: u64, flags: u64) -> SyscallResult {
     let mut header: MessageHeader = read_user(header_address)?;
     let list = vectors(&header)?;
     let total = list.iter().map(|(_, length)| length).sum::<u64>();
-    let data = receive_bytes(&socket, total, flags)?;
+    // A UDP socket's sender is the message's name: a `sockaddr_in`, cut to the room given.
+    let mut name_length = 0u64;
+    let data = if is_udp(&socket)? {
+        let (data, sender) = receive_datagram(&socket, total, flags)?;
+        if header[NAME] != 0 {
+            let mut address = (INET).to_le_bytes().to_vec();
+            address.extend_from_slice(&sender[4..6]);
+            address.extend_from_slice(&sender[..4]);
+            address.resize(INET_ADDRESS_BYTES, 0);
+            let room = (header[NAME_LENGTH] as u32 as usize).min(address.len());
+            copy_to_user(header[NAME], &address[..room]).map_err(|_| errno::EFAULT)?;
+            name_length = INET_ADDRESS_BYTES as u64;
+        }
+        data
+    } else {
+        receive_bytes(&socket, total, flags)?
+    };
     let mut done = 0usize;
     for (base, length) in list {
         let count = (length as usize).min(data.len() - done);
         copy_to_user(base, &data[done..done + count]).map_err(|_| errno::EFAULT)?;
         done += count;
     }
-    header[NAME_LENGTH] &= !0xffff_ffff;
+    header[NAME_LENGTH] = (header[NAME_LENGTH] & !0xffff_ffff) | name_length;
     header[CONTROL_LENGTH] = 0;
     header[FLAGS] &= !0xffff_ffff;
     write_user(header_address, &header)?;

@@ -50,7 +50,17 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     // priority: a QEMU run keeps about one of two host CPUs busy (idle vCPUs halt) and a build
     // leaves CPUs idle while it links or fetches, and the checks take what they leave, so the
     // runs' timing is what it is alone.
-    let host_phases = only.is_none().then(|| std::thread::spawn(host_phases));
+    let host_phases = only.is_none().then(|| {
+        std::thread::spawn(move || {
+            let results = host_phases();
+            // When the QEMU runs go on alone after this, they are the suite's critical path.
+            println!(
+                "xtask: host checks, unit tests and loom models done {:.0} s into the suite",
+                started.elapsed().as_secs_f64()
+            );
+            results
+        })
+    });
     let kernel = tools::build_kernel()?;
     // Built once: every QEMU run of the suite boots the same image.
     let initrd = tools::build_initramfs()?;

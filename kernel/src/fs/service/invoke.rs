@@ -80,6 +80,12 @@ impl Service {
             Request::SocketShutdown { handle, how } => self.socket_shutdown(*handle, *how),
             Request::SocketName { handle, peer } => self.socket_name(*handle, *peer),
             Request::SocketOption { handle, option } => self.socket_option(*handle, *option),
+            Request::SocketSendTo { handle, dont_wait, family, data, name } => {
+                self.socket_send_to(*handle, *family, name, data, *dont_wait)
+            }
+            Request::SocketReceiveFrom { handle, length, dont_wait } => {
+                self.socket_receive_from(*handle, *length, *dont_wait)
+            }
         }
     }
 }

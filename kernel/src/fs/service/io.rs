@@ -135,6 +135,9 @@ impl Service {
             Object::Epoll(_) => Err(errno::EINVAL),
             Object::Socket(id) => {
                 let id = *id;
+                if self.is_udp(id) {
+                    return self.udp_send(id, None, data);
+                }
                 let (_, send) = self.socket_pipes(id)?;
                 if self.socket_shut(id).1 {
                     return Err(errno::EPIPE);

@@ -305,6 +305,18 @@ pub enum Request<'a> {
         handle: u64,
         option: u64,
     },
+    SocketSendTo {
+        handle: u64,
+        dont_wait: bool,
+        family: u16,
+        data: Bytes<'a>,
+        name: Bytes<'a>,
+    },
+    SocketReceiveFrom {
+        handle: u64,
+        length: usize,
+        dont_wait: bool,
+    },
 }
 
 /// `NONE` as `None`.
@@ -438,12 +450,22 @@ impl<'a> Request<'a> {
             FileOp::SocketShutdown => Self::SocketShutdown { handle: w[0], how: w[1] },
             FileOp::SocketName => Self::SocketName { handle: w[0], peer: w[1] != 0 },
             FileOp::SocketOption => Self::SocketOption { handle: w[0], option: w[1] },
+            FileOp::SocketSendTo => Self::SocketSendTo {
+                handle: w[0],
+                dont_wait: w[1] != 0,
+                family: w[2] as u16,
+                data: first,
+                name: second,
+            },
+            FileOp::SocketReceiveFrom => {
+                Self::SocketReceiveFrom { handle: w[0], length: w[1] as usize, dont_wait: w[2] != 0 }
+            }
         })
     }
 
     /// The request with its bytes its own, to be kept while it waits (parked): only an open
-    /// (a FIFO's, for the other end), a read, a write, a poll, a lock and an `epoll_wait`
-    /// ever wait.
+    /// (a FIFO's, for the other end), a read, a write, a poll, a lock, an `epoll_wait`, a
+    /// `connect`, an `accept` and a UDP receive ever wait.
     pub fn to_parked(&self) -> Option<Request<'static>> {
         let owned = |bytes: &Bytes<'_>| Cow::Owned(bytes.to_vec());
         Some(match self {
@@ -460,6 +482,9 @@ impl<'a> Request<'a> {
                 Request::SocketConnect { handle: *handle, at: *at, family: *family, name: owned(name) }
             }
             Self::SocketAccept { handle, flags } => Request::SocketAccept { handle: *handle, flags: *flags },
+            Self::SocketReceiveFrom { handle, length, dont_wait } => {
+                Request::SocketReceiveFrom { handle: *handle, length: *length, dont_wait: *dont_wait }
+            }
             Self::Poll { entries, wait } => Request::Poll { entries: entries.clone(), wait: *wait },
             Self::Lock { handle, operation } => Request::Lock { handle: *handle, operation: *operation },
             Self::EpollWait { epoll, most, wait } => Request::EpollWait { epoll: *epoll, most: *most, wait: *wait },

@@ -1,18 +1,20 @@
-//! `AF_INET` stream sockets over the loopback: a connection between two processes, names and
-//! ports as Linux gives them, `epoll` on a listener, and the errors Linux gives.
+//! `AF_INET` sockets over the loopback: a TCP connection between two processes, names and
+//! ports as Linux gives them, `epoll` on a listener, UDP datagrams, and the errors Linux
+//! gives.
 
 use super::{wait_for_success, Case, Context};
 use crate::expect::{expect, expect_bytes, expect_equal, expect_error, Outcome, Step};
 use crate::pattern::{checksum, pattern, CHECKSUM_START};
 use crate::sys::{self, Fork};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 
-pub const CASES: [Case; 4] = [
+pub const CASES: [Case; 5] = [
     Case { name: "inet-loopback", run: loopback },
     Case { name: "inet-any-address", run: any_address },
     Case { name: "inet-epoll-listener", run: epoll_listener },
+    Case { name: "inet-udp", run: udp },
     Case { name: "inet-errors", run: errors },
 ];
 
@@ -171,4 +173,49 @@ fn errors(_: &Context) -> Outcome {
     Ok("EADDRINUSE, ECONNREFUSED, EADDRNOTAVAIL, EINVAL, EAFNOSUPPORT, ENOTCONN, EOPNOTSUPP, EPROTONOSUPPORT as \
         Linux"
         .into())
+}
+
+fn udp(_: &Context) -> Outcome {
+    let server = UdpSocket::bind("127.0.0.1:0").step("bind a UDP socket to 127.0.0.1:0")?;
+    let at = server.local_addr().step("getsockname")?;
+    expect(at.port() != 0, "the UDP socket bound to port 0 has no port of its own")?;
+    let client = UdpSocket::bind("0.0.0.0:0").step("bind a second one to 0.0.0.0:0")?;
+    let client_port = client.local_addr().step("getsockname")?.port();
+    // Three datagrams, each read whole and alone, with its sender.
+    for message in [&b"one"[..], b"three!!", &[7u8; 9000]] {
+        expect_equal("bytes sent", client.send_to(message, at).step("sendto")?, message.len())?;
+    }
+    let mut buffer = vec![0u8; 65536];
+    for message in [&b"one"[..], b"three!!", &[7u8; 9000]] {
+        let (count, from) = server.recv_from(&mut buffer).step("recvfrom")?;
+        expect_bytes("a datagram", &buffer[..count], message)?;
+        expect_equal("its sender", from, SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, client_port)))?;
+    }
+    // A short buffer takes the datagram's first bytes; the rest is gone.
+    client.send_to(b"truncated", at).step("sendto")?;
+    let (count, _) = server.recv_from(&mut buffer[..4]).step("recvfrom into 4 bytes")?;
+    expect_bytes("a datagram cut to 4 bytes", &buffer[..count], b"trun")?;
+    server.set_nonblocking(true).step("O_NONBLOCK")?;
+    expect_error("recvfrom with nothing sent", server.recv_from(&mut buffer).map(drop), libc::EAGAIN)?;
+    // Connected: send and recv without addresses, and the peer's name.
+    client.connect(at).step("connect")?;
+    expect_equal("the connected peer", client.peer_addr().step("getpeername")?, at)?;
+    client.send(b"connected").step("send")?;
+    let count = server.recv(&mut buffer).step("recv")?;
+    expect_bytes("a datagram of the connected socket", &buffer[..count], b"connected")?;
+    server.send_to(b"answer", ("127.0.0.1", client_port)).step("sendto the client")?;
+    let count = client.recv(&mut buffer).step("recv of the answer")?;
+    expect_bytes("the answer", &buffer[..count], b"answer")?;
+    expect_error("a datagram longer than UDP carries", client.send(&vec![0u8; 65508]), libc::EMSGSIZE)?;
+    expect_equal(
+        "SO_PROTOCOL",
+        sys::socket_option(server.as_fd(), libc::SO_PROTOCOL).step("SO_PROTOCOL")?,
+        libc::IPPROTO_UDP,
+    )?;
+    let taken = UdpSocket::bind(at);
+    expect_error("a second bind of a UDP port", taken, libc::EADDRINUSE)?;
+    Ok(format!(
+        "datagrams from port {client_port} to {at} keep their bounds and senders; a short read cuts; EAGAIN; \
+         connected send and recv; EMSGSIZE past 65507; SO_PROTOCOL; EADDRINUSE"
+    ))
 }

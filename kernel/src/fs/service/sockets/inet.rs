@@ -1,16 +1,20 @@
-//! `AF_INET` stream sockets over the loopback (`127.0.0.0/8`): TCP's ports and addresses on
-//! the unix sockets' connected pairs. A connection between two processes of this machine,
-//! on any instances, is two of the service's pipes, as a unix stream's is (Linux's loopback
-//! device carries TCP segments; what a program sees, a reliable ordered byte stream with end
-//! of file, `EPIPE` and `ECONNREFUSED`, is the same). The network device and its stack
-//! (issue 30, smoltcp) will carry the connections to other machines.
+//! `AF_INET` sockets over the loopback (`127.0.0.0/8`). TCP: ports and addresses on the unix
+//! sockets' connected pairs. A connection between two processes of this machine, on any
+//! instances, is two of the service's pipes, as a unix stream's is (Linux's loopback device
+//! carries TCP segments; what a program sees, a reliable ordered byte stream with end of
+//! file, `EPIPE` and `ECONNREFUSED`, is the same). UDP: each socket keeps the datagrams sent
+//! to its port, with their senders, up to its buffer's size; one that does not fit is dropped,
+//! as UDP drops it. The network device and its stack (issue 30, smoltcp) will carry both to
+//! other machines.
 //!
 //! A socket's name is the six bytes of its address and port in network order, as in a
-//! `sockaddr_in`. One table holds the ports in use: a listener's, a bound socket's and each
-//! client's ephemeral port, so that no two sockets take one port (`EADDRINUSE`).
+//! `sockaddr_in`. A table per protocol holds the ports in use: a listener's, a bound socket's
+//! and each client's ephemeral port, so that no two sockets take one port (`EADDRINUSE`).
 
-use super::{Socket, State, STREAM};
-use crate::fs::service::{Errno, Service};
+use super::{Socket, State, BUFFER_SIZE, DATAGRAM, STREAM};
+use crate::fs::service::{Errno, Outcome, Reply, Service};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
 use linux_raw_sys::errno;
 
 /// The bytes of an inet name: address (4), port (2), network order.
@@ -19,6 +23,8 @@ pub(in crate::fs::service) const NAME_BYTES: usize = 6;
 const EPHEMERAL: core::ops::RangeInclusive<u16> = 32768..=60999;
 /// `127.0.0.1`.
 const LOOPBACK: [u8; 4] = [127, 0, 0, 1];
+/// The longest UDP datagram over IPv4 (65535 less the IP and UDP headers).
+const MOST_DATAGRAM: usize = 65507;
 
 /// An address and a port.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -50,14 +56,23 @@ impl Endpoint {
 }
 
 impl Service {
-    /// The next free ephemeral port, from where the last search stopped (`EADDRINUSE` when
-    /// all are taken, as Linux says).
-    fn ephemeral_port(&mut self) -> Result<u16, Errno> {
+    /// The ports in use of socket `id`'s protocol.
+    fn ports_of(&mut self, id: u64) -> &mut BTreeMap<u16, u64> {
+        if self.is_udp(id) {
+            &mut self.socket_names.udp_ports
+        } else {
+            &mut self.socket_names.ports
+        }
+    }
+
+    /// The next free ephemeral port of socket `id`'s protocol, from where the last search
+    /// stopped (`EADDRINUSE` when all are taken, as Linux says).
+    fn ephemeral_port(&mut self, id: u64) -> Result<u16, Errno> {
         let count = u32::from(EPHEMERAL.end() - EPHEMERAL.start()) + 1;
         for _ in 0..count {
             let port = self.socket_names.next_ephemeral.max(*EPHEMERAL.start());
             self.socket_names.next_ephemeral = if port >= *EPHEMERAL.end() { *EPHEMERAL.start() } else { port + 1 };
-            if !self.socket_names.ports.contains_key(&port) {
+            if !self.ports_of(id).contains_key(&port) {
                 return Ok(port);
             }
         }
@@ -73,11 +88,11 @@ impl Service {
             return Err(errno::EADDRNOTAVAIL);
         }
         if endpoint.port == 0 {
-            endpoint.port = self.ephemeral_port()?;
-        } else if self.socket_names.ports.contains_key(&endpoint.port) {
+            endpoint.port = self.ephemeral_port(id)?;
+        } else if self.ports_of(id).contains_key(&endpoint.port) {
             return Err(errno::EADDRINUSE);
         }
-        self.socket_names.ports.insert(endpoint.port, id);
+        self.ports_of(id).insert(endpoint.port, id);
         if let Some(socket) = self.sockets.get_mut(&id) {
             socket.name = Some(endpoint.encode());
         }
@@ -88,8 +103,8 @@ impl Service {
     /// Linux does before a `listen` or a `connect`).
     pub(super) fn inet_autobind(&mut self, id: u64, address: [u8; 4]) -> Result<(), Errno> {
         if self.sockets.get(&id).is_some_and(|socket| socket.name.is_none()) {
-            let port = self.ephemeral_port()?;
-            self.socket_names.ports.insert(port, id);
+            let port = self.ephemeral_port(id)?;
+            self.ports_of(id).insert(port, id);
             if let Some(socket) = self.sockets.get_mut(&id) {
                 socket.name = Some(Endpoint { address, port }.encode());
             }
@@ -119,12 +134,141 @@ impl Service {
         }
     }
 
-    /// A socket's name is gone with it: its port is free again.
+    /// A socket's name is gone with it (it is out of the table of sockets): its port is free
+    /// again.
     pub(super) fn inet_release(&mut self, id: u64, socket: &Socket) {
         if let Some(endpoint) = socket.name.as_deref().and_then(|name| Endpoint::decode(name).ok()) {
-            if self.socket_names.ports.get(&endpoint.port) == Some(&id) {
-                self.socket_names.ports.remove(&endpoint.port);
+            let ports =
+                if socket.kind == DATAGRAM { &mut self.socket_names.udp_ports } else { &mut self.socket_names.ports };
+            if ports.get(&endpoint.port) == Some(&id) {
+                ports.remove(&endpoint.port);
             }
+        }
+    }
+
+    /// Where a datagram or a connection to `name` goes: a loopback address (`0.0.0.0` is this
+    /// machine's), or `ENETUNREACH`.
+    fn reachable(name: &[u8]) -> Result<Endpoint, Errno> {
+        let mut target = Endpoint::decode(name)?;
+        if target.is_any() {
+            target.address = LOOPBACK;
+        }
+        if !target.is_loopback() {
+            return Err(errno::ENETUNREACH);
+        }
+        Ok(target)
+    }
+
+    /// `connect` of UDP socket `id`: its sends go to `name` and it hears only from there.
+    pub(super) fn udp_connect(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
+        let target = Self::reachable(name)?;
+        self.inet_autobind(id, [0; 4])?;
+        if let Some(socket) = self.sockets.get_mut(&id) {
+            socket.remote = Some(target);
+        }
+        Ok(())
+    }
+
+    /// A UDP `sendto` (`name` empty: to the connected peer) of `data` from socket `handle`:
+    /// its length. `family` is the family of the address given.
+    pub(in crate::fs::service) fn socket_send_to(
+        &mut self,
+        handle: u64,
+        family: u16,
+        name: &[u8],
+        data: &[u8],
+        _dont_wait: bool,
+    ) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        if !self.is_udp(id) {
+            return Err(errno::EOPNOTSUPP);
+        }
+        let target = if name.is_empty() {
+            None
+        } else {
+            self.family_of(id, family)?;
+            Some(name)
+        };
+        self.udp_send(id, target, data)
+    }
+
+    /// Sends `data` from UDP socket `id` to `name`, or to its connected peer: the datagram
+    /// joins the receiver's queue, or is dropped (nobody at that port, no room, or a receiver
+    /// connected to another peer), as UDP does; the length either way.
+    pub(in crate::fs::service) fn udp_send(
+        &mut self,
+        id: u64,
+        name: Option<&[u8]>,
+        data: &[u8],
+    ) -> Result<Outcome, Errno> {
+        if data.len() > MOST_DATAGRAM {
+            return Err(errno::EMSGSIZE);
+        }
+        let target = match name {
+            Some(name) => Self::reachable(name)?,
+            None => self.sockets.get(&id).and_then(|socket| socket.remote).ok_or(errno::EDESTADDRREQ)?,
+        };
+        self.inet_autobind(id, [0; 4])?;
+        let port = self.sockets.get(&id).and_then(|socket| socket.name.as_deref()).map(Endpoint::decode).transpose()?;
+        let source = Endpoint { address: LOOPBACK, port: port.map_or(0, |endpoint| endpoint.port) };
+        let receiver = self.socket_names.udp_ports.get(&target.port).copied();
+        if let Some(socket) = receiver.and_then(|receiver| self.sockets.get_mut(&receiver)) {
+            let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;
+            let hears = bound.is_some_and(|bound| bound.is_any() || bound.address == target.address)
+                && socket.remote.is_none_or(|remote| remote == source);
+            if hears && socket.queued + data.len() <= BUFFER_SIZE as usize {
+                socket.queued += data.len();
+                socket.datagrams.push_back((source, data.to_vec()));
+                socket.generation += 1;
+                self.changed = true;
+            }
+        }
+        Ok(Outcome::Done(Reply::value(0, data.len() as u64)))
+    }
+
+    /// The oldest datagram of UDP socket `id`, its first `length` bytes (the rest dropped),
+    /// with its sender; `None` when the caller must wait.
+    pub(in crate::fs::service) fn udp_receive(
+        &mut self,
+        id: u64,
+        length: usize,
+        nonblocking: bool,
+    ) -> Result<Option<(Endpoint, Vec<u8>)>, Errno> {
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
+        let Some((source, mut data)) = socket.datagrams.pop_front() else {
+            return if nonblocking { Err(errno::EAGAIN) } else { Ok(None) };
+        };
+        socket.queued -= data.len();
+        socket.generation += 1;
+        data.truncate(length);
+        Ok(Some((source, data)))
+    }
+
+    /// A UDP `recvfrom` on socket `handle`: the datagram, its sender's family and address and
+    /// port (`address << 16 | port`) in the words; parked while none came.
+    pub(in crate::fs::service) fn socket_receive_from(
+        &mut self,
+        handle: u64,
+        length: usize,
+        dont_wait: bool,
+    ) -> Result<Outcome, Errno> {
+        let id = self.socket_of(handle)?;
+        if !self.is_udp(id) {
+            return Err(errno::EOPNOTSUPP);
+        }
+        let nonblocking =
+            dont_wait || self.open.get(&handle).is_some_and(|file| file.flags & super::flags::NONBLOCK != 0);
+        match self.udp_receive(id, length.min(abi::file::MAX_TRANSFER), nonblocking)? {
+            Some((source, data)) => {
+                let address = u64::from(u32::from_be_bytes(source.address));
+                Ok(Outcome::Done(Reply {
+                    result: data.len() as i64,
+                    words: [u64::from(super::INET), address << 16 | u64::from(source.port)],
+                    bytes: data,
+                    request_id: 0,
+                }))
+            }
+            None => Ok(Outcome::Park(0)),
         }
     }
 }

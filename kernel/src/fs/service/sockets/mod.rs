@@ -11,8 +11,8 @@
 //! without the server), `accept` takes the oldest. A name outlives its socket, as on Linux:
 //! a `connect` to a name whose socket is gone is `ECONNREFUSED`, `unlink` removes it.
 //!
-//! `AF_INET` stream sockets over the loopback are the same pairs with ports for names
-//! ([`inet`]).
+//! `AF_INET` TCP sockets over the loopback are the same pairs with ports for names, UDP
+//! sockets queues of datagrams ([`inet`]).
 
 mod inet;
 
@@ -83,8 +83,13 @@ pub(super) struct Socket {
     shut_write: bool,
     /// The pid that made it (`SO_PEERCRED` of its peer).
     owner: u32,
-    /// Moves when a listener's queue does (edge-triggered `epoll`).
+    /// Moves when a listener's queue does, or a UDP socket's (edge-triggered `epoll`).
     generation: u64,
+    /// A UDP socket's datagrams not yet read, with their senders, and their bytes in all.
+    datagrams: VecDeque<(inet::Endpoint, Vec<u8>)>,
+    queued: usize,
+    /// The peer a UDP socket's `connect` named: where its sends go, whom it hears.
+    remote: Option<inet::Endpoint>,
 }
 
 impl Socket {
@@ -100,6 +105,9 @@ impl Socket {
             shut_write: false,
             owner,
             generation: 0,
+            datagrams: VecDeque::new(),
+            queued: 0,
+            remote: None,
         }
     }
 }
@@ -110,7 +118,9 @@ impl Socket {
 pub(super) struct Names {
     by_node: BTreeMap<NodeId, u64>,
     abstract_names: BTreeMap<Vec<u8>, u64>,
+    /// TCP's ports in use and UDP's (two spaces, as on Linux).
     ports: BTreeMap<u16, u64>,
+    udp_ports: BTreeMap<u16, u64>,
     /// Where the search for a free ephemeral port starts.
     next_ephemeral: u16,
 }
@@ -141,7 +151,7 @@ impl Service {
     pub(super) fn socket_create(&mut self, pid: u32, kind: u64, family: u16) -> Result<Outcome, Errno> {
         let served = match family {
             UNIX => matches!(kind & 0xf, STREAM | SEQUENCED),
-            INET => kind & 0xf == STREAM,
+            INET => matches!(kind & 0xf, STREAM | DATAGRAM),
             _ => return Err(errno::EAFNOSUPPORT),
         };
         if !served {
@@ -246,6 +256,9 @@ impl Service {
     /// `listen(handle, backlog)`.
     pub(super) fn socket_listen(&mut self, handle: u64, backlog: u64) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
+        if self.is_udp(id) {
+            return Err(errno::EOPNOTSUPP);
+        }
         if self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.state.is_unconnected()) {
             self.inet_autobind(id, [0; 4])?;
         }
@@ -292,6 +305,10 @@ impl Service {
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let family = self.family_of(id, family)?;
+        if self.is_udp(id) {
+            self.udp_connect(id, name)?;
+            return Ok(Outcome::Done(Reply::value(0, 0)));
+        }
         match self.sockets.get(&id).map(|socket| &socket.state) {
             Some(State::Connected { .. }) => return Err(errno::EISCONN),
             Some(State::Listening { .. }) => return Err(errno::EINVAL),
@@ -390,7 +407,9 @@ impl Service {
     pub(super) fn socket_name(&self, handle: u64, peer: bool) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
-        let named = if peer {
+        let named = if peer && self.is_udp(id) {
+            Some(socket.remote.ok_or(errno::ENOTCONN)?.encode())
+        } else if peer {
             let State::Connected { peer, .. } = socket.state else { return Err(errno::ENOTCONN) };
             self.sockets.get(&peer).and_then(|peer| peer.name.clone())
         } else {
@@ -408,6 +427,7 @@ impl Service {
         const SO_RCVBUF: u64 = 8;
         const SO_PEERCRED: u64 = 17;
         const SO_ACCEPTCONN: u64 = 30;
+        const SO_PROTOCOL: u64 = 38;
         const SO_DOMAIN: u64 = 39;
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
@@ -417,6 +437,12 @@ impl Service {
             SO_SNDBUF | SO_RCVBUF => BUFFER_SIZE,
             SO_ACCEPTCONN => u64::from(matches!(socket.state, State::Listening { .. })),
             SO_DOMAIN => u64::from(socket.family),
+            // `IPPROTO_TCP`, `IPPROTO_UDP`; 0 for a unix socket.
+            SO_PROTOCOL => match (socket.family, socket.kind) {
+                (INET, STREAM) => 6,
+                (INET, _) => 17,
+                _ => 0,
+            },
             // The peer's pid (uid and gid 0: one user), as the words' first.
             SO_PEERCRED => match socket.state {
                 State::Connected { peer, .. } => u64::from(self.sockets.get(&peer).map_or(0, |peer| peer.owner)),
@@ -436,6 +462,11 @@ impl Service {
         }
     }
 
+    /// Whether socket `id` is a UDP socket.
+    pub(super) fn is_udp(&self, id: u64) -> bool {
+        self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.kind == DATAGRAM)
+    }
+
     /// Whether socket `id` keeps a byte stream (else its messages keep their bounds).
     pub(super) fn socket_is_stream(&self, id: u64) -> bool {
         self.sockets.get(&id).is_none_or(|socket| socket.kind == STREAM)
@@ -450,6 +481,9 @@ impl Service {
         length: usize,
         nonblocking: bool,
     ) -> Result<Option<Vec<u8>>, Errno> {
+        if self.is_udp(id) {
+            return Ok(self.udp_receive(id, length, nonblocking)?.map(|(_, data)| data));
+        }
         let (receive, _) = self.socket_pipes(id)?;
         let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
         let Some(size) = socket.records.pop_front() else {
@@ -506,6 +540,10 @@ impl Service {
     /// The `poll` events of socket `id`.
     pub(super) fn socket_readiness(&self, id: u64) -> u16 {
         let Some(socket) = self.sockets.get(&id) else { return events::INVALID };
+        if socket.family == INET && socket.kind == DATAGRAM {
+            // A datagram may always be sent (one the receiver has no room for is dropped).
+            return events::OUT | if socket.datagrams.is_empty() { 0 } else { events::IN };
+        }
         match &socket.state {
             State::Unconnected => events::OUT | events::HANG_UP,
             State::Listening { pending, .. } => {
