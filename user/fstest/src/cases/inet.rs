@@ -8,7 +8,7 @@ use crate::pattern::{checksum, pattern, CHECKSUM_START};
 use crate::sys::{self, Fork};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 pub const CASES: [Case; 5] = [
     Case { name: "inet-loopback", run: loopback },
@@ -107,30 +107,17 @@ fn epoll_listener(_: &Context) -> Outcome {
     let listener = TcpListener::bind("127.0.0.1:0").step("bind and listen")?;
     listener.set_nonblocking(true).step("O_NONBLOCK")?;
     expect_error("accept with nobody connecting", listener.accept().map(drop), libc::EAGAIN)?;
-    let epoll = sys::epoll_create1(libc::EPOLL_CLOEXEC).step("epoll_create1")?;
-    sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, listener.as_raw_fd(), Some((libc::EPOLLIN as u32, 1)))
-        .step("epoll_ctl ADD of the listener")?;
-    expect_equal("events with nobody connecting", sys::epoll_wait(epoll.as_fd(), 4, 0).step("epoll_wait")?, vec![])?;
-    let mut client = TcpStream::connect(listener.local_addr().step("getsockname")?).step("connect")?;
-    expect_equal(
-        "events with a connection queued",
-        sys::epoll_wait(epoll.as_fd(), 4, 1000).step("epoll_wait")?,
-        vec![(libc::EPOLLIN as u32, 1)],
+    let at = listener.local_addr().step("getsockname")?;
+    super::sockets::epoll_on_a_listener(
+        listener.as_fd(),
+        || TcpStream::connect(at).step("connect"),
+        || {
+            let (mut served, _) = listener.accept().step("accept")?;
+            served.set_nonblocking(true).step("O_NONBLOCK on the connection")?;
+            expect_error("a read with nothing sent", served.read(&mut [0u8; 8]), libc::EAGAIN)?;
+            Ok(served)
+        },
     )?;
-    let (mut served, _) = listener.accept().step("accept")?;
-    served.set_nonblocking(true).step("O_NONBLOCK on the connection")?;
-    let mut buffer = [0u8; 8];
-    expect_error("a read with nothing sent", served.read(&mut buffer), libc::EAGAIN)?;
-    sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, served.as_raw_fd(), Some((libc::EPOLLIN as u32, 2)))
-        .step("epoll_ctl ADD of the connection")?;
-    client.write_all(b"hello").step("write")?;
-    expect_equal(
-        "events with bytes on the connection",
-        sys::epoll_wait(epoll.as_fd(), 4, 1000).step("epoll_wait")?,
-        vec![(libc::EPOLLIN as u32, 2)],
-    )?;
-    let count = served.read(&mut buffer).step("read")?;
-    expect_bytes("read", &buffer[..count], b"hello")?;
     Ok("EAGAIN from accept and read when non-blocking; EPOLLIN on a listener with a connection queued, then on \
         the connection with bytes"
         .into())

@@ -122,17 +122,32 @@ fn epoll_listener(context: &Context) -> Outcome {
     let directory = context.directory()?;
     let path = directory.join("listener");
     let listener = UnixListener::bind(&path).step("bind and listen")?;
+    epoll_on_a_listener(
+        listener.as_fd(),
+        || UnixStream::connect(&path).step("connect"),
+        || Ok(listener.accept().step("accept")?.0),
+    )?;
+    Ok("EPOLLIN on a listener with a connection queued, then on the connection with bytes".into())
+}
+
+/// `epoll` on `listener`: no event while nobody connects, `EPOLLIN` once `connect` queued a
+/// connection, then `EPOLLIN` on the connection `accept` took once the client wrote to it.
+pub(super) fn epoll_on_a_listener<C: Write, S: Read + AsRawFd>(
+    listener: std::os::fd::BorrowedFd<'_>,
+    connect: impl FnOnce() -> Result<C, String>,
+    accept: impl FnOnce() -> Result<S, String>,
+) -> Result<(), String> {
     let epoll = sys::epoll_create1(libc::EPOLL_CLOEXEC).step("epoll_create1")?;
     sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, listener.as_raw_fd(), Some((libc::EPOLLIN as u32, 1)))
         .step("epoll_ctl ADD of the listener")?;
     expect_equal("events with nobody connecting", sys::epoll_wait(epoll.as_fd(), 4, 0).step("epoll_wait")?, vec![])?;
-    let mut client = UnixStream::connect(&path).step("connect")?;
+    let mut client = connect()?;
     expect_equal(
         "events with a connection queued",
         sys::epoll_wait(epoll.as_fd(), 4, 1000).step("epoll_wait")?,
         vec![(libc::EPOLLIN as u32, 1)],
     )?;
-    let (mut served, _) = listener.accept().step("accept")?;
+    let mut served = accept()?;
     sys::epoll_ctl(epoll.as_fd(), libc::EPOLL_CTL_ADD, served.as_raw_fd(), Some((libc::EPOLLIN as u32, 2)))
         .step("epoll_ctl ADD of the connection")?;
     client.write_all(b"hello").step("write")?;
@@ -144,7 +159,7 @@ fn epoll_listener(context: &Context) -> Outcome {
     let mut buffer = [0u8; 8];
     let count = served.read(&mut buffer).step("read")?;
     expect_bytes("read", &buffer[..count], b"hello")?;
-    Ok("EPOLLIN on a listener with a connection queued, then on the connection with bytes".into())
+    Ok(())
 }
 
 fn messages(_: &Context) -> Outcome {

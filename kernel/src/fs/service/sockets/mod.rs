@@ -147,7 +147,7 @@ impl Service {
     }
 
     /// `socket(family, kind, 0)`: `kind` holds `SOCK_NONBLOCK` (`O_NONBLOCK`'s bit). An
-    /// unconnected datagram socket (`sendto` an address) and UDP are not served yet.
+    /// unconnected unix datagram socket (`sendto` a path) is not served yet.
     pub(super) fn socket_create(&mut self, pid: u32, kind: u64, family: u16) -> Result<Outcome, Errno> {
         let served = match family {
             UNIX => matches!(kind & 0xf, STREAM | SEQUENCED),
@@ -367,6 +367,9 @@ impl Service {
     /// hold `SOCK_NONBLOCK`); the caller waits while none is queued.
     pub(super) fn socket_accept(&mut self, handle: u64, accept_flags: u64) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
+        if self.is_udp(id) {
+            return Err(errno::EOPNOTSUPP);
+        }
         let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
         let Some(Socket { state: State::Listening { pending, .. }, generation, .. }) = self.sockets.get_mut(&id) else {
             return Err(errno::EINVAL);
