@@ -24,7 +24,7 @@ pub use hostfs::{ShareCounts, CACHE_LIFETIME, MESSAGE_SIZE as SHARE_MESSAGE_SIZE
 pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};
-pub use procfs::{ProcFile, ProcSource, ReefView};
+pub use procfs::{NetView, ProcFile, ProcSource, ReefView};
 pub use sysfs::{SysFile, SysRequest, SysSource};
 pub use vfs::{Context, Vfs};
 

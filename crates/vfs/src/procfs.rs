@@ -31,6 +31,19 @@ pub enum ProcFile {
     Uptime,
     /// A file of `/proc/reef`, Reef's own views.
     Reef(ReefView),
+    /// A file of `/proc/net`, as Linux writes it.
+    Net(NetView),
+}
+
+/// The files of `/proc/net`, in Linux's layout, so that tools that read them (`netstat`) work.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum NetView {
+    /// `tcp`: every TCP socket, its addresses, state and queues.
+    Tcp,
+    /// `udp`: every UDP socket.
+    Udp,
+    /// `dev`: each interface's bytes and packets (the loopback, `lo`, only).
+    Dev,
 }
 
 /// The files of `/proc/reef`: what Reef's shell commands show, as files.
@@ -82,6 +95,8 @@ pub(crate) enum ProcNode {
     SelfLinkOf(u32),
     /// `/proc/reef`.
     ReefDirectory,
+    /// `/proc/net`.
+    NetDirectory,
     /// `/proc/<pid>`.
     ProcessDirectory(u32),
     /// `/proc/<pid>/fd`: a link per open descriptor.
@@ -97,6 +112,7 @@ pub(crate) enum ProcNode {
 const ROOT_CODE: u64 = 1;
 const SELF_CODE: u64 = 2;
 const REEF_CODE: u64 = 7;
+const NET_CODE: u64 = 16;
 /// The codes of a process's nodes.
 const PROCESS_DIRECTORY_CODE: u64 = 1;
 const SELF_OF_PROCESS_CODE: u64 = 5;
@@ -129,6 +145,10 @@ const REEF_FILES: [(&[u8], ReefView, u64); 7] = [
     (b"devices", ReefView::Devices, 15),
 ];
 
+/// The files of `/proc/net` and their codes, in listing order.
+const NET_FILES: [(&[u8], NetView, u64); 3] =
+    [(b"dev", NetView::Dev, 17), (b"tcp", NetView::Tcp, 18), (b"udp", NetView::Udp, 19)];
+
 /// A file of `/proc/<pid>`: its name, the [`ProcFile`] of a pid, its code.
 type ProcessFile = (&'static [u8], fn(u32) -> ProcFile, u64);
 
@@ -144,8 +164,8 @@ const PROCESS_FILES: [ProcessFile; 4] = [
 const PROCESS_ENTRIES: usize = PROCESS_FILES.len() + 2;
 
 /// The entries of `/proc` that are not processes, in listing order: `self`, the top files,
-/// `reef`. Processes follow them.
-pub(crate) const FIXED_ENTRIES: u64 = 1 + TOP_FILES.len() as u64 + 1;
+/// `reef`, `net`. Processes follow them.
+pub(crate) const FIXED_ENTRIES: u64 = 1 + TOP_FILES.len() as u64 + 2;
 
 impl ProcNode {
     pub fn inode(self) -> u64 {
@@ -155,6 +175,7 @@ impl ProcNode {
             Self::SelfLink => SELF_CODE,
             Self::SelfLinkOf(pid) => of_process(pid, SELF_OF_PROCESS_CODE),
             Self::ReefDirectory => REEF_CODE,
+            Self::NetDirectory => NET_CODE,
             Self::ProcessDirectory(pid) => of_process(pid, PROCESS_DIRECTORY_CODE),
             Self::DescriptorDirectory(pid) => of_process(pid, DESCRIPTOR_DIRECTORY_CODE),
             Self::DescriptorLink(pid, fd) => of_process(pid, FD_LINK_BASE + u64::from(fd)),
@@ -165,6 +186,7 @@ impl ProcNode {
                     of_process(pid, *code)
                 }
                 ProcFile::Reef(view) => REEF_FILES.iter().find(|(_, v, _)| *v == view).expect("listed").2,
+                ProcFile::Net(view) => NET_FILES.iter().find(|(_, v, _)| *v == view).expect("listed").2,
                 other => TOP_FILES.iter().find(|(_, f, _)| *f == other).expect("listed").2,
             },
         }
@@ -179,10 +201,12 @@ impl ProcNode {
                 ROOT_CODE => Some(Self::Root),
                 SELF_CODE => Some(Self::SelfLink),
                 REEF_CODE => Some(Self::ReefDirectory),
+                NET_CODE => Some(Self::NetDirectory),
                 _ => TOP_FILES
                     .iter()
                     .map(|&(_, file, code)| (file, code))
                     .chain(REEF_FILES.iter().map(|&(_, view, code)| (ProcFile::Reef(view), code)))
+                    .chain(NET_FILES.iter().map(|&(_, view, code)| (ProcFile::Net(view), code)))
                     .find(|&(_, candidate)| candidate == code)
                     .map(|(file, _)| Self::File(file)),
             },
@@ -215,7 +239,14 @@ impl ProcNode {
     }
 
     pub fn is_directory(self) -> bool {
-        matches!(self, Self::Root | Self::ReefDirectory | Self::ProcessDirectory(_) | Self::DescriptorDirectory(_))
+        matches!(
+            self,
+            Self::Root
+                | Self::ReefDirectory
+                | Self::NetDirectory
+                | Self::ProcessDirectory(_)
+                | Self::DescriptorDirectory(_)
+        )
     }
 
     pub fn is_link(self) -> bool {
@@ -252,6 +283,9 @@ pub(crate) fn lookup(
             if name == b"reef" {
                 return Some(ProcNode::ReefDirectory);
             }
+            if name == b"net" {
+                return Some(ProcNode::NetDirectory);
+            }
             if let Some((_, file, _)) = TOP_FILES.iter().find(|(candidate, _, _)| *candidate == name) {
                 return Some(ProcNode::File(*file));
             }
@@ -262,6 +296,10 @@ pub(crate) fn lookup(
             .iter()
             .find(|(candidate, _, _)| *candidate == name)
             .map(|(_, view, _)| ProcNode::File(ProcFile::Reef(*view))),
+        ProcNode::NetDirectory => NET_FILES
+            .iter()
+            .find(|(candidate, _, _)| *candidate == name)
+            .map(|(_, view, _)| ProcNode::File(ProcFile::Net(*view))),
         ProcNode::ProcessDirectory(pid) => match name {
             b"fd" => Some(ProcNode::DescriptorDirectory(pid)),
             b"exe" => Some(ProcNode::ProgramLink(pid)),
@@ -302,10 +340,14 @@ pub(crate) fn fixed_entry(directory: ProcNode, position: u64) -> Option<(&'stati
                 Some((name, ProcNode::File(file)))
             }
             position if position == TOP_FILES.len() + 1 => Some((b"reef", ProcNode::ReefDirectory)),
+            position if position == TOP_FILES.len() + 2 => Some((b"net", ProcNode::NetDirectory)),
             _ => None,
         },
         ProcNode::ReefDirectory => {
             REEF_FILES.get(position).map(|&(name, view, _)| (name, ProcNode::File(ProcFile::Reef(view))))
+        }
+        ProcNode::NetDirectory => {
+            NET_FILES.get(position).map(|&(name, view, _)| (name, ProcNode::File(ProcFile::Net(view))))
         }
         ProcNode::ProcessDirectory(pid) => match position {
             position if position < PROCESS_FILES.len() => {
@@ -333,6 +375,7 @@ pub(crate) fn parent_of_directory(directory: ProcNode) -> ProcNode {
 pub(crate) fn names_of_directory(directory: ProcNode) -> Vec<Vec<u8>> {
     match directory {
         ProcNode::ReefDirectory => alloc::vec![b"reef".to_vec()],
+        ProcNode::NetDirectory => alloc::vec![b"net".to_vec()],
         ProcNode::ProcessDirectory(pid) => alloc::vec![decimal(u64::from(pid))],
         ProcNode::DescriptorDirectory(pid) => alloc::vec![decimal(u64::from(pid)), b"fd".to_vec()],
         _ => Vec::new(),
@@ -361,7 +404,7 @@ mod tests {
 
     #[test]
     fn every_node_survives_its_inode_number() {
-        let mut nodes = vec![ProcNode::Root, ProcNode::SelfLink, ProcNode::ReefDirectory];
+        let mut nodes = vec![ProcNode::Root, ProcNode::SelfLink, ProcNode::ReefDirectory, ProcNode::NetDirectory];
         for pid in [0, 1, 42, u32::MAX] {
             nodes.extend([ProcNode::SelfLinkOf(pid), ProcNode::ProcessDirectory(pid)]);
             nodes.extend([ProcNode::DescriptorDirectory(pid), ProcNode::ProgramLink(pid)]);
@@ -385,6 +428,7 @@ mod tests {
             ReefView::Devices,
         ];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));
+        nodes.extend([NetView::Tcp, NetView::Udp, NetView::Dev].map(|view| ProcNode::File(ProcFile::Net(view))));
         let mut inodes: Vec<u64> = nodes.iter().map(|node| node.inode()).collect();
         for (node, inode) in nodes.iter().zip(&inodes) {
             assert_eq!(ProcNode::from_inode(*inode), Some(*node));

@@ -657,7 +657,7 @@ fn proc_lists_processes_and_generates_text() {
     let proc = fixture.resolve("/proc").unwrap();
     assert_eq!(
         fixture.listing(proc).unwrap(),
-        [".", "..", "self", "cpuinfo", "interrupts", "meminfo", "mounts", "uptime", "reef", "1", "42"]
+        [".", "..", "self", "cpuinfo", "interrupts", "meminfo", "mounts", "uptime", "reef", "net", "1", "42"]
     );
     let mounts = fixture.vfs.proc_contents(fixture.resolve("/proc/mounts").unwrap()).unwrap();
     assert_eq!(
@@ -675,6 +675,11 @@ fn proc_lists_processes_and_generates_text() {
     assert_eq!(fixture.vfs.proc_contents(status).unwrap(), b"Status(42)\n");
     assert_eq!(fixture.vfs.path_of(fixture.resolve("/proc/42").unwrap()).unwrap(), b"/proc/42");
     assert_eq!(fixture.vfs.path_of(fixture.resolve("/proc/reef").unwrap()).unwrap(), b"/proc/reef");
+    let net = fixture.resolve("/proc/net").unwrap();
+    assert_eq!(fixture.listing(net).unwrap(), [".", "..", "dev", "tcp", "udp"]);
+    assert_eq!(fixture.vfs.path_of(net).unwrap(), b"/proc/net");
+    let tcp = fixture.resolve("/proc/net/tcp").unwrap();
+    assert_eq!(fixture.vfs.proc_contents(tcp).unwrap(), b"Net(Tcp)\n");
     assert_eq!(fixture.resolve("/proc/7"), Err(ENOENT));
     assert_eq!(fixture.resolve("/proc/042"), Err(ENOENT));
     assert_eq!(fixture.vfs.proc_contents(proc), Err(EISDIR));
@@ -682,7 +687,7 @@ fn proc_lists_processes_and_generates_text() {
     let mut buffer = [0u8; 4];
     assert_eq!(fixture.vfs.read(status, 0, &mut buffer), Err(EINVAL), "read proc_contents once instead");
     // A process that exits takes its nodes with it; a listing in progress goes on.
-    let (entry, cursor) = fixture.vfs.read_directory(proc, 9).unwrap().unwrap();
+    let (entry, cursor) = fixture.vfs.read_directory(proc, 10).unwrap().unwrap();
     assert_eq!(entry.name, b"1");
     fixture.processes.0.lock().unwrap().retain(|&pid| pid != 42);
     fixture.processes.0.lock().unwrap().push(7);

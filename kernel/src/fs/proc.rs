@@ -313,7 +313,8 @@ impl ProcSource for Source {
                 let ns = crate::time::now_ns();
                 let _ = writeln!(text, "{}.{:02} 0.00", ns / 1_000_000_000, ns / 10_000_000 % 100);
             }
-            ProcFile::Mounts => return Err(errno::ENOENT),
+            // The VFS writes the mounts, the file service `/proc/net` (its sockets).
+            ProcFile::Mounts | ProcFile::Net(_) => return Err(errno::ENOENT),
             ProcFile::Reef(view) => reef_view(view, &mut text)?,
         }
         Ok(text.into_bytes())

@@ -145,7 +145,13 @@ impl Service {
                 if !self.socket_is_stream(id) {
                     return self.socket_write_message(id, data, nonblocking);
                 }
-                self.write_pipe(send, data, done, nonblocking)
+                let outcome = self.write_pipe(send, data, done, nonblocking)?;
+                if let Outcome::Done(reply) = &outcome {
+                    if reply.result > 0 && self.is_tcp(id) {
+                        self.count_loopback(reply.result as usize);
+                    }
+                }
+                Ok(outcome)
             }
             // Decoded now, carried out by `submit` once the lock is let go. An empty write
             // asks nothing and takes nothing.

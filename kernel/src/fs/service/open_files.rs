@@ -230,14 +230,20 @@ impl Service {
             // Sockets (Linux: `connect` them, not open) and devices of the archive outside
             // `/dev`: nothing serves them.
             NodeKind::Socket | NodeKind::Special => return Err(errno::ENXIO),
-            NodeKind::ProcFile(_) => {
+            NodeKind::ProcFile(file) => {
                 if wants_write {
                     return Err(errno::EACCES);
                 }
-                // The counts `/proc` shows are the service's own, taken now, while it holds
-                // the lock the text's maker cannot take again.
-                self.snapshot_counts();
-                Object::Proc { node, text: self.vfs.proc_contents(node)? }
+                let text = if let vfs::ProcFile::Net(view) = file {
+                    // The sockets are the service's own: written here.
+                    self.net_text(view).into_bytes()
+                } else {
+                    // The counts `/proc` shows are the service's own, taken now, while it
+                    // holds the lock the text's maker cannot take again.
+                    self.snapshot_counts();
+                    self.vfs.proc_contents(node)?
+                };
+                Object::Proc { node, text }
             }
             NodeKind::SysFile(file) => {
                 // Linux refuses to open a read-only attribute for writing, root included

@@ -10,11 +10,12 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 
-pub const CASES: [Case; 5] = [
+pub const CASES: [Case; 6] = [
     Case { name: "inet-loopback", run: loopback },
     Case { name: "inet-any-address", run: any_address },
     Case { name: "inet-epoll-listener", run: epoll_listener },
     Case { name: "inet-udp", run: udp },
+    Case { name: "inet-proc-net", run: proc_net },
     Case { name: "inet-errors", run: errors },
 ];
 
@@ -204,5 +205,48 @@ fn udp(_: &Context) -> Outcome {
     Ok(format!(
         "datagrams from port {client_port} to {at} keep their bounds and senders; a short read cuts; EAGAIN; \
          connected send and recv; EMSGSIZE past 65507; SO_PROTOCOL; EADDRINUSE"
+    ))
+}
+
+/// The line of `/proc/net/<table>` whose local address is `127.0.0.1:port`, its fields.
+fn proc_net_line(table: &str, port: u16) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(format!("/proc/net/{table}")).step(format_args!("reading /proc/net/{table}"))?;
+    let local = format!("0100007F:{port:04X}");
+    text.lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|fields| fields.get(1) == Some(&local))
+        .ok_or_else(|| format!("/proc/net/{table} has no line of {local}:\n{text}"))
+}
+
+fn proc_net(_: &Context) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    let inode = |fd: std::os::fd::BorrowedFd<'_>| -> Result<u64, String> {
+        let copy = fd.try_clone_to_owned().step("dup")?;
+        Ok(std::fs::File::from(copy).metadata().step("fstat")?.ino())
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").step("bind and listen")?;
+    let port = listener.local_addr().step("getsockname")?.port();
+    let fields = proc_net_line("tcp", port)?;
+    expect_equal("the listener's state", fields[3].as_str(), "0A")?;
+    expect_equal("the listener's inode", fields[9].parse::<u64>().ok(), Some(inode(listener.as_fd())?))?;
+    let client = TcpStream::connect(("127.0.0.1", port)).step("connect")?;
+    let client_port = client.local_addr().step("getsockname")?.port();
+    let fields = proc_net_line("tcp", client_port)?;
+    expect_equal("the connection's state", fields[3].as_str(), "01")?;
+    expect_equal("the connection's peer", fields[2].as_str(), format!("0100007F:{port:04X}").as_str())?;
+    let udp = UdpSocket::bind("127.0.0.1:0").step("bind a UDP socket")?;
+    let udp_port = udp.local_addr().step("getsockname")?.port();
+    let fields = proc_net_line("udp", udp_port)?;
+    expect_equal("the UDP socket's state", fields[3].as_str(), "07")?;
+    expect_equal("the UDP socket's inode", fields[9].parse::<u64>().ok(), Some(inode(udp.as_fd())?))?;
+    let dev = std::fs::read_to_string("/proc/net/dev").step("reading /proc/net/dev")?;
+    expect(
+        dev.lines().any(|line| line.trim_start().starts_with("lo:")),
+        format_args!("no lo in /proc/net/dev:\n{dev}"),
+    )?;
+    Ok(format!(
+        "/proc/net/tcp lists the listener on port {port} (0A) and the connection from {client_port} (01) with their \
+         inodes; /proc/net/udp the UDP socket (07); /proc/net/dev has lo"
     ))
 }

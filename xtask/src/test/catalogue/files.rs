@@ -62,8 +62,8 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     });
     // An echo between cores, over an `AF_UNIX` socket and then over TCP on 127.0.0.1: the
     // server on core 1, a client on core 2 (300000 bytes, a step at a time) and one on core 0;
-    // then busybox's `nc` listening on core 1 takes a file from `nc` on core 2. The sockets,
-    // their pipes, the name and the ports go.
+    // then busybox's `nc` listening on core 1 (which `netstat` lists, from /proc/net/tcp) takes
+    // a file from `nc` on core 2. The sockets, their pipes, the name and the ports go.
     let digest = super::roles::hello_digest();
     list.push(Integration {
         name: "socket-echo-between-cores-3-cores".into(),
@@ -74,7 +74,7 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                  spawn 2 /bin/fstest --echo /tmp/echo 300000 3; /bin/fstest --echo /tmp/echo 5000 4; wait; \
                  spawn 1 /bin/fstest --echo-serve 127.0.0.1:7000 2 & \
                  spawn 2 /bin/fstest --echo 127.0.0.1:7000 300000 5; /bin/fstest --echo 127.0.0.1:7000 5000 6; wait; \
-                 spawn 1 /bin/sh -c '/bin/nc -l -p 7001 > /tmp/nc.txt' & sleep 0.3; \
+                 spawn 1 /bin/sh -c '/bin/nc -l -p 7001 > /tmp/nc.txt' & sleep 0.3; netstat -tln; \
                  spawn 2 /bin/sh -c '/bin/nc 127.0.0.1 7001 < /etc/hello.txt'; wait; \
                  sha256sum /tmp/nc.txt; rm /tmp/nc.txt; cat /proc/reef/files; /bin/ps",
             ),
@@ -99,6 +99,13 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     &format!("TEST fs-echo-served ok core 1: 2 connections at {at}, 305000 bytes echoed"),
                     &format!("the server on core 1 did not serve both connections at {at}"),
                 )?;
+            }
+            if !serial.lines().any(|line| {
+                line.split_whitespace().collect::<Vec<_>>() == ["tcp", "0", "0", "0.0.0.0:7001", "0.0.0.0:*", "LISTEN"]
+            }) {
+                return Err(
+                    "busybox netstat -tln (which reads /proc/net/tcp) does not list nc listening on 7001".into()
+                );
             }
             printed(
                 serial,

@@ -14,7 +14,9 @@
 use super::{Socket, State, BUFFER_SIZE, DATAGRAM, STREAM};
 use crate::fs::service::{Errno, Outcome, Reply, Service};
 use alloc::collections::BTreeMap;
+use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt::Write;
 use linux_raw_sys::errno;
 
 /// The bytes of an inet name: address (4), port (2), network order.
@@ -159,6 +161,67 @@ impl Service {
         Ok(target)
     }
 
+    /// `/proc/net/tcp`, `udp` or `dev` as Linux writes them (addresses and ports in hex, in
+    /// the byte order Linux prints them; the socket's id as its inode, as `/proc/<pid>/fd`'s
+    /// `socket:[id]` names it; states `0A` listening, `01` established or a connected UDP
+    /// socket, `07` closed or an unconnected UDP socket).
+    pub(in crate::fs::service) fn net_text(&self, view: vfs::NetView) -> String {
+        let mut text = String::new();
+        if view == vfs::NetView::Dev {
+            let (bytes, packets) = (self.socket_names.loopback_bytes, self.socket_names.loopback_packets);
+            text.push_str(
+                "Inter-|   Receive                                                |  Transmit\n \
+                 face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo \
+                 colls carrier compressed\n",
+            );
+            // Linux's `dev_seq_printf_stats`: receive, then transmit (the loopback's are one).
+            let _ = writeln!(
+                text,
+                "{:>6}:{bytes:>8} {packets:>7} {:>4} {:>4} {:>4} {:>5} {:>10} {:>9} {bytes:>8} {packets:>7} {:>4} {:>4} \
+                 {:>4} {:>5} {:>7} {:>10}",
+                "lo", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+            );
+            return text;
+        }
+        let udp = view == vfs::NetView::Udp;
+        text.push_str(if udp {
+            "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref \
+             pointer drops\n"
+        } else {
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        });
+        let hex = |endpoint: Option<Endpoint>| {
+            let endpoint = endpoint.unwrap_or(Endpoint { address: [0; 4], port: 0 });
+            alloc::format!("{:08X}:{:04X}", u32::from_le_bytes(endpoint.address), endpoint.port)
+        };
+        let name_of = |socket: &Socket| socket.name.as_deref().and_then(|name| Endpoint::decode(name).ok());
+        let mut line = 0;
+        for (id, socket) in self.sockets.iter().filter(|(_, socket)| socket.family == super::INET) {
+            if (socket.kind == DATAGRAM) != udp {
+                continue;
+            }
+            let queued = |pipe: &u64| self.pipes.get(pipe).map_or(0, |pipe| pipe.buffer.len());
+            let (state, remote, transmit, receive) = match &socket.state {
+                _ if udp => (if socket.remote.is_some() { 1 } else { 7 }, socket.remote, 0, socket.queued),
+                State::Listening { pending, .. } => (0x0a, None, 0, pending.len()),
+                State::Connected { receive, send, peer } => {
+                    (1, self.sockets.get(peer).and_then(name_of), queued(send), queued(receive))
+                }
+                State::Unconnected => (7, None, 0, 0),
+            };
+            let _ = write!(
+                text,
+                "{line:>4}: {} {} {state:02X} {transmit:08X}:{receive:08X} 00:00000000 00000000     0        0 {id} 1 \
+                 0000000000000000",
+                hex(name_of(socket)),
+                hex(remote),
+            );
+            text.push_str(if udp { " 0\n" } else { " 100 0 0 10 0\n" });
+            line += 1;
+        }
+        text
+    }
+
     /// `connect` of UDP socket `id`: its sends go to `name` and it hears only from there.
     pub(super) fn udp_connect(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
         let target = Self::reachable(name)?;
@@ -211,6 +274,8 @@ impl Service {
         self.inet_autobind(id, [0; 4])?;
         let port = self.sockets.get(&id).and_then(|socket| socket.name.as_deref()).map(Endpoint::decode).transpose()?;
         let source = Endpoint { address: LOOPBACK, port: port.map_or(0, |endpoint| endpoint.port) };
+        self.socket_names.loopback_bytes += data.len() as u64;
+        self.socket_names.loopback_packets += 1;
         let receiver = self.socket_names.udp_ports.get(&target.port).copied();
         if let Some(socket) = receiver.and_then(|receiver| self.sockets.get_mut(&receiver)) {
             let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;

@@ -123,6 +123,10 @@ pub(super) struct Names {
     udp_ports: BTreeMap<u16, u64>,
     /// Where the search for a free ephemeral port starts.
     next_ephemeral: u16,
+    /// What went over the loopback, for `/proc/net/dev`: bytes, and packets (a datagram, or a
+    /// write to a TCP connection).
+    loopback_bytes: u64,
+    loopback_packets: u64,
 }
 
 const UNIX: u16 = linux_raw_sys::net::AF_UNIX as u16;
@@ -463,6 +467,17 @@ impl Service {
             Some(_) => Err(errno::ENOTCONN),
             None => Err(errno::EBADF),
         }
+    }
+
+    /// Whether socket `id` is a TCP socket.
+    pub(super) fn is_tcp(&self, id: u64) -> bool {
+        self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.kind == STREAM)
+    }
+
+    /// Counts `bytes` written to a TCP connection as one packet over the loopback.
+    pub(super) fn count_loopback(&mut self, bytes: usize) {
+        self.socket_names.loopback_bytes += bytes as u64;
+        self.socket_names.loopback_packets += 1;
     }
 
     /// Whether socket `id` is a UDP socket.
