@@ -118,14 +118,7 @@ impl Service {
     /// address or at that one. `ECONNREFUSED` without one (Linux's reset); `ENETUNREACH` for an
     /// address beyond this machine (no network device yet).
     pub(super) fn inet_listener(&self, name: &[u8]) -> Result<(u64, Endpoint), Errno> {
-        let mut target = Endpoint::decode(name)?;
-        if target.is_any() {
-            // Linux: a connection to 0.0.0.0 goes to this machine.
-            target.address = LOOPBACK;
-        }
-        if !target.is_loopback() {
-            return Err(errno::ENETUNREACH);
-        }
+        let target = Self::reachable(name)?;
         let id = self.socket_names.ports.get(&target.port).copied().ok_or(errno::ECONNREFUSED)?;
         let socket = self.sockets.get(&id).ok_or(errno::ECONNREFUSED)?;
         let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;
@@ -148,8 +141,8 @@ impl Service {
         }
     }
 
-    /// Where a datagram or a connection to `name` goes: a loopback address (`0.0.0.0` is this
-    /// machine's), or `ENETUNREACH`.
+    /// Where a datagram or a connection to `name` goes: a loopback address (Linux takes
+    /// `0.0.0.0` for this machine), or `ENETUNREACH`.
     fn reachable(name: &[u8]) -> Result<Endpoint, Errno> {
         let mut target = Endpoint::decode(name)?;
         if target.is_any() {
