@@ -154,18 +154,10 @@ fn unix_path(mut path: Vec<u8>) -> Result<Vec<u8>, Errno> {
     Ok(path)
 }
 
-/// Writes `name` of a socket of `family` as its `sockaddr_un` or `sockaddr_in` to `address`,
-/// at most `*length_at` bytes, and its whole length to `length_at` (a path with its NUL, as
-/// Linux counts it).
-fn write_address(address: u64, length_at: u64, family: u16, name: &[u8]) -> Result<(), Errno> {
-    if address == 0 {
-        return Ok(());
-    }
-    let room: u32 = read_user(length_at)?;
-    if (room as i32) < 0 {
-        return Err(errno::EINVAL);
-    }
-    let mut bytes = Vec::with_capacity(FAMILY_BYTES + name.len() + 1);
+/// `name` of a socket of `family` as its `sockaddr_un` (a path with its NUL, as Linux counts
+/// it) or `sockaddr_in`.
+fn socket_address(family: u16, name: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(FAMILY_BYTES + name.len().max(INET_ADDRESS_BYTES));
     bytes.extend_from_slice(&family.to_le_bytes());
     if family == INET {
         let (host, port) = name.split_at(name.len().min(4));
@@ -178,6 +170,21 @@ fn write_address(address: u64, length_at: u64, family: u16, name: &[u8]) -> Resu
             bytes.push(0);
         }
     }
+    bytes
+}
+
+/// Writes `name` of a socket of `family` as its `sockaddr_un` or `sockaddr_in` to `address`,
+/// at most `*length_at` bytes, and its whole length to `length_at` (a path with its NUL, as
+/// Linux counts it).
+fn write_address(address: u64, length_at: u64, family: u16, name: &[u8]) -> Result<(), Errno> {
+    if address == 0 {
+        return Ok(());
+    }
+    let room: u32 = read_user(length_at)?;
+    if (room as i32) < 0 {
+        return Err(errno::EINVAL);
+    }
+    let bytes = socket_address(family, name);
     let copied = bytes.len().min(room as usize);
     copy_to_user(address, &bytes[..copied]).map_err(|_| errno::EFAULT)?;
     write_user(length_at, &(bytes.len() as u32))
@@ -457,7 +464,9 @@ pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     let header: MessageHeader = read_user(header)?;
     let named = header[NAME] != 0 && header[NAME_LENGTH] as u32 != 0;
-    let udp = is_udp(&socket)?;
+    // Asked only for a message with a name: without one, the service's write sends a UDP
+    // socket's datagram to its peer as it writes any other socket.
+    let udp = named && is_udp(&socket)?;
     if named && !udp {
         check_send_address(&socket)?;
     }
@@ -471,8 +480,7 @@ pub fn sendmsg(fd: i64, header: u64, flags: u64) -> SyscallResult {
         copy_from_user(&mut data[start..], base).map_err(|_| errno::EFAULT)?;
     }
     if udp {
-        let address = if named { header[NAME] } else { 0 };
-        return send_datagram(&socket, address, u64::from(header[NAME_LENGTH] as u32), &data, flags);
+        return send_datagram(&socket, header[NAME], u64::from(header[NAME_LENGTH] as u32), &data, flags);
     }
     send_bytes(&socket, &data, flags)
 }
@@ -483,19 +491,16 @@ pub fn recvmsg(fd: i64, header_address: u64, flags: u64) -> SyscallResult {
     let mut header: MessageHeader = read_user(header_address)?;
     let list = vectors(&header)?;
     let total = list.iter().map(|(_, length)| length).sum::<u64>();
-    // A UDP socket's sender is the message's name: a `sockaddr_in`, cut to the room given.
+    // A UDP socket's sender is the message's name, when one is asked for: a `sockaddr_in`,
+    // cut to the room given. Without a name, the service's read takes a datagram as it reads
+    // any other socket.
     let mut name_length = 0u64;
-    let data = if is_udp(&socket)? {
+    let data = if header[NAME] != 0 && is_udp(&socket)? {
         let (data, sender) = receive_datagram(&socket, total, flags)?;
-        if header[NAME] != 0 {
-            let mut address = (INET).to_le_bytes().to_vec();
-            address.extend_from_slice(&sender[4..6]);
-            address.extend_from_slice(&sender[..4]);
-            address.resize(INET_ADDRESS_BYTES, 0);
-            let room = (header[NAME_LENGTH] as u32 as usize).min(address.len());
-            copy_to_user(header[NAME], &address[..room]).map_err(|_| errno::EFAULT)?;
-            name_length = INET_ADDRESS_BYTES as u64;
-        }
+        let address = socket_address(INET, &sender);
+        let room = (header[NAME_LENGTH] as u32 as usize).min(address.len());
+        copy_to_user(header[NAME], &address[..room]).map_err(|_| errno::EFAULT)?;
+        name_length = address.len() as u64;
         data
     } else {
         receive_bytes(&socket, total, flags)?

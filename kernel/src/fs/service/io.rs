@@ -68,26 +68,20 @@ impl Service {
             Object::Epoll(_) => return Err(errno::EINVAL),
             Object::Socket(id) => {
                 let id = *id;
-                if !self.socket_is_stream(id) {
-                    return match self.socket_read_message(id, length, nonblocking)? {
-                        Some(data) => Ok(Outcome::Done(Reply {
-                            result: data.len() as i64,
-                            words: [0; 2],
-                            bytes: data,
-                            request_id: 0,
-                        })),
-                        None => Ok(Outcome::Park(0)),
-                    };
-                }
-                let (receive, _) = self.socket_pipes(id)?;
-                // Its reading shut down: end of file (its end of the pipe is closed).
-                if self.socket_shut(id).0 {
-                    Vec::new()
+                let read = if self.is_udp(id) {
+                    self.udp_receive(id, length, nonblocking)?.map(|(_, data)| data)
+                } else if !self.socket_is_stream(id) {
+                    self.socket_read_message(id, length, nonblocking)?
+                } else if self.socket_shut(id).0 {
+                    // Its reading shut down: end of file (its end of the pipe is closed).
+                    Some(Vec::new())
                 } else {
-                    match self.read_pipe(receive, length, nonblocking)? {
-                        Some(data) => data,
-                        None => return Ok(Outcome::Park(0)),
-                    }
+                    let (receive, _) = self.socket_pipes(id)?;
+                    self.read_pipe(receive, length, nonblocking)?
+                };
+                match read {
+                    Some(data) => data,
+                    None => return Ok(Outcome::Park(0)),
                 }
             }
         };

@@ -267,8 +267,7 @@ impl Service {
         self.inet_autobind(id, [0; 4])?;
         let port = self.sockets.get(&id).and_then(|socket| socket.name.as_deref()).map(Endpoint::decode).transpose()?;
         let source = Endpoint { address: LOOPBACK, port: port.map_or(0, |endpoint| endpoint.port) };
-        self.socket_names.loopback_bytes += data.len() as u64;
-        self.socket_names.loopback_packets += 1;
+        self.count_loopback(data.len());
         let receiver = self.socket_names.udp_ports.get(&target.port).copied();
         if let Some(socket) = receiver.and_then(|receiver| self.sockets.get_mut(&receiver)) {
             let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;

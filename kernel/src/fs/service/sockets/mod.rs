@@ -474,7 +474,8 @@ impl Service {
         self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.kind == STREAM)
     }
 
-    /// Counts `bytes` written to a TCP connection as one packet over the loopback.
+    /// Counts `bytes` sent over the loopback as one packet (a datagram, or a write to a TCP
+    /// connection).
     pub(super) fn count_loopback(&mut self, bytes: usize) {
         self.socket_names.loopback_bytes += bytes as u64;
         self.socket_names.loopback_packets += 1;
@@ -499,9 +500,6 @@ impl Service {
         length: usize,
         nonblocking: bool,
     ) -> Result<Option<Vec<u8>>, Errno> {
-        if self.is_udp(id) {
-            return Ok(self.udp_receive(id, length, nonblocking)?.map(|(_, data)| data));
-        }
         let (receive, _) = self.socket_pipes(id)?;
         let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
         let Some(size) = socket.records.pop_front() else {
