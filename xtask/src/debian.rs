@@ -147,34 +147,38 @@ fn extract_members(deb: &Path, directory: &Path, patterns: &[&str]) -> Result<bo
     Ok(dpkg.success() && tar.success())
 }
 
-/// The directories of a kernel package whose modules a 9P share needs (virtio-mmio, 9P over
-/// virtio, the 9P file system and the netfs and fscache libraries it uses), and the list of
-/// every module (`modules.order`), which says where each module lives.
-const NINE_P_MODULE_MEMBERS: [&str; 6] = [
+/// The members of a kernel package whose modules a guest loads: for a 9P share, virtio-mmio,
+/// 9P over virtio, the 9P file system and the netfs and fscache libraries it uses; for a
+/// network card, virtio-net and the failover modules it depends on; and the list of every
+/// module (`modules.order`), which says where each module lives.
+const MODULE_MEMBERS: [&str; 9] = [
     "./lib/modules/*/modules.order",
     "./lib/modules/*/kernel/drivers/virtio/*",
     "./lib/modules/*/kernel/net/9p/*",
     "./lib/modules/*/kernel/fs/9p/*",
     "./lib/modules/*/kernel/fs/netfs/*",
     "./lib/modules/*/kernel/fs/fscache/*",
+    "./lib/modules/*/kernel/drivers/net/virtio_net.ko*",
+    "./lib/modules/*/kernel/drivers/net/net_failover.ko*",
+    "./lib/modules/*/kernel/net/core/failover.ko*",
 ];
 
-/// Unpacks `./boot/vmlinuz-*` of a kernel .deb, and the modules a 9P share needs (a few MB,
-/// [`NINE_P_MODULE_MEMBERS`]): `dpkg-deb -x` would also write its ~400 MB of other modules,
+/// Unpacks `./boot/vmlinuz-*` of a kernel .deb, and the modules a guest loads (a few MB,
+/// [`MODULE_MEMBERS`]): `dpkg-deb -x` would also write its ~400 MB of other modules,
 /// which no guest boot reads. A kernel whose modules live elsewhere (a pattern matches
-/// nothing) still unpacks its image; [`nine_p_modules`] then says what is missing.
+/// nothing) still unpacks its image; [`modules`] then says what is missing.
 fn unpack_kernel_image(deb: &Path, directory: &Path) -> Result<(), String> {
     if !extract_members(deb, directory, &["./boot/vmlinuz-*"])? {
         return Err(format!("unpacking ./boot/vmlinuz-* of {}: dpkg-deb or tar failed", deb.display()));
     }
-    unpack_nine_p_modules(deb, directory);
+    unpack_modules(deb, directory);
     Ok(())
 }
 
-/// The second pass of [`unpack_kernel_image`]: the 9P modules, best effort (said, not fatal).
-fn unpack_nine_p_modules(deb: &Path, directory: &Path) {
-    if !extract_members(deb, directory, &NINE_P_MODULE_MEMBERS).unwrap_or(false) {
-        eprintln!("xtask: note: {} lacks some of {}", deb.display(), NINE_P_MODULE_MEMBERS.join(" "));
+/// The second pass of [`unpack_kernel_image`]: the modules, best effort (said, not fatal).
+fn unpack_modules(deb: &Path, directory: &Path) {
+    if !extract_members(deb, directory, &MODULE_MEMBERS).unwrap_or(false) {
+        eprintln!("xtask: note: {} lacks some of {}", deb.display(), MODULE_MEMBERS.join(" "));
     }
 }
 
@@ -189,6 +193,11 @@ pub struct Module {
 /// modules): the virtio-mmio transport, 9P over virtio and the 9P file system. Their
 /// dependencies come from each module's `depends=`.
 pub const NINE_P_MODULES: [&str; 3] = ["virtio_mmio", "9pnet_virtio", "9p"];
+
+/// The modules Linux needs for a `virtio-net-device` on microvm (Debian builds them as
+/// modules too, `CONFIG_VIRTIO_NET=m`): the virtio-mmio transport and the virtio-net driver,
+/// which brings `net_failover` and `failover` by its `depends=`.
+pub const NETWORK_MODULES: [&str; 2] = ["virtio_mmio", "virtio_net"];
 
 /// The `depends=` of a module's `.modinfo` section: the modules it needs loaded first. The
 /// section is NUL-separated `key=value` strings, so the field is found among the file's bytes.
@@ -243,57 +252,92 @@ fn load_order(
 }
 
 /// The modules of `kernel` (as [`fetch_kernel`] returned it) that mount a 9P share, in the
-/// order to load them. A cache unpacked before modules were kept gets them now: the package
-/// is downloaded again and only its modules unpacked.
+/// order to load them.
 pub fn nine_p_modules(cache: &Path, kernel: &Unpacked) -> Result<Vec<Module>, String> {
-    let package_directory = unpack_directory(cache, &kernel.package);
-    let modules_root = || -> Option<PathBuf> {
-        let mut roots: Vec<PathBuf> = std::fs::read_dir(package_directory.join("lib/modules"))
-            .ok()?
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.join("modules.order").is_file())
-            .collect();
-        roots.sort();
-        roots.pop()
-    };
-    let root = match modules_root() {
-        Some(root) => root,
-        None => {
-            eprintln!("xtask: the cached {} has no modules: fetching it again for them", kernel.package);
+    modules(cache, kernel, &NINE_P_MODULES)
+}
+
+/// The modules `wanted` of `kernel` (as [`fetch_kernel`] returned it) and those they depend
+/// on, in the order to load them. A cache unpacked before they were kept (no modules at all,
+/// or not these: the network's came after the 9P ones) gets them now: the package is
+/// downloaded again and only its modules unpacked.
+pub fn modules(cache: &Path, kernel: &Unpacked, wanted: &[&str]) -> Result<Vec<Module>, String> {
+    match resolve_modules(cache, kernel, wanted) {
+        Err(Missing::InTheCache(why)) => {
+            eprintln!("xtask: the cached {} lacks modules ({why}): fetching it again for them", kernel.package);
             let deb = download(cache, &kernel.package)?;
-            unpack_nine_p_modules(&deb, &package_directory);
+            unpack_modules(&deb, &unpack_directory(cache, &kernel.package));
             let _ = std::fs::remove_file(&deb);
-            modules_root().ok_or_else(|| {
-                format!("{} holds no lib/modules/*/modules.order: its modules cannot be found", kernel.package)
-            })?
+            resolve_modules(cache, kernel, wanted).map_err(Missing::reason)
         }
-    };
+        resolved => resolved.map_err(Missing::reason),
+    }
+}
+
+/// Why [`resolve_modules`] found no module list: the cache lacks files the package has (so a
+/// new download helps), or the package has no such module (it does not).
+enum Missing {
+    InTheCache(String),
+    InThePackage(String),
+}
+
+impl Missing {
+    fn reason(self) -> String {
+        match self {
+            Self::InTheCache(why) | Self::InThePackage(why) => why,
+        }
+    }
+}
+
+/// [`modules`] from what the cache holds.
+fn resolve_modules(cache: &Path, kernel: &Unpacked, wanted: &[&str]) -> Result<Vec<Module>, Missing> {
+    let package_directory = unpack_directory(cache, &kernel.package);
+    let mut roots: Vec<PathBuf> = std::fs::read_dir(package_directory.join("lib/modules"))
+        .map_err(|e| Missing::InTheCache(format!("{}: {e}", package_directory.join("lib/modules").display())))?
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("modules.order").is_file())
+        .collect();
+    roots.sort();
+    let root = roots.pop().ok_or_else(|| {
+        Missing::InTheCache(format!("{} holds no lib/modules/*/modules.order", package_directory.display()))
+    })?;
     let order_file = root.join("modules.order");
-    let listed = std::fs::read_to_string(&order_file).map_err(|e| format!("reading {}: {e}", order_file.display()))?;
-    let path_of = |name: &str| -> Result<PathBuf, String> {
-        let line = listed
-            .lines()
-            .find(|line| module_name(line.trim()) == name)
-            .ok_or_else(|| format!("{} lists no module `{name}` (built in, or not built?)", order_file.display()))?;
+    let listed = std::fs::read_to_string(&order_file)
+        .map_err(|e| Missing::InTheCache(format!("reading {}: {e}", order_file.display())))?;
+    let path_of = |name: &str| -> Result<PathBuf, Missing> {
+        let line = listed.lines().find(|line| module_name(line.trim()) == name).ok_or_else(|| {
+            Missing::InThePackage(format!(
+                "{} lists no module `{name}` (built in, or not built?)",
+                order_file.display()
+            ))
+        })?;
         let file = root.join(line.trim());
         if file.is_file() {
             Ok(file)
         } else {
-            Err(format!(
+            Err(Missing::InTheCache(format!(
                 "{} is not in the cache (its directory is not among those unpacked: {})",
                 file.display(),
-                NINE_P_MODULE_MEMBERS.join(" ")
-            ))
+                MODULE_MEMBERS.join(" ")
+            )))
         }
     };
+    // `load_order` speaks in strings; a failed look-up is kept aside to keep its kind.
+    let failed = std::cell::RefCell::new(None);
     let depends_of = |name: &str| -> Result<Vec<String>, String> {
-        Ok(module_dependencies(&std::fs::read(path_of(name)?).map_err(|e| e.to_string())?))
+        let file = path_of(name).map_err(|missing| {
+            let why = match &missing {
+                Missing::InTheCache(why) | Missing::InThePackage(why) => why.clone(),
+            };
+            *failed.borrow_mut() = Some(missing);
+            why
+        })?;
+        Ok(module_dependencies(&std::fs::read(file).map_err(|e| e.to_string())?))
     };
-    load_order(&NINE_P_MODULES, &depends_of)?
-        .into_iter()
-        .map(|name| Ok(Module { file: path_of(&name)?, name }))
-        .collect()
+    let order = load_order(wanted, &depends_of)
+        .map_err(|why| failed.borrow_mut().take().unwrap_or(Missing::InThePackage(why)))?;
+    order.into_iter().map(|name| Ok(Module { file: path_of(&name)?, name })).collect()
 }
 
 /// Downloads `package` and unpacks it with `unpack` into its cache directory, writing the

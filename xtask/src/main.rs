@@ -8,6 +8,7 @@ mod debian;
 mod interrupts;
 mod kernel_images;
 mod linux_guest;
+mod net;
 mod qemu;
 mod rootfs;
 mod test;
@@ -19,7 +20,9 @@ const HELP: &str = "\
 cargo xtask <command>
 
   run [--cores N] [--accel kvm|tcg] [--memory MiB] [--kernel-args \"...\"] [--gdb] [--timeout S]
-      [--image full|multi|rt|full-v2] [--share DIR[:/mountpoint]]... [--debian] [-- <shell command>]
+      [--image full|multi|rt|full-v2] [--share DIR[:/mountpoint]]... [--debian]
+      [--net] [--forward HOSTPORT:GUESTPORT]... [--guest-forward GUESTPORT:127.0.0.1:HOSTPORT]...
+      [-- <shell command>]
         build Reef (kernel and initramfs) and boot it in QEMU (4 cores) into its shell (--image:
         boot that kernel image of /boot instead of full, e.g. multi so core 0 can host); with a
         shell command after `--`, run just that command, print its output as it comes and exit
@@ -32,6 +35,15 @@ cargo xtask <command>
         missing or not a directory is refused before QEMU starts; cat /proc/reef/devices shows
         the devices Reef found; --debian makes the Debian tree (as `rootfs`) and shares it at
         /debian
+        --net gives the guest a virtio-net card on QEMU's user network, closed to everything
+        outside QEMU (-netdev user,id=net0,restrict=on -device virtio-net-device,netdev=net0;
+        the guest is 10.0.2.15/24, gateway 10.0.2.2); --forward HOSTPORT:GUESTPORT (several
+        allowed; implies --net) makes the host's 127.0.0.1:HOSTPORT reach the guest's TCP port
+        (hostfwd=tcp:127.0.0.1:HOSTPORT-:GUESTPORT), e.g. --forward 8080:80; --guest-forward
+        GUESTPORT:127.0.0.1:HOSTPORT (implies --net) makes the guest's connections to
+        10.0.2.100:GUESTPORT reach a server on the host's loopback, which must listen before
+        QEMU starts (guestfwd=tcp:10.0.2.100:GUESTPORT-tcp:127.0.0.1:HOSTPORT); no other
+        target than 127.0.0.1 is taken
   rootfs
         make target/debian-root, a Debian tree of libc6, bash, coreutils, grep, sed, findutils and
         python3 with their dependencies (apt-get download and dpkg-deb -x: nothing installed, only

@@ -1,5 +1,6 @@
 //! Booting Reef in QEMU: the command line, the accelerator choice, timeouts, exit codes.
 
+use crate::net::{self, Forward, GuestForward, Network};
 use crate::tools;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -81,6 +82,9 @@ pub struct Machine {
     pub watchdog: Option<Duration>,
     /// Host directories shared over virtio-9p (`--share DIR[:/mountpoint]`), in order.
     pub shares: Vec<Share>,
+    /// A virtio-net card on QEMU's user network, closed but for its forwards (`--net`,
+    /// `--forward`, `--guest-forward`); `None`: no network card.
+    pub network: Option<Network>,
     /// Done on the host, step by step: each (marker, action) once the serial output shows
     /// the marker, from where the step before found its own (so steps of one marker run
     /// together). A test changes a share under a running guest; a typed step with the same
@@ -95,15 +99,36 @@ pub enum HostAction {
     Write(PathBuf, Vec<u8>),
     /// Removes the directory and all it holds.
     RemoveDirectory(PathBuf),
+    /// GETs `path` from the host's 127.0.0.1:`port` (a `--forward` into the guest) and writes
+    /// the body to `save_to`; anything but status 200 within [`FETCH_TIMEOUT`] fails the run.
+    Fetch { port: u16, path: String, save_to: PathBuf },
 }
+
+/// How long a [`HostAction::Fetch`] may take, connection retries included: less than
+/// [`TEST_WATCHDOG`], since the serial output is not read meanwhile.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(45);
 
 impl HostAction {
     fn run(&self) -> Result<(), String> {
         match self {
             Self::Write(path, contents) => std::fs::write(path, contents),
             Self::RemoveDirectory(path) => std::fs::remove_dir_all(path),
+            Self::Fetch { port, path, save_to } => {
+                let response = net::http::get(*port, path, FETCH_TIMEOUT).map_err(|e| format!("host action: {e}"))?;
+                if response.status != 200 {
+                    return Err(format!(
+                        "host action: GET http://127.0.0.1:{port}{path} answered {} ({} bytes)",
+                        response.status,
+                        response.body.len()
+                    ));
+                }
+                std::fs::write(save_to, &response.body)
+            }
         }
-        .map_err(|e| format!("host action {self:?}: {e}"))
+        .map_err(|e| match self {
+            Self::Fetch { save_to, .. } => format!("host action: writing {}: {e}", save_to.display()),
+            _ => format!("host action {self:?}: {e}"),
+        })
     }
 }
 
@@ -185,6 +210,7 @@ impl Machine {
             kernel: None,
             watchdog: None,
             shares: Vec::new(),
+            network: None,
             host_actions: Vec::new(),
         }
     }
@@ -230,6 +256,13 @@ impl Machine {
             if !share.mount_point.is_empty() {
                 kernel_args = format!("share={tag}:{} {kernel_args}", share.mount_point);
             }
+        }
+        // After the shares, so each share keeps the transport it has without a network card:
+        // microvm fills its virtio-mmio window from the top, so with one share the 9P device
+        // is transport 23 (0xfeb02e00) and the card 22 (0xfeb02c00), as QEMU's `info qtree`
+        // shows. The kernel needs no word on its command line: it takes QEMU's 10.0.2.15/24.
+        if let Some(network) = &self.network {
+            command.args(network.qemu_arguments());
         }
         command
             .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
@@ -355,7 +388,13 @@ pub fn boot_until(
         // Every action whose marker is there, in order; those of one marker all at once.
         while let Some((marker, action)) = machine.host_actions.get(next_action) {
             let Some(at) = String::from_utf8_lossy(&serial[acted_until..]).find(marker.as_str()) else { break };
-            action.run()?;
+            if let Err(why) = action.run() {
+                // QEMU would outlive the run otherwise: nothing else ends it.
+                let _ = child.kill();
+                let _ = child.wait();
+                let serial = String::from_utf8_lossy(&serial).replace('\r', "");
+                return Err(format!("{why}\n----- serial log so far -----\n{serial}----------------------"));
+            }
             next_action += 1;
             acted_until += at;
         }
@@ -528,6 +567,19 @@ pub fn run_command(arguments: &[String]) -> Result<u8, String> {
                 }
                 i += 1;
             }
+            "--net" => {
+                machine.network.get_or_insert_with(Network::default);
+            }
+            "--forward" => {
+                let forward = Forward::parse(value(i, "--forward")?)?;
+                machine.network.get_or_insert_with(Network::default).add_forward(forward)?;
+                i += 1;
+            }
+            "--guest-forward" => {
+                let forward = GuestForward::parse(value(i, "--guest-forward")?)?;
+                machine.network.get_or_insert_with(Network::default).add_guest_forward(forward)?;
+                i += 1;
+            }
             "--image" => {
                 let name = value(i, "--image")?;
                 if !["full", "multi", "rt", "full-v2"].contains(&name.as_str()) {
@@ -641,6 +693,31 @@ mod tests {
         assert!(arguments.windows(2).any(|w| w == ["-device", "virtio-9p-device,fsdev=share1,mount_tag=share1"]));
         let append = arguments.iter().position(|a| a == "-append").map(|at| arguments[at + 1].clone()).unwrap();
         assert_eq!(append, "share=share1:/data share=share0:/host log=info");
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
+
+    #[test]
+    fn the_network_card_comes_after_the_shares_and_changes_no_kernel_argument() {
+        let directory = std::env::temp_dir().join(format!("reef-net-share-test-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let mut machine = Machine::new(1);
+        machine.kernel_args = "log=info".into();
+        assert!(!arguments(&machine).iter().any(|a| a.contains("netdev")));
+        machine.shares = vec![Share::parse(&directory.to_string_lossy()).unwrap()];
+        let mut network = Network::default();
+        network.add_forward(Forward::parse("8080:80").unwrap()).unwrap();
+        network.add_guest_forward(GuestForward::parse("80:127.0.0.1:8000").unwrap()).unwrap();
+        machine.network = Some(network);
+        let arguments = arguments(&machine);
+        let at = |wanted: &str| arguments.iter().position(|a| a == wanted).unwrap();
+        assert_eq!(
+            arguments[at("-netdev") + 1],
+            "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:8080-:80,guestfwd=tcp:10.0.2.100:80-tcp:127.0.0.1:8000"
+        );
+        let nine_p = at("virtio-9p-device,fsdev=share0,mount_tag=share0");
+        let card = at("virtio-net-device,netdev=net0");
+        assert!(nine_p < card, "{arguments:?}");
+        assert_eq!(arguments[at("-append") + 1], "share=share0:/host log=info");
         std::fs::remove_dir_all(&directory).unwrap();
     }
 
