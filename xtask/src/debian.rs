@@ -251,12 +251,6 @@ fn load_order(
     Ok(order)
 }
 
-/// The modules of `kernel` (as [`fetch_kernel`] returned it) that mount a 9P share, in the
-/// order to load them.
-pub fn nine_p_modules(cache: &Path, kernel: &Unpacked) -> Result<Vec<Module>, String> {
-    modules(cache, kernel, &NINE_P_MODULES)
-}
-
 /// The modules `wanted` of `kernel` (as [`fetch_kernel`] returned it) and those they depend
 /// on, in the order to load them. A cache unpacked before they were kept (no modules at all,
 /// or not these: the network's came after the 9P ones) gets them now: the package is

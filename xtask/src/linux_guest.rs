@@ -128,10 +128,34 @@ pub(crate) fn build_linux_bench() -> Result<PathBuf, String> {
 }
 
 /// Busybox applets the init script and a person at the console use (`insmod` for the modules
-/// a run brings, [`run_program_with`]).
-pub(crate) const BUSYBOX_APPLETS: [&str; 16] = [
-    "sh", "mount", "umount", "poweroff", "reboot", "uname", "cat", "echo", "ls", "dmesg", "grep", "sleep", "nproc",
-    "mkdir", "insmod", "chroot",
+/// a run brings, [`run_program_with`]; `ip` for a network card, [`configure_network`]; the
+/// rest for the network test's script, `test/catalogue/network.rs`).
+pub(crate) const BUSYBOX_APPLETS: [&str; 25] = [
+    "sh",
+    "mount",
+    "umount",
+    "poweroff",
+    "reboot",
+    "uname",
+    "cat",
+    "echo",
+    "ls",
+    "dmesg",
+    "grep",
+    "sleep",
+    "nproc",
+    "mkdir",
+    "insmod",
+    "chroot",
+    "ip",
+    "seq",
+    "wc",
+    "sha256sum",
+    "httpd",
+    "wget",
+    "kill",
+    "taskset",
+    "timeout",
 ];
 
 /// The machine type (`-M` value) of a QEMU command.
@@ -317,26 +341,59 @@ pub const LINUX_KERNEL_ARGUMENTS: &str = "tsc=reliable";
 /// issue's options; no `cache=` option, so Linux 6.1's default (no page cache for 9P files).
 pub(crate) const NINE_P_MOUNT_OPTIONS: &str = "trans=virtio,version=9p2000.L,msize=131072";
 
-/// Where the guest's initramfs holds the 9P modules ([`nine_p_modules`]).
-const NINE_P_MODULE_DIRECTORY: &str = "lib/modules/9p";
+/// Where the guest's initramfs holds the kernel modules a run brings ([`nine_p_modules`],
+/// [`network_modules`]): one directory, so a module both need (`virtio_mmio`) is one file.
+const MODULE_DIRECTORY: &str = "lib/modules/extra";
 
-/// The 9P modules of the guest's kernel as initramfs files (for [`run_program_with`]), and
-/// their names in the order to load them ([`load_nine_p`]).
-pub(crate) fn nine_p_modules() -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
+/// The modules `wanted` of the guest's kernel and those they need, as initramfs files (for
+/// [`run_program_with`]), and their names in the order to load them ([`load_modules`]).
+fn guest_modules(wanted: &[&str]) -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
     let cache = debian::cache()?;
     let kernel = debian::fetch_kernel(&cache)?;
     let mut files = Vec::new();
     let mut names = Vec::new();
-    for module in debian::nine_p_modules(&cache, &kernel)? {
-        files.push((format!("{NINE_P_MODULE_DIRECTORY}/{}.ko", module.name), 0o644, read(&module.file)?));
+    for module in debian::modules(&cache, &kernel, wanted)? {
+        files.push((format!("{MODULE_DIRECTORY}/{}.ko", module.name), 0o644, read(&module.file)?));
         names.push(module.name);
     }
     Ok((files, names))
 }
 
-/// The `/init` lines that load the 9P modules `names`, in order.
-pub(crate) fn load_nine_p(names: &[String]) -> Vec<String> {
-    names.iter().map(|name| format!("insmod /{NINE_P_MODULE_DIRECTORY}/{name}.ko")).collect()
+/// The 9P modules of the guest's kernel (a share), as [`guest_modules`] gives them.
+pub(crate) fn nine_p_modules() -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
+    guest_modules(&debian::NINE_P_MODULES)
+}
+
+/// The modules of the guest's kernel for a `virtio-net-device` (Debian's kernel has
+/// virtio-mmio and virtio-net as modules, not built in: without them microvm's card is never
+/// found), as [`guest_modules`] gives them.
+pub(crate) fn network_modules() -> Result<(Vec<tools::ExtraFile>, Vec<String>), String> {
+    guest_modules(&debian::NETWORK_MODULES)
+}
+
+/// The `/init` lines that load the modules `names`, in order; a module already loaded (one
+/// both the 9P and the network lists bring) is skipped.
+pub(crate) fn load_modules(names: &[String]) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for name in names {
+        let line = format!("insmod /{MODULE_DIRECTORY}/{name}.ko");
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The `/init` lines that give the guest's card QEMU's user-network address, as Reef's kernel
+/// takes it by default: 10.0.2.15/24 on `eth0` (the only card), the route out through the
+/// gateway 10.0.2.2 (QEMU itself), and the loopback up. Needs [`network_modules`] loaded.
+pub(crate) fn configure_network() -> Vec<String> {
+    vec![
+        "ip link set lo up".into(),
+        "ip link set eth0 up".into(),
+        format!("ip addr add {}/24 dev eth0", crate::net::GUEST_ADDRESS),
+        format!("ip route add default via {}", crate::net::GATEWAY),
+    ]
 }
 
 /// The command that mounts the machine's share `index` (its tag, [`Share::tag`]) on
@@ -390,6 +447,67 @@ pub fn run_program_with(
     extra: &[tools::ExtraFile],
     command: &str,
 ) -> Result<ProgramRun, String> {
+    let program = prepare_program(machine, files, extra, command)?;
+    let (guest, used_machine, _) =
+        boot_linux(&program.machine, &program.kernel.file, &program.initramfs, &program.cache)?;
+    if guest.done_after.is_none() {
+        return Err(format!(
+            "the Linux guest did not finish ({}); serial log:\n{}",
+            guest.failure_summary(),
+            tail(&guest.serial, 60)
+        ));
+    }
+    Ok(ProgramRun {
+        serial: guest.serial,
+        kernel_version: program.kernel.version,
+        machine: used_machine,
+        boot_to_init: guest.init_after,
+    })
+}
+
+/// [`run_program_with`] through Reef's own boot loop ([`crate::qemu::boot`]), so that
+/// `machine.host_actions` and `machine.typed` happen as on a Reef run: a test's host side
+/// (a fetch through a `--forward`, a key typed when it is done) is checked against Linux with
+/// the same steps. It stops at [`DONE_MARKER`] and returns the serial output. It has no
+/// fallback to `-M pc` (which has no virtio-mmio for the machine's cards): a boot that does
+/// not finish is an error with the log's end.
+pub(crate) fn run_program_with_host_steps(
+    machine: &Machine,
+    files: &[(String, Vec<u8>)],
+    extra: &[tools::ExtraFile],
+    command: &str,
+) -> Result<String, String> {
+    let program = prepare_program(machine, files, extra, command)?;
+    let mut machine = program.machine;
+    machine.initrd = Some(program.initramfs);
+    machine.kernel = None;
+    let (outcome, done) = crate::qemu::boot(&machine, &program.kernel.file, Some(DONE_MARKER))?;
+    if done.is_none() {
+        let why =
+            if outcome.timed_out { format!("timed out after {:?}", machine.timeout) } else { "QEMU ended".into() };
+        return Err(format!("the Linux guest did not finish ({why}); serial log:\n{}", tail(&outcome.serial, 60)));
+    }
+    Ok(outcome.serial)
+}
+
+/// What a guest run of one program boots: the guest's kernel, an initramfs written into the
+/// cache, and the machine with the guest's kernel command line.
+struct Program {
+    kernel: debian::Unpacked,
+    initramfs: PathBuf,
+    machine: Machine,
+    cache: PathBuf,
+}
+
+/// Fetches the guest's kernel and busybox, and packs the initramfs of [`run_program_with`]:
+/// busybox with [`BUSYBOX_APPLETS`], `files` at `/bin/<name>`, `extra` at their paths and an
+/// `/init` that runs `command`.
+fn prepare_program(
+    machine: &Machine,
+    files: &[(String, Vec<u8>)],
+    extra: &[tools::ExtraFile],
+    command: &str,
+) -> Result<Program, String> {
     tools::ensure_qemu()?;
     let cache = debian::cache()?;
     let kernel = debian::fetch_kernel(&cache)?;
@@ -427,20 +545,7 @@ pub fn run_program_with(
     // CPUs made that happen on every boot (see `kernel_arguments`).
     let tsc_khz = build_linux_bench().ok().and_then(|bench| host_tsc_khz(&bench));
     machine.kernel_args = format!("{} {}", kernel_arguments(tsc_khz), machine.kernel_args).trim_end().to_string();
-    let (guest, used_machine, _) = boot_linux(&machine, &kernel.file, &initramfs, &cache)?;
-    if guest.done_after.is_none() {
-        return Err(format!(
-            "the Linux guest did not finish ({}); serial log:\n{}",
-            guest.failure_summary(),
-            tail(&guest.serial, 60)
-        ));
-    }
-    Ok(ProgramRun {
-        serial: guest.serial,
-        kernel_version: kernel.version,
-        machine: used_machine,
-        boot_to_init: guest.init_after,
-    })
+    Ok(Program { kernel, initramfs, machine, cache })
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ fn reef_shell_line(repeat: usize) -> String {
 /// The Linux guest's `/init` command: load the 9P modules in order, mount the share, then
 /// fsbench pinned as on Reef. A failed mount is said (`PEER mount failed`) and skips the rest.
 fn linux_shell_line(modules: &[String], repeat: usize) -> String {
-    let mut lines = linux_guest::load_nine_p(modules);
+    let mut lines = linux_guest::load_modules(modules);
     lines.push(format!("mkdir -p {MOUNT_POINT}"));
     let fsbench: Vec<String> =
         programs().iter().map(|p| format!("/bin/fsbench --pin {} {}", p.core, fsbench_arguments(p, repeat))).collect();
@@ -709,8 +709,9 @@ FSBENCH-NOTE run: asked for core 1, running on core 0
         assert!(qemu::exec_argument(&reef).unwrap().len() < platform::cmdline::MAX_VALUE, "fits the kernel's exec=");
         let modules = ["virtio_ring".to_string(), "9p".to_string()];
         let linux = linux_shell_line(&modules, 5);
-        assert!(linux
-            .starts_with("insmod /lib/modules/9p/virtio_ring.ko\ninsmod /lib/modules/9p/9p.ko\nmkdir -p /debian\n"));
+        assert!(linux.starts_with(
+            "insmod /lib/modules/extra/virtio_ring.ko\ninsmod /lib/modules/extra/9p.ko\nmkdir -p /debian\n"
+        ));
         assert!(linux.contains("mount -t 9p -o trans=virtio,version=9p2000.L,msize=131072 share0 /debian; then "));
         for program in programs() {
             let arguments = fsbench_arguments(&program, 5);

@@ -49,8 +49,9 @@ pub fn run_peer(arguments: &[String]) -> Result<u8, String> {
         Some("ftq") => ftq::peer(&arguments[1..]),
         Some("cores") => cores::peer(&arguments[1..]),
         Some("cpython") => crate::test::catalogue::cpython::peer(&arguments[1..]),
+        Some("net") => crate::test::catalogue::network::peer(&arguments[1..]),
         Some(other) => {
-            Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores, cpython"))
+            Err(format!("unknown peer benchmark `{other}`: known are msg, proc, syscall, ftq, cores, cpython, net"))
         }
         None => Err("which peer benchmark? `cargo xtask peer msg`".into()),
     }

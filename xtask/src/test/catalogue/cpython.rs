@@ -193,7 +193,7 @@ const GUEST_TIMEOUT: Duration = Duration::from_secs(1500);
 /// the same command under `chroot`, as root, as on Reef.
 fn linux_verdicts(accel: Accel, tree: &Path) -> Result<BTreeMap<String, Ended>, String> {
     let (modules, names) = linux_guest::nine_p_modules()?;
-    let mut lines = linux_guest::load_nine_p(&names);
+    let mut lines = linux_guest::load_modules(&names);
     lines.push(format!("mkdir -p {TREE}"));
     lines.push(format!("{} || echo 'PEER mount failed'", linux_guest::mount_share(0, TREE)));
     for (kind, directory) in [("tmpfs", "tmp"), ("proc", "proc"), ("sysfs", "sys"), ("devtmpfs", "dev")] {

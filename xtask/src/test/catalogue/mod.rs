@@ -10,6 +10,7 @@ mod dynamic;
 mod files;
 mod foreign_crates;
 mod kernel;
+pub(crate) mod network;
 mod processes;
 mod roles;
 mod unix_files;
@@ -58,6 +59,7 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Ve
     bash_suite::integrations(&mut list, &machine);
     let mut deferred = cpython::deferred(machine_of(accel, initrd));
     deferred.extend(foreign_crates::integrations(machine_of(accel, initrd)));
+    deferred.extend(network::deferred(machine_of(accel, initrd)));
     (list, deferred)
 }
 

@@ -1,0 +1,281 @@
+//! The network card: busybox `httpd` in the guest fetched by the host through `--forward`, and
+//! the host's file server fetched by the guest's `wget` through `--guest-forward`.
+//!
+//! The same scenario runs on Reef (`net-httpd-forward`, waiting for Reef's virtio-net driver:
+//! see [`REEF_HAS_NETWORK_DRIVER`]) and on the Linux guest (`cargo xtask peer net`), which
+//! proves the host's half (QEMU's flags, the forwards, the fetch, the file server) before
+//! Reef's half exists, and later says the two guests pass the same test.
+
+use super::{exec, Deferred};
+use crate::linux_guest;
+use crate::net::http::FileServer;
+use crate::net::{self, Forward, GuestForward, Network};
+use crate::qemu::{Accel, HostAction, Machine};
+use crate::test::runner::Integration;
+use crate::test::serial::printed_in_order;
+use crate::tools;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The run's name in the suite.
+const NAME: &str = "net-httpd-forward";
+
+/// Whether Reef's kernel drives a virtio-net card yet. While it does not, the suite skips
+/// [`NAME`] with a line saying so; `REEF_NET_TESTS=1` runs it anyway (the driver's author
+/// trying it: `REEF_NET_TESTS=1 cargo xtask test --only net-httpd`). Set to `true` when the
+/// driver and the smoltcp stack land, and the run joins the suite.
+const REEF_HAS_NETWORK_DRIVER: bool = false;
+
+/// The guest's web server port, which `--forward` reaches.
+const GUEST_PORT: u16 = 80;
+
+/// Cores of the machine; `httpd` runs on core 2, away from the file service on core 0.
+const CORES: usize = 4;
+
+/// The guest's file: `seq 1000000 1131071`, 131072 lines of 7 digits and a newline, exactly
+/// 1 MiB whose bytes the host knows, so the guest's `sha256sum`, the host's fetch and the
+/// expected digest are three independent witnesses.
+const GUEST_FILE_FIRST: u32 = 1_000_000;
+const GUEST_FILE_LINES: u32 = 131_072;
+
+/// Where the guest's `httpd` serves from, and the file's path below it.
+const GUEST_DIRECTORY: &str = "/tmp/www";
+const GUEST_FILE: &str = "/big";
+
+/// The host's file the guest fetches through the guest forward, and where `wget` puts it.
+const HOST_FILE: &str = "/served";
+const FETCHED_IN_GUEST: &str = "/tmp/fetched";
+
+/// What the guest prints when its server runs and it waits for the host's fetch; when its
+/// try to reach the host past the forwards failed, as `restrict=on` wants; and at the end.
+/// Printed from arithmetic (`$((1))`), so a command line that shows the script (Reef logs its
+/// command line) never holds the marker.
+const READY: &str = "net-1-ready";
+const RESTRICTED: &str = "net-3-restricted-";
+const DONE: &str = "net-2-done";
+
+/// How long the guest's `wget` past the forwards may wait before busybox `timeout` ends it
+/// (Debian's busybox wget has no `-T`: it takes the option for a crash). Its target is the
+/// host's server, which listens: without `restrict=on` the gateway leads to the host's
+/// loopback and the `wget` succeeds (tried: "the gateway leads to the host"). With it, QEMU
+/// 7.2 refuses the connection (`wget` status 1); a QEMU that dropped it instead would leave
+/// `wget` to this timeout (status 143). Those two statuses pass; a crash (139) does not.
+const RESTRICTED_WAIT_SECONDS: u32 = 5;
+
+/// The `wget` statuses of [`RESTRICTED_WAIT_SECONDS`] that mean the gateway led nowhere.
+const RESTRICTED_STATUSES: [&str; 2] = ["1", "143"];
+
+/// How long a run may take: a boot, 1 MiB each way through QEMU's user network under TCG.
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The bytes of the guest's file (`seq 1000000 1131071`).
+fn guest_file_bytes() -> Vec<u8> {
+    (GUEST_FILE_FIRST..GUEST_FILE_FIRST + GUEST_FILE_LINES).map(|n| format!("{n}\n")).collect::<String>().into_bytes()
+}
+
+/// The bytes the host serves: 1 MiB that no simple shift or truncation of itself matches.
+fn host_file_bytes() -> Vec<u8> {
+    (0..1u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+}
+
+fn hex_digest(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// One run of the scenario: the host's file server (started before QEMU, which connects to it
+/// when it starts, [`GuestForward`]), the forward's host port, and where the fetch lands.
+struct Scenario {
+    server: FileServer,
+    host_port: u16,
+    fetched: PathBuf,
+}
+
+impl Scenario {
+    /// Starts the host's file server for a run of `lifetime` at most.
+    fn start(lifetime: Duration) -> Result<Self, String> {
+        let server = FileServer::start(vec![(HOST_FILE.into(), host_file_bytes())], 8, lifetime)?;
+        let directory = tools::root().join("target/test-net");
+        std::fs::create_dir_all(&directory).map_err(|e| format!("creating {}: {e}", directory.display()))?;
+        let fetched = directory.join("fetched-from-guest");
+        // A file of an earlier run must not pass for this one's fetch.
+        let _ = std::fs::remove_file(&fetched);
+        Ok(Self { server, host_port: net::free_port()?, fetched })
+    }
+
+    /// The card and its two forwards.
+    fn network(&self) -> Network {
+        Network {
+            forwards: vec![Forward { host_port: self.host_port, guest_port: GUEST_PORT }],
+            guest_forwards: vec![GuestForward { guest_port: GUEST_PORT, host_port: self.server.port() }],
+        }
+    }
+
+    /// The guest's script; `on_core_2` runs a program on core 2 (Reef's `on 2 `, Linux's
+    /// `taskset 4 `). The file is made and hashed, `httpd` started, the marker printed; once
+    /// the host has fetched the file it types a line, and the guest fetches the host's file
+    /// through the guest forward, then tries the same server through the gateway, which
+    /// without `restrict=on` would be the host's loopback, and must fail.
+    fn script(&self, on_core_2: &str) -> String {
+        format!(
+            "set -e; mkdir -p {GUEST_DIRECTORY}; seq {GUEST_FILE_FIRST} {last} > {GUEST_DIRECTORY}{GUEST_FILE}; \
+             wc -c {GUEST_DIRECTORY}{GUEST_FILE}; sha256sum {GUEST_DIRECTORY}{GUEST_FILE}; \
+             {on_core_2}httpd -f -p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-$((1))-ready; read go; \
+             wget -q -O {FETCHED_IN_GUEST} http://{address}{HOST_FILE}; sha256sum {FETCHED_IN_GUEST}; \
+             if timeout {RESTRICTED_WAIT_SECONDS} wget -q -O /tmp/leak http://{gateway}:{server}{HOST_FILE}; \
+             then echo the gateway leads to the host; else echo net-$((3))-restricted-$?; fi; \
+             kill $!; echo net-$((2))-done",
+            last = GUEST_FILE_FIRST + GUEST_FILE_LINES - 1,
+            address = net::GUEST_FORWARD_ADDRESS,
+            gateway = net::GATEWAY,
+            server = self.server.port(),
+        )
+    }
+
+    /// `machine` with the card, the host's fetch at the marker and the line typed after it.
+    fn equip(&self, machine: &mut Machine) {
+        machine.network = Some(self.network());
+        machine.host_actions = vec![(
+            READY.into(),
+            HostAction::Fetch { port: self.host_port, path: GUEST_FILE.into(), save_to: self.fetched.clone() },
+        )];
+        machine.typed = vec![(READY.into(), "go\n".into())];
+    }
+
+    /// The verdict: the guest hashed the file the host expects, the host fetched those bytes
+    /// through the forward, and the guest's `wget` got the host's file whole.
+    fn check(&self, serial: &str) -> Result<(), String> {
+        let guest_digest = hex_digest(&guest_file_bytes());
+        let host_digest = hex_digest(&host_file_bytes());
+        let outcome = printed_in_order(
+            serial,
+            &[
+                &format!("{} {GUEST_DIRECTORY}{GUEST_FILE}", 1 << 20),
+                &format!("{guest_digest}  {GUEST_DIRECTORY}{GUEST_FILE}"),
+                READY,
+                &format!("{host_digest}  {FETCHED_IN_GUEST}"),
+                RESTRICTED,
+                DONE,
+            ],
+        );
+        let fetched = std::fs::read(&self.fetched)
+            .map_err(|e| format!("the host's fetch through the forward left no {}: {e}", self.fetched.display()));
+        let served = self.server.served();
+        let said = |why: String| format!("{why} (the host's server answered: {served:?})");
+        outcome.map_err(said)?;
+        let status = serial.lines().find_map(|line| line.trim().strip_prefix(RESTRICTED)).unwrap_or_default();
+        if !RESTRICTED_STATUSES.contains(&status) {
+            return Err(format!(
+                "the guest's wget past the forwards ended with status {status}, not refused (1) or timed out (143)"
+            ));
+        }
+        let fetched = fetched.map_err(said)?;
+        if hex_digest(&fetched) != guest_digest {
+            return Err(format!(
+                "the host fetched {} bytes through 127.0.0.1:{} whose sha256 is {}, not the guest's {guest_digest}",
+                fetched.len(),
+                self.host_port,
+                hex_digest(&fetched)
+            ));
+        }
+        if !served.iter().any(|request| request.path == HOST_FILE && request.status == 200) {
+            return Err(said(format!("the guest's wget of {HOST_FILE} never reached the host's server")));
+        }
+        Ok(())
+    }
+}
+
+/// The run on Reef, deferred so that the host's server starts only when its turn comes (QEMU
+/// connects to it at its start, and the server's lifetime is the run's); listed only when
+/// Reef has a network driver or `REEF_NET_TESTS=1` asks for it, else skipped with a line.
+pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + 'static) -> Vec<Deferred> {
+    if !super::is_selected(NAME) {
+        return Vec::new();
+    }
+    if !REEF_HAS_NETWORK_DRIVER && std::env::var("REEF_NET_TESTS").as_deref() != Ok("1") {
+        println!(
+            "SKIP {NAME}: Reef has no virtio-net driver yet (REEF_NET_TESTS=1 runs it; \
+             xtask/src/test/catalogue/network.rs)"
+        );
+        return Vec::new();
+    }
+    vec![Box::new(move || {
+        let scenario = match Scenario::start(TIMEOUT + Duration::from_secs(30)) {
+            Ok(scenario) => scenario,
+            Err(why) => return vec![super::unprepared(NAME.into(), &why, &machine)],
+        };
+        let mut m = machine(CORES, &exec(&scenario.script("on 2 ")));
+        m.timeout = TIMEOUT;
+        scenario.equip(&mut m);
+        vec![Integration {
+            name: NAME.into(),
+            machine: m,
+            expected_status: 0,
+            check: Box::new(move |serial| scenario.check(serial)),
+        }]
+    })]
+}
+
+/// `cargo xtask peer net [--accel kvm|tcg]`: the scenario in the Linux guest (Debian's kernel
+/// with its virtio-mmio and virtio-net modules, 10.0.2.15/24 by busybox `ip`), judged as
+/// Reef's run is.
+pub fn peer(arguments: &[String]) -> Result<u8, String> {
+    let mut accel = Accel::detect();
+    match arguments {
+        [] => {}
+        [flag, value] if flag == "--accel" => accel = Accel::parse(value)?,
+        _ => return Err("peer net takes only --accel kvm|tcg".into()),
+    }
+    let (modules, names) = linux_guest::network_modules()?;
+    let mut lines = linux_guest::load_modules(&names);
+    lines.extend(linux_guest::configure_network());
+    // In a subshell: `set -e` ends it, not `/init`, which must still say it is done.
+    let scenario = Scenario::start(TIMEOUT + Duration::from_secs(30))?;
+    lines.push(format!("( {} )", scenario.script("taskset 4 ")));
+    let mut machine = Machine::new(CORES);
+    machine.accel = accel;
+    machine.timeout = TIMEOUT;
+    machine.kernel_args = linux_guest::LINUX_KERNEL_ARGUMENTS.into();
+    scenario.equip(&mut machine);
+    let started = Instant::now();
+    let serial = linux_guest::run_program_with_host_steps(&machine, &[], &modules, &lines.join("\n"))?;
+    let log = scenario.fetched.with_file_name("peer-net.log");
+    std::fs::write(&log, &serial).map_err(|e| format!("writing {}: {e}", log.display()))?;
+    eprintln!("xtask: the Linux guest's serial log is in {}", log.display());
+    match scenario.check(&serial) {
+        Ok(()) => {
+            println!("PASS {NAME} on the Linux guest ({:.1} s)", started.elapsed().as_secs_f64());
+            Ok(0)
+        }
+        Err(why) => {
+            println!("FAIL {NAME} on the Linux guest: {why}\n----- serial log -----\n{serial}----------------------");
+            Ok(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guest_file_is_one_mebibyte_of_known_lines() {
+        let bytes = guest_file_bytes();
+        assert_eq!(bytes.len(), 1 << 20);
+        assert!(bytes.starts_with(b"1000000\n1000001\n"));
+        assert!(bytes.ends_with(b"1131071\n"));
+        assert_eq!(host_file_bytes().len(), 1 << 20);
+    }
+
+    /// The script fits Reef's kernel command line and holds neither marker, which its output
+    /// alone must show.
+    #[test]
+    fn the_script_fits_the_command_line_and_holds_no_marker() {
+        let scenario = Scenario::start(Duration::from_secs(1)).unwrap();
+        let script = scenario.script("on 2 ");
+        exec(&script);
+        assert!(![READY, RESTRICTED, DONE].iter().any(|marker| script.contains(marker)), "{script}");
+        assert!(script.contains("seq 1000000 1131071 > /tmp/www/big"), "{script}");
+        assert!(script.contains("wget -q -O /tmp/fetched http://10.0.2.100/served"), "{script}");
+    }
+}
