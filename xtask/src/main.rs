@@ -137,6 +137,11 @@ cargo xtask <command>
         CPython's regression tests of the suite's cpython run in the Linux guest (the Debian
         tree over 9P, about thirteen minutes under TCG); writes xtask/cpython/linux-guest-verdicts.txt,
         the reference the suite compares Reef with
+  peer net [--accel kvm|tcg]
+        the network test net-httpd-forward in the Linux guest (4 CPUs, virtio-net, 10.0.2.15/24):
+        busybox httpd's 1 MiB file fetched by the host through --forward, 1 MiB of a host server
+        fetched by the guest's wget through guestfwd, both by sha256, and the gateway closed by
+        restrict=on; writes the serial log to target/test-net/peer-net.log
   peer proc [--accel kvm|tcg]
         procbench in the Linux guest alone, printed
   peer syscall [--accel kvm|tcg] [--quick]

@@ -246,7 +246,7 @@ pub fn get(port: u16, path: &str, timeout: Duration) -> Result<Response, String>
         };
         if Instant::now() + Duration::from_millis(100) >= deadline {
             return Err(format!(
-                "GET http://127.0.0.1:{port}{path}: no answer within {:.0} s ({attempts} attempts; the last: {last_error})",
+                "GET http://127.0.0.1:{port}{path}: no answer within {:.0} s (attempts: {attempts}; the last: {last_error})",
                 timeout.as_secs_f64()
             ));
         }
