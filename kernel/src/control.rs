@@ -206,8 +206,10 @@ pub fn write_reef_view(view: vfs::ReefView, out: &mut dyn Write) {
         vfs::ReefView::Mem => View::Mem,
         vfs::ReefView::Msg => View::Msg,
         vfs::ReefView::Syscalls => View::Syscalls,
-        // `files` and `devices` are the file service's own; it never asks for them.
-        vfs::ReefView::Processes | vfs::ReefView::Files | vfs::ReefView::Devices => View::Processes,
+        // `files`, `devices` and `net` are the file service's own; it never asks for them.
+        vfs::ReefView::Processes | vfs::ReefView::Files | vfs::ReefView::Devices | vfs::ReefView::Net => {
+            View::Processes
+        }
     };
     self::view(view, out);
 }

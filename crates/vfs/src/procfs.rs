@@ -64,6 +64,9 @@ pub enum ReefView {
     /// `devices`: the I/O APICs and the devices the owning instance found, with their
     /// interrupts and, for a 9P share, its tag and mount point.
     Devices,
+    /// `net`: the network stack (its interface, frames, interrupts and frames per interrupt,
+    /// connections), written by the file service that runs it.
+    Net,
 }
 
 /// Where `/proc` gets its process list and its files' text: the kernel implements it.
@@ -135,7 +138,7 @@ const TOP_FILES: [(&[u8], ProcFile, u64); 5] = [
 ];
 
 /// The files of `/proc/reef` and their codes, in listing order.
-const REEF_FILES: [(&[u8], ReefView, u64); 7] = [
+const REEF_FILES: [(&[u8], ReefView, u64); 8] = [
     (b"cores", ReefView::Cores, 8),
     (b"msg", ReefView::Msg, 9),
     (b"mem", ReefView::Mem, 10),
@@ -143,6 +146,7 @@ const REEF_FILES: [(&[u8], ReefView, u64); 7] = [
     (b"processes", ReefView::Processes, 12),
     (b"files", ReefView::Files, 13),
     (b"devices", ReefView::Devices, 15),
+    (b"net", ReefView::Net, 20),
 ];
 
 /// The files of `/proc/net` and their codes, in listing order.
@@ -426,6 +430,7 @@ mod tests {
             ReefView::Processes,
             ReefView::Files,
             ReefView::Devices,
+            ReefView::Net,
         ];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));
         nodes.extend([NetView::Tcp, NetView::Udp, NetView::Dev].map(|view| ProcNode::File(ProcFile::Net(view))));

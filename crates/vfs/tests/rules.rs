@@ -591,7 +591,7 @@ fn listings_have_kinds_and_the_inodes_stat_gives() {
     );
     assert_eq!(
         fixture.listing(fixture.resolve("/proc/reef").unwrap()).unwrap(),
-        [".", "..", "cores", "msg", "mem", "syscalls", "processes", "files", "devices"]
+        [".", "..", "cores", "msg", "mem", "syscalls", "processes", "files", "devices", "net"]
     );
     let motd = fixture.resolve("/etc/motd").unwrap();
     assert_eq!(fixture.vfs.read_directory(motd, 0), Err(ENOTDIR));

@@ -3,13 +3,14 @@
 //!
 //! At boot the owner probes every transport of microvm's window (`platform::virtio`), skips the
 //! empty ones, logs a line per device it found, starts a driver for the kinds Reef drives (9P
-//! shares, [`ninep`]) and routes each device's GSI to its own local APIC on a vector of its
+//! shares, [`ninep`]; the network device, [`net`]) and routes each device's GSI to its own local APIC on a vector of its
 //! own. Other instances reach a device's service by messages (the file service for 9P), never
 //! the device. `docs/devices.md` says how another instance would own one and what an
 //! interrupt costs. No `unsafe`: the transports, DMA pages and queues are the base's
 //! (`base::virtio`).
 #![deny(unsafe_code)]
 
+pub mod net;
 pub mod ninep;
 
 use crate::arch::apic;
@@ -60,6 +61,7 @@ pub fn on_interrupt(frame: &mut InterruptFrame) {
         frame.vector.checked_sub(u64::from(VECTOR_DEVICE_BASE)).and_then(|s| INTERRUPTS.get(s as usize))
     {
         count.fetch_add(1, Ordering::Relaxed);
+        net::on_interrupt((frame.vector - u64::from(VECTOR_DEVICE_BASE)) as usize);
     }
     apic::local().end_of_interrupt();
 }
@@ -104,6 +106,7 @@ pub fn probe_all() {
         // The driver first (the device is reset and set up), then its interrupt.
         match device.kind {
             DeviceType::_9P => ninep::start(slot, transport, &mut device.detail),
+            DeviceType::Network => net::start(slot, transport, &mut device.detail),
             _ => {
                 let _ = write!(device.detail, "no driver in Reef");
                 // Dropping the transport resets the device and gives the slot back.

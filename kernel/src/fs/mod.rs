@@ -56,12 +56,14 @@ pub fn serves_files_here() -> bool {
     crate::core::shared::this_core() as usize == service::SERVICE_CORE
 }
 
-/// Work at safe points (idle, return to user): releases dropped handles left, console input.
+/// Work at safe points (idle, return to user): releases dropped handles left, console input,
+/// the network stack.
 pub fn at_safe_point() {
     client::flush_releases();
     proc::flush_reports();
     service::handle_inbox();
     service::poll_console();
+    service::poll_network();
 }
 
 /// The initramfs, if QEMU was given one (read as an archive at the first call).

@@ -74,7 +74,7 @@ impl Service {
             }
             Request::SocketListen { handle, backlog } => self.socket_listen(*handle, *backlog),
             Request::SocketConnect { handle, at, family, name } => {
-                self.socket_connect(pid, *handle, *at, *family, name)
+                self.socket_connect(pid, *handle, *at, *family, name, done)
             }
             Request::SocketAccept { handle, flags } => self.socket_accept(*handle, *flags),
             Request::SocketShutdown { handle, how } => self.socket_shutdown(*handle, *how),

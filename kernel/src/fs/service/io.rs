@@ -141,7 +141,7 @@ impl Service {
                 }
                 let outcome = self.write_pipe(send, data, done, nonblocking)?;
                 if let Outcome::Done(reply) = &outcome {
-                    if reply.result > 0 && self.is_tcp(id) {
+                    if reply.result > 0 && self.is_loopback_tcp(id) {
                         self.count_loopback(reply.result as usize);
                     }
                 }

@@ -31,6 +31,7 @@ mod sockets;
 mod transport;
 
 pub use console::{note_console_input, poll_console, register_signal_group};
+pub use sockets::poll_network;
 pub use request::{events, flags, Request};
 pub use transport::{handle_inbox, Reply};
 
@@ -116,6 +117,8 @@ struct Service {
     sockets: BTreeMap<u64, sockets::Socket>,
     next_socket: u64,
     socket_names: sockets::Names,
+    /// The network stack, when the machine has a network device.
+    net: Option<sockets::Stack>,
     terminal: Terminal,
     /// Moves when the terminal's input does (what an edge-triggered `epoll` looks at).
     terminal_generation: u64,
@@ -152,6 +155,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         sockets: BTreeMap::new(),
         next_socket: 1,
         socket_names: sockets::Names::default(),
+        net: sockets::Stack::start(),
         terminal: Terminal::new(),
         terminal_generation: 0,
         changed: false,
@@ -236,6 +240,10 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
         if let Ok(Request::Cancel { request_id }) = decoded {
             service.cancel(client, request_id, &mut later);
         }
+        if service.changed && service.net.as_ref().is_some_and(sockets::Stack::busy) {
+            // Bytes a process wrote to a connection, or read from one (room for more).
+            service.run_network();
+        }
         service.retry_parked(&mut later);
         now
     };
@@ -263,10 +271,11 @@ fn carry_out(request_id: u64, request: SysRequest, length: u64, source: &dyn Sys
     }
 }
 
-/// Whether the service has work that came outside a message look: requests in its inbox, or
-/// console input. A kernel core, which takes no tick, looks before it halts.
+/// Whether the service has work that came outside a message look: requests in its inbox,
+/// console input, frames or a timer of the network stack. A kernel core, which takes no tick, looks before it halts.
 pub fn has_work() -> bool {
-    super::serves_files_here() && (transport::inbox_waiting() || console::input_waiting())
+    super::serves_files_here()
+        && (transport::inbox_waiting() || console::input_waiting() || sockets::network_has_work())
 }
 
 /// The service's counts.

@@ -237,6 +237,9 @@ impl Service {
                 let text = if let vfs::ProcFile::Net(view) = file {
                     // The sockets are the service's own: written here.
                     self.net_text(view).into_bytes()
+                } else if file == vfs::ProcFile::Reef(vfs::ReefView::Net) {
+                    // So is the network stack.
+                    self.network_text().into_bytes()
                 } else {
                     // The counts `/proc` shows are the service's own, taken now, while it
                     // holds the lock the text's maker cannot take again.

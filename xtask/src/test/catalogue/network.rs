@@ -1,10 +1,9 @@
 //! The network card: busybox `httpd` in the guest fetched by the host through `--forward`, and
 //! the host's file server fetched by the guest's `wget` through `--guest-forward`.
 //!
-//! The same scenario runs on Reef (`net-httpd-forward`, waiting for Reef's virtio-net driver:
-//! see [`REEF_HAS_NETWORK_DRIVER`]) and on the Linux guest (`cargo xtask peer net`), which
-//! proves the host's half (QEMU's flags, the forwards, the fetch, the file server) before
-//! Reef's half exists, and later says the two guests pass the same test.
+//! The same scenario runs on Reef (`net-httpd-forward`) and on the Linux guest (`cargo xtask
+//! peer net`), which proves the host's half (QEMU's flags, the forwards, the fetch, the file
+//! server) apart from Reef's, and says the two guests pass the same test.
 
 use super::{exec, Deferred};
 use crate::linux_guest;
@@ -20,12 +19,6 @@ use std::time::{Duration, Instant};
 
 /// The run's name in the suite.
 const NAME: &str = "net-httpd-forward";
-
-/// Whether Reef's kernel drives a virtio-net card yet. While it does not, the suite skips
-/// [`NAME`] with a line saying so; `REEF_NET_TESTS=1` runs it anyway (the driver's author
-/// trying it: `REEF_NET_TESTS=1 cargo xtask test --only net-httpd`). Set to `true` when the
-/// driver and the smoltcp stack land, and the run joins the suite.
-const REEF_HAS_NETWORK_DRIVER: bool = false;
 
 /// The guest's web server port, which `--forward` reaches.
 const GUEST_PORT: u16 = 80;
@@ -186,17 +179,9 @@ impl Scenario {
 }
 
 /// The run on Reef, deferred so that the host's server starts only when its turn comes (QEMU
-/// connects to it at its start, and the server's lifetime is the run's); listed only when
-/// Reef has a network driver or `REEF_NET_TESTS=1` asks for it, else skipped with a line.
+/// connects to it at its start, and the server's lifetime is the run's).
 pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + 'static) -> Vec<Deferred> {
     if !super::is_selected(NAME) {
-        return Vec::new();
-    }
-    if !REEF_HAS_NETWORK_DRIVER && std::env::var("REEF_NET_TESTS").as_deref() != Ok("1") {
-        println!(
-            "SKIP {NAME}: Reef has no virtio-net driver yet (REEF_NET_TESTS=1 runs it; \
-             xtask/src/test/catalogue/network.rs)"
-        );
         return Vec::new();
     }
     vec![Box::new(move || {

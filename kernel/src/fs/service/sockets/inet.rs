@@ -4,8 +4,9 @@
 //! carries TCP segments; what a program sees, a reliable ordered byte stream with end of
 //! file, `EPIPE` and `ECONNREFUSED`, is the same). UDP: each socket keeps the datagrams sent
 //! to its port, with their senders, up to its buffer's size; one that does not fit is dropped,
-//! as UDP drops it. The network device and its stack (issue 30, smoltcp) will carry both to
-//! other machines.
+//! as UDP drops it. Addresses beyond this machine go through the network stack
+//! ([`super::stack`]), when the machine has a network device; the interface's own address is
+//! this machine's, as the loopback is.
 //!
 //! A socket's name is the six bytes of its address and port in network order, as in a
 //! `sockaddr_in`. A table per protocol holds the ports in use: a listener's, a bound socket's
@@ -81,12 +82,12 @@ impl Service {
         Err(errno::EADDRINUSE)
     }
 
-    /// `bind` of inet socket `id` to `name`: a loopback address or any (`0.0.0.0`), a port
-    /// (0: an ephemeral one). Another address of this machine's does not exist yet
-    /// (`EADDRNOTAVAIL`).
+    /// `bind` of inet socket `id` to `name`: an address of this machine's (the loopback, the
+    /// interface's) or any (`0.0.0.0`), a port (0: an ephemeral one). Another address is
+    /// `EADDRNOTAVAIL`.
     pub(super) fn inet_bind(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
         let mut endpoint = Endpoint::decode(name)?;
-        if !endpoint.is_any() && !endpoint.is_loopback() {
+        if !self.is_local(endpoint.address) {
             return Err(errno::EADDRNOTAVAIL);
         }
         if endpoint.port == 0 {
@@ -98,7 +99,24 @@ impl Service {
         if let Some(socket) = self.sockets.get_mut(&id) {
             socket.name = Some(endpoint.encode());
         }
+        if self.is_udp(id) && !endpoint.is_loopback() {
+            // Bound where the network reaches: it hears datagrams from there too.
+            self.network_udp_bind(id, endpoint.port);
+        }
         Ok(())
+    }
+
+    /// The name of bound inet socket `id`.
+    pub(super) fn inet_name(&self, id: u64) -> Result<Endpoint, Errno> {
+        let name = self.sockets.get(&id).and_then(|socket| socket.name.as_deref()).ok_or(errno::EINVAL)?;
+        Endpoint::decode(name)
+    }
+
+    /// Where `name` is when it is beyond this machine and the network stack reaches it;
+    /// `None` for an address of this machine; `ENETUNREACH` without a network device.
+    pub(super) fn beyond_this_machine(&self, name: &[u8]) -> Result<Option<Endpoint>, Errno> {
+        let target = self.reachable(name)?;
+        Ok((!self.is_local(target.address)).then_some(target))
     }
 
     /// Binds inet socket `id` to an ephemeral port of any address if it has no name yet (what
@@ -118,7 +136,7 @@ impl Service {
     /// address or at that one. `ECONNREFUSED` without one (Linux's reset); `ENETUNREACH` for an
     /// address beyond this machine (no network device yet).
     pub(super) fn inet_listener(&self, name: &[u8]) -> Result<(u64, Endpoint), Errno> {
-        let target = Self::reachable(name)?;
+        let target = self.reachable(name)?;
         let id = self.socket_names.ports.get(&target.port).copied().ok_or(errno::ECONNREFUSED)?;
         let socket = self.sockets.get(&id).ok_or(errno::ECONNREFUSED)?;
         let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;
@@ -141,14 +159,15 @@ impl Service {
         }
     }
 
-    /// Where a datagram or a connection to `name` goes: a loopback address (Linux takes
-    /// `0.0.0.0` for this machine), or `ENETUNREACH`.
-    fn reachable(name: &[u8]) -> Result<Endpoint, Errno> {
+    /// Where a datagram or a connection to `name` goes: an address of this machine (Linux
+    /// takes `0.0.0.0` for the loopback), or one the network stack reaches; `ENETUNREACH`
+    /// beyond this machine without a network device.
+    fn reachable(&self, name: &[u8]) -> Result<Endpoint, Errno> {
         let mut target = Endpoint::decode(name)?;
         if target.is_any() {
             target.address = LOOPBACK;
         }
-        if !target.is_loopback() {
+        if !self.is_local(target.address) && self.net.is_none() {
             return Err(errno::ENETUNREACH);
         }
         Ok(target)
@@ -168,12 +187,18 @@ impl Service {
                  colls carrier compressed\n",
             );
             // Linux's `dev_seq_printf_stats`: receive, then transmit (the loopback's are one).
-            let _ = writeln!(
-                text,
-                "{:>6}:{bytes:>8} {packets:>7} {:>4} {:>4} {:>4} {:>5} {:>10} {:>9} {bytes:>8} {packets:>7} {:>4} {:>4} \
-                 {:>4} {:>5} {:>7} {:>10}",
-                "lo", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-            );
+            let mut interfaces = alloc::vec![("lo", [bytes, packets, bytes, packets])];
+            if let Some(net) = &self.net {
+                interfaces.push(("eth0", net.device_counts()));
+            }
+            for (name, [received_bytes, received, sent_bytes, sent]) in interfaces {
+                let _ = writeln!(
+                    text,
+                    "{name:>6}:{received_bytes:>8} {received:>7} {:>4} {:>4} {:>4} {:>5} {:>10} {:>9} {sent_bytes:>8} \
+                     {sent:>7} {:>4} {:>4} {:>4} {:>5} {:>7} {:>10}",
+                    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+                );
+            }
             return text;
         }
         let udp = view == vfs::NetView::Udp;
@@ -198,8 +223,10 @@ impl Service {
                 _ if udp => (if socket.remote.is_some() { 1 } else { 7 }, socket.remote, 0, socket.queued),
                 State::Listening { pending, .. } => (0x0a, None, 0, pending.len()),
                 State::Connected { receive, send, peer } => {
-                    (1, self.sockets.get(peer).and_then(name_of), queued(send), queued(receive))
+                    (1, self.sockets.get(peer).and_then(name_of).or(socket.remote), queued(send), queued(receive))
                 }
+                // `SYN_SENT`.
+                State::Connecting => (2, socket.remote, 0, 0),
                 State::Unconnected => (7, None, 0, 0),
             };
             let _ = write!(
@@ -217,7 +244,7 @@ impl Service {
 
     /// `connect` of UDP socket `id`: its sends go to `name` and it hears only from there.
     pub(super) fn udp_connect(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
-        let target = Self::reachable(name)?;
+        let target = self.reachable(name)?;
         self.inet_autobind(id, [0; 4])?;
         if let Some(socket) = self.sockets.get_mut(&id) {
             socket.remote = Some(target);
@@ -261,12 +288,16 @@ impl Service {
             return Err(errno::EMSGSIZE);
         }
         let target = match name {
-            Some(name) => Self::reachable(name)?,
+            Some(name) => self.reachable(name)?,
             None => self.sockets.get(&id).and_then(|socket| socket.remote).ok_or(errno::EDESTADDRREQ)?,
         };
         self.inet_autobind(id, [0; 4])?;
-        let port = self.sockets.get(&id).and_then(|socket| socket.name.as_deref()).map(Endpoint::decode).transpose()?;
-        let source = Endpoint { address: LOOPBACK, port: port.map_or(0, |endpoint| endpoint.port) };
+        let port = self.inet_name(id)?.port;
+        if !self.is_local(target.address) {
+            self.network_send_datagram(id, port, target, data)?;
+            return Ok(Outcome::Done(Reply::value(0, data.len() as u64)));
+        }
+        let source = Endpoint { address: LOOPBACK, port };
         self.count_loopback(data.len());
         let receiver = self.socket_names.udp_ports.get(&target.port).copied();
         if let Some(socket) = receiver.and_then(|receiver| self.sockets.get_mut(&receiver)) {

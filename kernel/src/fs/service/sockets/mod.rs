@@ -12,9 +12,14 @@
 //! a `connect` to a name whose socket is gone is `ECONNREFUSED`, `unlink` removes it.
 //!
 //! `AF_INET` TCP sockets over the loopback are the same pairs with ports for names, UDP
-//! sockets queues of datagrams ([`inet`]).
+//! sockets queues of datagrams ([`inet`]); beyond this machine, the network stack
+//! ([`stack`]) is at the far end of a connection's pipes.
 
 mod inet;
+mod stack;
+
+pub use stack::poll_network;
+pub(super) use stack::{has_work as network_has_work, Stack};
 
 use super::open_files::{Object, OpenFile};
 use super::pipes::Pipe;
@@ -51,7 +56,10 @@ enum State {
         backlog: usize,
         pending: VecDeque<u64>,
     },
-    /// Reads `receive`, writes `send` (pipe ids); `peer` is the other end's socket.
+    /// A TCP connection to another machine being made (the network stack's `SYN` sent).
+    Connecting,
+    /// Reads `receive`, writes `send` (pipe ids); `peer` is the other end's socket (0: a
+    /// connection through the network stack, whose far end is `remote`).
     Connected {
         receive: u64,
         send: u64,
@@ -88,8 +96,11 @@ pub(super) struct Socket {
     /// A UDP socket's datagrams not yet read, with their senders, and their bytes in all.
     datagrams: VecDeque<(inet::Endpoint, Vec<u8>)>,
     queued: usize,
-    /// The peer a UDP socket's `connect` named: where its sends go, whom it hears.
+    /// The peer a UDP socket's `connect` named: where its sends go, whom it hears; a TCP
+    /// connection's through the network stack.
     remote: Option<inet::Endpoint>,
+    /// Why a connection through the network stack failed, for `SO_ERROR` (read once).
+    error: Option<Errno>,
 }
 
 impl Socket {
@@ -108,6 +119,7 @@ impl Socket {
             datagrams: VecDeque::new(),
             queued: 0,
             remote: None,
+            error: None,
         }
     }
 }
@@ -168,15 +180,7 @@ impl Service {
 
     /// Two sockets connected to each other, as `connect` makes them.
     fn connect_pair(&mut self, first: u64, second: u64) {
-        let mut pipe = || {
-            let id = self.next_pipe;
-            self.next_pipe += 1;
-            let mut state = Pipe::new(None);
-            state.add_ends(true, true);
-            self.pipes.insert(id, state);
-            id
-        };
-        let (one_way, other_way) = (pipe(), pipe());
+        let (one_way, other_way) = self.connected_pipes();
         if let Some(socket) = self.sockets.get_mut(&first) {
             socket.state = State::Connected { receive: other_way, send: one_way, peer: second };
         }
@@ -275,6 +279,10 @@ impl Service {
             // asks for a name first.
             State::Unconnected if socket.name.is_none() => return Err(errno::EINVAL),
             State::Unconnected => socket.state = State::Listening { backlog, pending: VecDeque::new() },
+            State::Connecting => return Err(errno::EINVAL),
+        }
+        if self.sockets.get(&id).is_some_and(|socket| socket.family == INET) {
+            self.network_listen(id);
         }
         Ok(Outcome::Done(Reply::value(0, 0)))
     }
@@ -299,6 +307,9 @@ impl Service {
 
     /// `connect(handle, name)` to an address of `family`: the server's end is made now and
     /// queued for its `accept`; a full queue makes the caller wait (`EAGAIN` if it does not).
+    /// A TCP connection to another machine goes through the network stack: the caller waits
+    /// until it is made or refused (`done` is 1 when it tries again), or is told
+    /// `EINPROGRESS` if it does not wait.
     pub(super) fn socket_connect(
         &mut self,
         pid: u32,
@@ -306,6 +317,7 @@ impl Service {
         at: At,
         family: u16,
         name: &[u8],
+        done: u64,
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let family = self.family_of(id, family)?;
@@ -313,10 +325,25 @@ impl Service {
             self.udp_connect(id, name)?;
             return Ok(Outcome::Done(Reply::value(0, 0)));
         }
-        match self.sockets.get(&id).map(|socket| &socket.state) {
-            Some(State::Connected { .. }) => return Err(errno::EISCONN),
-            Some(State::Listening { .. }) => return Err(errno::EINVAL),
-            _ => {}
+        let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
+        match &socket.state {
+            // A connection through the network stack, waited for.
+            State::Connecting if done == 1 => return Ok(Outcome::Park(1)),
+            State::Connected { .. } if done == 1 => return Ok(Outcome::Done(Reply::value(0, 0))),
+            State::Unconnected if done == 1 => return Err(socket.error.take().unwrap_or(errno::ECONNREFUSED)),
+            State::Connecting => return Err(errno::EALREADY),
+            State::Connected { .. } => return Err(errno::EISCONN),
+            State::Listening { .. } => return Err(errno::EINVAL),
+            State::Unconnected => {}
+        }
+        if family == INET {
+            if let Some(remote) = self.beyond_this_machine(name)? {
+                self.inet_autobind(id, stack::ADDRESS)?;
+                let local = self.inet_name(id)?;
+                self.network_connect(id, local, remote)?;
+                return if nonblocking { Err(errno::EINPROGRESS) } else { Ok(Outcome::Park(1)) };
+            }
         }
         let (listener, reached) = if family == INET {
             let (listener, target) = self.inet_listener(name)?;
@@ -334,7 +361,6 @@ impl Service {
             _ => return Err(errno::ECONNREFUSED),
         };
         if full {
-            let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
             return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
         }
         if reached.is_some() {
@@ -414,7 +440,7 @@ impl Service {
     pub(super) fn socket_name(&self, handle: u64, peer: bool) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
-        let named = if peer && self.is_udp(id) {
+        let named = if peer && (self.is_udp(id) || socket.remote.is_some()) {
             Some(socket.remote.ok_or(errno::ENOTCONN)?.encode())
         } else if peer {
             let State::Connected { peer, .. } = socket.state else { return Err(errno::ENOTCONN) };
@@ -427,7 +453,7 @@ impl Service {
     }
 
     /// `getsockopt(SOL_SOCKET, option)` of the options a unix stream socket has: its value.
-    pub(super) fn socket_option(&self, handle: u64, option: u64) -> Result<Outcome, Errno> {
+    pub(super) fn socket_option(&mut self, handle: u64, option: u64) -> Result<Outcome, Errno> {
         const SO_TYPE: u64 = 3;
         const SO_ERROR: u64 = 4;
         const SO_SNDBUF: u64 = 7;
@@ -437,10 +463,10 @@ impl Service {
         const SO_PROTOCOL: u64 = 38;
         const SO_DOMAIN: u64 = 39;
         let id = self.socket_of(handle)?;
-        let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
+        let socket = self.sockets.get_mut(&id).ok_or(errno::EBADF)?;
         let value = match option {
             SO_TYPE => socket.kind,
-            SO_ERROR => 0,
+            SO_ERROR => u64::from(socket.error.take().unwrap_or(0)),
             SO_SNDBUF | SO_RCVBUF => BUFFER_SIZE,
             SO_ACCEPTCONN => u64::from(matches!(socket.state, State::Listening { .. })),
             SO_DOMAIN => u64::from(socket.family),
@@ -469,9 +495,12 @@ impl Service {
         }
     }
 
-    /// Whether socket `id` is a TCP socket.
-    pub(super) fn is_tcp(&self, id: u64) -> bool {
-        self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.kind == STREAM)
+    /// Whether socket `id` is a TCP connection over the loopback (the network stack counts
+    /// its own).
+    pub(super) fn is_loopback_tcp(&self, id: u64) -> bool {
+        self.sockets.get(&id).is_some_and(|socket| {
+            socket.family == INET && socket.kind == STREAM && matches!(socket.state, State::Connected { peer, .. } if peer != 0)
+        })
     }
 
     /// Counts `bytes` sent over the loopback as one packet (a datagram, or a write to a TCP
@@ -561,7 +590,9 @@ impl Service {
             return events::OUT | if socket.datagrams.is_empty() { 0 } else { events::IN };
         }
         match &socket.state {
+            State::Unconnected if socket.error.is_some() => events::OUT | events::HANG_UP | events::ERROR,
             State::Unconnected => events::OUT | events::HANG_UP,
+            State::Connecting => 0,
             State::Listening { pending, .. } => {
                 if pending.is_empty() {
                     0
@@ -621,6 +652,7 @@ impl Service {
         let Some(socket) = self.sockets.remove(&id) else { return };
         if socket.family == INET {
             self.inet_release(id, &socket);
+            self.network_release(id);
         }
         if let Some(node) = socket.node {
             self.socket_names.by_node.remove(&node);
@@ -645,7 +677,7 @@ impl Service {
                     self.close_socket(handle, queued);
                 }
             }
-            State::Unconnected => {}
+            State::Unconnected | State::Connecting => {}
         }
         self.changed = true;
     }

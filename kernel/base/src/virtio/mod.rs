@@ -19,6 +19,8 @@ use virtio_drivers::queue::VirtQueue;
 use virtio_drivers::transport::mmio::{MmioError, VirtIOHeader};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
+pub mod net;
+
 pub use virtio_drivers::transport::mmio::{MmioTransport, MmioVersion};
 pub use virtio_drivers::transport::{DeviceStatus, DeviceType, InterruptStatus, Transport};
 pub use virtio_drivers::Error;
@@ -177,7 +179,7 @@ struct InFlight {
 }
 
 /// Contiguous zeroed pages of this instance for one direction of a request, freed on drop.
-struct BouncePages {
+pub(crate) struct BouncePages {
     physical: PhysAddr,
     pointer: NonNull<u8>,
     pages: usize,
@@ -189,7 +191,7 @@ struct BouncePages {
 unsafe impl Send for BouncePages {}
 
 impl BouncePages {
-    fn new(pages: usize) -> Result<Self, QueueError> {
+    pub(crate) fn new(pages: usize) -> Result<Self, QueueError> {
         let (physical, pointer) = ReefHal::dma_alloc(pages, BufferDirection::Both);
         if physical == 0 {
             return Err(QueueError::Driver(Error::DmaError));
