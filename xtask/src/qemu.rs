@@ -102,6 +102,11 @@ pub enum HostAction {
     /// GETs `path` from the host's 127.0.0.1:`port` (a `--forward` into the guest) and writes
     /// the body to `save_to`; anything but status 200 within [`FETCH_TIMEOUT`] fails the run.
     Fetch { port: u16, path: String, save_to: PathBuf },
+    /// Opens `connections` connections at once to 127.0.0.1:`port` asking for `path`, the
+    /// first `cut` of them reset after the start of their answer ([`net::http::flood`]), and
+    /// writes what they got ([`net::http::Flood::line`]) to `save_to`; never fails the run by
+    /// itself (the test judges the counts).
+    Flood { port: u16, path: String, connections: usize, cut: usize, save_to: PathBuf },
 }
 
 /// How long a [`HostAction::Fetch`] may take, connection retries included: less than
@@ -124,9 +129,15 @@ impl HostAction {
                 }
                 std::fs::write(save_to, &response.body)
             }
+            Self::Flood { port, path, connections, cut, save_to } => {
+                let flood = net::http::flood(*port, path, *connections, *cut, FETCH_TIMEOUT);
+                std::fs::write(save_to, flood.line())
+            }
         }
         .map_err(|e| match self {
-            Self::Fetch { save_to, .. } => format!("host action: writing {}: {e}", save_to.display()),
+            Self::Fetch { save_to, .. } | Self::Flood { save_to, .. } => {
+                format!("host action: writing {}: {e}", save_to.display())
+            }
             _ => format!("host action {self:?}: {e}"),
         })
     }

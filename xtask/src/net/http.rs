@@ -349,6 +349,68 @@ fn attempt(address: SocketAddr, path: &str, deadline: Instant) -> Result<Respons
     Ok(Response { status, body })
 }
 
+/// What [`flood`] got: connections answered whole with status 200, connections that got no
+/// whole answer (refused, reset, cut short), and connections the flood itself cut short.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flood {
+    pub answered: usize,
+    pub unanswered: usize,
+    pub cut: usize,
+}
+
+impl Flood {
+    /// One line a test can write and parse back.
+    pub fn line(self) -> String {
+        format!("answered={} unanswered={} cut={}", self.answered, self.unanswered, self.cut)
+    }
+}
+
+/// Opens `connections` connections to 127.0.0.1:`port` at once, each asking for `path`, all
+/// within `timeout`. The first `cut` read the start of the answer and close with the rest
+/// unread, which makes the host's TCP reset them (RFC 2525 2.17): a peer that resets
+/// mid-transfer. The others read their answer whole, once, with no retry: a flood counts what
+/// the server could take.
+pub fn flood(port: u16, path: &str, connections: usize, cut: usize, timeout: Duration) -> Flood {
+    let address = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let deadline = Instant::now() + timeout;
+    let threads: Vec<_> = (0..connections)
+        .map(|index| {
+            let path = path.to_string();
+            std::thread::spawn(move || {
+                if index < cut {
+                    cut_short(address, &path, deadline);
+                    return (false, true);
+                }
+                let answered = matches!(attempt(address, &path, deadline), Ok(Response { status: 200, .. }));
+                (answered, false)
+            })
+        })
+        .collect();
+    let mut outcome = Flood::default();
+    for thread in threads {
+        match thread.join() {
+            Ok((_, true)) => outcome.cut += 1,
+            Ok((true, _)) => outcome.answered += 1,
+            _ => outcome.unanswered += 1,
+        }
+    }
+    outcome
+}
+
+/// Asks for `path` and closes after the first 4 KiB or so, the rest unread.
+fn cut_short(address: SocketAddr, path: &str, deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, left) else { return };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return;
+    }
+    let _ = stream.set_read_timeout(Some(left));
+    let mut chunk = [0u8; 4096];
+    let _ = stream.read(&mut chunk);
+    // Dropped with unread bytes waiting: the host resets the connection.
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use std::time::Duration;
 pub(crate) type Deferred = Box<dyn FnOnce() -> Vec<Integration>>;
 
 /// The suite's machine of `cores` cores whose kernel command line is `args`.
-fn machine_of(accel: Accel, initrd: &Path) -> impl Fn(usize, &str) -> Machine + 'static {
+fn machine_of(accel: Accel, initrd: &Path) -> impl Fn(usize, &str) -> Machine + Clone + 'static {
     let initrd = initrd.to_path_buf();
     move |cores: usize, args: &str| {
         let mut m = Machine::new(cores);

@@ -180,11 +180,15 @@ impl Scenario {
 
 /// The run on Reef, deferred so that the host's server starts only when its turn comes (QEMU
 /// connects to it at its start, and the server's lifetime is the run's).
-pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + 'static) -> Vec<Deferred> {
-    if !super::is_selected(NAME) {
-        return Vec::new();
+pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + Clone + 'static) -> Vec<Deferred> {
+    let mut runs = Vec::new();
+    if super::is_selected(FLOOD_NAME) {
+        runs.push(flood(machine.clone()));
     }
-    vec![Box::new(move || {
+    if !super::is_selected(NAME) {
+        return runs;
+    }
+    runs.push(Box::new(move || {
         let scenario = match Scenario::start(TIMEOUT + Duration::from_secs(30)) {
             Ok(scenario) => scenario,
             Err(why) => return vec![super::unprepared(NAME.into(), &why, &machine)],
@@ -198,7 +202,115 @@ pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + 'static) -> Ve
             expected_status: 0,
             check: Box::new(move |serial| scenario.check(serial)),
         }]
-    })]
+    }));
+    runs
+}
+
+/// The flood's run in the suite.
+const FLOOD_NAME: &str = "net-flood-and-resets";
+/// Connections the host opens at once, and how many of them it resets mid-answer.
+const FLOOD_CONNECTIONS: usize = 48;
+const FLOOD_CUT: usize = 12;
+/// The flood's file: `seq 1000000 1008191`, 8192 lines, 64 KiB.
+const FLOOD_FILE_LINES: u32 = 8192;
+/// Markers of the flood's guest script (from arithmetic, as [`READY`]).
+const FLOOD_READY: &str = "net-flood-1-ready";
+const FLOOD_DONE: &str = "net-flood-2-done";
+
+/// `net-flood-and-resets`: busybox `httpd` on core 1 serves 64 KiB to 48 connections the
+/// host opens at once through `--forward`, 12 of which the host resets after the first 4 KiB;
+/// more SYNs than the listener takes at once (its backlog) must be refused or answered, never
+/// hang or crash a kernel. Then the host fetches the file once more (the server still answers,
+/// whole), the guest fetches it over the loopback, stops `httpd`, and the stack and the file
+/// service must hold nothing of it: no link, no listening socket, no smoltcp socket, no socket
+/// of the service.
+fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
+    Box::new(move || {
+        let host_port = match net::free_port() {
+            Ok(port) => port,
+            Err(why) => return vec![super::unprepared(FLOOD_NAME.into(), &why, &machine)],
+        };
+        let directory = tools::root().join("target/test-net");
+        let (counts, fetched) = (directory.join("flood-counts"), directory.join("after-flood"));
+        let prepared = std::fs::create_dir_all(&directory).and_then(|()| {
+            [&counts, &fetched].iter().try_for_each(|path| match std::fs::remove_file(path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+                _ => Ok(()),
+            })
+        });
+        if let Err(why) = prepared {
+            return vec![super::unprepared(FLOOD_NAME.into(), &format!("{}: {why}", directory.display()), &machine)];
+        }
+        let script = format!(
+            "set -e; mkdir -p {GUEST_DIRECTORY}; seq {GUEST_FILE_FIRST} {last} > {GUEST_DIRECTORY}{GUEST_FILE}; \
+             on 1 httpd -f -p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-flood-$((1))-ready; read go; \
+             wget -q -O /tmp/loop http://127.0.0.1{GUEST_FILE}; sha256sum /tmp/loop; kill $!; sleep 1; \
+             cat /proc/reef/net /proc/reef/files; echo net-flood-$((2))-done",
+            last = GUEST_FILE_FIRST + FLOOD_FILE_LINES - 1,
+        );
+        let mut m = machine(CORES, &exec(&script));
+        m.timeout = TIMEOUT;
+        m.network =
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+        m.host_actions = vec![
+            (
+                FLOOD_READY.into(),
+                HostAction::Flood {
+                    port: host_port,
+                    path: GUEST_FILE.into(),
+                    connections: FLOOD_CONNECTIONS,
+                    cut: FLOOD_CUT,
+                    save_to: counts.clone(),
+                },
+            ),
+            (
+                FLOOD_READY.into(),
+                HostAction::Fetch { port: host_port, path: GUEST_FILE.into(), save_to: fetched.clone() },
+            ),
+        ];
+        m.typed = vec![(FLOOD_READY.into(), "go\n".into())];
+        vec![Integration {
+            name: FLOOD_NAME.into(),
+            machine: m,
+            expected_status: 0,
+            check: Box::new(move |serial| check_flood(serial, &counts, &fetched)),
+        }]
+    })
+}
+
+/// The flood's verdict (see [`flood`]).
+fn check_flood(serial: &str, counts: &std::path::Path, fetched: &std::path::Path) -> Result<(), String> {
+    let file: String = (GUEST_FILE_FIRST..GUEST_FILE_FIRST + FLOOD_FILE_LINES).map(|n| format!("{n}\n")).collect();
+    let digest = hex_digest(file.as_bytes());
+    printed_in_order(serial, &[FLOOD_READY, &format!("{digest}  /tmp/loop"), FLOOD_DONE])?;
+    let counts = std::fs::read_to_string(counts).map_err(|e| format!("the flood left no counts: {e}"))?;
+    let count = |key: &str| -> Result<usize, String> {
+        counts
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+            .ok_or_else(|| format!("no {key} in the flood's counts `{counts}`"))
+    };
+    let (answered, unanswered, cut) = (count("answered")?, count("unanswered")?, count("cut")?);
+    if cut != FLOOD_CUT || answered + unanswered != FLOOD_CONNECTIONS - FLOOD_CUT || answered == 0 {
+        return Err(format!(
+            "of {FLOOD_CONNECTIONS} connections ({FLOOD_CUT} reset by the host), the flood got {counts}: every \
+             other one must be answered whole or refused, and some answered"
+        ));
+    }
+    let after = std::fs::read(fetched).map_err(|e| format!("the fetch after the flood left nothing: {e}"))?;
+    if hex_digest(&after) != digest {
+        return Err(format!("the fetch after the flood got {} bytes that are not the file", after.len()));
+    }
+    let stack = serial.lines().find(|line| line.trim_start().starts_with("tcp: ")).unwrap_or_default();
+    if !stack.contains("tcp: 0 links, 0 listening sockets, 0 of ") {
+        return Err(format!("after httpd stopped the stack still holds connections: `{}`", stack.trim()));
+    }
+    let files = serial.lines().find(|line| line.contains("open files ")).unwrap_or_default();
+    if !files.contains("sockets 0,") {
+        return Err(format!("after httpd stopped the file service still holds sockets: `{}`", files.trim()));
+    }
+    println!("xtask: {FLOOD_NAME}: {counts}; the stack: {}", stack.trim());
+    Ok(())
 }
 
 /// `cargo xtask peer net [--accel kvm|tcg]`: the scenario in the Linux guest (Debian's kernel

@@ -38,15 +38,20 @@ pub(in crate::fs::service) const ADDRESS: [u8; 4] = [10, 0, 2, 15];
 const PREFIX: u8 = 24;
 const GATEWAY: [u8; 4] = [10, 0, 2, 2];
 /// Bytes each way of a TCP connection's smoltcp buffers (its window).
-const TCP_BUFFER: usize = 64 * 1024;
+const TCP_BUFFER: usize = 32 * 1024;
 /// The most TCP sockets the stack holds at once (links and listening ones): with their
-/// buffers, 128 KiB each, a quarter of the service instance's heap.
-const MOST_TCP: usize = 32;
-/// smoltcp sockets listening per listening socket (SYNs it can take between two runs).
-const LISTENING_PER_PORT: usize = 4;
+/// buffers, 64 KiB each, a quarter of the service instance's heap.
+const MOST_TCP: usize = 64;
+/// smoltcp sockets listening per listening socket at most: the SYNs it takes between two runs
+/// of the stack (its `listen` backlog, if smaller); a SYN that finds none is answered with a
+/// reset, which the peer sees as a refused connection.
+const LISTENING_PER_PORT: usize = 16;
 /// A link whose process closed it is dropped if its peer does not finish the close in this
 /// long (smoltcp's timeout: no answer to what it sends).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Rounds of one run of the stack at most (smoltcp, then the pipes), so that a flood of frames
+/// cannot keep the service's instance from its other work.
+const MOST_ROUNDS: u32 = 16;
 /// Datagrams, and bytes, a UDP socket's smoltcp buffers hold each way.
 const UDP_PACKETS: usize = 32;
 const UDP_BYTES: usize = 64 * 1024;
@@ -208,10 +213,8 @@ impl Stack {
             return Err(errno::ENOBUFS);
         }
         self.tcp_sockets += 1;
-        let socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
-        );
+        let socket =
+            tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
         Ok(self.sockets.add(socket))
     }
 
@@ -320,16 +323,27 @@ impl Service {
             net.counts.interrupt_runs += 1;
             net.wire.0.acknowledge();
         }
-        for _ in 0..16 {
-            let mut moved = self.network_output(&mut net);
+        // smoltcp first (frames in, acknowledgements that free room), then the pipes both
+        // ways; again while the pipes moved something, which smoltcp must then send (or
+        // acknowledge, or announce as a wider window).
+        let mut rounds = 0;
+        let more = loop {
             net.interface.poll(now(), &mut net.wire, &mut net.sockets);
-            moved |= self.network_input(&mut net);
+            let moved = self.network_input(&mut net) | self.network_output(&mut net);
+            rounds += 1;
             if !moved {
-                break;
+                break false;
             }
-        }
-        let delay = net.interface.poll_delay(now(), &net.sockets);
-        let next = delay.map_or(u64::MAX, |delay| crate::time::now_ns().saturating_add(delay.total_micros() * 1000));
+            if rounds == MOST_ROUNDS {
+                break true;
+            }
+        };
+        let next = match net.interface.poll_delay(now(), &net.sockets) {
+            // Bytes left to move after the last round: run again at the next safe point.
+            _ if more => crate::time::now_ns(),
+            Some(delay) => crate::time::now_ns().saturating_add(delay.total_micros() * 1000),
+            None => u64::MAX,
+        };
         NEXT_RUN_NS.store(next, Ordering::Relaxed);
         self.net = Some(net);
     }
@@ -488,7 +502,8 @@ impl Service {
     /// connection becomes a link queued for `accept`, and listens again through a new one.
     fn listener_input(&mut self, net: &mut Stack, listener: u64) -> bool {
         let Some(handles) = net.listeners.get(&listener).cloned() else { return false };
-        let Some(Socket { state: State::Listening { .. }, name, owner, .. }) = self.sockets.get(&listener) else {
+        let Some(Socket { state: State::Listening { backlog, .. }, name, owner, .. }) = self.sockets.get(&listener)
+        else {
             // The listening socket is gone.
             for handle in handles {
                 net.drop_tcp(handle);
@@ -496,7 +511,9 @@ impl Service {
             net.listeners.remove(&listener);
             return true;
         };
-        let (owner, port) = (*owner, name.as_deref().and_then(|name| Endpoint::decode(name).ok()).map_or(0, |e| e.port));
+        let (owner, port) =
+            (*owner, name.as_deref().and_then(|name| Endpoint::decode(name).ok()).map_or(0, |e| e.port));
+        let listening = (*backlog).clamp(1, LISTENING_PER_PORT);
         let mut moved = false;
         let mut kept = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -520,10 +537,8 @@ impl Service {
                         accepted.remote = remote.map(endpoint_of);
                         accepted.state = State::Connected { receive: pipes.0, send: pipes.1, peer: 0 };
                     }
-                    net.links.insert(
-                        id,
-                        Link { handle, pipes: Some(pipes), writing: true, reading: true, finished: false },
-                    );
+                    net.links
+                        .insert(id, Link { handle, pipes: Some(pipes), writing: true, reading: true, finished: false });
                     if let Some(Socket { state: State::Listening { pending, .. }, generation, .. }) =
                         self.sockets.get_mut(&listener)
                     {
@@ -545,7 +560,7 @@ impl Service {
             }
         }
         // Listen again in the place of those that became links.
-        while kept.len() < LISTENING_PER_PORT {
+        while kept.len() < listening {
             let Ok(handle) = net.new_tcp() else {
                 net.counts.listen_overflows += 1;
                 break;
@@ -620,7 +635,13 @@ impl Service {
 
     /// Sends `data` from UDP socket `id` to `target` beyond this machine: queued for the
     /// device, or dropped when smoltcp's queue is full, as UDP drops it.
-    pub(super) fn network_send_datagram(&mut self, id: u64, port: u16, target: Endpoint, data: &[u8]) -> Result<(), Errno> {
+    pub(super) fn network_send_datagram(
+        &mut self,
+        id: u64,
+        port: u16,
+        target: Endpoint,
+        data: &[u8],
+    ) -> Result<(), Errno> {
         self.network_udp_bind(id, port);
         let net = self.net.as_mut().ok_or(errno::ENETUNREACH)?;
         let handle = *net.datagrams.get(&id).ok_or(errno::ENOBUFS)?;
