@@ -14,6 +14,7 @@ mod namespace;
 mod node;
 mod pages;
 mod path;
+pub mod permission;
 mod pipe;
 mod procfs;
 mod sysfs;
@@ -22,6 +23,7 @@ mod vfs;
 
 pub use hostfs::{ShareCounts, CACHE_LIFETIME, MESSAGE_SIZE as SHARE_MESSAGE_SIZE};
 pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
+pub use permission::Credentials;
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};
 pub use procfs::{NetView, ProcFile, ProcSource, ReefView};
