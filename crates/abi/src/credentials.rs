@@ -22,8 +22,8 @@ pub const MAX_GROUPS: usize = 65536;
 /// The user id of root, the one privileged user.
 pub const ROOT: u32 = 0;
 
-/// Real, effective, saved and file-system ids, of users and of groups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Real, effective, saved and file-system ids, of users and of groups (the default: root's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ids {
     pub real_uid: u32,
     pub effective_uid: u32,

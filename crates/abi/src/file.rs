@@ -505,20 +505,33 @@ pub struct ProcessRecord<'a> {
     pub session: u32,
     /// Whether a stop signal stopped it (state `T`).
     pub stopped: bool,
+    /// Its user and group ids (`Uid:` and `Gid:` of `/proc/<pid>/status`; its files' owner).
+    pub credentials: crate::credentials::Ids,
+    /// Its supplementary groups, each a little-endian `u32` (`Groups:`).
+    pub group_bytes: &'a [u8],
 }
 
-const RECORD_HEADER: usize = 4 * 10;
+const RECORD_HEADER: usize = 4 * 10 + crate::credentials::Ids::SIZE + 4;
 
 impl<'a> ProcessRecord<'a> {
     /// Bytes [`encode`](Self::encode) writes.
     pub fn encoded_size(&self) -> usize {
-        RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len()
+        RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len() + self.group_bytes.len()
+    }
+
+    /// The supplementary groups.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
+        self.group_bytes.chunks_exact(4).map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     /// Writes the record into `out`; `None` when `out` is too short or the strings too long.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let size = self.encoded_size();
-        if out.len() < size || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES {
+        if out.len() < size
+            || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES
+            || self.group_bytes.len() > MAX_GROUP_BYTES
+            || self.group_bytes.len() % 4 != 0
+        {
             return None;
         }
         put(out, 0, &self.pid.to_le_bytes());
@@ -531,9 +544,12 @@ impl<'a> ProcessRecord<'a> {
         put(out, 28, &self.process_group.to_le_bytes());
         put(out, 32, &self.session.to_le_bytes());
         put(out, 36, &u32::from(self.stopped).to_le_bytes());
+        put(out, 40, &self.credentials.encode());
+        put(out, 40 + crate::credentials::Ids::SIZE, &((self.group_bytes.len() / 4) as u32).to_le_bytes());
         put(out, RECORD_HEADER, self.name);
         put(out, RECORD_HEADER + self.name.len(), self.command_line);
         put(out, RECORD_HEADER + self.name.len() + self.command_line.len(), self.program);
+        put(out, RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len(), self.group_bytes);
         Some(size)
     }
 
@@ -545,10 +561,21 @@ impl<'a> ProcessRecord<'a> {
         let name = u32_in(bytes, 16) as usize;
         let command_line = u32_in(bytes, 20) as usize;
         let program = u32_in(bytes, 24) as usize;
-        let expected = RECORD_HEADER.saturating_add(name).saturating_add(command_line).saturating_add(program);
-        if expected != bytes.len() || name.saturating_add(command_line).saturating_add(program) > MAX_BYTES {
+        let group_bytes = (u32_in(bytes, 40 + crate::credentials::Ids::SIZE) as usize).saturating_mul(4);
+        let expected = RECORD_HEADER
+            .saturating_add(name)
+            .saturating_add(command_line)
+            .saturating_add(program)
+            .saturating_add(group_bytes);
+        if expected != bytes.len()
+            || name.saturating_add(command_line).saturating_add(program) > MAX_BYTES
+            || group_bytes > MAX_GROUP_BYTES
+        {
             return Err(DecodeError::BadLength { expected, found: bytes.len() });
         }
+        let credentials = crate::credentials::Ids::decode(&bytes[40..40 + crate::credentials::Ids::SIZE])
+            .ok_or(DecodeError::BadField("credentials"))?;
+        let strings_end = RECORD_HEADER + name + command_line + program;
         let alive = match u32_in(bytes, 12) {
             0 => false,
             1 => true,
@@ -566,10 +593,12 @@ impl<'a> ProcessRecord<'a> {
             alive,
             name: &bytes[RECORD_HEADER..RECORD_HEADER + name],
             command_line: &bytes[RECORD_HEADER + name..RECORD_HEADER + name + command_line],
-            program: &bytes[RECORD_HEADER + name + command_line..],
+            program: &bytes[RECORD_HEADER + name + command_line..strings_end],
             process_group: u32_in(bytes, 28),
             session: u32_in(bytes, 32),
             stopped,
+            credentials,
+            group_bytes: &bytes[strings_end..],
         })
     }
 }
@@ -636,6 +665,8 @@ mod tests {
             process_group: 7,
             session: 5,
             stopped: true,
+            credentials: crate::credentials::Ids::of(1000, 100),
+            group_bytes: &[27, 0, 0, 0],
         };
         let mut out = vec![0u8; record.encoded_size()];
         record.encode(&mut out);
