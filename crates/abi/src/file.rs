@@ -134,13 +134,16 @@ pub enum FileOp {
     /// (handle, most bytes, don't wait) → the datagram, and its sender (family, then the
     /// address and port as `address << 16 | port`): a UDP `recvfrom`; parked while none came.
     SocketReceiveFrom = 44,
+    /// (directory handle or handle with an empty path, cwd, owner or NONE, group or NONE,
+    /// follow) + path: `chown`.
+    ChangeOwner = 45,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 44] = [
+        const ALL: [FileOp; 45] = [
             Open,
             Read,
             Write,
@@ -185,6 +188,7 @@ impl FileOp {
             SocketOption,
             SocketSendTo,
             SocketReceiveFrom,
+            ChangeOwner,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -684,7 +688,7 @@ mod tests {
 
         #[test]
         fn any_request_round_trips(
-            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=30, words in any::<[u64; 6]>(),
+            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=45, words in any::<[u64; 6]>(),
             first in proptest::collection::vec(any::<u8>(), 0..300),
             second in proptest::collection::vec(any::<u8>(), 0..300),
             ids in any::<[u32; 3]>(), groups in proptest::collection::vec(any::<u32>(), 0..20),

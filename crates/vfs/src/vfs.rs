@@ -648,6 +648,12 @@ impl Vfs {
         })
     }
 
+    /// Whether `node` is on a read-only mount (the initramfs), where every change is `EROFS`
+    /// whoever asks, which Linux answers before any permission check.
+    pub fn is_read_only(&self, node: NodeId) -> bool {
+        node.filesystem() == Some(Filesystem::Archive)
+    }
+
     /// Whether the contents of `node` may be written (an open for writing, `access(W_OK)`):
     /// `EROFS` for a file of the initramfs; tmpfs files, devices, `/proc` and `/sys` files
     /// and anything that is not a file's contents are the caller's to judge.
