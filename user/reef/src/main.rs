@@ -6,6 +6,7 @@
 mod cores;
 mod launch;
 mod roles;
+mod users;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,7 +30,7 @@ struct Command {
 }
 
 /// Every command, in the order `help` lists them.
-const COMMANDS: [Command; 14] = [
+const COMMANDS: [Command; 15] = [
     Command { name: "help", usage: "help", what: "list the commands", run: |_, _| help() },
     Command {
         name: "cores",
@@ -103,6 +104,12 @@ const COMMANDS: [Command; 14] = [
         usage: "core stop|start|restart|park|unpark <core> [image|host|destination] [--keep|--uncached]",
         what: "stop, start or restart a core with a kernel image (/boot/full, /boot/rt, ...); park it on a multi core; stop --keep holds its processes until a start",
         run: |_, arguments| cores::core(arguments),
+    },
+    Command {
+        name: "setuidgid",
+        usage: "setuidgid <user|uid[:gid]> <program> [args]",
+        what: "run a program as another user (root only: setgid, setgroups, setuid, then execve)",
+        run: |_, arguments| users::setuidgid(arguments),
     },
 ];
 
