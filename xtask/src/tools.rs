@@ -190,8 +190,21 @@ pub const USER_PROGRAMS: [&str; 14] = [
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
 pub const REEF_LINKS: [&str; 15] = [
-    "help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac", "move",
-    "core", "setuidgid",
+    "help",
+    "cores",
+    "mem",
+    "start",
+    "msg",
+    "syscalls",
+    "on",
+    "spawn",
+    "ps",
+    "poweroff",
+    "role",
+    "execac",
+    "move",
+    "core",
+    "setuidgid",
 ];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
@@ -395,8 +408,11 @@ pub fn initramfs_image(
     // An executable file that is no program (an ELF magic, then nothing that parses): the
     // suite checks that starting it is refused with ENOEXEC and harms no kernel.
     image.file("bin/bad-elf", 0o755, b"\x7fELF\x02\x01\x01 not a program, cut short");
-    let mut directories: std::collections::BTreeSet<String> =
-        INITRAMFS_DIRECTORIES.iter().map(|(name, _)| name.to_string()).chain(["home".into(), USER_HOME.into()]).collect();
+    let mut directories: std::collections::BTreeSet<String> = INITRAMFS_DIRECTORIES
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .chain(["home".into(), USER_HOME.into()])
+        .collect();
     for (path, mode, bytes) in extra {
         let components: Vec<&str> = path.split('/').collect();
         for end in 1..components.len() {

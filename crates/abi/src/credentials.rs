@@ -141,15 +141,24 @@ impl Ids {
             }
             new_effective = effective;
         }
-        let new_saved =
-            if real != UNCHANGED || (effective != UNCHANGED && effective != old_real) { new_effective } else { old_saved };
+        let new_saved = if real != UNCHANGED || (effective != UNCHANGED && effective != old_real) {
+            new_effective
+        } else {
+            old_saved
+        };
         Ok(self.with_family(family, [new_real, new_effective, new_saved, new_effective]))
     }
 
     /// `setresuid(real, effective, saved)` / `setresgid`: `-1` leaves an id; unprivileged,
     /// each id given must be one of the old real, effective or saved ones. The file-system id
     /// follows the effective one.
-    pub fn set_real_effective_saved(&self, family: Family, real: u32, effective: u32, saved: u32) -> Result<Self, Errno> {
+    pub fn set_real_effective_saved(
+        &self,
+        family: Family,
+        real: u32,
+        effective: u32,
+        saved: u32,
+    ) -> Result<Self, Errno> {
         let old = self.family(family);
         let allowed = |id: u32| id == UNCHANGED || old[..3].contains(&id);
         if !self.is_privileged() && !(allowed(real) && allowed(effective) && allowed(saved)) {

@@ -268,7 +268,8 @@ pub struct Caller<'a> {
 impl<'a> Caller<'a> {
     /// The kernel's own requests (releases, cancels, reports) and root's: every id 0, no
     /// supplementary groups.
-    pub const ROOT: Caller<'static> = Caller { effective_uid: 0, filesystem_uid: 0, filesystem_gid: 0, group_bytes: &[] };
+    pub const ROOT: Caller<'static> =
+        Caller { effective_uid: 0, filesystem_uid: 0, filesystem_gid: 0, group_bytes: &[] };
 
     /// The supplementary groups.
     pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
@@ -623,7 +624,12 @@ mod tests {
             words: [1, 2, 3, 4, 5, 6],
             first: b"/tmp/a",
             second: b"/tmp/b",
-            caller: Caller { effective_uid: 0, filesystem_uid: 1000, filesystem_gid: 100, group_bytes: &[4, 0, 0, 0, 27, 0, 0, 0] },
+            caller: Caller {
+                effective_uid: 0,
+                filesystem_uid: 1000,
+                filesystem_gid: 100,
+                group_bytes: &[4, 0, 0, 0, 27, 0, 0, 0],
+            },
         };
         let mut out = vec![0u8; request.encoded_size()];
         assert_eq!(request.encode(&mut out), Some(out.len()));
@@ -642,7 +648,15 @@ mod tests {
 
     #[test]
     fn lengths_that_lie_are_refused() {
-        let request = FileRequest { request_id: 1, pid: 1, op: FileOp::Open, words: [0; 6], first: b"/x", second: b"", caller: Caller::ROOT };
+        let request = FileRequest {
+            request_id: 1,
+            pid: 1,
+            op: FileOp::Open,
+            words: [0; 6],
+            first: b"/x",
+            second: b"",
+            caller: Caller::ROOT,
+        };
         let mut out = vec![0u8; request.encoded_size()];
         request.encode(&mut out);
         assert!(FileRequest::decode(&out[..out.len() - 1]).is_err());

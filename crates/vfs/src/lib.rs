@@ -23,8 +23,8 @@ mod vfs;
 
 pub use hostfs::{ShareCounts, CACHE_LIFETIME, MESSAGE_SIZE as SHARE_MESSAGE_SIZE};
 pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
-pub use permission::Credentials;
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
+pub use permission::Credentials;
 pub use pipe::{PipeBuffer, PIPE_BUF, PIPE_CAPACITY};
 pub use procfs::{NetView, ProcFile, ProcSource, ReefView};
 pub use sysfs::{SysFile, SysRequest, SysSource};

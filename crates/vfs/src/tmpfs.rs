@@ -202,7 +202,10 @@ impl Tmpfs {
             NewContent::Socket => (Content::Socket, 1),
         };
         let is_directory = matches!(content, Content::Directory(_));
-        self.nodes.insert(inode, TmpNode { mode, uid: 0, gid: 0, links, accessed: now, modified: now, changed: now, content });
+        self.nodes.insert(
+            inode,
+            TmpNode { mode, uid: 0, gid: 0, links, accessed: now, modified: now, changed: now, content },
+        );
         self.directory_mut(directory)?.insert(name.to_vec(), inode);
         if is_directory {
             self.add_links(directory, 1);

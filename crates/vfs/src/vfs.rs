@@ -9,10 +9,10 @@ use crate::node::{
     TMPFS_MAGIC,
 };
 use crate::pages::{CountedPages, PageStore, PAGE_SIZE};
+use crate::permission::{self, Credentials};
 use crate::procfs::{self, ProcFile, ProcNode, ProcSource};
 use crate::sysfs::{self, SysNode, SysRequest, SysSource};
 use crate::tmpfs::{self, Content, TmpNode, Tmpfs};
-use crate::permission::{self, Credentials};
 use crate::Errno;
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;

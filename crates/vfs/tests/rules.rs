@@ -149,7 +149,8 @@ fn symlinks_are_relative_to_their_directory() {
     assert_eq!(fixture.resolve("/tmp/d/up/motd"), fixture.resolve("/etc/motd"), "out of tmpfs through the mount");
     // The proc `self` link.
     assert_eq!(fixture.resolve("/proc/self"), fixture.resolve("/proc/1"));
-    let context = Context { pid: 42, cwd: fixture.vfs.root(), root: fixture.vfs.root(), credentials: vfs::Credentials::root() };
+    let context =
+        Context { pid: 42, cwd: fixture.vfs.root(), root: fixture.vfs.root(), credentials: vfs::Credentials::root() };
     let own = fixture.vfs.resolve(&context, None, b"/proc/self/status", true).unwrap();
     assert_eq!(fixture.vfs.kind(own), Ok(NodeKind::ProcFile(ProcFile::Status(42))));
     let link = fixture.vfs.resolve(&context, None, b"/proc/self", false).unwrap();

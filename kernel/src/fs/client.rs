@@ -162,16 +162,15 @@ pub fn flush_releases() {
         for id in releases {
             let mut words = [0u64; REQUEST_WORDS];
             words[0] = id;
-            let request =
-                FileRequest {
-                    request_id: no_reply_id(),
-                    pid: 0,
-                    op: FileOp::Release,
-                    words,
-                    first: &[],
-                    second: &[],
-                    caller: Caller::ROOT,
-                };
+            let request = FileRequest {
+                request_id: no_reply_id(),
+                pid: 0,
+                op: FileOp::Release,
+                words,
+                first: &[],
+                second: &[],
+                caller: Caller::ROOT,
+            };
             if let Err(error) = send(&request) {
                 log::warn!("a file handle was not released at the service: {error}");
             }
@@ -185,16 +184,15 @@ pub fn flush_releases() {
 pub fn report_descriptors(pid: u32, count: usize, table: &[u8]) {
     let mut words = [0u64; REQUEST_WORDS];
     words[0] = count as u64;
-    let request =
-        FileRequest {
-            request_id: no_reply_id(),
-            pid,
-            op: FileOp::Descriptors,
-            words,
-            first: table,
-            second: &[],
-            caller: Caller::ROOT,
-        };
+    let request = FileRequest {
+        request_id: no_reply_id(),
+        pid,
+        op: FileOp::Descriptors,
+        words,
+        first: table,
+        second: &[],
+        caller: Caller::ROOT,
+    };
     if let Err(error) = send(&request) {
         log::debug!("the descriptors of pid {pid} were not reported to /proc: {error}");
     }

@@ -22,9 +22,9 @@ use crate::mm::plain::Plain;
 use crate::proc::signal::InterruptedCall;
 use crate::proc::Errno;
 use crate::sched;
+use abi::credentials::Family;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use abi::credentials::Family;
 use linux_raw_sys::errno;
 use linux_raw_sys::general as nr;
 

@@ -339,7 +339,9 @@ pub fn set_real_effective(family: Family, real: u64, effective: u64) -> SyscallR
 
 /// `setresuid(real, effective, saved)` / `setresgid`.
 pub fn set_real_effective_saved(family: Family, real: u64, effective: u64, saved: u64) -> SyscallResult {
-    change_ids(|ids| ids.set_real_effective_saved(family, id_argument(real), id_argument(effective), id_argument(saved)))
+    change_ids(|ids| {
+        ids.set_real_effective_saved(family, id_argument(real), id_argument(effective), id_argument(saved))
+    })
 }
 
 /// `setfsuid(id)` / `setfsgid`: returns the old file-system id, whether it changed or not.

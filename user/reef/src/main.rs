@@ -11,6 +11,16 @@ mod users;
 use std::io::Write;
 use std::process::ExitCode;
 
+/// What to say when the kernel refused a core change because the caller is not root.
+pub const NOT_ROOT: &str = "only root (effective user id 0) changes cores: operation not permitted";
+
+/// Whether this process runs as root: the owner of `/proc/self` is its effective user id,
+/// on Reef as on Linux.
+pub fn runs_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(true, |metadata| metadata.uid() == 0)
+}
+
 /// Exit status of a command line that is wrong (as the kernel's `usage:` errors).
 pub const USAGE_STATUS: u8 = 2;
 /// Exit status of a command that failed.

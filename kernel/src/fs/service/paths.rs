@@ -150,7 +150,11 @@ impl Service {
     /// loses the set-group-id bit it asked for.
     pub(super) fn change_mode(&mut self, pid: u32, target: &Target<'_>, mode: u32) -> Result<Outcome, Errno> {
         let node = self.target_node(pid, target)?;
-        let mode = if self.vfs.is_read_only(node) { mode } else { self.credentials().change_mode(&self.vfs.stat(node)?, mode)? };
+        let mode = if self.vfs.is_read_only(node) {
+            mode
+        } else {
+            self.credentials().change_mode(&self.vfs.stat(node)?, mode)?
+        };
         self.vfs.set_mode(node, mode)?;
         done()
     }

@@ -12,7 +12,9 @@ impl Service {
     /// the target of a `rename`): write and search permission there (Linux's `may_create`).
     pub(super) fn check_create(&self, context: &Context, directory: NodeId, name: &[u8]) -> Result<(), Errno> {
         let credentials = self.credentials();
-        if credentials.is_root() || self.vfs.is_read_only(directory) || self.vfs.lookup(context, directory, name).is_ok()
+        if credentials.is_root()
+            || self.vfs.is_read_only(directory)
+            || self.vfs.lookup(context, directory, name).is_ok()
         {
             return Ok(());
         }
