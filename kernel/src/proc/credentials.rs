@@ -49,10 +49,7 @@ pub fn current_caller(check_as: crate::fs::client::CheckAs) -> crate::fs::client
         crate::fs::client::CheckAs::FileSystem => (ids.filesystem_uid, ids.filesystem_gid),
         crate::fs::client::CheckAs::Real => (ids.real_uid, ids.real_gid),
     };
-    crate::fs::client::CallerIds {
-        effective_uid: ids.effective_uid,
-        filesystem_uid,
-        filesystem_gid,
-        group_bytes: credentials.group_bytes(),
-    }
+    // Root's groups decide nothing (it passes every mode check): its requests stay small.
+    let group_bytes = if filesystem_uid == abi::credentials::ROOT { Vec::new() } else { credentials.group_bytes() };
+    crate::fs::client::CallerIds { effective_uid: ids.effective_uid, filesystem_uid, filesystem_gid, group_bytes }
 }
