@@ -161,7 +161,7 @@ impl Ids {
     ) -> Result<Self, Errno> {
         let old = self.family(family);
         let allowed = |id: u32| id == UNCHANGED || old[..3].contains(&id);
-        if !self.is_privileged() && !(allowed(real) && allowed(effective) && allowed(saved)) {
+        if !(self.is_privileged() || allowed(real) && allowed(effective) && allowed(saved)) {
             return Err(EPERM);
         }
         let pick = |id: u32, old: u32| if id == UNCHANGED { old } else { id };

@@ -314,7 +314,7 @@ impl<'a> FileRequest<'a> {
         let groups = self.caller.group_bytes;
         if self.first.len() + self.second.len() > MAX_BYTES
             || groups.len() > MAX_GROUP_BYTES
-            || groups.len() % 4 != 0
+            || !groups.len().is_multiple_of(4)
             || out.len() < size
         {
             return None;
@@ -535,7 +535,7 @@ impl<'a> ProcessRecord<'a> {
         if out.len() < size
             || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES
             || self.group_bytes.len() > MAX_GROUP_BYTES
-            || self.group_bytes.len() % 4 != 0
+            || !self.group_bytes.len().is_multiple_of(4)
         {
             return None;
         }
