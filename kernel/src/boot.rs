@@ -256,6 +256,7 @@ pub fn instance(entry: InstanceEntry) -> ! {
 /// views (the watchdog dump's `ps` table among them).
 fn register_with_files() {
     crate::fs::client::register_current_pid(crate::proc::current_pid);
+    crate::fs::client::register_current_caller(crate::proc::credentials::current_caller);
     crate::fs::proc::register_descriptors(crate::proc::descriptor_changes);
     crate::fs::service::register_signal_group(|group, signal| {
         let _ = crate::proc::signal::signal_group(group, signal);

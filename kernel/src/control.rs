@@ -140,10 +140,9 @@ pub fn run(arguments: &[&str], out: &mut dyn Write) -> Result<(), CommandError> 
 
 /// The effective user id of the caller of a command: the process making the `CONTROL` call,
 /// or the kernel itself (root) for its own callers (the file service's views, the in-guest
-/// tests). Every process is root today: the kernel keeps no user ids yet (`geteuid` answers 0
-/// and `setuid` to another user is refused), so this is 0 until processes carry credentials.
+/// tests).
 fn caller_user_id() -> u32 {
-    ROOT
+    crate::proc::credentials::current_effective_uid()
 }
 
 /// The user id of root.

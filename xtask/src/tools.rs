@@ -189,9 +189,22 @@ pub const USER_PROGRAMS: [&str; 14] = [
 ];
 /// The commands of `user/reef`, each a link `/bin/<name> -> reef`; `ps` and `poweroff` take
 /// the place of busybox's applets of those names.
-pub const REEF_LINKS: [&str; 14] = [
-    "help", "cores", "mem", "start", "msg", "syscalls", "on", "spawn", "ps", "poweroff", "role", "execac", "move",
+pub const REEF_LINKS: [&str; 15] = [
+    "help",
+    "cores",
+    "mem",
+    "start",
+    "msg",
+    "syscalls",
+    "on",
+    "spawn",
+    "ps",
+    "poweroff",
+    "role",
+    "execac",
+    "move",
     "core",
+    "setuidgid",
 ];
 /// The target of the user programs: Linux's system-call ABI, linked statically against musl,
 /// so the same binaries run on Reef and in the Linux guest.
@@ -216,10 +229,16 @@ Hello from Reef's initramfs.
 This is /etc/hello.txt: three lines of fixed text,
 so a test can check every byte a program read.
 ";
-/// `/etc/passwd` and `/etc/group`: every process is root; `nobody` and `nogroup` as Debian
-/// names them, which programs (and nix's tests) look up as the unprivileged user.
-const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
-const GROUP: &str = "root:x:0:\nnogroup:x:65534:\n";
+/// `/etc/passwd` and `/etc/group`: root, the user `reef` (1000, group `reef` 1000, its home
+/// `/home/reef` its own), and `nobody` and `nogroup` as Debian names them, which programs
+/// (and nix's tests) look up as the unprivileged user. `reef` is also in `users` (100).
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\n\
+                      reef:x:1000:1000:Reef user:/home/reef:/bin/sh\n\
+                      nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+const GROUP: &str = "root:x:0:\nusers:x:100:reef\nreef:x:1000:\nnogroup:x:65534:\n";
+/// The non-root user's ids, and its home, which the image holds as its own.
+pub const USER_ID: u32 = 1000;
+const USER_HOME: &str = "home/reef";
 /// `/etc/motd`.
 const MOTD: &str = "Reef: a multikernel OS. Every core runs its own kernel instance; cores talk by messages.\n";
 /// The directories at the top of the image, with their permissions: `/tmp` is world-writable
@@ -384,11 +403,16 @@ pub fn initramfs_image(
     image.file("etc/motd", 0o644, MOTD.as_bytes());
     image.file("etc/passwd", 0o644, PASSWD.as_bytes());
     image.file("etc/group", 0o644, GROUP.as_bytes());
+    image.directory("home", 0o755);
+    image.owned_directory(USER_HOME, 0o755, (USER_ID, USER_ID));
     // An executable file that is no program (an ELF magic, then nothing that parses): the
     // suite checks that starting it is refused with ENOEXEC and harms no kernel.
     image.file("bin/bad-elf", 0o755, b"\x7fELF\x02\x01\x01 not a program, cut short");
-    let mut directories: std::collections::BTreeSet<String> =
-        INITRAMFS_DIRECTORIES.iter().map(|(name, _)| name.to_string()).collect();
+    let mut directories: std::collections::BTreeSet<String> = INITRAMFS_DIRECTORIES
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .chain(["home".into(), USER_HOME.into()])
+        .collect();
     for (path, mode, bytes) in extra {
         let components: Vec<&str> = path.split('/').collect();
         for end in 1..components.len() {
@@ -524,6 +548,9 @@ mod tests {
         assert_eq!(archive.find("/etc/motd").unwrap().data, MOTD.as_bytes());
         assert!(std::str::from_utf8(archive.find("/etc/passwd").unwrap().data).unwrap().starts_with("root:x:0:0:"));
         assert!(archive.find("/etc/group").is_some());
+        let home = archive.find("/home/reef").unwrap();
+        assert_eq!((home.uid, home.gid, home.mode & 0o7777), (USER_ID, USER_ID, 0o755), "reef's home is its own");
+        assert!(std::str::from_utf8(archive.find("/etc/passwd").unwrap().data).unwrap().contains("reef:x:1000:1000:"));
         let in_bin: Vec<&str> = archive.read_dir("/bin").unwrap().map(|entry| entry.file_name()).collect();
         assert_eq!(in_bin, ["tiny", "busybox", "[", "[[", "ash", "ls", "sh", "bad-elf"]);
     }

@@ -134,13 +134,16 @@ pub enum FileOp {
     /// (handle, most bytes, don't wait) → the datagram, and its sender (family, then the
     /// address and port as `address << 16 | port`): a UDP `recvfrom`; parked while none came.
     SocketReceiveFrom = 44,
+    /// (directory handle or handle with an empty path, cwd, owner or NONE, group or NONE,
+    /// follow) + path: `chown`.
+    ChangeOwner = 45,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 44] = [
+        const ALL: [FileOp; 45] = [
             Open,
             Read,
             Write,
@@ -185,6 +188,7 @@ impl FileOp {
             SocketOption,
             SocketSendTo,
             SocketReceiveFrom,
+            ChangeOwner,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }
@@ -243,9 +247,40 @@ pub struct FileRequest<'a> {
     pub first: &'a [u8],
     /// A second path (rename, link, symlink).
     pub second: &'a [u8],
+    /// Who asks: the ids the service checks modes and owners against.
+    pub caller: Caller<'a>,
 }
 
-const REQUEST_HEADER: usize = 8 + 4 + 2 + 2 + 8 * REQUEST_WORDS + 4 + 4;
+/// The credentials of the process behind a request, carried in every request so the service
+/// decides with the ids the caller has at that call, whatever instance it runs on and
+/// however recently it changed them (docs/files.md, "Users and permissions").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller<'a> {
+    /// The effective user id: 0 is privileged (`bind` below port 1024, `/sys` switches).
+    pub effective_uid: u32,
+    /// The ids files are checked and made as (`setfsuid`, `setfsgid`).
+    pub filesystem_uid: u32,
+    pub filesystem_gid: u32,
+    /// The supplementary groups, each a little-endian `u32` (see [`Caller::groups`]).
+    pub group_bytes: &'a [u8],
+}
+
+impl<'a> Caller<'a> {
+    /// The kernel's own requests (releases, cancels, reports) and root's: every id 0, no
+    /// supplementary groups.
+    pub const ROOT: Caller<'static> =
+        Caller { effective_uid: 0, filesystem_uid: 0, filesystem_gid: 0, group_bytes: &[] };
+
+    /// The supplementary groups.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
+        self.group_bytes.chunks_exact(4).map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+}
+
+/// Most bytes of supplementary groups a request carries: `NGROUPS_MAX` of them.
+pub const MAX_GROUP_BYTES: usize = crate::credentials::MAX_GROUPS * 4;
+
+const REQUEST_HEADER: usize = 8 + 4 + 2 + 2 + 8 * REQUEST_WORDS + 4 + 4 + 4 * 4;
 
 fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
     out[at..at + bytes.len()].copy_from_slice(bytes);
@@ -268,14 +303,20 @@ fn u64_in(bytes: &[u8], at: usize) -> u64 {
 impl<'a> FileRequest<'a> {
     /// Bytes [`encode`](Self::encode) writes.
     pub fn encoded_size(&self) -> usize {
-        REQUEST_HEADER + self.first.len() + self.second.len()
+        REQUEST_HEADER + self.first.len() + self.second.len() + self.caller.group_bytes.len()
     }
 
     /// Writes the request into `out`; returns the length, or `None` when the strings are
-    /// longer than [`MAX_BYTES`] or `out` is too short.
+    /// longer than [`MAX_BYTES`], the groups more than [`MAX_GROUP_BYTES`] or not whole
+    /// `u32`s, or `out` is too short.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let size = self.encoded_size();
-        if self.first.len() + self.second.len() > MAX_BYTES || out.len() < size {
+        let groups = self.caller.group_bytes;
+        if self.first.len() + self.second.len() > MAX_BYTES
+            || groups.len() > MAX_GROUP_BYTES
+            || !groups.len().is_multiple_of(4)
+            || out.len() < size
+        {
             return None;
         }
         put(out, 0, &self.request_id.to_le_bytes());
@@ -288,8 +329,14 @@ impl<'a> FileRequest<'a> {
         let lengths = 16 + 8 * REQUEST_WORDS;
         put(out, lengths, &(self.first.len() as u32).to_le_bytes());
         put(out, lengths + 4, &(self.second.len() as u32).to_le_bytes());
+        let caller = lengths + 8;
+        put(out, caller, &self.caller.effective_uid.to_le_bytes());
+        put(out, caller + 4, &self.caller.filesystem_uid.to_le_bytes());
+        put(out, caller + 8, &self.caller.filesystem_gid.to_le_bytes());
+        put(out, caller + 12, &((groups.len() / 4) as u32).to_le_bytes());
         put(out, REQUEST_HEADER, self.first);
         put(out, REQUEST_HEADER + self.first.len(), self.second);
+        put(out, REQUEST_HEADER + self.first.len() + self.second.len(), groups);
         Some(size)
     }
 
@@ -306,17 +353,26 @@ impl<'a> FileRequest<'a> {
         let lengths = 16 + 8 * REQUEST_WORDS;
         let first = u32_in(bytes, lengths) as usize;
         let second = u32_in(bytes, lengths + 4) as usize;
-        let expected = REQUEST_HEADER.saturating_add(first).saturating_add(second);
-        if first.saturating_add(second) > MAX_BYTES || expected != bytes.len() {
+        let caller = lengths + 8;
+        let group_bytes = (u32_in(bytes, caller + 12) as usize).saturating_mul(4);
+        let expected = REQUEST_HEADER.saturating_add(first).saturating_add(second).saturating_add(group_bytes);
+        if first.saturating_add(second) > MAX_BYTES || group_bytes > MAX_GROUP_BYTES || expected != bytes.len() {
             return Err(DecodeError::BadLength { expected, found: bytes.len() });
         }
+        let groups_at = REQUEST_HEADER + first + second;
         Ok(Self {
             request_id: u64_in(bytes, 0),
             pid: u32_in(bytes, 8),
             op,
             words,
             first: &bytes[REQUEST_HEADER..REQUEST_HEADER + first],
-            second: &bytes[REQUEST_HEADER + first..],
+            second: &bytes[REQUEST_HEADER + first..groups_at],
+            caller: Caller {
+                effective_uid: u32_in(bytes, caller),
+                filesystem_uid: u32_in(bytes, caller + 4),
+                filesystem_gid: u32_in(bytes, caller + 8),
+                group_bytes: &bytes[groups_at..],
+            },
         })
     }
 }
@@ -454,20 +510,33 @@ pub struct ProcessRecord<'a> {
     pub session: u32,
     /// Whether a stop signal stopped it (state `T`).
     pub stopped: bool,
+    /// Its user and group ids (`Uid:` and `Gid:` of `/proc/<pid>/status`; its files' owner).
+    pub credentials: crate::credentials::Ids,
+    /// Its supplementary groups, each a little-endian `u32` (`Groups:`).
+    pub group_bytes: &'a [u8],
 }
 
-const RECORD_HEADER: usize = 4 * 10;
+const RECORD_HEADER: usize = 4 * 10 + crate::credentials::Ids::SIZE + 4;
 
 impl<'a> ProcessRecord<'a> {
     /// Bytes [`encode`](Self::encode) writes.
     pub fn encoded_size(&self) -> usize {
-        RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len()
+        RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len() + self.group_bytes.len()
+    }
+
+    /// The supplementary groups.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
+        self.group_bytes.chunks_exact(4).map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     /// Writes the record into `out`; `None` when `out` is too short or the strings too long.
     pub fn encode(&self, out: &mut [u8]) -> Option<usize> {
         let size = self.encoded_size();
-        if out.len() < size || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES {
+        if out.len() < size
+            || self.name.len() + self.command_line.len() + self.program.len() > MAX_BYTES
+            || self.group_bytes.len() > MAX_GROUP_BYTES
+            || !self.group_bytes.len().is_multiple_of(4)
+        {
             return None;
         }
         put(out, 0, &self.pid.to_le_bytes());
@@ -480,9 +549,12 @@ impl<'a> ProcessRecord<'a> {
         put(out, 28, &self.process_group.to_le_bytes());
         put(out, 32, &self.session.to_le_bytes());
         put(out, 36, &u32::from(self.stopped).to_le_bytes());
+        put(out, 40, &self.credentials.encode());
+        put(out, 40 + crate::credentials::Ids::SIZE, &((self.group_bytes.len() / 4) as u32).to_le_bytes());
         put(out, RECORD_HEADER, self.name);
         put(out, RECORD_HEADER + self.name.len(), self.command_line);
         put(out, RECORD_HEADER + self.name.len() + self.command_line.len(), self.program);
+        put(out, RECORD_HEADER + self.name.len() + self.command_line.len() + self.program.len(), self.group_bytes);
         Some(size)
     }
 
@@ -494,10 +566,21 @@ impl<'a> ProcessRecord<'a> {
         let name = u32_in(bytes, 16) as usize;
         let command_line = u32_in(bytes, 20) as usize;
         let program = u32_in(bytes, 24) as usize;
-        let expected = RECORD_HEADER.saturating_add(name).saturating_add(command_line).saturating_add(program);
-        if expected != bytes.len() || name.saturating_add(command_line).saturating_add(program) > MAX_BYTES {
+        let group_bytes = (u32_in(bytes, 40 + crate::credentials::Ids::SIZE) as usize).saturating_mul(4);
+        let expected = RECORD_HEADER
+            .saturating_add(name)
+            .saturating_add(command_line)
+            .saturating_add(program)
+            .saturating_add(group_bytes);
+        if expected != bytes.len()
+            || name.saturating_add(command_line).saturating_add(program) > MAX_BYTES
+            || group_bytes > MAX_GROUP_BYTES
+        {
             return Err(DecodeError::BadLength { expected, found: bytes.len() });
         }
+        let credentials = crate::credentials::Ids::decode(&bytes[40..40 + crate::credentials::Ids::SIZE])
+            .ok_or(DecodeError::BadField("credentials"))?;
+        let strings_end = RECORD_HEADER + name + command_line + program;
         let alive = match u32_in(bytes, 12) {
             0 => false,
             1 => true,
@@ -515,10 +598,12 @@ impl<'a> ProcessRecord<'a> {
             alive,
             name: &bytes[RECORD_HEADER..RECORD_HEADER + name],
             command_line: &bytes[RECORD_HEADER + name..RECORD_HEADER + name + command_line],
-            program: &bytes[RECORD_HEADER + name + command_line..],
+            program: &bytes[RECORD_HEADER + name + command_line..strings_end],
             process_group: u32_in(bytes, 28),
             session: u32_in(bytes, 32),
             stopped,
+            credentials,
+            group_bytes: &bytes[strings_end..],
         })
     }
 }
@@ -539,10 +624,18 @@ mod tests {
             words: [1, 2, 3, 4, 5, 6],
             first: b"/tmp/a",
             second: b"/tmp/b",
+            caller: Caller {
+                effective_uid: 0,
+                filesystem_uid: 1000,
+                filesystem_gid: 100,
+                group_bytes: &[4, 0, 0, 0, 27, 0, 0, 0],
+            },
         };
         let mut out = vec![0u8; request.encoded_size()];
         assert_eq!(request.encode(&mut out), Some(out.len()));
-        assert_eq!(FileRequest::decode(&out), Ok(request));
+        let decoded = FileRequest::decode(&out).unwrap();
+        assert_eq!(decoded, request);
+        assert_eq!(decoded.caller.groups().collect::<std::vec::Vec<_>>(), [4, 27]);
     }
 
     #[test]
@@ -555,7 +648,15 @@ mod tests {
 
     #[test]
     fn lengths_that_lie_are_refused() {
-        let request = FileRequest { request_id: 1, pid: 1, op: FileOp::Open, words: [0; 6], first: b"/x", second: b"" };
+        let request = FileRequest {
+            request_id: 1,
+            pid: 1,
+            op: FileOp::Open,
+            words: [0; 6],
+            first: b"/x",
+            second: b"",
+            caller: Caller::ROOT,
+        };
         let mut out = vec![0u8; request.encoded_size()];
         request.encode(&mut out);
         assert!(FileRequest::decode(&out[..out.len() - 1]).is_err());
@@ -582,6 +683,8 @@ mod tests {
             process_group: 7,
             session: 5,
             stopped: true,
+            credentials: crate::credentials::Ids::of(1000, 100),
+            group_bytes: &[27, 0, 0, 0],
         };
         let mut out = vec![0u8; record.encoded_size()];
         record.encode(&mut out);
@@ -599,16 +702,20 @@ mod tests {
 
         #[test]
         fn any_request_round_trips(
-            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=30, words in any::<[u64; 6]>(),
+            id in any::<u64>(), pid in any::<u32>(), code in 1u16..=45, words in any::<[u64; 6]>(),
             first in proptest::collection::vec(any::<u8>(), 0..300),
             second in proptest::collection::vec(any::<u8>(), 0..300),
+            ids in any::<[u32; 3]>(), groups in proptest::collection::vec(any::<u32>(), 0..20),
         ) {
+            let group_bytes: std::vec::Vec<u8> = groups.iter().flat_map(|group| group.to_le_bytes()).collect();
+            let caller = Caller { effective_uid: ids[0], filesystem_uid: ids[1], filesystem_gid: ids[2], group_bytes: &group_bytes };
             let request = FileRequest {
-                request_id: id, pid, op: FileOp::from_u16(code).unwrap(), words, first: &first, second: &second,
+                request_id: id, pid, op: FileOp::from_u16(code).unwrap(), words, first: &first, second: &second, caller,
             };
             let mut out = vec![0u8; request.encoded_size()];
             request.encode(&mut out);
             prop_assert_eq!(FileRequest::decode(&out), Ok(request));
+            prop_assert_eq!(request.caller.groups().collect::<std::vec::Vec<_>>(), groups);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod application;
 pub mod call;
+pub mod credentials;
 pub mod file;
 pub mod message;
 pub mod migration;

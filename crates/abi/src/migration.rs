@@ -123,10 +123,14 @@ pub struct MoveHeader {
     /// on the monotonic clock (ns, the same on every core; 0: disarmed), and its interval.
     pub timer_next_ns: u64,
     pub timer_interval_ns: u64,
+    /// Its user and group ids: they move with it.
+    pub credentials: crate::credentials::Ids,
+    /// How many supplementary groups follow the command line.
+    pub groups: u32,
 }
 
 impl MoveHeader {
-    pub const SIZE: usize = 8 + 8 * 4 + 5 * 8 + 3 * 4 + 9 * 4 + 2 * 8;
+    pub const SIZE: usize = 8 + 8 * 4 + 5 * 8 + 3 * 4 + 9 * 4 + 2 * 8 + crate::credentials::Ids::SIZE + 4;
 
     fn write(&self, out: &mut Writer<'_>) -> Option<()> {
         out.u64(self.move_id)?;
@@ -163,6 +167,8 @@ impl MoveHeader {
         }
         out.u64(self.timer_next_ns)?;
         out.u64(self.timer_interval_ns)?;
+        out.bytes(&self.credentials.encode())?;
+        out.u32(self.groups)?;
         Some(())
     }
 
@@ -199,6 +205,9 @@ impl MoveHeader {
             },
             timer_next_ns: input.u64()?,
             timer_interval_ns: input.u64()?,
+            credentials: crate::credentials::Ids::decode(input.take(crate::credentials::Ids::SIZE)?)
+                .ok_or(DecodeError::BadField("credentials"))?,
+            groups: input.u32()?,
         })
     }
 }
@@ -426,6 +435,8 @@ pub struct MoveParts<'a> {
     pub name: &'a [u8],
     pub path: &'a [u8],
     pub command_line: &'a [u8],
+    /// The supplementary groups.
+    pub groups: &'a [u32],
 }
 
 /// Bytes an image of these parts takes.
@@ -441,6 +452,7 @@ pub fn encoded_size(parts: &MoveParts<'_>) -> usize {
         + parts.name.len()
         + parts.path.len()
         + parts.command_line.len()
+        + parts.groups.len() * 4
 }
 
 /// Writes an image: `header`'s counts and lengths are taken from `parts`. Returns the length,
@@ -457,6 +469,7 @@ pub fn encode(out: &mut [u8], header: &MoveHeader, parts: &MoveParts<'_>) -> Opt
         name_length: count(parts.name.len())?,
         path_length: count(parts.path.len())?,
         command_line_length: count(parts.command_line.len())?,
+        groups: u32::try_from(parts.groups.len()).ok().filter(|&n| n as usize <= crate::credentials::MAX_GROUPS)?,
         ..*header
     };
     let mut writer = Writer { out, at: 0 };
@@ -502,6 +515,9 @@ pub fn encode(out: &mut [u8], header: &MoveHeader, parts: &MoveParts<'_>) -> Opt
     writer.bytes(parts.name)?;
     writer.bytes(parts.path)?;
     writer.bytes(parts.command_line)?;
+    for group in parts.groups {
+        writer.u32(*group)?;
+    }
     Some(writer.at)
 }
 
@@ -520,6 +536,7 @@ pub struct MoveImage<'a> {
     pub name: &'a [u8],
     pub path: &'a [u8],
     pub command_line: &'a [u8],
+    group_bytes: &'a [u8],
 }
 
 fn records(count: u32, size: usize) -> Result<usize, DecodeError> {
@@ -550,10 +567,32 @@ impl<'a> MoveImage<'a> {
         let name = input.take(records(header.name_length, 1)?)?;
         let path = input.take(records(header.path_length, 1)?)?;
         let command_line = input.take(records(header.command_line_length, 1)?)?;
+        if header.groups as usize > crate::credentials::MAX_GROUPS {
+            return Err(DecodeError::BadField("group count"));
+        }
+        let group_bytes = input.take(header.groups as usize * 4)?;
         if input.at != bytes.len() {
             return Err(DecodeError::BadLength { expected: input.at, found: bytes.len() });
         }
-        Ok(Self { header, actions, threads, descriptors, children, areas, pages, pending, name, path, command_line })
+        Ok(Self {
+            header,
+            actions,
+            threads,
+            descriptors,
+            children,
+            areas,
+            pages,
+            pending,
+            name,
+            path,
+            command_line,
+            group_bytes,
+        })
+    }
+
+    /// The supplementary groups.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
+        self.group_bytes.chunks_exact(4).map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     /// The threads, the one that packed the image first.
@@ -687,8 +726,11 @@ mod tests {
             name: b"ftq",
             path: b"/bin/ftq",
             command_line: b"ftq\x00100\x00",
+            groups: &[27, 1000],
         };
+        let credentials = crate::credentials::Ids { saved_uid: 0, ..crate::credentials::Ids::of(1000, 1000) };
         let header = MoveHeader {
+            credentials,
             move_id: 9,
             origin: 2,
             pid: 200_007,
@@ -708,10 +750,12 @@ mod tests {
         assert_eq!(image.header.pid, 200_007);
         assert_eq!(image.header.death_signal, 9);
         assert_eq!(image.header.root_directory, 77);
+        assert_eq!(image.header.credentials, credentials, "the ids move with the process");
+        assert!(image.groups().eq([27, 1000]));
         assert_eq!((image.header.timer_next_ns, image.header.timer_interval_ns), (5_000_000_000, 250_000_000));
         let mut bad = out;
         // The death signal, before the two timer words that end the header.
-        let at = MoveHeader::SIZE - 2 * 8 - 4;
+        let at = MoveHeader::SIZE - crate::credentials::Ids::SIZE - 4 - 2 * 8 - 4;
         bad[at..at + 4].copy_from_slice(&65u32.to_le_bytes());
         assert_eq!(MoveImage::decode(&bad[..length]).err(), Some(DecodeError::BadField("death signal")));
         assert_eq!((image.header.return_core, image.header.return_incarnation), (2, 3));
@@ -757,6 +801,7 @@ mod tests {
             let parts = MoveParts {
                 actions: &actions, threads: core::slice::from_ref(&thread), descriptors: &[], children: &[], areas: &[],
                 pages: &page_list[..pages as usize], pending: &[], name: b"", path: b"", command_line: b"",
+                groups: &[],
             };
             let mut out = [0u8; 8192];
             let length = encode(&mut out, &MoveHeader::default(), &parts).expect("fits");

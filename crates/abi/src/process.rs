@@ -33,7 +33,8 @@ pub struct SpawnOrigin {
 /// session (u32), argument count (u32), environment count (u32), descriptor count (u32),
 /// working directory (u64, a file-service handle or `u64::MAX` for the root), the signal the
 /// child gets when its parent ends (u32, 0 for none, at most [`crate::signal::MAX_SIGNAL`]), the
-/// root directory (u64, a handle or `u64::MAX` as the working directory is), then the
+/// root directory (u64, a handle or `u64::MAX` as the working directory is), the parent's
+/// ids (eight u32, `Ids::encode`), its supplementary group count (u32), then the
 /// descriptors ([`Descriptor::SIZE`] bytes each), then `path\0`, the arguments, the
 /// environment, each NUL-ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,10 @@ pub struct SpawnRequest<'a> {
     pub root_directory: u64,
     /// The descriptors the child starts with.
     descriptors: &'a [u8],
+    /// The parent's user and group ids, which the child starts with.
+    pub credentials: crate::credentials::Ids,
+    /// The parent's supplementary groups, each a little-endian `u32` (see [`SpawnRequest::groups`]).
+    group_bytes: &'a [u8],
     /// The program's path.
     pub path: &'a [u8],
     argument_count: u32,
@@ -54,7 +59,10 @@ pub struct SpawnRequest<'a> {
     strings: &'a [u8],
 }
 
-const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8;
+const HEADER: usize = 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 + crate::credentials::Ids::SIZE + 4;
+/// Where the credentials start in the header, and the group count after them.
+const CREDENTIALS_AT: usize = 56;
+const GROUP_COUNT_AT: usize = CREDENTIALS_AT + crate::credentials::Ids::SIZE;
 
 /// Most descriptors a spawned process inherits (Reef's `RLIMIT_NOFILE`).
 pub const MAX_DESCRIPTORS: usize = 1024;
@@ -75,9 +83,16 @@ impl Descriptor {
 
 impl<'a> SpawnRequest<'a> {
     /// Bytes [`encode`](Self::encode) writes for these strings and descriptors.
-    pub fn encoded_size(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], descriptors: usize) -> usize {
+    pub fn encoded_size(
+        path: &[u8],
+        arguments: &[&[u8]],
+        environment: &[&[u8]],
+        descriptors: usize,
+        groups: usize,
+    ) -> usize {
         HEADER
             + descriptors * Descriptor::SIZE
+            + groups * 4
             + path.len()
             + 1
             + arguments.iter().chain(environment).map(|s| s.len() + 1).sum::<usize>()
@@ -91,13 +106,19 @@ impl<'a> SpawnRequest<'a> {
         out: &mut [u8],
         origin: &SpawnOrigin,
         (working_directory, root_directory): (u64, u64),
+        (credentials, groups): (&crate::credentials::Ids, &[u32]),
         descriptors: &[Descriptor],
         path: &[u8],
         arguments: &[&[u8]],
         environment: &[&[u8]],
     ) -> Option<usize> {
-        let size = Self::encoded_size(path, arguments, environment, descriptors.len());
-        if out.len() < size || path.is_empty() || path.len() > MAX_PATH || descriptors.len() > MAX_DESCRIPTORS {
+        let size = Self::encoded_size(path, arguments, environment, descriptors.len(), groups.len());
+        if out.len() < size
+            || path.is_empty()
+            || path.len() > MAX_PATH
+            || descriptors.len() > MAX_DESCRIPTORS
+            || groups.len() > crate::credentials::MAX_GROUPS
+        {
             return None;
         }
         if (origin.process_group == 0) != (origin.session == 0) || origin.death_signal > crate::signal::MAX_SIGNAL {
@@ -114,12 +135,18 @@ impl<'a> SpawnRequest<'a> {
         out[36..44].copy_from_slice(&working_directory.to_le_bytes());
         out[44..48].copy_from_slice(&origin.death_signal.to_le_bytes());
         out[48..56].copy_from_slice(&root_directory.to_le_bytes());
+        out[CREDENTIALS_AT..GROUP_COUNT_AT].copy_from_slice(&credentials.encode());
+        out[GROUP_COUNT_AT..GROUP_COUNT_AT + 4].copy_from_slice(&(groups.len() as u32).to_le_bytes());
         let mut at = HEADER;
         for descriptor in descriptors {
             out[at..at + 4].copy_from_slice(&descriptor.fd.to_le_bytes());
             out[at + 4..at + 8].copy_from_slice(&descriptor.kind.to_le_bytes());
             out[at + 8..at + 16].copy_from_slice(&descriptor.handle.to_le_bytes());
             at += Descriptor::SIZE;
+        }
+        for group in groups {
+            out[at..at + 4].copy_from_slice(&group.to_le_bytes());
+            at += 4;
         }
         for string in core::iter::once(&path).chain(arguments.iter()).chain(environment.iter()) {
             if string.contains(&0) {
@@ -153,7 +180,15 @@ impl<'a> SpawnRequest<'a> {
             return Err(DecodeError::BadField("descriptor count"));
         }
         let descriptors = &bytes[HEADER..HEADER + descriptor_count * Descriptor::SIZE];
-        let rest = &bytes[HEADER + descriptors.len()..];
+        let credentials = crate::credentials::Ids::decode(&header[CREDENTIALS_AT..GROUP_COUNT_AT])
+            .ok_or(DecodeError::BadField("credentials"))?;
+        let group_count = u32_at(header, GROUP_COUNT_AT) as usize;
+        let groups_at = HEADER + descriptors.len();
+        if group_count > crate::credentials::MAX_GROUPS || bytes.len() < groups_at + group_count * 4 {
+            return Err(DecodeError::BadField("group count"));
+        }
+        let group_bytes = &bytes[groups_at..groups_at + group_count * 4];
+        let rest = &bytes[groups_at + group_bytes.len()..];
         let path_end = rest.iter().position(|&b| b == 0).ok_or(DecodeError::BadField("path"))?;
         if path_end == 0 || path_end > MAX_PATH {
             return Err(DecodeError::BadField("path"));
@@ -176,6 +211,8 @@ impl<'a> SpawnRequest<'a> {
             working_directory: u64_at(header, 36),
             root_directory: u64_at(header, 48),
             descriptors,
+            credentials,
+            group_bytes,
             path: &rest[..path_end],
             argument_count,
             environment_count,
@@ -192,6 +229,11 @@ impl<'a> SpawnRequest<'a> {
                 record[8], record[9], record[10], record[11], record[12], record[13], record[14], record[15],
             ]),
         })
+    }
+
+    /// The parent's supplementary groups.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + 'a {
+        self.group_bytes.chunks_exact(4).map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
     /// The arguments.
@@ -300,6 +342,8 @@ mod tests {
     use super::*;
     use std::vec::Vec;
 
+    const ROOT: (&crate::credentials::Ids, &[u32]) = (&crate::credentials::Ids::ROOT, &[]);
+
     #[test]
     fn spawn_request_round_trip() {
         let mut out = [0u8; 256];
@@ -308,11 +352,23 @@ mod tests {
         let origin =
             SpawnOrigin { request_id: 7, parent_pid: 3, parent_core: 1, process_group: 2, session: 1, death_signal: 9 };
         let descriptors = [Descriptor { fd: 0, kind: 3, handle: 1 }, Descriptor { fd: 1, kind: 5, handle: 42 }];
-        let n =
-            SpawnRequest::encode(&mut out, &origin, (9, 12), &descriptors, b"/bin/busybox", &arguments, &environment)
-                .unwrap();
+        let ids = crate::credentials::Ids { effective_uid: 0, ..crate::credentials::Ids::of(1000, 100) };
+        let credentials = (&ids, &[27u32, 100][..]);
+        let n = SpawnRequest::encode(
+            &mut out,
+            &origin,
+            (9, 12),
+            credentials,
+            &descriptors,
+            b"/bin/busybox",
+            &arguments,
+            &environment,
+        )
+        .unwrap();
         let request = SpawnRequest::decode(&out[..n]).unwrap();
         assert_eq!(request.origin, origin);
+        assert_eq!(request.credentials, ids);
+        assert_eq!(request.groups().collect::<Vec<_>>(), [27, 100]);
         assert_eq!((request.working_directory, request.root_directory), (9, 12));
         assert_eq!(request.descriptors().collect::<Vec<_>>(), descriptors);
         assert_eq!(request.path, b"/bin/busybox");
@@ -325,7 +381,7 @@ mod tests {
         let mut out = [0u8; 128];
         let origin =
             SpawnOrigin { request_id: 1, parent_pid: 1, parent_core: 0, process_group: 0, session: 0, death_signal: 0 };
-        let n = SpawnRequest::encode(&mut out, &origin, (u64::MAX, u64::MAX), &[], b"/x", &[b"a"], &[]).unwrap();
+        let n = SpawnRequest::encode(&mut out, &origin, (u64::MAX, u64::MAX), ROOT, &[], b"/x", &[b"a"], &[]).unwrap();
         assert!(SpawnRequest::decode(&out[..n]).is_ok(), "a new session and group");
         assert!(SpawnRequest::decode(&out[..n - 1]).is_err(), "missing terminator");
         out[16] = 5;
@@ -347,13 +403,13 @@ mod tests {
         out[44] = 0;
         let unknown = SpawnOrigin { death_signal: 65, ..origin };
         assert_eq!(
-            SpawnRequest::encode(&mut out, &unknown, (u64::MAX, u64::MAX), &[], b"/x", &[], &[]),
+            SpawnRequest::encode(&mut out, &unknown, (u64::MAX, u64::MAX), ROOT, &[], b"/x", &[], &[]),
             None,
             "no signal 65"
         );
         let half = SpawnOrigin { session: 1, ..origin };
         assert_eq!(
-            SpawnRequest::encode(&mut out, &half, (u64::MAX, u64::MAX), &[], b"/x", &[], &[]),
+            SpawnRequest::encode(&mut out, &half, (u64::MAX, u64::MAX), ROOT, &[], b"/x", &[], &[]),
             None,
             "a session without a group"
         );

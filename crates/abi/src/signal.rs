@@ -68,6 +68,30 @@ pub struct SignalRequest {
     /// The sending process (0: a kernel).
     pub sender: u32,
     pub code: SignalCode,
+    /// The sender's real and effective user ids, which a signal from a process is checked
+    /// against (kill(2)); root's for a kernel.
+    pub sender_ids: SenderIds,
+}
+
+/// The user ids of a signal's sender: it may signal a process whose real or saved user id is
+/// its real or effective one, or any process if its effective id is 0 (Linux's
+/// `kill_ok_by_cred`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SenderIds {
+    pub real_uid: u32,
+    pub effective_uid: u32,
+}
+
+impl SenderIds {
+    /// A kernel's (root's).
+    pub const KERNEL: Self = Self { real_uid: 0, effective_uid: 0 };
+
+    /// Whether it may signal a process with real user id `real_uid` and saved `saved_uid`.
+    pub fn may_signal(&self, real_uid: u32, saved_uid: u32) -> bool {
+        self.effective_uid == 0
+            || [real_uid, saved_uid].contains(&self.effective_uid)
+            || [real_uid, saved_uid].contains(&self.real_uid)
+    }
 }
 
 const TARGET_PROCESS: u64 = 1;
@@ -90,8 +114,8 @@ impl SignalRequest {
             kind | u64::from(self.signal) << 8,
             u64::from(id),
             u64::from(process),
-            u64::from(self.sender),
-            u64::from(self.code.number() as u32),
+            u64::from(self.sender) | u64::from(self.sender_ids.real_uid) << 32,
+            u64::from(self.code.number() as u32) | u64::from(self.sender_ids.effective_uid) << 32,
         ]
     }
 
@@ -111,11 +135,10 @@ impl SignalRequest {
             TARGET_PARENT_DIED if process == 0 && signal == 0 => SignalTarget::ParentDied(nonzero(id, "target")?),
             _ => return Err(DecodeError::BadField("target")),
         };
-        let code = u32::try_from(arguments[4])
-            .ok()
-            .and_then(|code| SignalCode::from_number(code as i32))
-            .ok_or(DecodeError::BadField("code"))?;
-        Ok(Self { target, signal: signal as u32, sender: pid(arguments[3], "sender")?, code })
+        let code = SignalCode::from_number(arguments[4] as u32 as i32).ok_or(DecodeError::BadField("code"))?;
+        let sender_ids =
+            SenderIds { real_uid: (arguments[3] >> 32) as u32, effective_uid: (arguments[4] >> 32) as u32 };
+        Ok(Self { target, signal: signal as u32, sender: arguments[3] as u32, code, sender_ids })
     }
 }
 
@@ -224,7 +247,13 @@ mod tests {
         ];
         for target in targets {
             for (signal, code) in [(0, SignalCode::User), (15, SignalCode::Thread), (64, SignalCode::Kernel)] {
-                let request = SignalRequest { target, signal, sender: 300_002, code };
+                let request = SignalRequest {
+                    target,
+                    signal,
+                    sender: 300_002,
+                    code,
+                    sender_ids: SenderIds { real_uid: 1000, effective_uid: 7 },
+                };
                 assert_eq!(SignalRequest::decode(&request.encode()), Ok(request));
             }
         }
@@ -233,6 +262,7 @@ mod tests {
             signal: 0,
             sender: 100_001,
             code: SignalCode::Kernel,
+            sender_ids: SenderIds::KERNEL,
         };
         assert_eq!(SignalRequest::decode(&orphan.encode()), Ok(orphan));
         for bad in
@@ -244,8 +274,14 @@ mod tests {
 
     #[test]
     fn malformed_signal_requests_are_refused() {
-        let good =
-            SignalRequest { target: SignalTarget::Group(5), signal: 2, sender: 1, code: SignalCode::User }.encode();
+        let good = SignalRequest {
+            target: SignalTarget::Group(5),
+            signal: 2,
+            sender: 1,
+            code: SignalCode::User,
+            sender_ids: SenderIds::KERNEL,
+        }
+        .encode();
         let mut bad = good;
         bad[0] = 3 | 65 << 8;
         assert_eq!(SignalRequest::decode(&bad), Err(DecodeError::BadField("signal")));
@@ -265,10 +301,19 @@ mod tests {
         bad[4] = 5;
         assert_eq!(SignalRequest::decode(&bad), Err(DecodeError::BadField("code")));
         bad = good;
-        bad[3] = u64::MAX;
-        assert_eq!(SignalRequest::decode(&bad), Err(DecodeError::BadField("sender")));
-        let all =
-            SignalRequest { target: SignalTarget::AllButInitAndSender, signal: 9, sender: 3, code: SignalCode::User };
+        bad[3] = 1000 << 32 | 1;
+        bad[4] |= 1001 << 32;
+        let ids = SignalRequest::decode(&bad).unwrap().sender_ids;
+        assert_eq!(ids, SenderIds { real_uid: 1000, effective_uid: 1001 }, "the high halves carry the sender's ids");
+        assert!(ids.may_signal(1000, 5) && ids.may_signal(5, 1001) && !ids.may_signal(0, 0));
+        assert!(SenderIds::KERNEL.may_signal(1000, 1000), "root signals anyone");
+        let all = SignalRequest {
+            target: SignalTarget::AllButInitAndSender,
+            signal: 9,
+            sender: 3,
+            code: SignalCode::User,
+            sender_ids: SenderIds::KERNEL,
+        };
         bad = all.encode();
         bad[1] = 4;
         assert!(SignalRequest::decode(&bad).is_err(), "everyone names no id");

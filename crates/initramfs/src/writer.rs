@@ -5,13 +5,15 @@ use crate::mode;
 use alloc::vec::Vec;
 
 /// Builds a `newc` archive in memory, entry by entry, in the order of the calls. Nothing
-/// depends on the host: the modification time is 0, owners are root, inode numbers count up
+/// depends on the host: the modification time is 0, owners are root (unless said), inode numbers count up
 /// from 1 in call order, directories have two links and everything else one, so the same
 /// calls give the same bytes.
 #[derive(Debug, Default)]
 pub struct Writer {
     bytes: Vec<u8>,
     next_inode: u32,
+    /// The owner and group of the entry being written: root's but for `owned_directory`.
+    owner: (u32, u32),
 }
 
 impl Writer {
@@ -23,6 +25,13 @@ impl Writer {
     /// only what the archive names, so write them first for an archive Linux unpacks too.
     pub fn directory(&mut self, name: &str, permissions: u32) {
         self.entry(name, mode::DIRECTORY | permissions & 0o7777, (0, 0), &[]);
+    }
+
+    /// A directory owned by user `uid` and group `gid` (a home directory).
+    pub fn owned_directory(&mut self, name: &str, permissions: u32, (uid, gid): (u32, u32)) {
+        self.owner = (uid, gid);
+        self.entry(name, mode::DIRECTORY | permissions & 0o7777, (0, 0), &[]);
+        self.owner = (0, 0);
     }
 
     /// A regular file.
@@ -59,8 +68,8 @@ impl Writer {
         let fields = [
             self.next_inode,
             mode,
-            0, // uid: root
-            0, // gid: root
+            self.owner.0,
+            self.owner.1,
             if is_directory { 2 } else { 1 },
             0, // mtime: fixed, so the same inputs give the same image
             u32::try_from(data.len()).expect(too_long),

@@ -102,6 +102,10 @@ impl Vfs {
                     return Err(EACCES);
                 }
                 Self::writable(filesystem)?;
+                // Write and search permission in the directory, after `EROFS` as Linux.
+                if !context.credentials.is_root() {
+                    context.credentials.may_create_in(&self.stat(directory)?)?;
+                }
                 let now = self.now();
                 let mode = mode::REGULAR | permissions & 0o7777;
                 if let Filesystem::Host(share) = filesystem {

@@ -1,6 +1,7 @@
 //! Path lookup: components, `.` and `..`, mounts, symbolic links, Linux's errors.
 
 use crate::node::{NodeId, NodeKind};
+use crate::permission;
 use crate::vfs::{Context, Vfs};
 use crate::{Errno, MAX_SYMLINK_HOPS, NAME_MAX, PATH_MAX};
 use alloc::vec::Vec;
@@ -184,6 +185,11 @@ impl Vfs {
             }
             if !self.is_directory(current)? {
                 return Err(ENOTDIR);
+            }
+            // Every lookup needs search permission on the directory it looks in (Linux's
+            // `may_lookup`); root may search any, so its walks stat nothing more.
+            if !context.credentials.is_root() {
+                context.credentials.check(&self.stat(current)?, permission::EXECUTE)?;
             }
             let child = match name {
                 b"." => current,

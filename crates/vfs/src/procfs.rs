@@ -86,6 +86,13 @@ pub trait ProcSource: Send {
     /// The absolute path of the program process `pid` runs (`/proc/<pid>/exe`).
     /// `Err(ENOENT)` when the process is gone.
     fn program(&self, pid: u32) -> Result<Vec<u8>, Errno>;
+
+    /// The effective user and group ids of process `pid`, which own its `/proc/<pid>` files
+    /// as on Linux; root's when the source keeps none.
+    fn owner(&self, pid: u32) -> (u32, u32) {
+        let _ = pid;
+        (0, 0)
+    }
 }
 
 /// What an inode number of `/proc` names.

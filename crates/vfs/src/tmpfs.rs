@@ -20,6 +20,10 @@ pub(crate) const ROOT_INODE: u64 = 1;
 pub(crate) struct TmpNode {
     /// Type and permission bits, as `st_mode`.
     pub mode: u32,
+    /// The owner and group: root's until the service gives it its maker's
+    /// ([`Vfs::set_owner`](crate::Vfs::set_owner)).
+    pub uid: u32,
+    pub gid: u32,
     /// Names of the node; a directory also counts `.` and its subdirectories' `..`. 0 once
     /// unlinked: the node lives on only while open.
     pub links: u64,
@@ -118,6 +122,8 @@ impl Tmpfs {
         let root = TmpNode {
             // Sticky and writable by all, as `/tmp` is everywhere.
             mode: mode::DIRECTORY | 0o1777,
+            uid: 0,
+            gid: 0,
             links: 2,
             accessed: now,
             modified: now,
@@ -196,7 +202,10 @@ impl Tmpfs {
             NewContent::Socket => (Content::Socket, 1),
         };
         let is_directory = matches!(content, Content::Directory(_));
-        self.nodes.insert(inode, TmpNode { mode, links, accessed: now, modified: now, changed: now, content });
+        self.nodes.insert(
+            inode,
+            TmpNode { mode, uid: 0, gid: 0, links, accessed: now, modified: now, changed: now, content },
+        );
         self.directory_mut(directory)?.insert(name.to_vec(), inode);
         if is_directory {
             self.add_links(directory, 1);

@@ -9,6 +9,7 @@ use crate::node::{
     TMPFS_MAGIC,
 };
 use crate::pages::{CountedPages, PageStore, PAGE_SIZE};
+use crate::permission::{self, Credentials};
 use crate::procfs::{self, ProcFile, ProcNode, ProcSource};
 use crate::sysfs::{self, SysNode, SysRequest, SysSource};
 use crate::tmpfs::{self, Content, TmpNode, Tmpfs};
@@ -21,7 +22,7 @@ use initramfs::{mode, Archive};
 use linux_raw_sys::errno::{EACCES, EBADF, EBUSY, EINVAL, EISDIR, ENOENT, ENOSPC, ENOTDIR, EPERM, EROFS};
 
 /// Who asks, and from where: what a path lookup needs beyond the path.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Context {
     /// The calling process, whose pid `/proc/self` links to.
     pub pid: u32,
@@ -30,6 +31,8 @@ pub struct Context {
     /// Where absolute paths start, and above which `..` does not climb: [`Vfs::root`], or the
     /// directory the process `chroot`ed to.
     pub root: NodeId,
+    /// The caller's ids: a lookup needs search permission on every directory it passes.
+    pub credentials: Credentials,
 }
 
 /// One entry of the mount table. Every mount point is a name in the root directory: the
@@ -356,6 +359,7 @@ impl Vfs {
             }
             Found::Tmpfs(_, tmp) => {
                 metadata.mode = tmp.mode;
+                (metadata.uid, metadata.gid) = (tmp.uid, tmp.gid);
                 metadata.links = tmp.links;
                 (metadata.accessed, metadata.modified, metadata.changed) = (tmp.accessed, tmp.modified, tmp.changed);
                 match &tmp.content {
@@ -402,6 +406,10 @@ impl Vfs {
                 }
                 if proc_node.is_link() {
                     metadata.size = self.read_link(node).map_or(0, |target| target.len() as u64);
+                }
+                // A process's files are its own, as Linux gives them its effective ids.
+                if let Some(pid) = proc_node.process() {
+                    (metadata.uid, metadata.gid) = self.proc.owner(pid);
                 }
             }
             Found::Sysfs(SysNode::File(file)) => {
@@ -469,6 +477,43 @@ impl Vfs {
                 self.found(node)?;
                 self.share(share)?.set_mode(node.inode(), permissions)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Gives `node` the owner `uid` and group `gid` (`None` leaves one): `chown`, and the
+    /// service making a node its maker's. A change clears the set-user-id and set-group-id
+    /// bits of anything but a directory, as Linux's `chown` does. A call that changes
+    /// nothing succeeds anywhere; a change is `EROFS` in the initramfs and `EPERM` in `/dev`,
+    /// `/proc`, `/sys` and the host shares (which keep the host's owners:
+    /// `security_model=none`). Whether the caller may is [`Credentials::may_change_owner`].
+    pub fn set_owner(&mut self, node: NodeId, uid: Option<u32>, gid: Option<u32>) -> Result<(), Errno> {
+        let metadata = self.stat(node)?;
+        let uid = uid.unwrap_or(metadata.uid);
+        let gid = gid.unwrap_or(metadata.gid);
+        if (uid, gid) == (metadata.uid, metadata.gid) {
+            return Ok(());
+        }
+        let now = self.now();
+        match node.filesystem().ok_or(ENOENT)? {
+            Filesystem::Tmpfs => {
+                let tmp = self.tmpfs.get_mut(node.inode())?;
+                (tmp.uid, tmp.gid) = (uid, gid);
+                tmp.mode = tmp.mode & mode::TYPE_MASK | permission::mode_after_chown(tmp.mode);
+                tmp.changed = now;
+                Ok(())
+            }
+            filesystem => Err(Self::refusal(filesystem)),
+        }
+    }
+
+    /// Gives a node the service just made its maker's owner and group, leaving its
+    /// permission bits as they were made (a new node has no set-id bits to clear that its
+    /// maker did not ask for). tmpfs only: the other file systems keep their own owners.
+    pub fn set_new_owner(&mut self, node: NodeId, uid: u32, gid: u32) -> Result<(), Errno> {
+        if node.filesystem() == Some(Filesystem::Tmpfs) {
+            let tmp = self.tmpfs.get_mut(node.inode())?;
+            (tmp.uid, tmp.gid) = (uid, gid);
         }
         Ok(())
     }
@@ -601,6 +646,12 @@ impl Vfs {
             Found::Procfs(ProcNode::File(_)) => EACCES,
             _ => EINVAL,
         })
+    }
+
+    /// Whether `node` is on a read-only mount (the initramfs), where every change is `EROFS`
+    /// whoever asks, which Linux answers before any permission check.
+    pub fn is_read_only(&self, node: NodeId) -> bool {
+        node.filesystem() == Some(Filesystem::Archive)
     }
 
     /// Whether the contents of `node` may be written (an open for writing, `access(W_OK)`):

@@ -26,7 +26,7 @@ fn dot_dot_never_leaves_the_root() {
     // under the same name.
     assert_eq!(fixture.resolve("/tmp/.."), Ok(root));
     let tmp = fixture.resolve("/tmp").unwrap();
-    let context = Context { pid: 1, cwd: tmp, root };
+    let context = Context { pid: 1, cwd: tmp, root, credentials: vfs::Credentials::root() };
     assert_eq!(fixture.vfs.resolve(&context, None, b"../etc/motd", true), fixture.resolve("/etc/motd"));
     assert_eq!(fixture.vfs.resolve(&context, None, b".", true), Ok(tmp));
 }
@@ -39,7 +39,7 @@ fn a_changed_root_holds_absolute_paths_dot_dot_and_links_inside_it() {
     let motd = fixture.create("/tmp/jail/etc/motd").unwrap();
     fixture.symlink("/etc/motd", "/tmp/jail/absolute").unwrap();
     fixture.symlink("../../../../etc", "/tmp/jail/climbing").unwrap();
-    let context = Context { pid: 1, cwd: jail, root: jail };
+    let context = Context { pid: 1, cwd: jail, root: jail, credentials: vfs::Credentials::root() };
     let resolve = |path: &[u8]| fixture.vfs.resolve(&context, None, path, true);
     assert_eq!(resolve(b"/etc/motd"), Ok(motd), "an absolute path starts at the root");
     assert_eq!(resolve(b"/"), Ok(jail));
@@ -101,7 +101,7 @@ fn busybox_applet_links_resolve() {
     assert_eq!(fixture.vfs.read_link(busybox), Err(EINVAL));
     // A link in the middle of a path is followed whatever `follow_last` says.
     let sbin = fixture.resolve("/sbin").unwrap();
-    let context = fixture.context;
+    let context = fixture.context.clone();
     assert_eq!(fixture.vfs.resolve(&context, Some(sbin), b"init/../motd", false), Err(ENOTDIR));
 }
 
@@ -149,7 +149,8 @@ fn symlinks_are_relative_to_their_directory() {
     assert_eq!(fixture.resolve("/tmp/d/up/motd"), fixture.resolve("/etc/motd"), "out of tmpfs through the mount");
     // The proc `self` link.
     assert_eq!(fixture.resolve("/proc/self"), fixture.resolve("/proc/1"));
-    let context = Context { pid: 42, cwd: fixture.vfs.root(), root: fixture.vfs.root() };
+    let context =
+        Context { pid: 42, cwd: fixture.vfs.root(), root: fixture.vfs.root(), credentials: vfs::Credentials::root() };
     let own = fixture.vfs.resolve(&context, None, b"/proc/self/status", true).unwrap();
     assert_eq!(fixture.vfs.kind(own), Ok(NodeKind::ProcFile(ProcFile::Status(42))));
     let link = fixture.vfs.resolve(&context, None, b"/proc/self", false).unwrap();
@@ -186,7 +187,7 @@ fn the_initramfs_is_read_only() {
     assert_eq!(fixture.make_directory("/etc"), Err(EEXIST));
     assert_eq!(fixture.symlink("x", "/etc/motd"), Err(EEXIST));
     let (directory, name) = fixture.parent("/etc/motd").unwrap();
-    let context = fixture.context;
+    let context = fixture.context.clone();
     assert_eq!(fixture.vfs.create(&context, directory, &name, 0o644, false), Ok((motd, false)));
     assert_eq!(fixture.vfs.create(&context, directory, &name, 0o644, true), Err(EEXIST));
     assert_eq!(fixture.contents(motd).unwrap(), b"hello\n");
@@ -329,7 +330,7 @@ fn names_with_trailing_slashes_mean_directories() {
 #[test]
 fn create_opens_existing_files_and_follows_dangling_links() {
     let mut fixture = fixture(16);
-    let context = fixture.context;
+    let context = fixture.context.clone();
     let (tmp, name) = fixture.parent("/tmp/file").unwrap();
     let (file, created) = fixture.vfs.create(&context, tmp, &name, 0o640, false).unwrap();
     assert!(created);
@@ -415,7 +416,7 @@ fn a_store_out_of_memory_is_enospc_too() {
     let archive = initramfs::Archive::parse(bytes).unwrap();
     let store = Box::new(HeapPageStore::with_limit(1));
     let mut vfs = Vfs::new(Some(archive), store, 1000, clock, Box::new(Processes::default()), Arc::new(Cores::new(1)));
-    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root(), credentials: vfs::Credentials::root() };
     let (tmp, _) = vfs.resolve_parent(&context, None, b"/tmp/f").unwrap();
     let (file, _) = vfs.create(&context, tmp, b"f", 0o644, false).unwrap();
     assert_eq!(vfs.write(file, 0, &[1; 2 * PAGE_SIZE]), Ok(PAGE_SIZE));
@@ -485,7 +486,7 @@ fn a_removed_directory_still_open_is_empty_and_closed_to_new_names() {
     assert_eq!(fixture.remove_directory("/tmp/d"), Err(ENOTEMPTY));
     fixture.remove_directory("/tmp/d/sub").unwrap();
     fixture.vfs.open_node(directory).unwrap();
-    let inside = Context { pid: 1, cwd: directory, root: fixture.vfs.root() };
+    let inside = Context { pid: 1, cwd: directory, root: fixture.vfs.root(), credentials: vfs::Credentials::root() };
     assert_eq!(fixture.vfs.path_of(directory).unwrap(), b"/tmp/d");
     fixture.remove_directory("/tmp/d").unwrap();
     assert_eq!(fixture.vfs.read_directory(directory, 0), Ok(None));
@@ -722,7 +723,7 @@ fn getcwd_paths() {
 fn no_archive_gives_an_empty_root_with_the_mounts() {
     let processes = Box::new(Processes::default());
     let vfs = Vfs::new(None, Box::new(HeapPageStore::new()), 8, clock, processes, Arc::new(Cores::new(1)));
-    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root(), credentials: vfs::Credentials::root() };
     let mut names = Vec::new();
     let mut cursor = 0;
     while let Some((entry, next)) = vfs.read_directory(vfs.root(), cursor).unwrap() {
@@ -733,4 +734,32 @@ fn no_archive_gives_an_empty_root_with_the_mounts() {
     assert!(vfs.resolve(&context, None, b"/dev/null", true).is_ok());
     assert_eq!(vfs.resolve(&context, None, b"/bin/sh", true), Err(ENOENT));
     assert_eq!(vfs.stat(vfs.root()).unwrap().links, 2 + 4);
+}
+
+#[test]
+fn a_walk_needs_search_permission_for_everyone_but_root() {
+    let mut fixture = fixture(16);
+    let private = fixture.make_directory("/tmp/private").unwrap();
+    let inner = fixture.create("/tmp/private/file").unwrap();
+    fixture.vfs.set_mode(private, 0o700).unwrap();
+    fixture.vfs.set_owner(private, Some(1000), Some(1000)).unwrap();
+    let as_user = |uid: u32, groups: Vec<u32>| Context {
+        credentials: vfs::Credentials { uid, gid: uid, groups },
+        ..fixture.context.clone()
+    };
+    let resolve = |vfs: &Vfs, context: &Context| vfs.resolve(context, None, b"/tmp/private/file", true);
+    assert_eq!(resolve(&fixture.vfs, &as_user(1000, vec![])), Ok(inner), "the owner searches its directory");
+    assert_eq!(resolve(&fixture.vfs, &as_user(1001, vec![1000])), Err(EACCES), "another user may not");
+    assert_eq!(resolve(&fixture.vfs, &fixture.context), Ok(inner), "root may");
+    let member = as_user(1001, vec![1000]);
+    fixture.vfs.set_mode(private, 0o710).unwrap();
+    assert_eq!(resolve(&fixture.vfs, &member), Ok(inner), "a member of its group may, with group x");
+    assert_eq!(fixture.vfs.stat(private).unwrap().uid, 1000, "chown gives the owner");
+    assert_eq!(fixture.vfs.set_owner(fixture.resolve("/etc/motd").unwrap(), Some(1), None), Err(EROFS));
+    let motd = fixture.resolve("/etc/motd").unwrap();
+    assert_eq!(fixture.vfs.set_owner(motd, Some(0), Some(0)), Ok(()), "a chown that changes nothing succeeds");
+    let file = fixture.create("/tmp/setuid").unwrap();
+    fixture.vfs.set_mode(file, 0o6755).unwrap();
+    fixture.vfs.set_owner(file, Some(5), None).unwrap();
+    assert_eq!(fixture.vfs.stat(file).unwrap().mode & 0o7777, 0o755, "a chown clears the set-id bits");
 }

@@ -45,7 +45,7 @@ fn mounted(server: Server) -> Mounted {
     let mut vfs = Vfs::new(Some(archive), pages, 64, clock, Box::new(processes), Arc::new(Cores::new(2)));
     let server = Shared(Arc::new(Mutex::new(server)));
     vfs.mount_share(b"/host", b"share0", Box::new(server.clone()), 8192).unwrap();
-    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root(), credentials: vfs::Credentials::root() };
     Mounted { vfs, server, context }
 }
 

@@ -117,7 +117,7 @@ fn open_files_are_named_by_where_the_walk_found_them() {
     fixture.make_directory("/tmp/d").unwrap();
     fixture.create("/tmp/d/file").unwrap();
     fixture.symlink("d/file", "/tmp/link").unwrap();
-    let context = fixture.context;
+    let context = fixture.context.clone();
     let named = |path: &str, follow: bool| {
         let (_, name) = fixture.vfs.resolve_with_path(&context, None, path.as_bytes(), follow).unwrap();
         String::from_utf8(name).unwrap()
@@ -133,7 +133,7 @@ fn open_files_are_named_by_where_the_walk_found_them() {
     let (tmp, _) = fixture.parent("/tmp/x").unwrap();
     assert_eq!(fixture.vfs.path_in(tmp, b"x").unwrap(), b"/tmp/x");
     let d = fixture.resolve("/tmp/d").unwrap();
-    let relative = vfs::Context { pid: 1, cwd: d, root: fixture.vfs.root() };
+    let relative = vfs::Context { pid: 1, cwd: d, root: fixture.vfs.root(), credentials: vfs::Credentials::root() };
     let (_, name) = fixture.vfs.resolve_with_path(&relative, None, b"file", true).unwrap();
     assert_eq!(name, b"/tmp/d/file");
 }

@@ -5,7 +5,7 @@
 use super::service::{self, Reply, SERVICE_CORE};
 use crate::core::shared;
 use crate::sched::{self, WaitToken, Wakeup};
-use abi::file::{FileOp, FileReply, FileRequest, HandleKind, CONSOLE_HANDLE, REQUEST_WORDS};
+use abi::file::{Caller, FileOp, FileReply, FileRequest, HandleKind, CONSOLE_HANDLE, REQUEST_WORDS};
 use abi::message::Kind;
 use abi::Errno;
 use alloc::collections::BTreeMap;
@@ -21,6 +21,39 @@ static CURRENT_PID: Once<fn() -> u32> = Once::new();
 /// Registers how a request learns the calling process's pid (until then it says 0).
 pub fn register_current_pid(current_pid: fn() -> u32) {
     CURRENT_PID.call_once(|| current_pid);
+}
+
+/// The ids a request carries for the service to check it with (`abi::file::Caller`, owned).
+#[derive(Clone, Debug, Default)]
+pub struct CallerIds {
+    pub effective_uid: u32,
+    pub filesystem_uid: u32,
+    pub filesystem_gid: u32,
+    /// The supplementary groups, little-endian `u32`s.
+    pub group_bytes: Vec<u8>,
+}
+
+/// Which of the caller's ids a request is checked with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckAs {
+    /// The file-system ids: every call but `access`.
+    FileSystem,
+    /// The real ids, as `access` and `faccessat` without `AT_EACCESS` check.
+    Real,
+}
+
+/// The running thread's ids (root's for a kernel thread): the process layer's, registered at
+/// boot, since the file service sits below processes.
+static CURRENT_CALLER: Once<fn(CheckAs) -> CallerIds> = Once::new();
+
+/// Registers how a request learns the calling process's ids (until then every request is
+/// root's).
+pub fn register_current_caller(current_caller: fn(CheckAs) -> CallerIds) {
+    CURRENT_CALLER.call_once(|| current_caller);
+}
+
+fn current_caller(check_as: CheckAs) -> CallerIds {
+    CURRENT_CALLER.get().map_or_else(CallerIds::default, |current| current(check_as))
 }
 
 /// One reference to an open file of the service. Descriptors that share an open file
@@ -129,8 +162,15 @@ pub fn flush_releases() {
         for id in releases {
             let mut words = [0u64; REQUEST_WORDS];
             words[0] = id;
-            let request =
-                FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Release, words, first: &[], second: &[] };
+            let request = FileRequest {
+                request_id: no_reply_id(),
+                pid: 0,
+                op: FileOp::Release,
+                words,
+                first: &[],
+                second: &[],
+                caller: Caller::ROOT,
+            };
             if let Err(error) = send(&request) {
                 log::warn!("a file handle was not released at the service: {error}");
             }
@@ -144,8 +184,15 @@ pub fn flush_releases() {
 pub fn report_descriptors(pid: u32, count: usize, table: &[u8]) {
     let mut words = [0u64; REQUEST_WORDS];
     words[0] = count as u64;
-    let request =
-        FileRequest { request_id: no_reply_id(), pid, op: FileOp::Descriptors, words, first: table, second: &[] };
+    let request = FileRequest {
+        request_id: no_reply_id(),
+        pid,
+        op: FileOp::Descriptors,
+        words,
+        first: table,
+        second: &[],
+        caller: Caller::ROOT,
+    };
     if let Err(error) = send(&request) {
         log::debug!("the descriptors of pid {pid} were not reported to /proc: {error}");
     }
@@ -214,7 +261,12 @@ fn answer(reply: Reply) -> Result<Answer, Errno> {
 /// Asks the service `op` and waits for its answer. A signal or a kill while it waits cancels
 /// the request (the service finishes it with what it has: a pipe write's count, or EINTR).
 pub fn call(op: FileOp, words: [u64; REQUEST_WORDS], first: &[u8], second: &[u8]) -> Result<Answer, Errno> {
-    call_with(op, words, first, second, None)
+    call_with(op, words, (first, second), None, CheckAs::FileSystem)
+}
+
+/// As [`call`], checked with the caller's real ids (`access`).
+pub fn call_as_real(op: FileOp, words: [u64; REQUEST_WORDS], first: &[u8]) -> Result<Answer, Errno> {
+    call_with(op, words, (first, &[]), None, CheckAs::Real)
 }
 
 /// As [`call`], for a request that may wait (a `poll`): at `deadline_ns` (uptime) it is
@@ -225,19 +277,26 @@ pub fn call_until(
     first: &[u8],
     deadline_ns: Option<u64>,
 ) -> Result<Answer, Errno> {
-    call_with(op, words, first, &[], deadline_ns)
+    call_with(op, words, (first, &[]), deadline_ns, CheckAs::FileSystem)
 }
 
 fn call_with(
     op: FileOp,
     words: [u64; REQUEST_WORDS],
-    first: &[u8],
-    second: &[u8],
+    (first, second): (&[u8], &[u8]),
     deadline_ns: Option<u64>,
+    check_as: CheckAs,
 ) -> Result<Answer, Errno> {
     let request_id = new_request_id();
     let pid = CURRENT_PID.get().map_or(0, |current_pid| current_pid());
-    let request = FileRequest { request_id, pid, op, words, first, second };
+    let ids = current_caller(check_as);
+    let caller = Caller {
+        effective_uid: ids.effective_uid,
+        filesystem_uid: ids.filesystem_uid,
+        filesystem_gid: ids.filesystem_gid,
+        group_bytes: &ids.group_bytes,
+    };
+    let request = FileRequest { request_id, pid, op, words, first, second, caller };
     PENDING.lock().insert(request_id, None);
     match send(&request) {
         Ok(Some(reply)) => {
@@ -330,7 +389,15 @@ fn answer_of_killed(op: FileOp, words: &[u64; REQUEST_WORDS], request_id: u64) -
 fn cancel(request_id: u64) -> Result<(), Errno> {
     let mut words = [0u64; REQUEST_WORDS];
     words[0] = request_id;
-    let request = FileRequest { request_id: no_reply_id(), pid: 0, op: FileOp::Cancel, words, first: &[], second: &[] };
+    let request = FileRequest {
+        request_id: no_reply_id(),
+        pid: 0,
+        op: FileOp::Cancel,
+        words,
+        first: &[],
+        second: &[],
+        caller: Caller::ROOT,
+    };
     send(&request).map(drop)
 }
 

@@ -103,7 +103,7 @@ pub fn resolve(path: &str, follow_last: bool) -> Result<Entry<'static>, Errno> {
 }
 
 /// The bytes of the program at `path`, and its resolved path.
-pub fn read_program(path: &str) -> Result<(&'static [u8], String), Errno> {
+pub fn read_program(path: &str) -> Result<(&'static [u8], String, ProgramFile), Errno> {
     let entry = resolve(path, true)?;
     if entry.is_directory() {
         return Err(errno::EACCES);
@@ -113,7 +113,16 @@ pub fn read_program(path: &str) -> Result<(&'static [u8], String), Errno> {
     }
     let mut resolved = String::from("/");
     resolved.push_str(entry.name);
-    Ok((entry.data, resolved))
+    Ok((entry.data, resolved, ProgramFile { mode: entry.mode, uid: entry.uid, gid: entry.gid }))
+}
+
+/// The mode and owner of a program's file: its set-user-id and set-group-id bits say whose
+/// ids it runs with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProgramFile {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// A program's bytes: the initramfs's own (mapped by every instance), or a copy read
@@ -158,18 +167,33 @@ pub fn find_program(
     path: &str,
     (working_directory, root_directory): (u64, u64),
     may_ask: bool,
-) -> Result<(ProgramImage, String), Errno> {
+    as_user: bool,
+) -> Result<(ProgramImage, String, ProgramFile), Errno> {
+    use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE};
+    let mut words = [0u64; abi::file::REQUEST_WORDS];
+    // A caller other than root needs search permission on every directory of the path and
+    // execute permission on the file for its class, which the service decides (`access(X_OK)`
+    // with the caller's file-system ids), even for a program of the initramfs read in place.
+    // A message handler cannot wait for the service: the new process loads it itself.
+    if as_user {
+        if !may_ask {
+            return Err(errno::ENOENT);
+        }
+        const EXECUTE: u64 = 1;
+        words[..4].copy_from_slice(&[NONE, working_directory, EXECUTE, 1]);
+        words[abi::file::ROOT_WORD] = root_directory;
+        client::call(FileOp::Access, words, path.as_bytes(), &[])?;
+    }
     if path.starts_with('/') && root_directory == abi::file::NONE {
         match read_program(path) {
-            Ok((bytes, resolved)) => return Ok((ProgramImage::Mapped(bytes), resolved)),
+            Ok((bytes, resolved, file)) => return Ok((ProgramImage::Mapped(bytes), resolved, file)),
             Err(errno::ENOENT) if may_ask => {}
             Err(error) => return Err(error),
         }
     } else if !may_ask {
         return Err(errno::ENOENT);
     }
-    use abi::file::{FileOp, HandleKind, Metadata, MAX_TRANSFER, NONE};
-    let mut words = [0u64; abi::file::REQUEST_WORDS];
+    words = [0u64; abi::file::REQUEST_WORDS];
     words[..4].copy_from_slice(&[NONE, working_directory, 0, 0]);
     words[abi::file::ROOT_WORD] = root_directory;
     let opened = client::call(FileOp::Open, words, path.as_bytes(), &[])?;
@@ -215,7 +239,8 @@ pub fn find_program(
         joined.push_str(path.trim_start_matches("./"));
         joined
     };
-    Ok((ProgramImage::Read(image, mapped::FileVersion::of(&metadata)), resolved))
+    let file = ProgramFile { mode: metadata.mode, uid: metadata.uid, gid: metadata.gid };
+    Ok((ProgramImage::Read(image, mapped::FileVersion::of(&metadata)), resolved, file))
 }
 
 /// One descriptor slot: the open file (shared after `fork` and `dup`) and its `FD_CLOEXEC`.

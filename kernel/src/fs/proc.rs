@@ -65,6 +65,8 @@ struct Record {
     process_group: u32,
     session: u32,
     stopped: bool,
+    credentials: abi::credentials::Ids,
+    groups: Vec<u32>,
 }
 
 /// Every instance's processes, kept by the service's instance.
@@ -96,6 +98,8 @@ fn apply(record: &ProcessRecord<'_>) {
             process_group: record.process_group,
             session: record.session,
             stopped: record.stopped,
+            credentials: record.credentials,
+            groups: record.groups().collect(),
         },
     );
 }
@@ -154,16 +158,25 @@ pub fn report(pid: u32, parent_pid: u32, alive: bool, name: &str, command_line: 
         name,
         command_line,
         program,
-        Membership { process_group: pid, session: pid, stopped: false },
+        Membership {
+            process_group: pid,
+            session: pid,
+            stopped: false,
+            credentials: abi::credentials::Ids::ROOT,
+            groups: Vec::new(),
+        },
     );
 }
 
-/// A process's group, session and stop state, as `/proc/<pid>/stat` shows them.
-#[derive(Clone, Copy)]
+/// A process's group, session and stop state, as `/proc/<pid>/stat` shows them, and its ids
+/// and groups, as `/proc/<pid>/status` does (its `/proc` files are its effective user's).
+#[derive(Clone)]
 pub struct Membership {
     pub process_group: u32,
     pub session: u32,
     pub stopped: bool,
+    pub credentials: abi::credentials::Ids,
+    pub groups: Vec<u32>,
 }
 
 /// [`report`], with the process's group, session and stop state.
@@ -187,6 +200,8 @@ pub fn report_with(
         process_group: membership.process_group,
         session: membership.session,
         stopped: membership.stopped,
+        credentials: membership.credentials,
+        group_bytes: &membership.groups.iter().flat_map(|group| group.to_le_bytes()).collect::<Vec<u8>>(),
     };
     if shared::this_core() as usize == super::service::SERVICE_CORE {
         return apply(&record);
@@ -265,6 +280,13 @@ impl ProcSource for Source {
         Ok(RECORDS.lock().get(&pid).ok_or(errno::ENOENT)?.program.clone())
     }
 
+    fn owner(&self, pid: u32) -> (u32, u32) {
+        RECORDS
+            .lock()
+            .get(&pid)
+            .map_or((0, 0), |record| (record.credentials.effective_uid, record.credentials.effective_gid))
+    }
+
     fn generate(&self, file: ProcFile) -> Result<Vec<u8>, Errno> {
         let mut text = String::new();
         match file {
@@ -280,15 +302,25 @@ impl ProcSource for Source {
                         return Ok(name);
                     }
                     ProcFile::Status(_) => {
+                        use abi::credentials::Family;
                         let _ = write!(
                             text,
-                            "Name:\t{}\nUmask:\t0022\nState:\t{}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\n\
-                             Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nCpus_allowed_list:\t{}\n",
+                            "Name:\t{}\nUmask:\t0022\nState:\t{}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\n",
                             record.name,
                             if record.stopped { "T (stopped)" } else { "R (running)" },
                             record.parent_pid,
-                            record.core
                         );
+                        // Real, effective, saved and file-system ids; then the groups, each
+                        // followed by a space, as Linux writes them.
+                        for (label, family) in [("Uid", Family::User), ("Gid", Family::Group)] {
+                            let [real, effective, saved, filesystem] = record.credentials.status_line(family);
+                            let _ = writeln!(text, "{label}:\t{real}\t{effective}\t{saved}\t{filesystem}");
+                        }
+                        text.push_str("Groups:\t");
+                        for group in &record.groups {
+                            let _ = write!(text, "{group} ");
+                        }
+                        let _ = writeln!(text, "\nCpus_allowed_list:\t{}", record.core);
                     }
                     _ => {
                         // Linux's 52 fields; Reef fills the identity ones and the core (39th).

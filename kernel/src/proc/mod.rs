@@ -4,6 +4,7 @@
 //! in `signal`, process groups and sessions in `group`.
 #![deny(unsafe_code)]
 
+pub mod credentials;
 pub mod elf;
 pub mod group;
 pub mod keep;
@@ -72,12 +73,20 @@ pub struct Inherited {
     /// The root directory (`chroot`; `None`: the file system's root).
     pub root_directory: Option<Arc<crate::fs::Handle>>,
     pub death_signal: u32,
+    /// Its user and group ids: its parent's, root's for a kernel's child.
+    pub credentials: credentials::Credentials,
 }
 
 impl Inherited {
-    /// A kernel's child: the console on fds 0–2, the root as working directory.
+    /// A kernel's child: the console on fds 0–2, the root as working directory, root's ids.
     pub fn console() -> Self {
-        Self { files: FileTable::with_console(), working_directory: None, root_directory: None, death_signal: 0 }
+        Self {
+            files: FileTable::with_console(),
+            working_directory: None,
+            root_directory: None,
+            death_signal: 0,
+            credentials: credentials::Credentials::root(),
+        }
     }
 
     /// What `process` hands on: its descriptors not marked `FD_CLOEXEC`, its directory.
@@ -92,6 +101,7 @@ impl Inherited {
             working_directory: state.cwd.clone(),
             root_directory: state.root_directory.clone(),
             death_signal: 0,
+            credentials: process.credentials.lock().clone(),
         }
     }
 }
@@ -178,6 +188,8 @@ pub struct Process {
     stopped: AtomicU32,
     /// Its real-time interval timer (see `timer`).
     real_timer: Mutex<timer::RealTimer>,
+    /// Its user and group ids and supplementary groups (see `credentials`).
+    pub credentials: Mutex<credentials::Credentials>,
 }
 
 /// Linux's default timer slack, 50 µs (`PR_GET_TIMERSLACK`).
@@ -472,6 +484,9 @@ pub use abi::Errno;
 /// A program ready to run: its memory, the path it came from, and what `/proc` says of it.
 struct Program {
     loaded: elf::Loaded,
+    /// The mode and owner of the file it runs (the interpreter, for a script: Linux ignores
+    /// a script's set-id bits), for its set-id bits.
+    file: crate::fs::ProgramFile,
     /// The file the process runs (`/proc/<pid>/exe`): the interpreter, for a script.
     resolved: String,
     /// Its name (`comm`): the last part of `argv[0]`, or of the script's path.
@@ -488,13 +503,15 @@ fn load_program(
     environment: &[&[u8]],
     (working_directory, root_directory): (u64, u64),
     may_ask: bool,
+    as_user: bool,
 ) -> Result<Program, Errno> {
     let mut path = path.to_vec();
     let mut arguments: Vec<Vec<u8>> = arguments.iter().map(|a| a.to_vec()).collect();
     let mut script_name = None;
     for _ in 0..=abi::script::NESTING_LIMIT {
         let text = core::str::from_utf8(&path).map_err(|_| errno::ENOENT)?;
-        let (image, resolved) = crate::fs::find_program(text, (working_directory, root_directory), may_ask)?;
+        let directories = (working_directory, root_directory);
+        let (image, resolved, file) = crate::fs::find_program(text, directories, may_ask, as_user)?;
         let Some(interpreter) = abi::script::interpreter(&image) else {
             let argument_slices: Vec<&[u8]> = arguments.iter().map(Vec::as_slice).collect();
             // A dynamically linked program: its interpreter (ld.so) is read through the file
@@ -503,7 +520,7 @@ fn load_program(
                 None => None,
                 Some(Err(_)) => return Err(errno::ENOEXEC),
                 Some(Ok(interpreter_path)) => {
-                    Some(crate::fs::find_program(interpreter_path, (working_directory, root_directory), may_ask)?.0)
+                    Some(crate::fs::find_program(interpreter_path, directories, may_ask, as_user)?.0)
                 }
             };
             let program = (&image[..], image.version());
@@ -526,7 +543,7 @@ fn load_program(
                     .map_or_else(|| name_of(&resolved), name_of)
             });
             let command_line = crate::fs::proc::command_line(&argument_slices);
-            return Ok(Program { loaded, resolved, name, command_line });
+            return Ok(Program { loaded, file, resolved, name, command_line });
         };
         let interpreter = interpreter.map_err(|_| errno::ENOEXEC)?;
         // The interpreter, its argument, the script as execve named it, then the script's
@@ -565,13 +582,16 @@ fn create(
     // wait for the file service: a program not in the initramfs (or any, in a changed root)
     // is loaded by the new process itself, first thing, where it may wait ([`PendingExec`]).
     let may_ask = parent.core == shared::this_core();
-    let (program, pending) = match load_program(path, arguments, environment, directories, may_ask) {
+    let as_user = !inherited.credentials.ids.is_file_privileged();
+    let (program, pending) = match load_program(path, arguments, environment, directories, may_ask, as_user) {
         Ok(program) => (program, None),
         Err(errno::ENOENT) if !may_ask => {
             let memory = AddressSpace::new().map_err(|_| errno::ENOMEM)?;
             let text = String::from_utf8_lossy(path).into_owned();
             let program = Program {
                 loaded: elf::Loaded { memory, entry: 0, stack_pointer: 0 },
+                // Not run yet: its own `execve` applies the file's set-id bits.
+                file: crate::fs::ProgramFile::default(),
                 name: name_of(&text),
                 command_line: crate::fs::proc::command_line(arguments),
                 resolved: text,
@@ -584,13 +604,15 @@ fn create(
         }
         Err(error) => return Err(error),
     };
-    let Program { loaded, resolved, name, command_line } = program;
+    let Program { loaded, file, resolved, name, command_line } = program;
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     if let Some(pending) = pending {
         PENDING_EXECS.lock().insert(pid, pending);
     }
     let (process_group, session) = membership.unwrap_or((pid, pid));
     let death_signal = inherited.death_signal;
+    let mut credentials = inherited.credentials;
+    credentials.ids = credentials.ids.after_exec(file.mode, file.uid, file.gid, true);
     let process = Arc::new(Process {
         pid,
         parent,
@@ -623,6 +645,7 @@ fn create(
         options: Mutex::new(Options::default()),
         stopped: AtomicU32::new(0),
         real_timer: Mutex::new(timer::RealTimer::default()),
+        credentials: Mutex::new(credentials),
     });
     let frame = user::initial_frame(loaded.entry, loaded.stack_pointer);
     let signals = signal::ThreadSignals::new(0);
@@ -649,10 +672,13 @@ pub fn report_to_proc(process: &Process) {
         (state.name.clone(), state.command_line.clone(), state.path.clone())
     };
     let parent = if process.parent.pid == 0 { 0 } else { process.parent.pid };
+    let credentials = process.credentials.lock().clone();
     let membership = crate::fs::proc::Membership {
         process_group: process.process_group(),
         session: process.session(),
         stopped: process.is_stopped(),
+        credentials: credentials.ids,
+        groups: credentials.groups,
     };
     crate::fs::proc::report_with(process.pid, parent, true, &name, &command_line, &program, membership);
 }
@@ -672,8 +698,9 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
     };
     // `/proc/self/exe` is the program the process runs (busybox runs its scripts that way).
     let path = if path == b"/proc/self/exe" { own_path.as_bytes() } else { path };
-    let Program { loaded, resolved, name, command_line } =
-        load_program(path, arguments, environment, directories, true)?;
+    let as_user = !process.credentials.lock().ids.is_file_privileged();
+    let Program { loaded, file, resolved, name, command_line } =
+        load_program(path, arguments, environment, directories, true, as_user)?;
     // The old address space goes: so does the syspage in it.
     crate::syscall::syspage::forget_range(process.pid, 0, crate::arch::user::USER_END);
     let old_memory = {
@@ -683,7 +710,15 @@ pub fn exec(path: &[u8], arguments: &[&[u8]], environment: &[&[u8]], frame: &mut
         state.command_line = command_line;
         state.files.close_on_exec();
         process.signals.reset_for_exec();
-        process.options.lock().keep_capabilities = false;
+        let honour_set_id_bits = {
+            let mut options = process.options.lock();
+            options.keep_capabilities = false;
+            !options.no_new_privileges
+        };
+        // The file's set-user-id and set-group-id bits, then the saved ids (execve(2)).
+        let mut credentials = process.credentials.lock();
+        credentials.ids = credentials.ids.after_exec(file.mode, file.uid, file.gid, honour_set_id_bits);
+        drop(credentials);
         process.exec_done.store(true, Ordering::Relaxed);
         process.root.store(loaded.memory.root(), Ordering::Relaxed);
         let old_memory = core::mem::replace(&mut state.memory, loaded.memory);
@@ -809,6 +844,7 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
             stopped: AtomicU32::new(0),
             // Not inherited by a fork's child, as on Linux.
             real_timer: Mutex::new(timer::RealTimer::default()),
+            credentials: Mutex::new(process.credentials.lock().clone()),
         });
         state.children.push(Child {
             pid,
@@ -1373,7 +1409,8 @@ pub fn spawn(
             handed.push(copy);
         }
     }
-    let size = SpawnRequest::encoded_size(path, arguments, environment, descriptors.len());
+    let groups = &inherited.credentials.groups;
+    let size = SpawnRequest::encoded_size(path, arguments, environment, descriptors.len(), groups.len());
     if size > crate::msg::MAX_LARGE_MESSAGE {
         return Err(errno::E2BIG);
     }
@@ -1382,7 +1419,8 @@ pub fn spawn(
     let (process_group, session) = membership.unwrap_or((0, 0));
     let origin = SpawnOrigin { request_id, parent_pid, parent_core: me, process_group, session, death_signal };
     let directories = (working_directory, root_directory);
-    SpawnRequest::encode(&mut request, &origin, directories, &descriptors, path, arguments, environment)
+    let credentials = (&inherited.credentials.ids, &groups[..]);
+    SpawnRequest::encode(&mut request, &origin, directories, credentials, &descriptors, path, arguments, environment)
         .ok_or(errno::EINVAL)?;
     PENDING_SPAWNS.lock().insert(request_id, PendingSpawn { parent_pid, process_group, result: None });
     if let Err(error) = crate::msg::send_large(core, Kind::SpawnRequest, &request) {
@@ -1441,6 +1479,7 @@ fn on_spawn_request(bytes: &[u8]) -> crate::msg::HandlerResult {
         working_directory: directory(request.working_directory),
         root_directory: directory(request.root_directory),
         death_signal: origin.death_signal,
+        credentials: credentials::Credentials { ids: request.credentials, groups: request.groups().collect() },
     };
     // Only a timesharing core runs processes (an AC runs one thread of another core's, a KC
     // none); the references adopted above are released with `inherited`.

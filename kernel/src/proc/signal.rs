@@ -468,62 +468,111 @@ fn sent_info(signal: u32, sender: u32, code: SignalCode) -> SignalInfo {
     SignalInfo { signal, code: code.number(), pid: sender, uid: 0, status: 0 }
 }
 
-/// Sends the signal of `request` to the processes of this instance it names; returns how
-/// many it reached (signal 0 sends nothing: the count says who exists).
-fn send_here(request: &SignalRequest) -> usize {
+/// What a signal did on one instance: the processes it reached, and those it was not
+/// allowed to (kill(2)'s `EPERM`).
+#[derive(Clone, Copy, Default)]
+struct Delivery {
+    reached: usize,
+    refused: usize,
+}
+
+impl Delivery {
+    /// As an ICC result: reached in the low half, refused in the high half.
+    fn to_word(self) -> u64 {
+        (self.reached as u64 & 0xffff_ffff) | (self.refused as u64) << 32
+    }
+
+    fn from_word(word: u64) -> Self {
+        Self { reached: (word & 0xffff_ffff) as usize, refused: (word >> 32) as usize }
+    }
+
+    fn plus(self, other: Self) -> Self {
+        Self { reached: self.reached + other.reached, refused: self.refused + other.refused }
+    }
+}
+
+/// Whether `request`'s sender may signal `process`: a kernel's signals always go; a
+/// process's need its real or effective user id to be the target's real or saved one, or
+/// its effective id 0, except SIGCONT within its session (Linux's `check_kill_permission`).
+fn may_signal(request: &SignalRequest, process: &Process) -> bool {
+    if request.code == SignalCode::Kernel {
+        return true;
+    }
+    let ids = process.credentials.lock().ids;
+    request.sender_ids.may_signal(ids.real_uid, ids.saved_uid)
+        || (request.signal == SIGCONT
+            && super::find(request.sender).is_some_and(|sender| sender.session() == process.session()))
+}
+
+/// Posts `info` to `process` (its thread `thread`) if `request`'s sender may signal it.
+fn post_checked(
+    request: &SignalRequest,
+    process: &Process,
+    thread: Option<&Arc<Thread>>,
+    info: SignalInfo,
+) -> Delivery {
+    if may_signal(request, process) {
+        post(process, thread, info);
+        Delivery { reached: 1, refused: 0 }
+    } else {
+        Delivery { reached: 0, refused: 1 }
+    }
+}
+
+/// Sends the signal of `request` to the processes of this instance it names, those its sender
+/// may signal; says how many it reached and refused (signal 0 sends nothing: the count says
+/// who exists).
+fn send_here(request: &SignalRequest) -> Delivery {
     let info = sent_info(request.signal, request.sender, request.code);
     match request.target {
         // A thread id names its process too, as on Linux.
         SignalTarget::Process(pid) => {
             let process = super::find(pid).or_else(|| sched::find_thread(pid).and_then(|t| t.part().process.clone()));
-            process.map_or(0, |process| {
-                post(&process, None, info);
-                1
-            })
+            process.map_or(Delivery::default(), |process| post_checked(request, &process, None, info))
         }
         SignalTarget::Thread { thread, process } => {
             let found = sched::find_thread(thread)
                 .filter(|t| t.part().process.as_ref().is_some_and(|p| process == 0 || p.pid == process));
-            match found {
-                Some(thread) => {
-                    if let Some(owner) = thread.part().process.clone() {
-                        post(&owner, Some(&thread), info);
-                    }
-                    1
-                }
-                None => 0,
+            match found.and_then(|thread| Some((thread.part().process.clone()?, thread))) {
+                Some((owner, thread)) => post_checked(request, &owner, Some(&thread), info),
+                None => Delivery::default(),
             }
         }
-        SignalTarget::Group(group) => each_local(|p| p.process_group() == group, info),
-        SignalTarget::AllButInitAndSender => each_local(|p| p.pid != 1 && p.pid != request.sender, info),
+        SignalTarget::Group(group) => each_local(request, |p| p.process_group() == group, info),
+        SignalTarget::AllButInitAndSender => each_local(request, |p| p.pid != 1 && p.pid != request.sender, info),
         SignalTarget::ParentDied(child) => {
             let orphan = super::find(child).filter(|p| p.parent.pid == request.sender);
             match orphan.map(|p| (p.death_signal(), p)) {
                 Some((signal, orphan)) if signal != 0 => {
                     post(&orphan, None, sent_info(signal, request.sender, SignalCode::User));
-                    1
+                    Delivery { reached: 1, refused: 0 }
                 }
-                _ => 0,
+                _ => Delivery::default(),
             }
         }
     }
 }
 
-fn each_local(chosen: impl Fn(&Process) -> bool, info: SignalInfo) -> usize {
+fn each_local(request: &SignalRequest, chosen: impl Fn(&Process) -> bool, info: SignalInfo) -> Delivery {
     let targets: Vec<Arc<Process>> = super::all().into_iter().filter(|p| chosen(p)).collect();
+    let mut delivery = Delivery::default();
     for process in &targets {
-        post(process, None, info);
+        // `kill(-1)` skips, rather than counts, the processes it may not signal (Linux).
+        if request.target == SignalTarget::AllButInitAndSender && !may_signal(request, process) {
+            continue;
+        }
+        delivery = delivery.plus(post_checked(request, process, None, info));
     }
-    targets.len()
+    delivery
 }
 
 /// How many times a signal for one process follows it when it moved meanwhile.
 const MOVED_RETRIES: usize = 3;
 
 /// Sends `request` where it must go: the home of a process or thread, or every live instance
-/// for a group or everyone (this one first, then one inter-core call to each other); returns
-/// how many processes it reached.
-fn send(request: SignalRequest) -> Result<usize, Errno> {
+/// for a group or everyone (this one first, then one inter-core call to each other); says
+/// how many processes it reached and how many its sender may not signal.
+fn send(request: SignalRequest) -> Result<Delivery, Errno> {
     if request.signal > MAX_SIGNAL {
         return Err(errno::EINVAL);
     }
@@ -536,40 +585,40 @@ fn send(request: SignalRequest) -> Result<usize, Errno> {
     };
     let to_one = |core: usize| match core {
         core if core == here => send_here(&request),
-        core if core >= crate::msg::messaging_cores() => 0,
+        core if core >= crate::msg::messaging_cores() => Delivery::default(),
         core => call_signal(core, &request),
     };
     match home() {
         // A process that moved between the look and the call is found no more where it was,
         // after it let go there: ask where it lives now (a few times, should it move on).
         Some(mut core) => {
-            let mut reached = to_one(core);
+            let mut delivery = to_one(core);
             for _ in 0..MOVED_RETRIES {
                 match home() {
-                    Some(now) if reached == 0 && now != core => core = now,
+                    Some(now) if delivery.reached + delivery.refused == 0 && now != core => core = now,
                     _ => break,
                 }
-                reached = to_one(core);
+                delivery = to_one(core);
             }
-            Ok(reached)
+            Ok(delivery)
         }
         None => {
-            let mut reached = send_here(&request);
+            let mut delivery = send_here(&request);
             for core in (0..crate::msg::messaging_cores()).filter(|&c| c != here && crate::msg::is_reachable(c)) {
-                reached += call_signal(core, &request);
+                delivery = delivery.plus(call_signal(core, &request));
             }
-            Ok(reached)
+            Ok(delivery)
         }
     }
 }
 
 /// One `SIGNAL` call to `core`; a core that does not answer reached nobody.
-fn call_signal(core: usize, request: &SignalRequest) -> usize {
+fn call_signal(core: usize, request: &SignalRequest) -> Delivery {
     match crate::msg::icc::call(core, handler::SIGNAL, request.encode(), crate::msg::SEND_TIMEOUT_MS) {
-        Ok(reached) => reached as usize,
+        Ok(word) => Delivery::from_word(word),
         Err(error) => {
             log::debug!("signal {} for core {core} not delivered: {error}", request.signal);
-            0
+            Delivery::default()
         }
     }
 }
@@ -577,12 +626,31 @@ fn call_signal(core: usize, request: &SignalRequest) -> usize {
 /// ICC handler `SIGNAL`: a signal from another instance for processes homed here.
 pub fn signal_handler(arguments: &[u64; ICC_ARGUMENTS]) -> Result<u64, IccStatus> {
     let request = SignalRequest::decode(arguments).map_err(|_| IccStatus::BadArguments)?;
-    Ok(send_here(&request) as u64)
+    Ok(send_here(&request).to_word())
 }
 
 /// The caller of a system call, as a sender of signals.
 fn calling_process() -> u32 {
     crate::proc::with_current_process(|p| p.pid).unwrap_or(0)
+}
+
+/// The caller's real and effective user ids, which its signals are checked with.
+fn calling_ids() -> abi::signal::SenderIds {
+    crate::proc::with_current_process(|p| {
+        let ids = p.credentials.lock().ids;
+        abi::signal::SenderIds { real_uid: ids.real_uid, effective_uid: ids.effective_uid }
+    })
+    .unwrap_or(abi::signal::SenderIds::KERNEL)
+}
+
+/// kill(2)'s answer for a delivery: `ESRCH` when it found nobody, `EPERM` when it found only
+/// processes its sender may not signal.
+fn answer(delivery: Delivery) -> Result<(), Errno> {
+    match delivery {
+        Delivery { reached: 0, refused: 0 } => Err(errno::ESRCH),
+        Delivery { reached: 0, .. } => Err(errno::EPERM),
+        _ => Ok(()),
+    }
 }
 
 /// `kill(pid, signal)` from a process: `pid` > 0 is that process, 0 the caller's group,
@@ -597,12 +665,7 @@ pub fn kill(pid: i32, signal: u32) -> Result<(), Errno> {
         p if p < 0 => SignalTarget::Group(p.unsigned_abs()),
         p => SignalTarget::Process(p as u32),
     };
-    let reached = send(SignalRequest { target, signal, sender, code: SignalCode::User })?;
-    if reached == 0 {
-        Err(errno::ESRCH)
-    } else {
-        Ok(())
-    }
+    answer(send(SignalRequest { target, signal, sender, code: SignalCode::User, sender_ids: calling_ids() })?)
 }
 
 /// Process `parent` ended while its child `child` runs: the child gets its parent-death
@@ -610,8 +673,13 @@ pub fn kill(pid: i32, signal: u32) -> Result<(), Errno> {
 /// comes from the parent (`SI_USER`, its pid); unlike Linux it follows the end of the parent
 /// process, not of the thread that created the child.
 pub fn parent_died(child: u32, parent: u32) {
-    let request =
-        SignalRequest { target: SignalTarget::ParentDied(child), signal: 0, sender: parent, code: SignalCode::Kernel };
+    let request = SignalRequest {
+        target: SignalTarget::ParentDied(child),
+        signal: 0,
+        sender: parent,
+        code: SignalCode::Kernel,
+        sender_ids: abi::signal::SenderIds::KERNEL,
+    };
     let _ = send(request);
 }
 
@@ -619,10 +687,7 @@ pub fn parent_died(child: u32, parent: u32) {
 pub fn kill_thread(process: u32, thread: u32, signal: u32) -> Result<(), Errno> {
     let sender = calling_process();
     let target = SignalTarget::Thread { thread, process };
-    match send(SignalRequest { target, signal, sender, code: SignalCode::Thread })? {
-        0 => Err(errno::ESRCH),
-        _ => Ok(()),
-    }
+    answer(send(SignalRequest { target, signal, sender, code: SignalCode::Thread, sender_ids: calling_ids() })?)
 }
 
 /// Sends `signal` from the kernel (`SI_KERNEL`) to every process of group `group`, on every
@@ -634,7 +699,8 @@ pub fn signal_group(group: u32, signal: u32) -> Result<usize, Errno> {
         return Err(errno::ESRCH);
     }
     let target = SignalTarget::Group(group);
-    match send(SignalRequest { target, signal, sender: 0, code: SignalCode::Kernel })? {
+    let sender_ids = abi::signal::SenderIds::KERNEL;
+    match send(SignalRequest { target, signal, sender: 0, code: SignalCode::Kernel, sender_ids })?.reached {
         0 => Err(errno::ESRCH),
         reached => Ok(reached),
     }
@@ -1009,7 +1075,9 @@ pub fn init() {
     crate::msg::icc::register(handler::KILL_PROCESS, |arguments| {
         let pid = u32::try_from(arguments[0]).map_err(|_| IccStatus::BadArguments)?;
         let signal = u32::try_from(arguments[1]).ok().filter(|&s| s <= MAX_SIGNAL).ok_or(IccStatus::BadArguments)?;
-        let request = SignalRequest { target: SignalTarget::Process(pid), signal, sender: 0, code: SignalCode::Kernel };
-        Ok(if send_here(&request) == 0 { u64::from(errno::ESRCH) } else { 0 })
+        let sender_ids = abi::signal::SenderIds::KERNEL;
+        let target = SignalTarget::Process(pid);
+        let request = SignalRequest { target, signal, sender: 0, code: SignalCode::Kernel, sender_ids };
+        Ok(if send_here(&request).reached == 0 { u64::from(errno::ESRCH) } else { 0 })
     });
 }

@@ -520,7 +520,14 @@ pub fn faccessat(directory: i64, path: u64, mode: u64, at_flags: u64) -> Syscall
         return Err(errno::EINVAL);
     }
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
-    ask_path(FileOp::Access, &[directory_word(directory, &path)?, cwd_word()?, mode, follow], &path, &[])?;
+    let mut words = words(&[directory_word(directory, &path)?, cwd_word()?, mode, follow]);
+    words[abi::file::ROOT_WORD] = root_word()?;
+    // Checked with the real ids, unless `AT_EACCESS` asks for the effective ones (access(2)).
+    if at_flags & u64::from(linux::AT_EACCESS) != 0 {
+        client::call(FileOp::Access, words, &path, &[])?;
+    } else {
+        client::call_as_real(FileOp::Access, words, &path)?;
+    }
     Ok(0)
 }
 
@@ -681,6 +688,8 @@ const UTIME_OMIT: i64 = (1 << 30) - 2;
 pub fn utimensat(directory: i64, path: u64, times: u64, at_flags: u64) -> SyscallResult {
     let path = if path == 0 { Vec::new() } else { path_argument(path)? };
     let now = crate::time::realtime_ns();
+    // A time given, not "now" or "omit": only the owner may set it (utimensat(2)).
+    let mut explicit = false;
     let [accessed, modified] = if times == 0 {
         [now, now]
     } else {
@@ -691,6 +700,7 @@ pub fn utimensat(directory: i64, path: u64, times: u64, at_flags: u64) -> Syscal
                 UTIME_NOW => now,
                 UTIME_OMIT => NONE,
                 ns if (0..1_000_000_000).contains(&ns) && time.tv_sec >= 0 => {
+                    explicit = true;
                     (time.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ns as u64)
                 }
                 _ => return Err(errno::EINVAL),
@@ -699,6 +709,7 @@ pub fn utimensat(directory: i64, path: u64, times: u64, at_flags: u64) -> Syscal
         result
     };
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
+    let follow = follow | if explicit { crate::fs::service::request::SET_TIMES_EXPLICIT } else { 0 };
     let base = if path.is_empty() { handle_of(directory)?.id } else { directory_word(directory, &path)? };
     ask_path(FileOp::SetTimes, &[base, cwd_word()?, accessed, modified, follow], &path, &[])?;
     Ok(0)
@@ -716,21 +727,22 @@ pub fn fchmod(fd: i64, mode: u64) -> SyscallResult {
     Ok(0)
 }
 
-/// Every file belongs to root (uid and gid 0): changing to root (or -1, unchanged) succeeds,
-/// anything else is refused.
+/// `fchownat`, `chown`, `lchown`, `fchown`: `-1` leaves an id. The file service decides with
+/// the caller's ids (root gives any owner; a user only the no-op or one of its groups).
 pub fn fchownat(directory: i64, path: u64, owner: u64, group: u64, at_flags: u64) -> SyscallResult {
-    let path = if path == 0 { Vec::new() } else { path_argument(path)? };
-    let keeps_root = |id: u64| id as u32 == 0 || id as u32 == u32::MAX;
-    if path.is_empty() && directory != linux::AT_FDCWD as i64 {
-        handle_of(directory)?;
-    } else {
-        stat_at(directory, &path, at_flags)?;
+    let mut path = if path == 0 { Vec::new() } else { path_argument(path)? };
+    let id = |id: u64| if id as u32 == u32::MAX { NONE } else { u64::from(id as u32) };
+    let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
+    if path.is_empty() && at_flags & u64::from(linux::AT_EMPTY_PATH) == 0 {
+        return Err(errno::ENOENT);
     }
-    if keeps_root(owner) && keeps_root(group) {
-        Ok(0)
-    } else {
-        Err(errno::EPERM)
+    if path.is_empty() && directory == linux::AT_FDCWD as i64 {
+        // `AT_EMPTY_PATH` with `AT_FDCWD`: the working directory.
+        path = b".".to_vec();
     }
+    let base = if path.is_empty() { handle_of(directory)?.id } else { directory_word(directory, &path)? };
+    ask_path(FileOp::ChangeOwner, &[base, cwd_word()?, id(owner), id(group), follow], &path, &[])?;
+    Ok(0)
 }
 
 pub fn dup(fd: i64) -> SyscallResult {
@@ -1097,7 +1109,12 @@ pub fn chdir(path: u64) -> SyscallResult {
 /// the working directory stays where it is, as on Linux. Every process is root today, so
 /// `CAP_SYS_CHROOT` is not asked for.
 pub fn chroot(path: u64) -> SyscallResult {
+    // Root's alone (Linux: `CAP_SYS_CHROOT`, asked after the lookup).
     let path = path_argument(path)?;
+    if !crate::proc::credentials::current_is_privileged() {
+        stat_at(linux::AT_FDCWD as i64, &path, 0)?;
+        return Err(errno::EPERM);
+    }
     let handle = open_handle(linux::AT_FDCWD as i64, &path, flags::DIRECTORY, 0)?;
     let previous = process()?.state.lock().root_directory.replace(Arc::new(handle));
     drop(previous);

@@ -50,6 +50,8 @@ fn decode_reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> 
 /// the `poweroff` control command does, `RESTART` resets the machine, `HALT` stops every core and
 /// leaves QEMU running. Wrong magic numbers or another command: `EINVAL`.
 pub fn reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> SyscallResult {
+    // Linux asks `CAP_SYS_BOOT` before it reads the magic numbers.
+    require_root("reboot")?;
     match decode_reboot(magic, second_magic, command, argument)? {
         RebootRequest::CtrlAltDelete => Ok(0),
         RebootRequest::End(action) => {
@@ -60,6 +62,20 @@ pub fn reboot(magic: u64, second_magic: u64, command: u64, argument: u64) -> Sys
             crate::power::end_machine(action)
         }
     }
+}
+
+/// Refuses `call` (one that starts, stops or changes cores, or ends the machine) to a process
+/// that is not root (effective user id 0), with `EPERM` and one line in the kernel's log
+/// saying who was refused what, as `control::permitted` does for the control commands.
+pub fn require_root(call: &str) -> Result<(), Errno> {
+    if crate::proc::credentials::current_is_privileged() {
+        return Ok(());
+    }
+    let (pid, name) = crate::proc::current_process()
+        .map_or((0, String::new()), |process| (process.pid, process.state.lock().name.clone()));
+    let user = crate::proc::credentials::current_effective_uid();
+    log::warn!("{name} (pid {pid}, user {user}): `{call}` needs root (effective user id 0): operation not permitted");
+    Err(errno::EPERM)
 }
 
 /// A decoded `CONTROL` call: the command's words, and where its text and status go (both
@@ -220,6 +236,7 @@ fn decode_core_request(
 /// core (see `core::lifecycle`), parks or unparks one (`core::park`).
 pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, times: u64) -> SyscallResult {
     use crate::core::lifecycle;
+    require_root("reef_core_operation")?;
     use abi::call::core_operation as op;
     let request = decode_core_request(operation, core, image, image_length, times)?;
     let image = request.image.as_deref();
@@ -251,6 +268,7 @@ pub fn core_operation(operation: u64, core: u64, image: u64, image_length: u64, 
 
 /// `reef_role(core, role)`: changes a core's role while the system runs (see `core::role`).
 pub fn role(core: u64, role: u64) -> SyscallResult {
+    require_root("reef_role")?;
     let role = crate::core::kcb::Role::from_u64(role).ok_or(errno::EINVAL)?;
     let core = usize::try_from(core).map_err(|_| errno::EINVAL)?;
     match crate::core::role::change(core, role) {

@@ -22,6 +22,7 @@ use crate::mm::plain::Plain;
 use crate::proc::signal::InterruptedCall;
 use crate::proc::Errno;
 use crate::sched;
+use abi::credentials::Family;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use linux_raw_sys::errno;
@@ -286,19 +287,21 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         nr::__NR_prlimit64 => process::prlimit64(a.0[0], a.0[1], a.0[2], a.0[3]),
         nr::__NR_getrlimit => process::prlimit64(0, a.0[0], 0, a.0[1]),
         nr::__NR_uname => process::uname(a.0[0]),
-        nr::__NR_getuid | nr::__NR_geteuid | nr::__NR_getgid | nr::__NR_getegid => Ok(0),
-        // Every process is root: real, effective and saved ids 0, no supplementary groups.
-        nr::__NR_getresuid | nr::__NR_getresgid => {
-            a.0[..3].iter().try_for_each(|&address| write_user(address, &0u32))?;
-            Ok(0)
-        }
-        nr::__NR_getgroups if a.0[0] as i32 >= 0 => Ok(0),
-        nr::__NR_getgroups => Err(errno::EINVAL),
-        nr::__NR_setuid | nr::__NR_setgid => process::set_ids(&a.0[..1]),
-        nr::__NR_setreuid | nr::__NR_setregid => process::set_ids(&a.0[..2]),
-        nr::__NR_setresuid | nr::__NR_setresgid => process::set_ids(&a.0[..3]),
-        // They return the previous id, root's.
-        nr::__NR_setfsuid | nr::__NR_setfsgid => Ok(0),
+        nr::__NR_getuid => process::get_id(Family::User, false),
+        nr::__NR_geteuid => process::get_id(Family::User, true),
+        nr::__NR_getgid => process::get_id(Family::Group, false),
+        nr::__NR_getegid => process::get_id(Family::Group, true),
+        nr::__NR_getresuid => process::get_real_effective_saved(Family::User, [a.0[0], a.0[1], a.0[2]]),
+        nr::__NR_getresgid => process::get_real_effective_saved(Family::Group, [a.0[0], a.0[1], a.0[2]]),
+        nr::__NR_getgroups => process::getgroups(a.0[0], a.0[1]),
+        nr::__NR_setuid => process::set_id(Family::User, a.0[0]),
+        nr::__NR_setgid => process::set_id(Family::Group, a.0[0]),
+        nr::__NR_setreuid => process::set_real_effective(Family::User, a.0[0], a.0[1]),
+        nr::__NR_setregid => process::set_real_effective(Family::Group, a.0[0], a.0[1]),
+        nr::__NR_setresuid => process::set_real_effective_saved(Family::User, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_setresgid => process::set_real_effective_saved(Family::Group, a.0[0], a.0[1], a.0[2]),
+        nr::__NR_setfsuid => process::set_filesystem_id(Family::User, a.0[0]),
+        nr::__NR_setfsgid => process::set_filesystem_id(Family::Group, a.0[0]),
         nr::__NR_setgroups => process::setgroups(a.0[0], a.0[1]),
         nr::__NR_getpriority => process::getpriority(a.0[0], a.0[1]),
         nr::__NR_setpriority => process::setpriority(a.0[0], a.0[1], a.0[2]),
@@ -338,6 +341,11 @@ fn handle(number: u64, a: Arguments, frame: &mut InterruptFrame) -> SyscallResul
         _ if number == abi::call::ROLE => machine::role(a.0[0], a.0[1]),
         _ if number == abi::call::MOVE_PROCESS => {
             let pid = u32::try_from(a.0[0]).map_err(|_| errno::ESRCH)?;
+            // A process may move itself; moving another is root's, as Linux asks
+            // `CAP_SYS_NICE` to set another user's affinity.
+            if pid != 0 && pid != crate::proc::current_pid() {
+                machine::require_root("reef_move_process of another process")?;
+            }
             crate::proc::migrate::move_process(pid, usize::try_from(a.0[1]).map_err(|_| errno::EINVAL)?)
         }
         _ if number == abi::call::CORE_OPERATION => machine::core_operation(a.0[0], a.0[1], a.0[2], a.0[3], a.0[4]),

@@ -7,6 +7,7 @@ use crate::core::shared;
 use crate::proc;
 use crate::proc::ThreadExt;
 use crate::sched::{self, WaitToken, Wakeup};
+use abi::credentials::{Family, Ids};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -292,29 +293,110 @@ fn existing_process(pid: u64) -> Result<(), u32> {
     }
 }
 
-/// `setreuid`, `setresuid`, `setregid`, `setresgid`, `setfsuid`, `setfsgid`: Reef has one user,
-/// root, so each id may be set to 0 or left (`-1`); another id is `EPERM`, as `setuid`.
-/// (Users and permissions come with the network issue.)
-pub fn set_ids(ids: &[u64]) -> SyscallResult {
-    let keeps_root = |id: &u64| *id as u32 == 0 || *id as u32 == u32::MAX;
-    if ids.iter().all(keeps_root) {
-        Ok(0)
-    } else {
-        Err(errno::EPERM)
+/// Changes the calling process's ids by `change` (a rule of `abi::credentials`), and tells
+/// `/proc` (`Uid:`, `Gid:`, its files' owner).
+fn change_ids(change: impl FnOnce(&Ids) -> Result<Ids, u32>) -> SyscallResult {
+    let process = current()?;
+    {
+        let mut credentials = process.credentials.lock();
+        credentials.ids = change(&credentials.ids)?;
     }
+    proc::report_to_proc(&process);
+    Ok(0)
 }
 
-/// `setgroups(size, list)`: a root process has no supplementary groups, and may keep it so.
-pub fn setgroups(size: u64, list: u64) -> SyscallResult {
-    const NGROUPS_MAX: u64 = 65536;
-    if size > NGROUPS_MAX {
+/// The id in a system call's argument: `uid_t` and `gid_t` are 32 bits.
+fn id_argument(word: u64) -> u32 {
+    word as u32
+}
+
+/// `getuid`, `geteuid`, `getgid`, `getegid`.
+pub fn get_id(family: Family, effective: bool) -> SyscallResult {
+    let process = current()?;
+    let [real, effective_id, _, _] = process.credentials.lock().ids.status_line(family);
+    Ok(u64::from(if effective { effective_id } else { real }))
+}
+
+/// `getresuid(real, effective, saved)` / `getresgid`: each id to its pointer (`EFAULT`).
+pub fn get_real_effective_saved(family: Family, pointers: [u64; 3]) -> SyscallResult {
+    let process = current()?;
+    let [real, effective, saved, _] = process.credentials.lock().ids.status_line(family);
+    for (pointer, id) in pointers.into_iter().zip([real, effective, saved]) {
+        write_user(pointer, &id)?;
+    }
+    Ok(0)
+}
+
+/// `setuid(id)` / `setgid(id)`: Linux's rules (`abi::credentials::Ids::set_id`).
+pub fn set_id(family: Family, id: u64) -> SyscallResult {
+    change_ids(|ids| ids.set_id(family, id_argument(id)))
+}
+
+/// `setreuid(real, effective)` / `setregid`.
+pub fn set_real_effective(family: Family, real: u64, effective: u64) -> SyscallResult {
+    change_ids(|ids| ids.set_real_effective(family, id_argument(real), id_argument(effective)))
+}
+
+/// `setresuid(real, effective, saved)` / `setresgid`.
+pub fn set_real_effective_saved(family: Family, real: u64, effective: u64, saved: u64) -> SyscallResult {
+    change_ids(|ids| {
+        ids.set_real_effective_saved(family, id_argument(real), id_argument(effective), id_argument(saved))
+    })
+}
+
+/// `setfsuid(id)` / `setfsgid`: returns the old file-system id, whether it changed or not.
+pub fn set_filesystem_id(family: Family, id: u64) -> SyscallResult {
+    let process = current()?;
+    let old = {
+        let mut credentials = process.credentials.lock();
+        let (after, old) = credentials.ids.set_filesystem_id(family, id_argument(id));
+        credentials.ids = after;
+        old
+    };
+    proc::report_to_proc(&process);
+    Ok(u64::from(old))
+}
+
+/// `getgroups(size, list)`: with `size` 0 the count; else the groups, `EINVAL` if they do not
+/// fit (or `size` is negative as an `int`).
+pub fn getgroups(size: u64, list: u64) -> SyscallResult {
+    let size = size as i32;
+    if size < 0 {
         return Err(errno::EINVAL);
     }
+    let groups = current()?.credentials.lock().groups.clone();
     if size == 0 {
-        return Ok(0);
+        return Ok(groups.len() as u64);
     }
-    let _: u32 = read_user(list)?;
-    Err(errno::EPERM)
+    if (size as usize) < groups.len() {
+        return Err(errno::EINVAL);
+    }
+    let bytes: Vec<u8> = groups.iter().flat_map(|group| group.to_le_bytes()).collect();
+    crate::arch::user::copy_to_user(list, &bytes).map_err(|_| errno::EFAULT)?;
+    Ok(groups.len() as u64)
+}
+
+/// `setgroups(size, list)`: root's (`EPERM`, asked first, as Linux); more than `NGROUPS_MAX`
+/// is `EINVAL`; the list is kept sorted, as Linux keeps it.
+pub fn setgroups(size: u64, list: u64) -> SyscallResult {
+    let process = current()?;
+    if !process.credentials.lock().ids.may_set_groups() {
+        return Err(errno::EPERM);
+    }
+    let size = size as i32;
+    if size < 0 || size as usize > abi::credentials::MAX_GROUPS {
+        return Err(errno::EINVAL);
+    }
+    let mut bytes = alloc::vec![0u8; size as usize * 4];
+    if !bytes.is_empty() {
+        crate::arch::user::copy_from_user(&mut bytes, list).map_err(|_| errno::EFAULT)?;
+    }
+    let mut groups: Vec<u32> =
+        bytes.chunks_exact(4).map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]])).collect();
+    groups.sort_unstable();
+    process.credentials.lock().groups = groups;
+    proc::report_to_proc(&process);
+    Ok(0)
 }
 
 /// Linux's `struct rusage` for CPU time `times`: the two times, the resident size in KiB, and
@@ -587,6 +669,10 @@ pub fn sched_setaffinity(pid: u64, size: u64, mask: u64) -> SyscallResult {
         return Ok(0);
     }
     let caller = current()?.pid;
+    // Moving another process is root's (Linux: `CAP_SYS_NICE` for another user's).
+    if pid != caller {
+        super::machine::require_root("sched_setaffinity of another process")?;
+    }
     let mut refused = errno::EINVAL;
     for core in (0..cores).filter(|core| wanted & (1 << core) != 0) {
         match proc::migrate::move_process(if pid == caller { 0 } else { pid }, core) {

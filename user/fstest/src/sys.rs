@@ -393,3 +393,105 @@ pub fn socket_name_bytes(fd: BorrowedFd) -> io::Result<Vec<u8>> {
     checked(unsafe { libc::getsockname(fd.as_raw_fd(), bytes.as_mut_ptr().cast(), &mut length) })?;
     Ok(bytes[..(length as usize).min(bytes.len())].to_vec())
 }
+
+/// A raw system call of up to three integer arguments: the ids calls go straight to the
+/// kernel, as on both systems, with no libc wrapper in between (musl's and glibc's broadcast
+/// them to every thread; fstest has one).
+fn raw_call(number: libc::c_long, arguments: [libc::c_long; 3]) -> io::Result<libc::c_long> {
+    // SAFETY: every caller below passes integers, or a pointer to memory it owns and that
+    // is as large as the call reads or writes.
+    checked_long(unsafe { libc::syscall(number, arguments[0], arguments[1], arguments[2]) })
+}
+
+/// `setresuid(real, effective, saved)`; `u32::MAX` leaves one.
+pub fn setresuid(real: u32, effective: u32, saved: u32) -> io::Result<()> {
+    raw_call(libc::SYS_setresuid, [real as libc::c_long, effective as libc::c_long, saved as libc::c_long]).map(drop)
+}
+
+/// `setresgid(real, effective, saved)`.
+pub fn setresgid(real: u32, effective: u32, saved: u32) -> io::Result<()> {
+    raw_call(libc::SYS_setresgid, [real as libc::c_long, effective as libc::c_long, saved as libc::c_long]).map(drop)
+}
+
+/// `setuid(id)`, `setgid(id)`.
+pub fn setuid(id: u32) -> io::Result<()> {
+    raw_call(libc::SYS_setuid, [id as libc::c_long, 0, 0]).map(drop)
+}
+
+pub fn setgid(id: u32) -> io::Result<()> {
+    raw_call(libc::SYS_setgid, [id as libc::c_long, 0, 0]).map(drop)
+}
+
+/// `setreuid(real, effective)`.
+pub fn setreuid(real: u32, effective: u32) -> io::Result<()> {
+    raw_call(libc::SYS_setreuid, [real as libc::c_long, effective as libc::c_long, 0]).map(drop)
+}
+
+/// `setfsuid(id)`: the previous file-system user id (it never fails).
+pub fn setfsuid(id: u32) -> u32 {
+    raw_call(libc::SYS_setfsuid, [id as libc::c_long, 0, 0]).map_or(u32::MAX, |old| old as u32)
+}
+
+/// `getresuid()` / `getresgid()`: real, effective, saved.
+pub fn getresuid() -> io::Result<[u32; 3]> {
+    get_three(libc::SYS_getresuid)
+}
+
+pub fn getresgid() -> io::Result<[u32; 3]> {
+    get_three(libc::SYS_getresgid)
+}
+
+fn get_three(number: libc::c_long) -> io::Result<[u32; 3]> {
+    let mut ids = [0u32; 3];
+    let [real, effective, saved] = ids.each_mut().map(|id| id as *mut u32 as libc::c_long);
+    raw_call(number, [real, effective, saved])?;
+    Ok(ids)
+}
+
+/// `geteuid()`.
+pub fn geteuid() -> u32 {
+    raw_call(libc::SYS_geteuid, [0; 3]).map_or(u32::MAX, |id| id as u32)
+}
+
+/// `setgroups(count, list)` with `count` given apart from the list, so a test can lie about
+/// it (`list` must hold `count` ids unless the call is to fail first).
+pub fn setgroups(count: usize, list: &[u32]) -> io::Result<()> {
+    raw_call(libc::SYS_setgroups, [count as libc::c_long, list.as_ptr() as libc::c_long, 0]).map(drop)
+}
+
+/// `setgroups(count, address)` with an address that is not the process's (`EFAULT`).
+pub fn setgroups_at(count: usize, address: usize) -> io::Result<()> {
+    raw_call(libc::SYS_setgroups, [count as libc::c_long, address as libc::c_long, 0]).map(drop)
+}
+
+/// `getgroups(list.len(), list)`: how many groups (with an empty list: how many there are).
+pub fn getgroups(list: &mut [u32]) -> io::Result<usize> {
+    raw_call(libc::SYS_getgroups, [list.len() as libc::c_long, list.as_mut_ptr() as libc::c_long, 0])
+        .map(|n| n as usize)
+}
+
+/// `chown(path, owner, group)`; `u32::MAX` leaves one.
+pub fn chown(path: &Path, owner: u32, group: u32) -> io::Result<()> {
+    let path = c_path(path)?;
+    // SAFETY: `path` is NUL-terminated and only read.
+    checked(unsafe { libc::chown(path.as_ptr(), owner, group) }).map(drop)
+}
+
+/// `utimensat(AT_FDCWD, path, times, 0)`: `None` sets both times to now (a null pointer).
+pub fn set_times(path: &Path, times: Option<[libc::timespec; 2]>) -> io::Result<()> {
+    let path = c_path(path)?;
+    let pointer = times.as_ref().map_or(std::ptr::null(), |times| times.as_ptr());
+    // SAFETY: `path` is NUL-terminated; `pointer` is null or two timespecs alive for the call.
+    checked(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), pointer, 0) }).map(drop)
+}
+
+/// `execve(path, [path], [])`: returns only its error.
+pub fn execve(path: &Path) -> io::Error {
+    let Ok(path) = c_path(path) else { return io::Error::from(io::ErrorKind::InvalidInput) };
+    let arguments = [path.as_ptr(), std::ptr::null()];
+    let environment = [std::ptr::null::<libc::c_char>()];
+    // SAFETY: the path and both arrays are NUL- or null-terminated and alive for the call;
+    // on success the call does not return.
+    unsafe { libc::execve(path.as_ptr(), arguments.as_ptr(), environment.as_ptr()) };
+    io::Error::last_os_error()
+}

@@ -13,6 +13,7 @@ pub fn core_error_text(operation: &str, errno: Option<i32>) -> &'static str {
             "the core is not running (stopped or offline), so there is no kernel to replace: `core start <core> <image>` starts it with that image"
         }
         Some(libc::EINVAL) => "no such core, a bad image path, or a core that is not parked: see `cores` and `ls /boot`",
+        Some(libc::EPERM) if !crate::runs_as_root() => crate::NOT_ROOT,
         Some(libc::EPERM) => "core 0 owns the devices and the file service, and never stops",
         Some(libc::EDEADLK) => {
             "this program runs on that core, whose processes move (or freeze) first, and it cannot while it asks: ask from another core, e.g. `on <other core> core ...`"

@@ -6,9 +6,20 @@
 mod cores;
 mod launch;
 mod roles;
+mod users;
 
 use std::io::Write;
 use std::process::ExitCode;
+
+/// What to say when the kernel refused a core change because the caller is not root.
+pub const NOT_ROOT: &str = "only root (effective user id 0) changes cores: operation not permitted";
+
+/// Whether this process runs as root: the owner of `/proc/self` is its effective user id,
+/// on Reef as on Linux.
+pub fn runs_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(true, |metadata| metadata.uid() == 0)
+}
 
 /// Exit status of a command line that is wrong (as the kernel's `usage:` errors).
 pub const USAGE_STATUS: u8 = 2;
@@ -29,7 +40,7 @@ struct Command {
 }
 
 /// Every command, in the order `help` lists them.
-const COMMANDS: [Command; 14] = [
+const COMMANDS: [Command; 15] = [
     Command { name: "help", usage: "help", what: "list the commands", run: |_, _| help() },
     Command {
         name: "cores",
@@ -103,6 +114,12 @@ const COMMANDS: [Command; 14] = [
         usage: "core stop|start|restart|park|unpark <core> [image|host|destination] [--keep|--uncached]",
         what: "stop, start or restart a core with a kernel image (/boot/full, /boot/rt, ...); park it on a multi core; stop --keep holds its processes until a start",
         run: |_, arguments| cores::core(arguments),
+    },
+    Command {
+        name: "setuidgid",
+        usage: "setuidgid <user|uid[:gid]> <program> [args]",
+        what: "run a program as another user (root only: setgid, setgroups, setuid, then execve)",
+        run: |_, arguments| users::setuidgid(arguments),
     },
 ];
 

@@ -18,6 +18,7 @@ pub fn role_error_text(errno: Option<i32>) -> &'static str {
     match errno {
         Some(libc::EINVAL) => "no such core: see `cores`",
         Some(libc::EAGAIN) => "that core is not running (or did not answer): see `cores`",
+        Some(libc::EPERM) if !crate::runs_as_root() => crate::NOT_ROOT,
         Some(libc::EPERM) => {
             "core 0 owns the devices and the file service: it can be a TC or a KC (which serves them), not an AC"
         }

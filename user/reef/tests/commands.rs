@@ -20,8 +20,21 @@ fn help_lists_every_command_once_a_line() {
     assert_eq!(
         names,
         [
-            "help", "cores", "mem", "start", "msg", "syscalls", "ps", "poweroff", "on", "spawn", "role", "execac",
-            "move", "core"
+            "help",
+            "cores",
+            "mem",
+            "start",
+            "msg",
+            "syscalls",
+            "ps",
+            "poweroff",
+            "on",
+            "spawn",
+            "role",
+            "execac",
+            "move",
+            "core",
+            "setuidgid"
         ]
     );
     assert!(notes.iter().any(|note| note.contains("/bin/ps")), "where Reef's ps is, in sh: {notes:?}");
@@ -120,4 +133,10 @@ fn role_and_execac_refuse_in_one_line() {
     let output = reef(&["execac", "-1", "/no/such/program"]);
     assert_eq!(output.status.code(), Some(127));
     assert!(text(&output.stderr).starts_with("execac: /no/such/program: no such program"));
+}
+
+#[test]
+fn setuidgid_refuses_a_bad_line_and_an_unknown_user() {
+    assert_eq!(reef(&["setuidgid"]).status.code(), Some(2));
+    assert_eq!(reef(&["setuidgid", "no-such-user-here", "/bin/true"]).status.code(), Some(1));
 }

@@ -54,6 +54,13 @@ const STANDARD_DESCRIPTORS: &[u32] = &[0, 1, 2];
 /// The first argument is never a standard descriptor.
 const NOT_STANDARD: &[(usize, &[u32])] = &[(0, STANDARD_DESCRIPTORS)];
 
+/// The user-id calls keep the effective (or file-system) user id 0: a fuzzer run as root that
+/// became another user could not remove its scratch files, and a Reef run's leak check would
+/// find them. Their other ids, the group calls and `setgroups` run freely (and the getters,
+/// with random pointers).
+const KEEPS_ROOT: &str = "would make a root fuzzer another user for the rest of the run: its effective (or \
+                          file-system) user id stays 0, its other ids are random";
+
 const READS_BLOCK: &str = "blocks: on the terminal (fd 0) and on the empty pipes, eventfds and timerfds the fuzzer \
                            creates itself";
 const WRITES: &str = "writes random bytes to standard output or error (the console, or a log file), and fills the \
@@ -176,8 +183,12 @@ pub const RULES: &[Rule] = &[
     avoid(93, "fchown", NOT_STANDARD, STANDARD_FILE),
     skip(101, "ptrace", "stops or changes other processes"),
     skip(103, "syslog", "clears the kernel log or turns the console off"),
+    pin(105, "setuid", &[(0, 0)], KEEPS_ROOT),
     skip(109, "setpgid", PROCESS_GROUP),
     skip(112, "setsid", PROCESS_GROUP),
+    pin(113, "setreuid", &[(1, 0)], KEEPS_ROOT),
+    pin(117, "setresuid", &[(1, 0)], KEEPS_ROOT),
+    pin(122, "setfsuid", &[(0, 0)], KEEPS_ROOT),
     skip(128, "rt_sigtimedwait", "blocks until a signal, possibly forever"),
     skip(129, "rt_sigqueueinfo", SIGNALS_OTHERS),
     skip(130, "rt_sigsuspend", "blocks until a signal"),
@@ -385,6 +396,15 @@ mod tests {
             assert_eq!(rule(number).unwrap().action, Action::Avoid(&[(0, &[0, 1, 2])]));
         }
         assert!(rule(157).is_some_and(|rule| matches!(rule.action, Action::Avoid(_))), "prctl runs");
+        // The user-id calls run with the effective (file-system) id pinned to root's; the
+        // group calls, setgroups and every getter run freely.
+        for (number, pinned) in [(105, (0, 0)), (113, (1, 0)), (117, (1, 0)), (122, (0, 0))] {
+            let action = rule(number).map(|rule| rule.action);
+            assert!(matches!(action, Some(Action::Pin(pins)) if pins == [pinned]), "{number}: {action:?}");
+        }
+        for free in [102, 104, 106, 107, 108, 114, 115, 116, 118, 119, 120, 123] {
+            assert_eq!(rule(free), None, "{free} runs with any arguments");
+        }
         assert_eq!(rule(39), None, "getpid runs freely");
     }
 }

@@ -138,7 +138,7 @@ pub fn fixture(page_limit: usize) -> Fixture {
     let cores = Cores::new(4);
     let pages = Box::new(HeapPageStore::new());
     let vfs = Vfs::new(Some(archive), pages, page_limit, clock, Box::new(processes.clone()), Arc::new(cores.clone()));
-    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root() };
+    let context = Context { pid: 1, cwd: vfs.root(), root: vfs.root(), credentials: vfs::Credentials::root() };
     Fixture { vfs, processes, cores, context }
 }
 

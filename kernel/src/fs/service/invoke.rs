@@ -31,10 +31,11 @@ impl Service {
             Request::Symlink { at, target, path } => self.symlink(pid, *at, target, path),
             Request::ReadLink { at, path } => self.read_link(pid, *at, path),
             Request::Truncate { handle, size } => self.truncate(*handle, *size),
-            Request::SetTimes { target, accessed_ns, modified_ns } => {
-                self.set_times(pid, target, *accessed_ns, *modified_ns)
+            Request::SetTimes { target, accessed_ns, modified_ns, explicit } => {
+                self.set_times(pid, target, (*accessed_ns, *modified_ns), *explicit)
             }
             Request::ChangeMode { target, mode } => self.change_mode(pid, target, *mode),
+            Request::ChangeOwner { target, uid, gid } => self.change_owner(pid, target, *uid, *gid),
             Request::Access { target, mode } => self.access(pid, target, *mode),
             Request::Pipe { flags } => self.make_pipe(*flags),
             Request::MakeNode { at, mode, path } => self.make_node(pid, *at, *mode, path),

@@ -150,6 +150,17 @@ impl Service {
             // Decoded now, carried out by `submit` once the lock is let go. An empty write
             // asks nothing and takes nothing.
             Object::Sys { node, .. } => match self.vfs.decode_sys_write(*node, data)? {
+                // Stopping or starting a core is root's, whoever opened the file (a
+                // descriptor a root process opened and handed on, or kept across `setuid`,
+                // switches no core for its new holder).
+                Some(request) if !self.caller_is_privileged() => {
+                    log::warn!(
+                        "pid {} (effective user {}) may not {request:?}: only root switches cores (EPERM)",
+                        self.caller.pid,
+                        self.caller.effective_uid
+                    );
+                    Err(errno::EPERM)
+                }
                 Some(request) => Ok(Outcome::Sys { request, length: data.len() as u64 }),
                 None => Ok(Outcome::Done(Reply::value(0, 0))),
             },

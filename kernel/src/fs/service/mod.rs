@@ -11,7 +11,7 @@
 //!
 //! The rooms: `request` (decoding), `invoke` (dispatch), `open_files` (the open file table:
 //! open, reopen, release, names), `io` (read, write, seek, directories, terminal requests),
-//! `paths` (operations on names), `pipes` (pipes and FIFOs), `poll` (readiness), `pages`
+//! `paths` (operations on names), `permissions` (mode and owner checks), `pipes` (pipes and FIFOs), `poll` (readiness), `pages`
 //! (where tmpfs and pipes keep their bytes), `console` (COM1 input and the line discipline),
 //! `transport` (requests from other instances and replies to them).
 
@@ -23,6 +23,7 @@ mod locks;
 mod open_files;
 mod pages;
 mod paths;
+mod permissions;
 mod pipes;
 mod poll;
 pub mod request;
@@ -50,11 +51,40 @@ use vfs::{Device, NodeId, SysRequest, SysSource, Vfs};
 /// The instance that runs the service (it owns the console).
 pub const SERVICE_CORE: usize = 0;
 
+/// Who made a request: its process and the ids the service checks it with, which the
+/// request carried (`abi::file::Caller`).
+#[derive(Clone, Debug)]
+struct Caller {
+    pid: u32,
+    /// Its effective user id: 0 is privileged ([`Service::caller_is_privileged`]).
+    effective_uid: u32,
+    /// Its file-system ids and groups: what modes and owners are checked against.
+    credentials: vfs::Credentials,
+}
+
+impl Caller {
+    fn of(request: &FileRequest<'_>) -> Self {
+        Self {
+            pid: request.pid,
+            effective_uid: request.caller.effective_uid,
+            credentials: vfs::Credentials {
+                uid: request.caller.filesystem_uid,
+                gid: request.caller.filesystem_gid,
+                groups: request.caller.groups().collect(),
+            },
+        }
+    }
+
+    /// The kernel, before any request: root.
+    const KERNEL: Self = Self { pid: 0, effective_uid: 0, credentials: vfs::Credentials::root() };
+}
+
 /// A request kept until it can complete.
 struct Parked {
     client: usize,
     request_id: u64,
-    pid: u32,
+    /// Who asked: a retried request is checked with the ids it came with.
+    caller: Caller,
     request: Request<'static>,
     /// Progress so far: bytes of a pipe write already written, or the handle of a FIFO open
     /// waiting for the other end.
@@ -128,6 +158,8 @@ struct Service {
     remote_requests: u64,
     kernel_core_requests: u64,
     refused: u64,
+    /// Who made the request being carried out (see [`Service::caller_is_privileged`]).
+    caller: Caller,
 }
 
 static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
@@ -163,6 +195,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         remote_requests: 0,
         kernel_core_requests: 0,
         refused: 0,
+        caller: Caller::KERNEL,
     };
     service.open.insert(
         CONSOLE_HANDLE,
@@ -204,8 +237,9 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
             service.kernel_core_requests += 1;
         }
         let decoded = Request::decode(request);
+        let caller = Caller::of(request);
         let outcome = match &decoded {
-            Ok(decoded) => service.handle(request.pid, decoded, 0),
+            Ok(decoded) => service.handle(&caller, decoded, 0),
             Err(error) => {
                 service.refused += 1;
                 Outcome::Done(Reply::error(0, error.errno()))
@@ -226,7 +260,7 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
                     service.parked.push(Parked {
                         client,
                         request_id: request.request_id,
-                        pid: request.pid,
+                        caller,
                         request: parked,
                         done,
                     });
@@ -314,9 +348,25 @@ impl Service {
         *COUNTS.lock() = Some(self.counts());
     }
 
-    /// Runs one decoded request, counting a refusal; the reply carries request id 0, which
-    /// `submit` and the retries replace with the request's.
-    fn handle(&mut self, pid: u32, request: &Request<'_>, done: u64) -> Outcome {
+    /// Whether the process behind the request being carried out is privileged: its effective
+    /// user id is 0 (Linux's `CAP_NET_BIND_SERVICE`, `CAP_SYS_ADMIN`...). The kernel's own
+    /// requests are. Any room of the service may ask while it serves a request, e.g. `bind`
+    /// to a port below 1024: `if !self.caller_is_privileged() { return Err(errno::EACCES) }`.
+    pub(super) fn caller_is_privileged(&self) -> bool {
+        self.caller.effective_uid == 0
+    }
+
+    /// The ids the request being carried out is checked with (file-system user and group,
+    /// supplementary groups).
+    pub(super) fn credentials(&self) -> &vfs::Credentials {
+        &self.caller.credentials
+    }
+
+    /// Runs one decoded request of `caller`, counting a refusal; the reply carries request
+    /// id 0, which `submit` and the retries replace with the request's.
+    fn handle(&mut self, caller: &Caller, request: &Request<'_>, done: u64) -> Outcome {
+        self.caller = caller.clone();
+        let pid = caller.pid;
         match self.invoke(pid, request, done) {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -332,7 +382,7 @@ impl Service {
             self.changed = false;
             let parked = core::mem::take(&mut self.parked);
             for mut parked in parked {
-                match self.handle(parked.pid, &parked.request, parked.done) {
+                match self.handle(&parked.caller.clone(), &parked.request, parked.done) {
                     Outcome::Done(mut reply) => {
                         reply.request_id = parked.request_id;
                         later.push((parked.client, reply));

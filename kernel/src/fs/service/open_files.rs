@@ -129,7 +129,12 @@ impl Service {
             None => Ok(self.vfs.root()),
             Some(handle) => self.directory_node(handle),
         };
-        Ok(Context { pid, cwd: directory(working_directory)?, root: directory(root)? })
+        Ok(Context {
+            pid,
+            cwd: directory(working_directory)?,
+            root: directory(root)?,
+            credentials: self.credentials().clone(),
+        })
     }
 
     pub(super) fn directory_node(&self, handle: u64) -> Result<NodeId, Errno> {
@@ -196,10 +201,15 @@ impl Service {
             Ok(_) if open_flags & flags::CREATE != 0 && open_flags & flags::EXCLUSIVE != 0 => {
                 return Err(errno::EEXIST)
             }
-            Ok(found) => found,
+            Ok(found) => {
+                // A file made by this open is not checked against its own mode, as on Linux.
+                self.check_open(found.0, open_flags)?;
+                found
+            }
             Err(errno::ENOENT) if open_flags & flags::CREATE != 0 => {
                 let (directory, name) = self.vfs.resolve_parent(&context, base, path)?;
                 let node = self.vfs.create(&context, directory, &name, mode, true)?.0;
+                self.give_to_maker(directory, node)?;
                 (node, self.vfs.path_in(directory, &name).unwrap_or_default())
             }
             Err(error) => return Err(error),

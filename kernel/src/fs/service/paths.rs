@@ -40,13 +40,16 @@ impl Service {
     pub(super) fn make_directory(&mut self, pid: u32, at: At, mode: u32, path: &[u8]) -> Result<Outcome, Errno> {
         let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
-        self.vfs.make_directory(directory, &name, mode)?;
+        self.check_create(&context, directory, &name)?;
+        let node = self.vfs.make_directory(directory, &name, mode)?;
+        self.give_to_maker(directory, node)?;
         done()
     }
 
     pub(super) fn unlink(&mut self, pid: u32, at: At, remove_directory: bool, path: &[u8]) -> Result<Outcome, Errno> {
         let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
+        self.check_delete(&context, directory, &name)?;
         if remove_directory {
             self.vfs.remove_directory(directory, &name)?;
         } else {
@@ -67,6 +70,17 @@ impl Service {
         let context = self.context(pid, working_directory, root)?;
         let (from, from_name) = self.vfs.resolve_parent(&context, self.base(from)?, from_path)?;
         let (to, to_name) = self.vfs.resolve_parent(&context, self.base(to)?, to_path)?;
+        self.check_delete(&context, from, &from_name)?;
+        self.check_create(&context, to, &to_name)?;
+        self.check_delete(&context, to, &to_name)?;
+        // A directory moved to another parent has its `..` rewritten: it must be writable.
+        if from != to && !self.credentials().is_root() {
+            if let Ok(moved) = self.vfs.lookup(&context, from, &from_name) {
+                if self.vfs.kind(moved)? == vfs::NodeKind::Directory && !self.vfs.is_read_only(moved) {
+                    self.credentials().check(&self.vfs.stat(moved)?, vfs::permission::WRITE)?;
+                }
+            }
+        }
         self.vfs.rename(from, &from_name, to, &to_name, rename_flags)?;
         done()
     }
@@ -83,6 +97,7 @@ impl Service {
         let context = self.context(pid, working_directory, root)?;
         let node = self.vfs.resolve(&context, self.base(from)?, from_path, follow)?;
         let (to, to_name) = self.vfs.resolve_parent(&context, self.base(to)?, to_path)?;
+        self.check_create(&context, to, &to_name)?;
         self.vfs.link(node, to, &to_name)?;
         done()
     }
@@ -90,7 +105,9 @@ impl Service {
     pub(super) fn symlink(&mut self, pid: u32, at: At, target: &[u8], path: &[u8]) -> Result<Outcome, Errno> {
         let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
-        self.vfs.symlink(target, directory, &name)?;
+        self.check_create(&context, directory, &name)?;
+        let node = self.vfs.symlink(target, directory, &name)?;
+        self.give_to_maker(directory, node)?;
         done()
     }
 
@@ -112,48 +129,85 @@ impl Service {
         }
     }
 
-    /// `utimensat`: `None` leaves that time as it is.
+    /// `utimensat`: `None` leaves that time as it is; `explicit` when a time was given
+    /// rather than "now", which only the owner (or root) may set.
     pub(super) fn set_times(
         &mut self,
         pid: u32,
         target: &Target<'_>,
-        accessed_ns: Option<u64>,
-        modified_ns: Option<u64>,
+        (accessed_ns, modified_ns): (Option<u64>, Option<u64>),
+        explicit: bool,
     ) -> Result<Outcome, Errno> {
         let node = self.target_node(pid, target)?;
+        if !self.vfs.is_read_only(node) {
+            self.credentials().may_set_times(&self.vfs.stat(node)?, explicit)?;
+        }
         self.vfs.set_times(node, accessed_ns, modified_ns)?;
         done()
     }
 
+    /// `chmod`: the owner's or root's (`EPERM`); a non-root caller outside the file's group
+    /// loses the set-group-id bit it asked for.
     pub(super) fn change_mode(&mut self, pid: u32, target: &Target<'_>, mode: u32) -> Result<Outcome, Errno> {
         let node = self.target_node(pid, target)?;
+        let mode = if self.vfs.is_read_only(node) {
+            mode
+        } else {
+            self.credentials().change_mode(&self.vfs.stat(node)?, mode)?
+        };
         self.vfs.set_mode(node, mode)?;
         done()
     }
 
-    /// `faccessat`. Every caller is root: reading and writing are allowed (but `W_OK` on a
-    /// read-only file system is EROFS), executing needs an execute bit (directories are
-    /// searched) [access(2)].
+    /// `chown`: root gives any owner and group; another caller, on its own file, only the
+    /// no-op and a group of its own (`EPERM`). `None` leaves an id as it is.
+    pub(super) fn change_owner(
+        &mut self,
+        pid: u32,
+        target: &Target<'_>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<Outcome, Errno> {
+        let node = self.target_node(pid, target)?;
+        self.credentials().may_change_owner(&self.vfs.stat(node)?, uid, gid)?;
+        self.vfs.set_owner(node, uid, gid)?;
+        done()
+    }
+
+    /// `faccessat` of `mode` with the ids the request came with: `W_OK` on a read-only file
+    /// system is `EROFS` first; root reads and writes anything and executes what has an
+    /// execute bit (directories are searched) [access(2)].
     pub(super) fn access(&self, pid: u32, target: &Target<'_>, mode: u64) -> Result<Outcome, Errno> {
         const WRITE: u64 = 2;
-        const EXECUTE: u64 = 1;
         let node = self.target_node(pid, target)?;
         if mode & WRITE != 0 {
             self.vfs.check_writable(node)?;
         }
-        let metadata = self.vfs.stat(node)?;
-        let directory = metadata.mode & initramfs::mode::TYPE_MASK == initramfs::mode::DIRECTORY;
-        if mode & EXECUTE != 0 && !directory && metadata.mode & 0o111 == 0 {
-            return Err(errno::EACCES);
-        }
+        self.check_access(node, mode)?;
         done()
+    }
+
+    /// Gives `node`, just made in `directory`, its maker's owner and group (the directory's
+    /// group when it is set-group-id, and a new directory there is set-group-id too).
+    pub(super) fn give_to_maker(&mut self, directory: NodeId, node: NodeId) -> Result<(), Errno> {
+        let (uid, gid, inherit) = self.credentials().new_owner(&self.vfs.stat(directory)?);
+        if (uid, gid) != (0, 0) {
+            self.vfs.set_new_owner(node, uid, gid)?;
+        }
+        if inherit && self.vfs.kind(node)? == vfs::NodeKind::Directory {
+            let permissions = self.vfs.stat(node)?.mode & 0o7777;
+            self.vfs.set_mode(node, permissions | 0o2000)?;
+        }
+        Ok(())
     }
 
     /// `mknodat` of a FIFO or a regular file: `mode` is its type and permissions.
     pub(super) fn make_node(&mut self, pid: u32, at: At, mode: u32, path: &[u8]) -> Result<Outcome, Errno> {
         let context = self.context(pid, at.working_directory, at.root)?;
         let (directory, name) = self.vfs.resolve_parent(&context, self.base(at.directory)?, path)?;
-        self.vfs.make_node(directory, &name, mode)?;
+        self.check_create(&context, directory, &name)?;
+        let node = self.vfs.make_node(directory, &name, mode)?;
+        self.give_to_maker(directory, node)?;
         done()
     }
 

@@ -44,6 +44,11 @@ pub mod events {
 /// by a request parked until it can complete.
 pub type Bytes<'a> = Cow<'a, [u8]>;
 
+/// `SetTimes`'s last word: bit 0 follows the last link, bit 1 says a time was given rather
+/// than "now".
+pub const SET_TIMES_FOLLOW: u64 = 1;
+pub const SET_TIMES_EXPLICIT: u64 = 2;
+
 /// Bytes of one `poll` entry on the wire: the handle (u64), then the events wanted (u16).
 const POLL_ENTRY_BYTES: usize = 10;
 /// Bytes of one descriptor of a report on the wire: the descriptor (u32), then its handle (u64).
@@ -180,14 +185,23 @@ pub enum Request<'a> {
         size: u64,
     },
     /// `None` leaves that time as it is.
+    /// `explicit`: a time was given (not `UTIME_NOW` or `UTIME_OMIT`), which only the
+    /// owner may set; times set to now need ownership or write permission.
     SetTimes {
         target: Target<'a>,
         accessed_ns: Option<u64>,
         modified_ns: Option<u64>,
+        explicit: bool,
     },
     ChangeMode {
         target: Target<'a>,
         mode: u32,
+    },
+    /// `None`: that id is left as it is.
+    ChangeOwner {
+        target: Target<'a>,
+        uid: Option<u32>,
+        gid: Option<u32>,
     },
     /// `faccessat`'s `mode`: `W_OK` (2) and `X_OK` (1) bits.
     Access {
@@ -374,10 +388,17 @@ impl<'a> Request<'a> {
             FileOp::Symlink => Self::Symlink { at, target: first, path: second },
             FileOp::ReadLink => Self::ReadLink { at, path: first },
             FileOp::Truncate => Self::Truncate { handle: w[0], size: w[1] },
-            FileOp::SetTimes => {
-                Self::SetTimes { target: target(w[4]), accessed_ns: given(w[2]), modified_ns: given(w[3]) }
-            }
+            FileOp::SetTimes => Self::SetTimes {
+                target: target(w[4] & SET_TIMES_FOLLOW),
+                accessed_ns: given(w[2]),
+                modified_ns: given(w[3]),
+                explicit: w[4] & SET_TIMES_EXPLICIT != 0,
+            },
             FileOp::ChangeMode => Self::ChangeMode { target: target(w[3]), mode: w[2] as u32 },
+            FileOp::ChangeOwner => {
+                let id = |word: u64| given(word).map(|id| id as u32).filter(|&id| id != u32::MAX);
+                Self::ChangeOwner { target: target(w[4]), uid: id(w[2]), gid: id(w[3]) }
+            }
             FileOp::Access => Self::Access { target: target(w[3]), mode: w[2] },
             FileOp::Pipe => Self::Pipe { flags: w[0] },
             FileOp::Retain => Self::Retain { handle: w[0] },

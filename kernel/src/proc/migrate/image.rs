@@ -190,6 +190,7 @@ pub(in crate::proc) fn pack(
     drop(open_files);
     let me = shared::this_core();
     let timer = crate::proc::timer::get(process);
+    let credentials = process.credentials.lock().clone();
     let move_id = (1 << 63) | (u64::from(me) << 48) | NEXT_MOVE.fetch_add(1, Ordering::Relaxed);
     let header = MoveHeader {
         move_id,
@@ -214,6 +215,7 @@ pub(in crate::proc) fn pack(
         death_signal: process.death_signal(),
         timer_next_ns: timer.next_ns,
         timer_interval_ns: timer.interval_ns,
+        credentials: credentials.ids,
         ..MoveHeader::default()
     };
     let parts = MoveParts {
@@ -227,6 +229,7 @@ pub(in crate::proc) fn pack(
         name: name.as_bytes(),
         path: path.as_bytes(),
         command_line: &command_line,
+        groups: &credentials.groups,
     };
     let mut bytes = alloc::vec![0u8; abi::migration::encoded_size(&parts)];
     abi::migration::encode(&mut bytes, &header, &parts).ok_or(errno::EINVAL)?;

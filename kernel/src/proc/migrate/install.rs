@@ -280,6 +280,11 @@ fn build_process(
         options: Mutex::new(Options::default()),
         stopped: AtomicU32::new(0),
         real_timer: Mutex::new(crate::proc::timer::RealTimer::default()),
+        // Its ids move with it: a process never changes user by changing core.
+        credentials: Mutex::new(crate::proc::credentials::Credentials {
+            ids: header.credentials,
+            groups: image.groups().collect(),
+        }),
     })
 }
 

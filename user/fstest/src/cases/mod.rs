@@ -13,6 +13,7 @@ mod pipes;
 mod readonly;
 mod scratch;
 mod sockets;
+mod users;
 
 pub use descriptors::{check_descriptors, CHECK_CLOSED, CHECK_OPEN};
 
@@ -66,6 +67,7 @@ pub fn all(fill: bool) -> Vec<Case> {
     cases.extend(inet::CASES);
     cases.extend(devices::CASES);
     cases.extend(readonly::CASES);
+    cases.extend(users::CASES);
     if fill {
         cases.push(Case { name: "enospc", run: scratch::fill });
     }

@@ -16,6 +16,7 @@ mod roles;
 mod unix_files;
 mod unix_semantics;
 mod user_shell;
+mod users;
 
 use crate::qemu::{self, Accel, Machine};
 use crate::test::runner::Integration;
@@ -57,6 +58,7 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Ve
     unix_semantics::integrations(&mut list, &machine);
     unix_files::integrations(&mut list, &machine);
     bash_suite::integrations(&mut list, &machine);
+    users::integrations(&mut list, &machine);
     let mut deferred = cpython::deferred(machine_of(accel, initrd));
     deferred.extend(foreign_crates::integrations(machine_of(accel, initrd)));
     deferred.extend(network::deferred(machine_of(accel, initrd)));
