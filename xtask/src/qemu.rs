@@ -113,6 +113,10 @@ pub enum HostAction {
 /// [`TEST_WATCHDOG`], since the serial output is not read meanwhile.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(45);
 
+/// How long a [`HostAction::Flood`] waits for its connections: one that has no whole answer
+/// by then counts as unanswered.
+pub const FLOOD_TIMEOUT: Duration = Duration::from_secs(20);
+
 impl HostAction {
     fn run(&self) -> Result<(), String> {
         match self {
@@ -130,7 +134,7 @@ impl HostAction {
                 std::fs::write(save_to, &response.body)
             }
             Self::Flood { port, path, connections, cut, save_to } => {
-                let flood = net::http::flood(*port, path, *connections, *cut, FETCH_TIMEOUT);
+                let flood = net::http::flood(*port, path, *connections, *cut, FLOOD_TIMEOUT);
                 std::fs::write(save_to, flood.line())
             }
         }

@@ -105,15 +105,15 @@ impl Scenario {
     }
 
     /// The guest's script; `on_core_2` runs a program on core 2 (Reef's `on 2 `, Linux's
-    /// `taskset 4 `). The file is made and hashed, `httpd` started, the marker printed; once
+    /// `taskset 4 `); `httpd` drops to `user` once it listens (`-u`; none: it stays root). The file is made and hashed, `httpd` started, the marker printed; once
     /// the host has fetched the file it types a line, and the guest fetches the host's file
     /// through the guest forward, then tries the same server through the gateway, which
     /// without `restrict=on` would be the host's loopback, and must fail.
-    fn script(&self, on_core_2: &str) -> String {
+    fn script(&self, on_core_2: &str, user: &str) -> String {
         format!(
             "set -e; mkdir -p {GUEST_DIRECTORY}; seq {GUEST_FILE_FIRST} {last} > {GUEST_DIRECTORY}{GUEST_FILE}; \
              wc -c {GUEST_DIRECTORY}{GUEST_FILE}; sha256sum {GUEST_DIRECTORY}{GUEST_FILE}; \
-             {on_core_2}httpd -f -p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-$((1))-ready; read go; \
+             {on_core_2}httpd -f {user}-p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-$((1))-ready; read go; \
              wget -q -O {FETCHED_IN_GUEST} http://{address}{HOST_FILE}; sha256sum {FETCHED_IN_GUEST}; \
              if timeout {RESTRICTED_WAIT_SECONDS} wget -q -O /tmp/leak http://{gateway}:{server}{HOST_FILE}; \
              then echo the gateway leads to the host; else echo net-$((3))-restricted-$?; fi; \
@@ -122,6 +122,7 @@ impl Scenario {
             address = net::GUEST_FORWARD_ADDRESS,
             gateway = net::GATEWAY,
             server = self.server.port(),
+            user = if user.is_empty() { String::new() } else { format!("-u {user} ") },
         )
     }
 
@@ -193,7 +194,7 @@ pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + Clone + 'stati
             Ok(scenario) => scenario,
             Err(why) => return vec![super::unprepared(NAME.into(), &why, &machine)],
         };
-        let mut m = machine(CORES, &exec(&scenario.script("on 2 ")));
+        let mut m = machine(CORES, &exec(&scenario.script("on 2 ", "reef")));
         m.timeout = TIMEOUT;
         scenario.equip(&mut m);
         vec![Integration {
@@ -328,7 +329,7 @@ pub fn peer(arguments: &[String]) -> Result<u8, String> {
     lines.extend(linux_guest::configure_network());
     // In a subshell: `set -e` ends it, not `/init`, which must still say it is done.
     let scenario = Scenario::start(TIMEOUT + Duration::from_secs(30))?;
-    lines.push(format!("( {} )", scenario.script("taskset 4 ")));
+    lines.push(format!("( {} )", scenario.script("taskset 4 ", "")));
     let mut machine = Machine::new(CORES);
     machine.accel = accel;
     machine.timeout = TIMEOUT;

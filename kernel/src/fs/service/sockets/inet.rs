@@ -26,6 +26,8 @@ pub(in crate::fs::service) const NAME_BYTES: usize = 6;
 const EPHEMERAL: core::ops::RangeInclusive<u16> = 32768..=60999;
 /// `127.0.0.1`.
 const LOOPBACK: [u8; 4] = [127, 0, 0, 1];
+/// Ports below this are root's to bind (Linux's `ip_unprivileged_port_start`).
+const PRIVILEGED_PORTS: u16 = 1024;
 /// The longest UDP datagram over IPv4 (65535 less the IP and UDP headers).
 const MOST_DATAGRAM: usize = 65507;
 
@@ -83,8 +85,8 @@ impl Service {
     }
 
     /// `bind` of inet socket `id` to `name`: an address of this machine's (the loopback, the
-    /// interface's) or any (`0.0.0.0`), a port (0: an ephemeral one). Another address is
-    /// `EADDRNOTAVAIL`.
+    /// interface's) or any (`0.0.0.0`), a port (0: an ephemeral one; below 1024 root's only,
+    /// else `EACCES`). Another address is `EADDRNOTAVAIL`.
     pub(super) fn inet_bind(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
         let mut endpoint = Endpoint::decode(name)?;
         if !self.is_local(endpoint.address) {
@@ -92,6 +94,9 @@ impl Service {
         }
         if endpoint.port == 0 {
             endpoint.port = self.ephemeral_port(id)?;
+        } else if endpoint.port < PRIVILEGED_PORTS && !self.caller_is_privileged() {
+            // Linux: below 1024 without `CAP_NET_BIND_SERVICE` (root here).
+            return Err(errno::EACCES);
         } else if self.ports_of(id).contains_key(&endpoint.port) {
             return Err(errno::EADDRINUSE);
         }
