@@ -523,9 +523,9 @@ pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) 
     let socket = socket_of(fd)?;
     let answer = match level {
         _ if level == u64::from(net::SOL_SOCKET) => ask(FileOp::SocketOption, &[socket.id, option], &[])?,
-        // `TCP_NODELAY`: a connection over the loopback never holds data back.
+        // `TCP_NODELAY`, kept with the socket at the file service.
         TCP if option == u64::from(TCP_NODELAY) && family(&socket)? == INET => {
-            Answer { value: 1, words: [0; 2], bytes: Vec::new() }
+            ask(FileOp::SocketOption, &[socket.id, option, TCP], &[])?
         }
         _ => return Err(errno::ENOPROTOOPT),
     };
@@ -549,8 +549,9 @@ pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) 
 
 /// `setsockopt(fd, level, option, value, length)`: the options that change nothing on a unix
 /// stream socket in Linux either (address reuse, keep-alive, linger) and the buffer sizes,
-/// which Linux takes as hints, are taken; so are TCP's that change nothing over the loopback
-/// (`TCP_NODELAY`, keep-alive timing); any other is `ENOPROTOOPT`.
+/// which Linux takes as hints, are taken; so is TCP's keep-alive timing; `TCP_NODELAY` is kept
+/// with the socket at the file service (the network stack honours it); any other is
+/// `ENOPROTOOPT`.
 pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     if level != u64::from(net::SOL_SOCKET) && level != TCP {
@@ -559,13 +560,19 @@ pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> 
     if length < 4 {
         return Err(errno::EINVAL);
     }
-    let _: u32 = read_user(value)?;
+    let given: u32 = read_user(value)?;
     if level == TCP {
         if family(&socket)? != INET {
             return Err(errno::EOPNOTSUPP);
         }
         return match option as u32 {
-            TCP_NODELAY | TCP_KEEPIDLE | TCP_KEEPINTVL | TCP_KEEPCNT => Ok(0),
+            // Kept with the socket: a connection through the network stack sends small
+            // writes at once with it.
+            TCP_NODELAY => {
+                ask(FileOp::SocketOption, &[socket.id, option, TCP, 1, u64::from(given)], &[])?;
+                Ok(0)
+            }
+            TCP_KEEPIDLE | TCP_KEEPINTVL | TCP_KEEPCNT => Ok(0),
             _ => Err(errno::ENOPROTOOPT),
         };
     }

@@ -64,8 +64,11 @@ fn loopback(_: &Context) -> Outcome {
     expect_equal("checksum", checksum(CHECKSUM_START, &received), wanted)?;
     expect_equal("SO_DOMAIN", sys::socket_option(served.as_fd(), libc::SO_DOMAIN).step("SO_DOMAIN")?, libc::AF_INET)?;
     expect_equal("SO_TYPE", sys::socket_option(served.as_fd(), libc::SO_TYPE).step("SO_TYPE")?, libc::SOCK_STREAM)?;
+    expect(!served.nodelay().step("getsockopt TCP_NODELAY")?, "TCP_NODELAY is set on a new connection")?;
     served.set_nodelay(true).step("TCP_NODELAY")?;
     expect(served.nodelay().step("getsockopt TCP_NODELAY")?, "TCP_NODELAY is not set after setting it")?;
+    served.set_nodelay(false).step("TCP_NODELAY off")?;
+    expect(!served.nodelay().step("getsockopt TCP_NODELAY")?, "TCP_NODELAY is still set after clearing it")?;
     Ok(format!(
         "127.0.0.1: a child connects from port {} (ping, pong, {TRANSFER} bytes, checksum {wanted:#x}); names, \
          SO_DOMAIN, SO_TYPE, TCP_NODELAY",

@@ -101,6 +101,9 @@ pub(super) struct Socket {
     remote: Option<inet::Endpoint>,
     /// Why a connection through the network stack failed, for `SO_ERROR` (read once).
     error: Option<Errno>,
+    /// `TCP_NODELAY`: a TCP connection through the stack sends small writes at once (smoltcp
+    /// without Nagle's algorithm); an accepted connection takes its listener's.
+    no_delay: bool,
 }
 
 impl Socket {
@@ -120,6 +123,7 @@ impl Socket {
             queued: 0,
             remote: None,
             error: None,
+            no_delay: false,
         }
     }
 }
@@ -452,8 +456,34 @@ impl Service {
         Ok(Outcome::Done(Reply { bytes: named.unwrap_or(unnamed), ..Reply::value(0, u64::from(socket.family)) }))
     }
 
-    /// `getsockopt(SOL_SOCKET, option)` of the options a unix stream socket has: its value.
-    pub(super) fn socket_option(&mut self, handle: u64, option: u64) -> Result<Outcome, Errno> {
+    /// `getsockopt(level, option)`, or `setsockopt` with `set`'s value: `SOL_SOCKET`'s options
+    /// a unix stream socket has (read here; the system-call layer takes the settable ones),
+    /// and `TCP_NODELAY` of a TCP socket, kept with it.
+    pub(super) fn socket_option(
+        &mut self,
+        handle: u64,
+        level: u64,
+        option: u64,
+        set: Option<u64>,
+    ) -> Result<Outcome, Errno> {
+        const TCP_NODELAY: u64 = 1;
+        if level == linux_raw_sys::net::IPPROTO_TCP as u64 {
+            let id = self.socket_of(handle)?;
+            if !self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.kind == STREAM) {
+                return Err(errno::EOPNOTSUPP);
+            }
+            if option != TCP_NODELAY {
+                return Err(errno::ENOPROTOOPT);
+            }
+            if let Some(value) = set {
+                self.set_no_delay(id, value != 0);
+            }
+            let no_delay = self.sockets.get(&id).is_some_and(|socket| socket.no_delay);
+            return Ok(Outcome::Done(Reply::value(0, u64::from(no_delay))));
+        }
+        if set.is_some() || level != u64::from(linux_raw_sys::net::SOL_SOCKET) {
+            return Err(errno::ENOPROTOOPT);
+        }
         const SO_TYPE: u64 = 3;
         const SO_ERROR: u64 = 4;
         const SO_SNDBUF: u64 = 7;

@@ -514,6 +514,7 @@ impl Service {
         let (owner, port) =
             (*owner, name.as_deref().and_then(|name| Endpoint::decode(name).ok()).map_or(0, |e| e.port));
         let listening = (*backlog).clamp(1, LISTENING_PER_PORT);
+        let no_delay = self.sockets.get(&listener).is_some_and(|socket| socket.no_delay);
         let mut moved = false;
         let mut kept = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -530,12 +531,14 @@ impl Service {
                         continue;
                     }
                     let (local, remote) = (socket.local_endpoint(), socket.remote_endpoint());
+                    socket.set_nagle_enabled(!no_delay);
                     let id = self.new_socket(owner, STREAM, INET);
                     let pipes = self.connected_pipes();
                     if let Some(accepted) = self.sockets.get_mut(&id) {
                         accepted.name = local.map(|local| endpoint_of(local).encode());
                         accepted.remote = remote.map(endpoint_of);
                         accepted.state = State::Connected { receive: pipes.0, send: pipes.1, peer: 0 };
+                        accepted.no_delay = no_delay;
                     }
                     net.links
                         .insert(id, Link { handle, pipes: Some(pipes), writing: true, reading: true, finished: false });
@@ -578,6 +581,18 @@ impl Service {
         moved
     }
 
+    /// Socket `id`'s `TCP_NODELAY`, and its connection's through the stack.
+    pub(super) fn set_no_delay(&mut self, id: u64, no_delay: bool) {
+        if let Some(socket) = self.sockets.get_mut(&id) {
+            socket.no_delay = no_delay;
+        }
+        if let Some(net) = self.net.as_mut() {
+            if let Some(link) = net.links.get(&id) {
+                net.sockets.get_mut::<tcp::Socket>(link.handle).set_nagle_enabled(!no_delay);
+            }
+        }
+    }
+
     /// A listening inet socket `id` on `port` (any address, or the interface's) also takes
     /// connections from the network.
     pub(super) fn network_listen(&mut self, id: u64) {
@@ -602,7 +617,9 @@ impl Service {
         let net = self.net.as_mut().ok_or(errno::ENETUNREACH)?;
         let handle = net.new_tcp()?;
         let connected = net.interface.context();
-        let made = net.sockets.get_mut::<tcp::Socket>(handle).connect(connected, ip_endpoint(remote), local.port);
+        let socket = net.sockets.get_mut::<tcp::Socket>(handle);
+        socket.set_nagle_enabled(!self.sockets.get(&id).is_some_and(|socket| socket.no_delay));
+        let made = socket.connect(connected, ip_endpoint(remote), local.port);
         if made.is_err() {
             net.drop_tcp(handle);
             return Err(errno::EADDRNOTAVAIL);
