@@ -9,7 +9,7 @@ use super::http::find;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// The longest response head read.
@@ -49,6 +49,9 @@ pub struct LoadOutcome {
     pub latencies_ns: Vec<f64>,
     /// Whether the time limit ended the run before its requests were done.
     pub timed_out: bool,
+    /// The slowest of the untimed first requests (one per client, each on a fresh connection),
+    /// in ns: connections opened at once, where a server that drops a SYN shows its retry.
+    pub warm_up_max_ns: Option<f64>,
 }
 
 impl LoadOutcome {
@@ -58,18 +61,22 @@ impl LoadOutcome {
     }
 }
 
-/// Runs `load`.
+/// Runs `load`: each client first makes one untimed request (opening its connection), then
+/// all start together, and the clock runs from there.
 pub fn run(load: &Load) -> LoadOutcome {
     let left = Arc::new(AtomicUsize::new(load.requests));
     let outcome = Arc::new(Mutex::new(LoadOutcome::default()));
-    let started = Instant::now();
-    let deadline = started + load.time_limit;
-    let threads: Vec<_> = (0..load.connections.max(1))
+    let clients = load.connections.max(1);
+    let start_line = Arc::new(Barrier::new(clients + 1));
+    let deadline = Instant::now() + load.time_limit;
+    let threads: Vec<_> = (0..clients)
         .map(|_| {
-            let (load, left, outcome) = (load.clone(), left.clone(), outcome.clone());
-            std::thread::spawn(move || client(&load, &left, &outcome, deadline))
+            let (load, left, outcome, start_line) = (load.clone(), left.clone(), outcome.clone(), start_line.clone());
+            std::thread::spawn(move || client(&load, &left, &outcome, &start_line, deadline))
         })
         .collect();
+    start_line.wait();
+    let started = Instant::now();
     for thread in threads {
         let _ = thread.join();
     }
@@ -79,8 +86,9 @@ pub fn run(load: &Load) -> LoadOutcome {
     outcome
 }
 
-/// One closed-loop client: takes requests from `left` until none is left or the deadline.
-fn client(load: &Load, left: &AtomicUsize, outcome: &Mutex<LoadOutcome>, deadline: Instant) {
+/// One closed-loop client: one untimed request, the start line, then requests from `left`
+/// until none is left or the deadline.
+fn client(load: &Load, left: &AtomicUsize, outcome: &Mutex<LoadOutcome>, start_line: &Barrier, deadline: Instant) {
     let address = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, load.port));
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}\r\n",
@@ -91,9 +99,13 @@ fn client(load: &Load, left: &AtomicUsize, outcome: &Mutex<LoadOutcome>, deadlin
     let mut buffer = vec![0u8; 64 * 1024];
     let mut latencies = Vec::new();
     let mut errors = Vec::new();
-    while Instant::now() < deadline
-        && left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
-    {
+    let mut warm_up = None;
+    let mut first = true;
+    loop {
+        let taken = || left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok();
+        if !first && (Instant::now() >= deadline || !taken()) {
+            break;
+        }
         let start = Instant::now();
         let result = (|| -> Result<(), String> {
             let stream = match connection.as_mut() {
@@ -107,8 +119,10 @@ fn client(load: &Load, left: &AtomicUsize, outcome: &Mutex<LoadOutcome>, deadlin
             }
             Ok(())
         })();
+        let latency = start.elapsed().as_nanos() as f64;
         match result {
-            Ok(()) => latencies.push(start.elapsed().as_nanos() as f64),
+            Ok(()) if first => warm_up = Some(latency),
+            Ok(()) => latencies.push(latency),
             Err(why) => {
                 errors.push(why);
                 connection = None;
@@ -117,8 +131,16 @@ fn client(load: &Load, left: &AtomicUsize, outcome: &Mutex<LoadOutcome>, deadlin
         if !load.keep_alive {
             connection = None;
         }
+        if first {
+            first = false;
+            start_line.wait();
+        }
     }
     if let Ok(mut outcome) = outcome.lock() {
+        outcome.warm_up_max_ns = match (outcome.warm_up_max_ns, warm_up) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         outcome.completed += latencies.len();
         outcome.latencies_ns.extend(latencies);
         outcome.errors += errors.len();
@@ -347,6 +369,7 @@ mod tests {
             assert_eq!((outcome.completed, outcome.errors), (200, 0), "{outcome:?}");
             assert_eq!(outcome.latencies_ns.len(), 200);
             assert!(!outcome.timed_out && outcome.requests_per_second().unwrap() > 0.0);
+            assert!(outcome.warm_up_max_ns.unwrap() > 0.0);
         }
         // A wrong length is an error, counted, not a panic.
         let load = Load {
@@ -359,7 +382,8 @@ mod tests {
             time_limit: Duration::from_secs(20),
         };
         let outcome = run(&load);
-        assert_eq!((outcome.completed, outcome.errors), (0, 3));
+        // The untimed first request fails too, and is counted.
+        assert_eq!((outcome.completed, outcome.errors), (0, 4));
         assert!(outcome.first_error.unwrap().contains("not 7"));
     }
 
