@@ -482,7 +482,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
 /// `net.png`: requests/s, Reef and Linux side by side; `net-transfer.png`: MB/s.
 fn plots(directory: &std::path::Path, options: &Options, reef: &Option<SystemRun>, linux: &Option<SystemRun>) {
     for (file, unit, title) in
-        [("net.png", "req/s", "requests/s, 1 KiB answers"), ("net-transfer.png", "MB/s", "MB/s of one transfer")]
+        [("net.png", "req/s", "requests/s, 1 KiB"), ("net-transfer.png", "MB/s", "MB/s, one transfer")]
     {
         let mut groups = Vec::new();
         let (mut reef_values, mut linux_values) = (Vec::new(), Vec::new());
@@ -506,7 +506,7 @@ fn plots(directory: &std::path::Path, options: &Options, reef: &Option<SystemRun
         let path = directory.join(file);
         match plot::grouped_bar_chart(
             &path,
-            &format!("bench net: {title} ({}, webd through --forward)", options.accel.name()),
+            &format!("webd: {title} ({})", options.accel.name()),
             unit,
             &groups,
             &["Reef".to_string(), "Linux".to_string()],
