@@ -31,8 +31,8 @@ mod sockets;
 mod transport;
 
 pub use console::{note_console_input, poll_console, register_signal_group};
-pub use sockets::poll_network;
 pub use request::{events, flags, Request};
+pub use sockets::poll_network;
 pub use transport::{handle_inbox, Reply};
 
 use super::terminal::Terminal;

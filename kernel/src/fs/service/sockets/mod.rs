@@ -499,7 +499,9 @@ impl Service {
     /// its own).
     pub(super) fn is_loopback_tcp(&self, id: u64) -> bool {
         self.sockets.get(&id).is_some_and(|socket| {
-            socket.family == INET && socket.kind == STREAM && matches!(socket.state, State::Connected { peer, .. } if peer != 0)
+            socket.family == INET
+                && socket.kind == STREAM
+                && matches!(socket.state, State::Connected { peer, .. } if peer != 0)
         })
     }
 

@@ -208,10 +208,8 @@ impl Stack {
             return Err(errno::ENOBUFS);
         }
         self.tcp_sockets += 1;
-        let socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
-            tcp::SocketBuffer::new(vec![0; TCP_BUFFER]),
-        );
+        let socket =
+            tcp::Socket::new(tcp::SocketBuffer::new(vec![0; TCP_BUFFER]), tcp::SocketBuffer::new(vec![0; TCP_BUFFER]));
         Ok(self.sockets.add(socket))
     }
 
@@ -496,7 +494,8 @@ impl Service {
             net.listeners.remove(&listener);
             return true;
         };
-        let (owner, port) = (*owner, name.as_deref().and_then(|name| Endpoint::decode(name).ok()).map_or(0, |e| e.port));
+        let (owner, port) =
+            (*owner, name.as_deref().and_then(|name| Endpoint::decode(name).ok()).map_or(0, |e| e.port));
         let mut moved = false;
         let mut kept = Vec::with_capacity(handles.len());
         for handle in handles {
@@ -520,10 +519,8 @@ impl Service {
                         accepted.remote = remote.map(endpoint_of);
                         accepted.state = State::Connected { receive: pipes.0, send: pipes.1, peer: 0 };
                     }
-                    net.links.insert(
-                        id,
-                        Link { handle, pipes: Some(pipes), writing: true, reading: true, finished: false },
-                    );
+                    net.links
+                        .insert(id, Link { handle, pipes: Some(pipes), writing: true, reading: true, finished: false });
                     if let Some(Socket { state: State::Listening { pending, .. }, generation, .. }) =
                         self.sockets.get_mut(&listener)
                     {
@@ -620,7 +617,13 @@ impl Service {
 
     /// Sends `data` from UDP socket `id` to `target` beyond this machine: queued for the
     /// device, or dropped when smoltcp's queue is full, as UDP drops it.
-    pub(super) fn network_send_datagram(&mut self, id: u64, port: u16, target: Endpoint, data: &[u8]) -> Result<(), Errno> {
+    pub(super) fn network_send_datagram(
+        &mut self,
+        id: u64,
+        port: u16,
+        target: Endpoint,
+        data: &[u8],
+    ) -> Result<(), Errno> {
         self.network_udp_bind(id, port);
         let net = self.net.as_mut().ok_or(errno::ENETUNREACH)?;
         let handle = *net.datagrams.get(&id).ok_or(errno::ENOBUFS)?;
