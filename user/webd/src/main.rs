@@ -81,7 +81,7 @@ fn run(options: &Options) -> Result<(), String> {
     // Every worker polls it: the losers of a race to accept get `EAGAIN`, not a block.
     listener.set_nonblocking(true).map_err(|error| format!("the listener: {error}"))?;
     on_sigterm(end_parent)?;
-    for worker in 1..options.workers {
+    for (worker, slot) in CHILDREN.iter().enumerate().take(options.workers).skip(1) {
         // SAFETY: the process has one thread (webd starts none), so the child may run any code.
         let child = unsafe { libc::fork() };
         if child < 0 {
@@ -95,7 +95,7 @@ fn run(options: &Options) -> Result<(), String> {
             on_sigterm(end_worker)?;
             return server::serve(&listener, options.body_size);
         }
-        CHILDREN[worker].store(child, Ordering::Relaxed);
+        slot.store(child, Ordering::Relaxed);
     }
     println!("webd: listening on {address} with {} workers", options.workers);
     server::serve(&listener, options.body_size)
