@@ -107,7 +107,38 @@ pub enum HostAction {
     /// writes what they got ([`net::http::Flood::line`]) to `save_to`; never fails the run by
     /// itself (the test judges the counts).
     Flood { port: u16, path: String, connections: usize, cut: usize, save_to: PathBuf },
+    /// Calls a function of the caller's (a benchmark's load on a `--forward`, which keeps its
+    /// figures where the caller reads them); its error fails the run.
+    Call(HostCall),
 }
+
+/// A function a run calls on the host at a marker ([`HostAction::Call`]); equal only to itself.
+#[derive(Clone)]
+pub struct HostCall {
+    /// What it does, for messages.
+    pub name: String,
+    pub call: std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+impl HostCall {
+    pub fn new(name: impl Into<String>, call: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
+        Self { name: name.into(), call: std::sync::Arc::new(call) }
+    }
+}
+
+impl std::fmt::Debug for HostCall {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "HostCall({})", self.name)
+    }
+}
+
+impl PartialEq for HostCall {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.call, &other.call)
+    }
+}
+
+impl Eq for HostCall {}
 
 /// How long a [`HostAction::Fetch`] may take, connection retries included: less than
 /// [`TEST_WATCHDOG`], since the serial output is not read meanwhile.
@@ -137,6 +168,7 @@ impl HostAction {
                 let flood = net::http::flood(*port, path, *connections, *cut, FLOOD_TIMEOUT);
                 std::fs::write(save_to, flood.line())
             }
+            Self::Call(call) => return (call.call)().map_err(|e| format!("host action {}: {e}", call.name)),
         }
         .map_err(|e| match self {
             Self::Fetch { save_to, .. } | Self::Flood { save_to, .. } => {

@@ -171,7 +171,7 @@ pub fn build_kernel_of(kind: crate::kernel_images::ImageKind) -> Result<PathBuf,
 
 /// Reef's user programs, each the workspace package `user/<name>` with a binary of that name.
 /// `init` becomes `/sbin/init` in the initramfs, the others `/bin/<name>`.
-pub const USER_PROGRAMS: [&str; 14] = [
+pub const USER_PROGRAMS: [&str; 15] = [
     "init",
     "proctest",
     "fstest",
@@ -183,6 +183,7 @@ pub const USER_PROGRAMS: [&str; 14] = [
     "ftq",
     "corebench",
     "pingpong",
+    "webd",
     "tiny",
     "isolation",
     "reef",

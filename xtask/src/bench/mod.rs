@@ -14,6 +14,7 @@ mod fs;
 mod ftq;
 mod host_files;
 mod msg;
+mod net;
 mod peer;
 mod pingpong;
 mod plot;
@@ -33,8 +34,9 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         Some("ftq") => ftq::bench(&arguments[1..]),
         Some("cores") => cores::bench(&arguments[1..]),
         Some("pingpong") => pingpong::run(&arguments[1..]),
+        Some("net") => net::run(&arguments[1..]),
         Some(other) => Err(format!(
-            "unknown benchmark `{other}`: known are boot, msg, proc, fs, host-files, syscall, ftq, cores, pingpong"
+            "unknown benchmark `{other}`: known are boot, msg, proc, fs, host-files, syscall, ftq, cores, pingpong, net"
         )),
         None => Err("which benchmark? `cargo xtask bench boot` or `cargo xtask bench msg`".into()),
     }

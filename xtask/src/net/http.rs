@@ -215,7 +215,7 @@ fn answer(head: &str, files: &BTreeMap<String, Vec<u8>>) -> (Served, Vec<u8>) {
 }
 
 /// Where `needle` starts in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|window| window == needle)
 }
 

@@ -7,6 +7,7 @@
 //! machine's guest is never reachable from the network, and never reaches it.
 
 pub(crate) mod http;
+pub(crate) mod load;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 

@@ -89,10 +89,8 @@ impl RxToken for Frame {
 impl TxToken for Sender<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, length: usize, f: F) -> R {
         let mut fill = Some(f);
-        if let Ok(result) = self.0.transmit(length, |frame| fill.take().map(|f| f(frame))) {
-            if let Some(result) = result {
-                return result;
-            }
+        if let Ok(Some(result)) = self.0.transmit(length, |frame| fill.take().map(|f| f(frame))) {
+            return result;
         }
         // No slot after all, or a frame longer than one: smoltcp still writes it, and it is
         // dropped (counted by the device); TCP sends it again.
@@ -114,7 +112,7 @@ impl Device for Wire {
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<Sender<'_>> {
-        self.0.can_transmit().then(|| Sender(&mut self.0))
+        self.0.can_transmit().then_some(Sender(&mut self.0))
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -238,7 +236,7 @@ impl Stack {
         writeln!(out, "frames sent: {} ({} bytes)", device.transmitted, device.transmitted_bytes)?;
         writeln!(out, "frames refused: {}, sends without a free slot: {}", device.bad, device.transmit_full)?;
         writeln!(out, "interrupts: {interrupts}")?;
-        let per_interrupt = if interrupts == 0 { 0 } else { device.received * 100 / interrupts };
+        let per_interrupt = (device.received * 100).checked_div(interrupts).unwrap_or(0);
         writeln!(out, "frames received per interrupt: {}.{:02}", per_interrupt / 100, per_interrupt % 100)?;
         writeln!(out, "stack runs: {} ({} after an interrupt)", self.counts.runs, self.counts.interrupt_runs)?;
         writeln!(
