@@ -80,9 +80,7 @@ impl Service {
             Request::SocketAccept { handle, flags } => self.socket_accept(*handle, *flags),
             Request::SocketShutdown { handle, how } => self.socket_shutdown(*handle, *how),
             Request::SocketName { handle, peer } => self.socket_name(*handle, *peer),
-            Request::SocketOption { handle, level, option, set } => {
-                self.socket_option(*handle, *level, *option, *set)
-            }
+            Request::SocketOption { handle, level, option, set } => self.socket_option(*handle, *level, *option, *set),
             Request::SocketSendTo { handle, dont_wait, family, data, name } => {
                 self.socket_send_to(*handle, *family, name, data, *dont_wait)
             }

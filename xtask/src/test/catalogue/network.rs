@@ -186,6 +186,9 @@ pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + Clone + 'stati
     if super::is_selected(FLOOD_NAME) {
         runs.push(flood(machine.clone()));
     }
+    if super::is_selected(WORKERS_NAME) {
+        runs.push(workers(machine.clone()));
+    }
     if !super::is_selected(NAME) {
         return runs;
     }
@@ -277,6 +280,97 @@ fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
             check: Box::new(move |serial| check_flood(serial, &counts, &fetched)),
         }]
     })
+}
+
+/// The shared listener's run in the suite.
+const WORKERS_NAME: &str = "net-webd-workers-on-4-cores";
+/// Connections the host opens at once to the workers: no more than a listener takes between
+/// two runs of the stack (16), so that none is refused and every one must be answered.
+const WORKERS_CONNECTIONS: usize = 16;
+const WORKERS_READY: &str = "net-workers-1-ready";
+const WORKERS_DONE: &str = "net-workers-2-done";
+
+/// `net-webd-workers-on-4-cores`: `webd --workers 4` listens on port 80 and forks three
+/// workers that share its listening socket; the guest moves them to cores 1, 2 and 3 (the
+/// parent stays on core 0), shows where each runs, and the host opens 16 connections at once
+/// through `--forward`, each asking for 1 KiB. Every connection must be answered whole, and
+/// the workers' totals (printed at SIGTERM) must add up to exactly 16 requests: each
+/// connection accepted once, by one worker on one of the four kernels.
+fn workers(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
+    Box::new(move || {
+        let host_port = match net::free_port() {
+            Ok(port) => port,
+            Err(why) => return vec![super::unprepared(WORKERS_NAME.into(), &why, &machine)],
+        };
+        let counts = tools::root().join("target/test-net/workers-counts");
+        let prepared = std::fs::create_dir_all(tools::root().join("target/test-net")).and_then(|()| {
+            match std::fs::remove_file(&counts) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+                _ => Ok(()),
+            }
+        });
+        if let Err(why) = prepared {
+            return vec![super::unprepared(WORKERS_NAME.into(), &why.to_string(), &machine)];
+        }
+        let script = format!(
+            "webd --port {GUEST_PORT} --workers 4 > /tmp/webd.log 2>&1 & parent=$!; \
+             until grep -q listening /tmp/webd.log; do sleep 0.2; done; core=1; \
+             for pid in $(pidof webd); do if [ $pid != $parent ]; then move $pid $core; core=$((core+1)); fi; done; \
+             for pid in $(pidof webd); do grep Cpus_allowed_list /proc/$pid/status; done; \
+             echo net-workers-$((1))-ready; read go; kill $parent; wait; cat /tmp/webd.log; \
+             cat /proc/reef/net; echo net-workers-$((2))-done"
+        );
+        let mut m = machine(CORES, &exec(&script));
+        m.timeout = TIMEOUT;
+        m.network =
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+        m.host_actions = vec![(
+            WORKERS_READY.into(),
+            HostAction::Flood {
+                port: host_port,
+                path: "/kib/1".into(),
+                connections: WORKERS_CONNECTIONS,
+                cut: 0,
+                save_to: counts.clone(),
+            },
+        )];
+        m.typed = vec![(WORKERS_READY.into(), "go\n".into())];
+        vec![Integration {
+            name: WORKERS_NAME.into(),
+            machine: m,
+            expected_status: 0,
+            check: Box::new(move |serial| check_workers(serial, &counts)),
+        }]
+    })
+}
+
+/// The shared listener's verdict (see [`workers`]).
+fn check_workers(serial: &str, counts: &std::path::Path) -> Result<(), String> {
+    printed_in_order(serial, &[WORKERS_READY, WORKERS_DONE])?;
+    let mut cores: Vec<&str> =
+        serial.lines().filter_map(|line| line.trim().strip_prefix("Cpus_allowed_list:")).map(str::trim).collect();
+    cores.sort_unstable();
+    if cores != ["0", "1", "2", "3"] {
+        return Err(format!("webd's four processes run on cores {cores:?}, not one on each of 0, 1, 2 and 3"));
+    }
+    let counts = std::fs::read_to_string(counts).map_err(|e| format!("the host's connections left no counts: {e}"))?;
+    if counts.trim() != format!("answered={WORKERS_CONNECTIONS} unanswered=0 cut=0") {
+        return Err(format!("of {WORKERS_CONNECTIONS} connections to the workers, the host got {counts}"));
+    }
+    // `webd: worker W pid P: R requests, C connections, ...`
+    let totals: Vec<u64> = serial
+        .lines()
+        .filter(|line| line.trim_start().starts_with("webd: worker "))
+        .filter_map(|line| line.split(": ").nth(2)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    if totals.len() != 4 || totals.iter().sum::<u64>() != WORKERS_CONNECTIONS as u64 {
+        return Err(format!(
+            "the workers' totals are {totals:?} requests: four workers answering {WORKERS_CONNECTIONS} in all were \
+             expected"
+        ));
+    }
+    println!("xtask: {WORKERS_NAME}: requests per worker {totals:?}");
+    Ok(())
 }
 
 /// The flood's verdict (see [`flood`]).
