@@ -33,6 +33,8 @@ const INET: u16 = net::AF_INET as u16;
 /// `IPPROTO_TCP` and `IPPROTO_UDP`, the protocols an inet stream or datagram socket may name.
 const TCP: u64 = 6;
 const UDP: u64 = 17;
+/// `IPPROTO_ICMP`, the protocol of the raw sockets served (busybox `ping`'s).
+const ICMP: u64 = 1;
 /// `IPPROTO_TCP`'s options that are taken: `TCP_NODELAY`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`,
 /// `TCP_KEEPCNT` (`netinet/tcp.h`).
 const TCP_NODELAY: u32 = 1;
@@ -74,7 +76,8 @@ fn check_kind(domain: u64, kind: u64, protocol: u64) -> Result<(), Errno> {
         (net::SOCK_STREAM, true) => matches!(protocol, 0 | TCP),
         (net::SOCK_DGRAM, true) => matches!(protocol, 0 | UDP),
         (net::SOCK_STREAM | net::SOCK_DGRAM | net::SOCK_SEQPACKET, false) => protocol == 0,
-        (net::SOCK_RAW, true) => return Err(errno::EPROTONOSUPPORT),
+        // Raw ICMP (busybox `ping`); other raw protocols are not served.
+        (net::SOCK_RAW, true) => protocol == ICMP,
         _ => return Err(errno::ESOCKTNOSUPPORT),
     };
     if !protocol_ok {
@@ -350,9 +353,10 @@ fn check_send_address(socket: &Handle) -> Result<(), Errno> {
     Err(errno::EISCONN)
 }
 
-/// Whether `socket` is a UDP socket (`SO_PROTOCOL`).
+/// Whether `socket` sends datagrams to addresses: a UDP socket or a raw ICMP one
+/// (`SO_PROTOCOL`).
 fn is_udp(socket: &Handle) -> Result<bool, Errno> {
-    Ok(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_PROTOCOL)], &[])?.value == UDP)
+    Ok(matches!(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_PROTOCOL)], &[])?.value, UDP | ICMP))
 }
 
 /// Sends `data` as one datagram of UDP socket `socket` to the address at `address`
@@ -583,7 +587,8 @@ pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> 
         | net::SO_LINGER
         | net::SO_SNDBUF
         | net::SO_RCVBUF
-        | net::SO_PASSCRED => Ok(0),
+        | net::SO_PASSCRED
+        | net::SO_BROADCAST => Ok(0),
         _ => Err(errno::ENOPROTOOPT),
     }
 }

@@ -68,7 +68,7 @@ impl Service {
             Object::Epoll(_) => return Err(errno::EINVAL),
             Object::Socket(id) => {
                 let id = *id;
-                let read = if self.is_udp(id) {
+                let read = if self.is_inet_datagram(id) {
                     self.udp_receive(id, length, nonblocking)?.map(|(_, data)| data)
                 } else if !self.socket_is_stream(id) {
                     self.socket_read_message(id, length, nonblocking)?
@@ -129,7 +129,7 @@ impl Service {
             Object::Epoll(_) => Err(errno::EINVAL),
             Object::Socket(id) => {
                 let id = *id;
-                if self.is_udp(id) {
+                if self.is_inet_datagram(id) {
                     return self.udp_send(id, None, data);
                 }
                 let (_, send) = self.socket_pipes(id)?;

@@ -107,7 +107,8 @@ impl Scenario {
     /// The guest's script; `on_core_2` runs a program on core 2 (Reef's `on 2 `, Linux's
     /// `taskset 4 `); `httpd` drops to `user` once it listens (`-u`; none: it stays root). The file is made and hashed, `httpd` started, the marker printed; once
     /// the host has fetched the file it types a line, and the guest fetches the host's file
-    /// through the guest forward, then tries the same server through the gateway, which
+    /// through the guest forward, pings the gateway and the loopback (busybox `ping`, raw ICMP
+    /// sockets), then tries the same server through the gateway, which
     /// without `restrict=on` would be the host's loopback, and must fail.
     fn script(&self, on_core_2: &str, user: &str) -> String {
         format!(
@@ -115,6 +116,7 @@ impl Scenario {
              wc -c {GUEST_DIRECTORY}{GUEST_FILE}; sha256sum {GUEST_DIRECTORY}{GUEST_FILE}; \
              {on_core_2}httpd -f {user}-p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-$((1))-ready; read go; \
              wget -q -O {FETCHED_IN_GUEST} http://{address}{HOST_FILE}; sha256sum {FETCHED_IN_GUEST}; \
+             ping -c 2 {gateway}; ping -c 2 127.0.0.1; \
              if timeout {RESTRICTED_WAIT_SECONDS} wget -q -O /tmp/leak http://{gateway}:{server}{HOST_FILE}; \
              then echo the gateway leads to the host; else echo net-$((3))-restricted-$?; fi; \
              kill $!; echo net-$((2))-done",
@@ -148,6 +150,11 @@ impl Scenario {
                 &format!("{guest_digest}  {GUEST_DIRECTORY}{GUEST_FILE}"),
                 READY,
                 &format!("{host_digest}  {FETCHED_IN_GUEST}"),
+                // busybox `ping`: the gateway (QEMU answers for it), then the loopback.
+                &format!("PING {} ({}): 56 data bytes", net::GATEWAY, net::GATEWAY),
+                "2 packets transmitted, 2 packets received, 0% packet loss",
+                "PING 127.0.0.1 (127.0.0.1): 56 data bytes",
+                "2 packets transmitted, 2 packets received, 0% packet loss",
                 RESTRICTED,
                 DONE,
             ],

@@ -1,6 +1,6 @@
 //! Users and permissions: a process that drops to user 1000 (`reef`) is refused root's files,
 //! another user's file in the sticky `/tmp`, the switches of cores, signals to root's
-//! processes and ports below 1024, and keeps its own files; its ids follow it to another core.
+//! processes, ports below 1024 and raw sockets, and keeps its own files; its ids follow it to another core.
 
 use super::exec;
 use crate::qemu::Machine;
@@ -17,6 +17,7 @@ const AS_USER: &str = "id; whoami; \
     core stop 1; echo core-stop status $?; \
     kill -0 1; echo kill-init status $?; \
     nc -l -p 80; echo bind-80 status $?; \
+    ping -c 1 127.0.0.1; echo ping status $?; \
     echo mine > /tmp/mine; chmod 600 /tmp/mine; cat /tmp/mine; ls -ln /tmp/mine; rm /tmp/mine; echo own-file status $?; \
     on 1 id; grep -E ^Uid /proc/self/status";
 
@@ -56,6 +57,9 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                     // Ports below 1024 are root's.
                     "nc: bind: Permission denied",
                     "bind-80 status 1",
+                    // So are raw sockets.
+                    "ping: permission denied (are you root?)",
+                    "ping status 1",
                     "mine",
                     "-rw-------    1 1000     1000",
                     "own-file status 0",

@@ -92,6 +92,13 @@ impl Service {
         if !self.is_local(endpoint.address) {
             return Err(errno::EADDRNOTAVAIL);
         }
+        if self.is_raw(id) {
+            // A raw socket has no ports: its address only filters nothing here.
+            if let Some(socket) = self.sockets.get_mut(&id) {
+                socket.name = Some(Endpoint { port: 0, ..endpoint }.encode());
+            }
+            return Ok(());
+        }
         if endpoint.port == 0 {
             endpoint.port = self.ephemeral_port(id)?;
         } else if endpoint.port < PRIVILEGED_PORTS && !self.caller_is_privileged() {
@@ -220,7 +227,8 @@ impl Service {
         let name_of = |socket: &Socket| socket.name.as_deref().and_then(|name| Endpoint::decode(name).ok());
         let mut line = 0;
         for (id, socket) in self.sockets.iter().filter(|(_, socket)| socket.family == super::INET) {
-            if (socket.kind == DATAGRAM) != udp {
+            // Raw sockets have no table of their own here (Linux's `/proc/net/raw`).
+            if (socket.kind == DATAGRAM) != udp || socket.kind == super::icmp::RAW {
                 continue;
             }
             let queued = |pipe: &u64| self.pipes.get(pipe).map_or(0, |pipe| pipe.buffer.len());
@@ -250,7 +258,9 @@ impl Service {
     /// `connect` of UDP socket `id`: its sends go to `name` and it hears only from there.
     pub(super) fn udp_connect(&mut self, id: u64, name: &[u8]) -> Result<(), Errno> {
         let target = self.reachable(name)?;
-        self.inet_autobind(id, [0; 4])?;
+        if !self.is_raw(id) {
+            self.inet_autobind(id, [0; 4])?;
+        }
         if let Some(socket) = self.sockets.get_mut(&id) {
             socket.remote = Some(target);
         }
@@ -268,7 +278,7 @@ impl Service {
         _dont_wait: bool,
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
-        if !self.is_udp(id) {
+        if !self.is_inet_datagram(id) {
             return Err(errno::EOPNOTSUPP);
         }
         let target = if name.is_empty() {
@@ -296,6 +306,9 @@ impl Service {
             Some(name) => self.reachable(name)?,
             None => self.sockets.get(&id).and_then(|socket| socket.remote).ok_or(errno::EDESTADDRREQ)?,
         };
+        if self.is_raw(id) {
+            return self.raw_send(id, target, data);
+        }
         self.inet_autobind(id, [0; 4])?;
         let port = self.inet_name(id)?.port;
         if !self.is_local(target.address) {
@@ -346,7 +359,7 @@ impl Service {
         dont_wait: bool,
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
-        if !self.is_udp(id) {
+        if !self.is_inet_datagram(id) {
             return Err(errno::EOPNOTSUPP);
         }
         let nonblocking =

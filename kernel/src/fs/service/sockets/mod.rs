@@ -15,6 +15,7 @@
 //! sockets queues of datagrams ([`inet`]); beyond this machine, the network stack
 //! ([`stack`]) is at the far end of a connection's pipes.
 
+mod icmp;
 mod inet;
 mod stack;
 
@@ -171,7 +172,9 @@ impl Service {
     pub(super) fn socket_create(&mut self, pid: u32, kind: u64, family: u16) -> Result<Outcome, Errno> {
         let served = match family {
             UNIX => matches!(kind & 0xf, STREAM | SEQUENCED),
-            INET => matches!(kind & 0xf, STREAM | DATAGRAM),
+            // Linux: a raw socket needs `CAP_NET_RAW` (root here).
+            INET if kind & 0xf == icmp::RAW && !self.caller_is_privileged() => return Err(errno::EPERM),
+            INET => matches!(kind & 0xf, STREAM | DATAGRAM | icmp::RAW),
             _ => return Err(errno::EAFNOSUPPORT),
         };
         if !served {
@@ -268,7 +271,7 @@ impl Service {
     /// `listen(handle, backlog)`.
     pub(super) fn socket_listen(&mut self, handle: u64, backlog: u64) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
-        if self.is_udp(id) {
+        if self.is_inet_datagram(id) {
             return Err(errno::EOPNOTSUPP);
         }
         if self.sockets.get(&id).is_some_and(|socket| socket.family == INET && socket.state.is_unconnected()) {
@@ -325,7 +328,7 @@ impl Service {
     ) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let family = self.family_of(id, family)?;
-        if self.is_udp(id) {
+        if self.is_inet_datagram(id) {
             self.udp_connect(id, name)?;
             return Ok(Outcome::Done(Reply::value(0, 0)));
         }
@@ -401,7 +404,7 @@ impl Service {
     /// hold `SOCK_NONBLOCK`); the caller waits while none is queued.
     pub(super) fn socket_accept(&mut self, handle: u64, accept_flags: u64) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
-        if self.is_udp(id) {
+        if self.is_inet_datagram(id) {
             return Err(errno::EOPNOTSUPP);
         }
         let nonblocking = self.open.get(&handle).is_some_and(|file| file.flags & flags::NONBLOCK != 0);
@@ -444,7 +447,7 @@ impl Service {
     pub(super) fn socket_name(&self, handle: u64, peer: bool) -> Result<Outcome, Errno> {
         let id = self.socket_of(handle)?;
         let socket = self.sockets.get(&id).ok_or(errno::EBADF)?;
-        let named = if peer && (self.is_udp(id) || socket.remote.is_some()) {
+        let named = if peer && (self.is_inet_datagram(id) || socket.remote.is_some()) {
             Some(socket.remote.ok_or(errno::ENOTCONN)?.encode())
         } else if peer {
             let State::Connected { peer, .. } = socket.state else { return Err(errno::ENOTCONN) };
@@ -503,6 +506,7 @@ impl Service {
             // `IPPROTO_TCP`, `IPPROTO_UDP`; 0 for a unix socket.
             SO_PROTOCOL => match (socket.family, socket.kind) {
                 (INET, STREAM) => 6,
+                (INET, icmp::RAW) => 1,
                 (INET, _) => 17,
                 _ => 0,
             },
@@ -540,6 +544,11 @@ impl Service {
     pub(super) fn count_loopback(&mut self, bytes: usize) {
         self.socket_names.loopback_bytes += bytes as u64;
         self.socket_names.loopback_packets += 1;
+    }
+
+    /// Whether socket `id` is an inet socket of datagrams: UDP's, or a raw ICMP socket's.
+    pub(super) fn is_inet_datagram(&self, id: u64) -> bool {
+        self.is_udp(id) || self.is_raw(id)
     }
 
     /// Whether socket `id` is a UDP socket.
@@ -617,7 +626,7 @@ impl Service {
     /// The `poll` events of socket `id`.
     pub(super) fn socket_readiness(&self, id: u64) -> u16 {
         let Some(socket) = self.sockets.get(&id) else { return events::INVALID };
-        if socket.family == INET && socket.kind == DATAGRAM {
+        if socket.family == INET && matches!(socket.kind, DATAGRAM | icmp::RAW) {
             // A datagram may always be sent (one the receiver has no room for is dropped).
             return events::OUT | if socket.datagrams.is_empty() { 0 } else { events::IN };
         }

@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use linux_raw_sys::errno;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
-use smoltcp::socket::{tcp, udp};
+use smoltcp::socket::{icmp, tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, IpListenEndpoint, Ipv4Address};
 
@@ -165,6 +165,9 @@ pub(in crate::fs::service) struct Stack {
     listeners: BTreeMap<u64, Vec<SocketHandle>>,
     /// UDP sockets of the service with a smoltcp socket on their port.
     datagrams: BTreeMap<u64, SocketHandle>,
+    /// Raw ICMP sockets of the service with a smoltcp ICMP socket (bound to the identifier of
+    /// the echo requests they send).
+    icmp: BTreeMap<u64, SocketHandle>,
     tcp_sockets: usize,
     counts: Counts,
 }
@@ -196,6 +199,7 @@ impl Stack {
             links: BTreeMap::new(),
             listeners: BTreeMap::new(),
             datagrams: BTreeMap::new(),
+            icmp: BTreeMap::new(),
             tcp_sockets: 0,
             counts: Counts::default(),
         })
@@ -203,7 +207,7 @@ impl Stack {
 
     /// Whether the stack holds anything that a request may have moved.
     pub(in crate::fs::service) fn busy(&self) -> bool {
-        !self.links.is_empty() || !self.listeners.is_empty() || !self.datagrams.is_empty()
+        !self.links.is_empty() || !self.listeners.is_empty() || !self.datagrams.is_empty() || !self.icmp.is_empty()
     }
 
     fn new_tcp(&mut self) -> Result<SocketHandle, Errno> {
@@ -252,7 +256,8 @@ impl Stack {
             self.counts.listen_overflows
         )?;
         writeln!(out, "tcp bytes: {} in, {} out", self.counts.bytes_in, self.counts.bytes_out)?;
-        writeln!(out, "udp: {} sockets", self.datagrams.len())
+        writeln!(out, "udp: {} sockets", self.datagrams.len())?;
+        writeln!(out, "icmp: {} raw sockets", self.icmp.len())
     }
 
     /// `/proc/net/dev`'s counts of eth0: bytes and frames received, then sent.
@@ -406,6 +411,15 @@ impl Service {
                     self.changed = true;
                     moved = true;
                 }
+            }
+        }
+        let raw: Vec<(u64, SocketHandle)> = net.icmp.iter().map(|(id, handle)| (*id, *handle)).collect();
+        for (id, handle) in raw {
+            let socket = net.sockets.get_mut::<icmp::Socket>(handle);
+            while let Ok((message, source)) = socket.recv() {
+                let IpAddress::Ipv4(source) = source;
+                self.deliver_icmp(Some(id), source.octets(), ADDRESS, message);
+                moved = true;
             }
         }
         moved
@@ -665,12 +679,39 @@ impl Service {
         Ok(())
     }
 
+    /// Sends the ICMP message `message` of raw socket `id` to `target` beyond this machine,
+    /// through a smoltcp ICMP socket bound to the message's identifier (bytes 4 and 5: an
+    /// echo request's), which then hears the replies; dropped when its queue is full.
+    pub(super) fn network_send_icmp(&mut self, id: u64, target: [u8; 4], message: &[u8]) -> Result<(), Errno> {
+        let net = self.net.as_mut().ok_or(errno::ENETUNREACH)?;
+        let identifier = u16::from_be_bytes([message[4], message[5]]);
+        let handle = match net.icmp.get(&id) {
+            Some(handle) => *handle,
+            None => {
+                let buffer =
+                    || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; UDP_PACKETS], vec![0; UDP_BYTES]);
+                let mut socket = icmp::Socket::new(buffer(), buffer());
+                socket.bind(icmp::Endpoint::Ident(identifier)).map_err(|_| errno::EINVAL)?;
+                let handle = net.sockets.add(socket);
+                net.icmp.insert(id, handle);
+                handle
+            }
+        };
+        let [a, b, c, d] = target;
+        let _ = net.sockets.get_mut::<icmp::Socket>(handle).send_slice(message, IpAddress::v4(a, b, c, d));
+        self.run_network();
+        Ok(())
+    }
+
     /// Socket `id` is gone: a UDP socket's smoltcp socket with it, a listener's (the next run
     /// drops them), a link being made aborted. A link's connection ends by itself: the
     /// process's ends of its pipes are closed, so the stack sends what is left and FIN.
     pub(super) fn network_release(&mut self, id: u64) {
         let Some(net) = self.net.as_mut() else { return };
         if let Some(handle) = net.datagrams.remove(&id) {
+            net.sockets.remove(handle);
+        }
+        if let Some(handle) = net.icmp.remove(&id) {
             net.sockets.remove(handle);
         }
         if let Some(link) = net.links.get(&id) {
