@@ -471,10 +471,11 @@ mod tests {
     #[test]
     fn the_script_fits_the_command_line_and_holds_no_marker() {
         let scenario = Scenario::start(Duration::from_secs(1)).unwrap();
-        let script = scenario.script("on 2 ");
+        let script = scenario.script("on 2 ", "reef");
         exec(&script);
         assert!(![READY, RESTRICTED, DONE].iter().any(|marker| script.contains(marker)), "{script}");
         assert!(script.contains("seq 1000000 1131071 > /tmp/www/big"), "{script}");
         assert!(script.contains("wget -q -O /tmp/fetched http://10.0.2.100/served"), "{script}");
+        assert!(script.contains("httpd -f -u reef -p 80"), "{script}");
     }
 }
