@@ -137,13 +137,16 @@ pub enum FileOp {
     /// (directory handle or handle with an empty path, cwd, owner or NONE, group or NONE,
     /// follow) + path: `chown`.
     ChangeOwner = 45,
+    /// () → the machine's network interfaces, each [`crate::net::Interface::BYTES`] bytes
+    /// ([`crate::net::Interface::encode`]): what `ifconfig`'s ioctls read.
+    NetInterfaces = 46,
 }
 
 impl FileOp {
     /// The operation with this code, if any.
     pub fn from_u16(code: u16) -> Option<Self> {
         use FileOp::*;
-        const ALL: [FileOp; 45] = [
+        const ALL: [FileOp; 46] = [
             Open,
             Read,
             Write,
@@ -189,6 +192,7 @@ impl FileOp {
             SocketSendTo,
             SocketReceiveFrom,
             ChangeOwner,
+            NetInterfaces,
         ];
         ALL.into_iter().find(|op| *op as u16 == code)
     }

@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod file;
 pub mod message;
 pub mod migration;
+pub mod net;
 pub mod process;
 pub mod script;
 pub mod signal;

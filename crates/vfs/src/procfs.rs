@@ -42,8 +42,10 @@ pub enum NetView {
     Tcp,
     /// `udp`: every UDP socket.
     Udp,
-    /// `dev`: each interface's bytes and packets (the loopback, `lo`, only).
+    /// `dev`: each interface's bytes and packets.
     Dev,
+    /// `route`: the IPv4 routes (`route`, `netstat -r`).
+    Route,
 }
 
 /// The files of `/proc/reef`: what Reef's shell commands show, as files.
@@ -157,8 +159,12 @@ const REEF_FILES: [(&[u8], ReefView, u64); 8] = [
 ];
 
 /// The files of `/proc/net` and their codes, in listing order.
-const NET_FILES: [(&[u8], NetView, u64); 3] =
-    [(b"dev", NetView::Dev, 17), (b"tcp", NetView::Tcp, 18), (b"udp", NetView::Udp, 19)];
+const NET_FILES: [(&[u8], NetView, u64); 4] = [
+    (b"dev", NetView::Dev, 17),
+    (b"route", NetView::Route, 21),
+    (b"tcp", NetView::Tcp, 18),
+    (b"udp", NetView::Udp, 19),
+];
 
 /// A file of `/proc/<pid>`: its name, the [`ProcFile`] of a pid, its code.
 type ProcessFile = (&'static [u8], fn(u32) -> ProcFile, u64);
@@ -440,7 +446,9 @@ mod tests {
             ReefView::Net,
         ];
         nodes.extend(views.map(|view| ProcNode::File(ProcFile::Reef(view))));
-        nodes.extend([NetView::Tcp, NetView::Udp, NetView::Dev].map(|view| ProcNode::File(ProcFile::Net(view))));
+        nodes.extend(
+            [NetView::Tcp, NetView::Udp, NetView::Dev, NetView::Route].map(|view| ProcNode::File(ProcFile::Net(view))),
+        );
         let mut inodes: Vec<u64> = nodes.iter().map(|node| node.inode()).collect();
         for (node, inode) in nodes.iter().zip(&inodes) {
             assert_eq!(ProcNode::from_inode(*inode), Some(*node));

@@ -677,7 +677,7 @@ fn proc_lists_processes_and_generates_text() {
     assert_eq!(fixture.vfs.path_of(fixture.resolve("/proc/42").unwrap()).unwrap(), b"/proc/42");
     assert_eq!(fixture.vfs.path_of(fixture.resolve("/proc/reef").unwrap()).unwrap(), b"/proc/reef");
     let net = fixture.resolve("/proc/net").unwrap();
-    assert_eq!(fixture.listing(net).unwrap(), [".", "..", "dev", "tcp", "udp"]);
+    assert_eq!(fixture.listing(net).unwrap(), [".", "..", "dev", "route", "tcp", "udp"]);
     assert_eq!(fixture.vfs.path_of(net).unwrap(), b"/proc/net");
     let tcp = fixture.resolve("/proc/net/tcp").unwrap();
     assert_eq!(fixture.vfs.proc_contents(tcp).unwrap(), b"Net(Tcp)\n");

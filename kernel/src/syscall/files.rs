@@ -869,6 +869,11 @@ pub fn ioctl(fd: i64, request: u64, argument: u64) -> SyscallResult {
         }
         _ => {}
     }
+    if handle.kind == HandleKind::Socket {
+        if let Some(answer) = super::sockets::interface_ioctl(request, argument) {
+            return answer;
+        }
+    }
     let (bytes_in, bytes_out) = match handle.kind {
         HandleKind::Console => fs::terminal::argument_sizes(request).ok_or(errno::ENOTTY)?,
         HandleKind::Pipe if request == fs::terminal::request::BYTES_READABLE => (0, 4),

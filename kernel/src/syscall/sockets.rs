@@ -592,3 +592,135 @@ pub fn setsockopt(fd: i64, level: u64, option: u64, value: u64, length: u64) -> 
         _ => Err(errno::ENOPROTOOPT),
     }
 }
+
+/// The interface ioctls of a socket (`netdevice(7)`), which `ifconfig` reads: `Some` for one
+/// of them, answered from the file service's interfaces; `None` for another request.
+pub fn interface_ioctl(request: u32, argument: u64) -> Option<SyscallResult> {
+    use interface_request as r;
+    let answer = match request {
+        r::LIST => list_interfaces(argument),
+        r::FLAGS
+        | r::ADDRESS
+        | r::DESTINATION
+        | r::BROADCAST
+        | r::NETMASK
+        | r::METRIC
+        | r::MTU
+        | r::HARDWARE
+        | r::MAP
+        | r::TRANSMIT_QUEUE
+        | r::INDEX
+        | r::NAME => describe_interface(request, argument),
+        // Changing an interface: the address is QEMU's default and stays.
+        r::SET_FLAGS
+        | r::SET_ADDRESS
+        | r::SET_DESTINATION
+        | r::SET_BROADCAST
+        | r::SET_NETMASK
+        | r::SET_MTU
+        | r::SET_HARDWARE => {
+            Err(if crate::proc::credentials::current_is_privileged() { errno::EOPNOTSUPP } else { errno::EPERM })
+        }
+        _ => return None,
+    };
+    Some(answer)
+}
+
+/// The `SIOC*` requests of `linux/sockios.h`.
+mod interface_request {
+    pub const NAME: u32 = 0x8910;
+    pub const LIST: u32 = 0x8912;
+    pub const FLAGS: u32 = 0x8913;
+    pub const SET_FLAGS: u32 = 0x8914;
+    pub const ADDRESS: u32 = 0x8915;
+    pub const SET_ADDRESS: u32 = 0x8916;
+    pub const DESTINATION: u32 = 0x8917;
+    pub const SET_DESTINATION: u32 = 0x8918;
+    pub const BROADCAST: u32 = 0x8919;
+    pub const SET_BROADCAST: u32 = 0x891a;
+    pub const NETMASK: u32 = 0x891b;
+    pub const SET_NETMASK: u32 = 0x891c;
+    pub const METRIC: u32 = 0x891d;
+    pub const MTU: u32 = 0x8921;
+    pub const SET_MTU: u32 = 0x8922;
+    pub const SET_HARDWARE: u32 = 0x8924;
+    pub const HARDWARE: u32 = 0x8927;
+    pub const INDEX: u32 = 0x8933;
+    pub const TRANSMIT_QUEUE: u32 = 0x8942;
+    pub const MAP: u32 = 0x8970;
+}
+
+/// Bytes of a `struct ifreq`: the name, then a union of 24 bytes.
+const INTERFACE_REQUEST_BYTES: usize = 40;
+
+fn interfaces() -> Result<Vec<abi::net::Interface>, Errno> {
+    let answer = ask(FileOp::NetInterfaces, &[], &[])?;
+    let interfaces = abi::net::Interface::decode_all(&answer.bytes).ok_or(errno::EIO)?.collect();
+    Ok(interfaces)
+}
+
+/// `SIOCGIFCONF`: a `struct ifconf` (length, then a buffer address); with no buffer, the
+/// length the list needs, else as many entries (name and `sockaddr_in`) as fit, and their
+/// length.
+fn list_interfaces(argument: u64) -> SyscallResult {
+    let length: i32 = read_user(argument)?;
+    let buffer: u64 = read_user(argument + 8)?;
+    let interfaces = interfaces()?;
+    let needed = interfaces.len() * INTERFACE_REQUEST_BYTES;
+    if buffer == 0 {
+        write_user(argument, &(needed as i32))?;
+        return Ok(0);
+    }
+    let fitting = (length.max(0) as usize / INTERFACE_REQUEST_BYTES).min(interfaces.len());
+    for (index, interface) in interfaces.iter().take(fitting).enumerate() {
+        let mut entry = [0u8; INTERFACE_REQUEST_BYTES];
+        entry[..abi::net::NAME_BYTES].copy_from_slice(&interface.name);
+        let address = socket_address(INET, &[&interface.address[..], &[0, 0]].concat());
+        entry[16..16 + address.len()].copy_from_slice(&address);
+        copy_to_user(buffer + (index * INTERFACE_REQUEST_BYTES) as u64, &entry).map_err(|_| errno::EFAULT)?;
+    }
+    write_user(argument, &((fitting * INTERFACE_REQUEST_BYTES) as i32))?;
+    Ok(0)
+}
+
+/// One interface's attribute into the `struct ifreq` at `argument`, found by its name (or,
+/// for `SIOCGIFNAME`, by its index): `ENODEV` for no such interface.
+fn describe_interface(request: u32, argument: u64) -> SyscallResult {
+    use interface_request as r;
+    let mut entry = [0u8; INTERFACE_REQUEST_BYTES];
+    copy_from_user(&mut entry, argument).map_err(|_| errno::EFAULT)?;
+    let interfaces = interfaces()?;
+    let found = if request == r::NAME {
+        let index = u32::from_le_bytes([entry[16], entry[17], entry[18], entry[19]]);
+        interfaces.iter().find(|interface| interface.index == index)
+    } else {
+        let end = entry[..abi::net::NAME_BYTES].iter().position(|&b| b == 0).unwrap_or(abi::net::NAME_BYTES);
+        interfaces.iter().find(|interface| interface.name() == &entry[..end])
+    };
+    let interface = found.ok_or(errno::ENODEV)?;
+    let mut union = [0u8; 24];
+    let mut put = |bytes: &[u8]| union[..bytes.len()].copy_from_slice(bytes);
+    let inet = |address: [u8; 4]| socket_address(INET, &[&address[..], &[0, 0]].concat());
+    match request {
+        r::NAME => {
+            entry[..abi::net::NAME_BYTES].copy_from_slice(&interface.name);
+            copy_to_user(argument, &entry[..abi::net::NAME_BYTES]).map_err(|_| errno::EFAULT)?;
+            return Ok(0);
+        }
+        r::FLAGS => put(&interface.flags.to_le_bytes()),
+        r::ADDRESS | r::DESTINATION => put(&inet(interface.address)),
+        r::BROADCAST => put(&inet(interface.broadcast())),
+        r::NETMASK => put(&inet(interface.netmask)),
+        r::MTU => put(&interface.mtu.to_le_bytes()),
+        r::TRANSMIT_QUEUE => put(&interface.transmit_queue.to_le_bytes()),
+        r::INDEX => put(&interface.index.to_le_bytes()),
+        r::HARDWARE => {
+            put(&interface.hardware_kind.to_le_bytes());
+            union[2..8].copy_from_slice(&interface.hardware);
+        }
+        // `SIOCGIFMETRIC` and `SIOCGIFMAP`: zeros, as Linux gives them.
+        _ => {}
+    }
+    copy_to_user(argument + 16, &union).map_err(|_| errno::EFAULT)?;
+    Ok(0)
+}

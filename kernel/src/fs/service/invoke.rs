@@ -87,6 +87,10 @@ impl Service {
             Request::SocketReceiveFrom { handle, length, dont_wait } => {
                 self.socket_receive_from(*handle, *length, *dont_wait)
             }
+            Request::NetInterfaces => {
+                let bytes = self.interfaces().iter().flat_map(abi::net::Interface::encode).collect();
+                Ok(Outcome::Done(Reply { bytes, ..Reply::value(0, 0) }))
+            }
         }
     }
 }

@@ -335,6 +335,8 @@ pub enum Request<'a> {
         length: usize,
         dont_wait: bool,
     },
+    /// The network interfaces (`ifconfig`).
+    NetInterfaces,
 }
 
 /// `NONE` as `None`.
@@ -491,6 +493,7 @@ impl<'a> Request<'a> {
             FileOp::SocketReceiveFrom => {
                 Self::SocketReceiveFrom { handle: w[0], length: w[1] as usize, dont_wait: w[2] != 0 }
             }
+            FileOp::NetInterfaces => Self::NetInterfaces,
         })
     }
 

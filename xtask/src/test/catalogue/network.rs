@@ -108,7 +108,7 @@ impl Scenario {
     /// `taskset 4 `); `httpd` drops to `user` once it listens (`-u`; none: it stays root). The file is made and hashed, `httpd` started, the marker printed; once
     /// the host has fetched the file it types a line, and the guest fetches the host's file
     /// through the guest forward, pings the gateway and the loopback (busybox `ping`, raw ICMP
-    /// sockets), then tries the same server through the gateway, which
+    /// sockets), shows the interface and the routes (`ifconfig`, `route`), then tries the same server through the gateway, which
     /// without `restrict=on` would be the host's loopback, and must fail.
     fn script(&self, on_core_2: &str, user: &str) -> String {
         format!(
@@ -116,7 +116,7 @@ impl Scenario {
              wc -c {GUEST_DIRECTORY}{GUEST_FILE}; sha256sum {GUEST_DIRECTORY}{GUEST_FILE}; \
              {on_core_2}httpd -f {user}-p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-$((1))-ready; read go; \
              wget -q -O {FETCHED_IN_GUEST} http://{address}{HOST_FILE}; sha256sum {FETCHED_IN_GUEST}; \
-             ping -c 2 {gateway}; ping -c 2 127.0.0.1; \
+             ping -c 2 {gateway}; ping -c 2 127.0.0.1; ifconfig eth0; route -n; \
              if timeout {RESTRICTED_WAIT_SECONDS} wget -q -O /tmp/leak http://{gateway}:{server}{HOST_FILE}; \
              then echo the gateway leads to the host; else echo net-$((3))-restricted-$?; fi; \
              kill $!; echo net-$((2))-done",
@@ -155,6 +155,10 @@ impl Scenario {
                 "2 packets transmitted, 2 packets received, 0% packet loss",
                 "PING 127.0.0.1 (127.0.0.1): 56 data bytes",
                 "2 packets transmitted, 2 packets received, 0% packet loss",
+                // busybox `ifconfig` (the interface ioctls) and `route` (`/proc/net/route`).
+                "inet addr:10.0.2.15",
+                "Mask:255.255.255.0",
+                "0.0.0.0         10.0.2.2        0.0.0.0         UG",
                 RESTRICTED,
                 DONE,
             ],

@@ -191,6 +191,9 @@ impl Service {
     /// socket, `07` closed or an unconnected UDP socket).
     pub(in crate::fs::service) fn net_text(&self, view: vfs::NetView) -> String {
         let mut text = String::new();
+        if view == vfs::NetView::Route {
+            return self.route_text();
+        }
         if view == vfs::NetView::Dev {
             let (bytes, packets) = (self.socket_names.loopback_bytes, self.socket_names.loopback_packets);
             text.push_str(

@@ -310,6 +310,54 @@ impl Service {
         text
     }
 
+    /// The machine's interfaces: the loopback, and eth0 when there is a network device.
+    pub(in crate::fs::service) fn interfaces(&self) -> Vec<abi::net::Interface> {
+        use abi::net::{flags, Interface};
+        let mut interfaces = vec![Interface {
+            address: [127, 0, 0, 1],
+            netmask: [255, 0, 0, 0],
+            flags: flags::UP | flags::LOOPBACK | flags::RUNNING,
+            mtu: 65536,
+            hardware_kind: abi::net::HARDWARE_LOOPBACK,
+            transmit_queue: 1000,
+            index: 1,
+            ..Interface::named("lo")
+        }];
+        if let Some(net) = &self.net {
+            let netmask = (u32::MAX << (32 - u32::from(PREFIX))).to_be_bytes();
+            interfaces.push(Interface {
+                address: ADDRESS,
+                netmask,
+                flags: flags::UP | flags::BROADCAST | flags::RUNNING | flags::MULTICAST,
+                mtu: 1500,
+                hardware: net.wire.0.mac(),
+                hardware_kind: abi::net::HARDWARE_ETHERNET,
+                transmit_queue: SLOTS as u32,
+                index: 2,
+                ..Interface::named("eth0")
+            });
+        }
+        interfaces
+    }
+
+    /// `/proc/net/route` as Linux writes it: eth0's network and its default route through the
+    /// gateway (addresses as Linux prints them, the bytes in memory order read as a
+    /// little-endian word).
+    pub(in crate::fs::service) fn route_text(&self) -> alloc::string::String {
+        let mut text = alloc::string::String::from(
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n",
+        );
+        if self.net.is_some() {
+            let hex = |address: [u8; 4]| alloc::format!("{:08X}", u32::from_le_bytes(address));
+            let netmask = (u32::MAX << (32 - u32::from(PREFIX))).to_be_bytes();
+            let network: [u8; 4] = core::array::from_fn(|i| ADDRESS[i] & netmask[i]);
+            // `RTF_UP | RTF_GATEWAY`, then `RTF_UP`.
+            let _ = writeln!(text, "eth0\t{}\t{}\t0003\t0\t0\t0\t{}\t0\t0\t0", hex([0; 4]), hex(GATEWAY), hex([0; 4]));
+            let _ = writeln!(text, "eth0\t{}\t{}\t0001\t0\t0\t0\t{}\t0\t0\t0", hex(network), hex([0; 4]), hex(netmask));
+        }
+        text
+    }
+
     /// Whether `address` is this machine's: the loopback, any (`0.0.0.0`), or the interface's.
     pub(super) fn is_local(&self, address: [u8; 4]) -> bool {
         address[0] == 127 || address == [0; 4] || (self.net.is_some() && address == ADDRESS)
