@@ -240,6 +240,10 @@ const GROUP: &str = "root:x:0:\nusers:x:100:reef\nreef:x:1000:\nnogroup:x:65534:
 /// The non-root user's ids, and its home, which the image holds as its own.
 pub const USER_ID: u32 = 1000;
 const USER_HOME: &str = "home/reef";
+/// `/www/index.html`: a page for a web server to serve (`httpd -h /www`).
+const WWW_INDEX: &str =
+    "<!doctype html>\n<title>Reef</title>\n<p>Served by Reef, a multikernel OS: one kernel per core, \
+                         one network stack, sockets from every core.</p>\n";
 /// `/etc/motd`.
 const MOTD: &str = "Reef: a multikernel OS. Every core runs its own kernel instance; cores talk by messages.\n";
 /// The directories at the top of the image, with their permissions: `/tmp` is world-writable
@@ -363,7 +367,7 @@ fn busybox_applets(listing: &str) -> Vec<String> {
 /// The image: [`INITRAMFS_DIRECTORIES`], `/sbin/init` and `/bin/<program>` for the other
 /// `programs`, `/bin/<command> -> reef` for each of [`REEF_LINKS`] when `reef` is one of them,
 /// `/bin/busybox` and `/bin/<applet> -> busybox` for each applet whose name no program or link
-/// of ours takes, `/etc/hello.txt`, `/etc/motd`, `/bin/bad-elf` (no program), then the `extra`
+/// of ours takes, `/etc/hello.txt`, `/etc/motd`, `/www/index.html`, `/bin/bad-elf` (no program), then the `extra`
 /// files of a test image (with their parent directories, 0755). Entries come
 /// in a fixed order and the writer adds nothing from the host, so the same inputs give the
 /// same bytes.
@@ -402,6 +406,8 @@ pub fn initramfs_image(
     }
     image.file("etc/hello.txt", 0o644, HELLO_TEXT.as_bytes());
     image.file("etc/motd", 0o644, MOTD.as_bytes());
+    image.directory("www", 0o755);
+    image.file("www/index.html", 0o644, WWW_INDEX.as_bytes());
     image.file("etc/passwd", 0o644, PASSWD.as_bytes());
     image.file("etc/group", 0o644, GROUP.as_bytes());
     image.directory("home", 0o755);
