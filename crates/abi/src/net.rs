@@ -76,7 +76,7 @@ impl Interface {
 
     /// The interfaces of `bytes`, each [`Self::BYTES`] long; `None` for another length.
     pub fn decode_all(bytes: &[u8]) -> Option<impl Iterator<Item = Self> + '_> {
-        if bytes.len() % Self::BYTES != 0 {
+        if !bytes.len().is_multiple_of(Self::BYTES) {
             return None;
         }
         Some(bytes.chunks_exact(Self::BYTES).map(|chunk| {
