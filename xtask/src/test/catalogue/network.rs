@@ -471,7 +471,7 @@ mod tests {
     #[test]
     fn the_script_fits_the_command_line_and_holds_no_marker() {
         let scenario = Scenario::start(Duration::from_secs(1)).unwrap();
-        let script = scenario.script("on 2 ");
+        let script = scenario.script("on 2 ", "reef");
         exec(&script);
         assert!(![READY, RESTRICTED, DONE].iter().any(|marker| script.contains(marker)), "{script}");
         assert!(script.contains("seq 1000000 1131071 > /tmp/www/big"), "{script}");
