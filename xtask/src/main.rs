@@ -128,14 +128,17 @@ cargo xtask <command>
         10000 every 250), while core 3 is restarted twice with /boot/full-v2 (its KCB keeps the
         server), parked on core 2 (/boot/multi) and unparked; the undisturbed round trips and
         the longest through each operation; writes results/pingpong.json and pingpong.png
-  bench net [--accel kvm|tcg] [--quick] [--no-linux]
+  bench net [--accel kvm|tcg] [--quick] [--no-linux] [--round-trips-only]
         a web server (user/webd) through --forward, measured by the host's load generator
         (127.0.0.1 only, bounded in requests and time): requests/s of 1 KiB answers with 4
         keep-alive connections and with a connection per request, latency median [p5, p95],
         MB/s of a 64 MiB GET and POST; webd on Reef's network core (0) and on core 2, then the
         same binary in the Linux guest (taskset); the goal ratios, Reef's frames per interrupt
         (/proc/reef/net); --quick: fewer requests, 8 MiB; writes results/net.json, net.png and
-        net-transfer.png
+        net-transfer.png. Then user/pingpong's round trips (1 and 64 bytes, cores 1 and 3) over
+        TCP on 127.0.0.1, a unix socket pair and two pipes, median [p5, p95], Reef / Linux
+        against at most 1.0 (2000 each, 200 with --quick); writes results/net-round-trip.json
+        and net-round-trip.png; --round-trips-only: just those, without the network device
   peer cores [--runs N] [--core N] [--accel kvm|tcg]
         corebench in the Linux guest (4 CPUs, as root): CPU 1 offline and online by its online
         file, idle and loaded; writes results/linux-cores.json and linux-cores.png

@@ -2,8 +2,10 @@
 //! figure 4), on Reef and Linux alike.
 #![doc = include_str!("../README.md")]
 
+mod link;
+
+use link::{End, Over, Rendezvous};
 use rt::place::Place;
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,10 +16,17 @@ const CALIBRATION_WINDOW: Duration = Duration::from_millis(50);
 const MAX_ROUNDS: usize = 1_000_000;
 /// Samples on one `PINGPONG-SAMPLES` line.
 const SAMPLES_PER_LINE: usize = 100;
+/// The largest message.
+const MAX_SIZE: usize = 65_536;
 
 const USAGE: &str = "\
-usage: pingpong [--server-core N] [--client-core M] [--rounds R] [--interval-us U] [--warmup W]
+usage: pingpong [--over pipe|tcp|unix] [--size B] [--server-core N] [--client-core M]
+                [--rounds R] [--interval-us U] [--warmup W]
        pingpong --mark LABEL
+
+  --over WHAT      what carries the messages: two pipes (the default), a TCP connection
+                   over 127.0.0.1 (TCP_NODELAY), or socketpair(AF_UNIX, SOCK_STREAM)
+  --size B         bytes of each message, 1 to 65536 (default 1)
 
   --server-core N  the core the server process answers on (default 3)
   --client-core M  the core the client process times the round trips on (default 1)
@@ -28,6 +37,8 @@ usage: pingpong [--server-core N] [--client-core M] [--rounds R] [--interval-us 
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Options {
+    over: Over,
+    size: usize,
     server_core: usize,
     client_core: usize,
     rounds: usize,
@@ -42,7 +53,15 @@ enum Mode {
 }
 
 fn parse(arguments: &[String]) -> Result<rt::cli::Command<Mode>, String> {
-    let mut options = Options { server_core: 3, client_core: 1, rounds: 4000, interval_us: 250, warmup: 100 };
+    let mut options = Options {
+        over: Over::Pipe,
+        size: 1,
+        server_core: 3,
+        client_core: 1,
+        rounds: 4000,
+        interval_us: 250,
+        warmup: 100,
+    };
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         let mut value = |name: &str| -> Result<u64, String> {
@@ -55,6 +74,8 @@ fn parse(arguments: &[String]) -> Result<rt::cli::Command<Mode>, String> {
                 let label = words.next().ok_or("--mark needs a label")?;
                 return Ok(rt::cli::Command::Run(Mode::Mark(label.clone())));
             }
+            "--over" => options.over = Over::parse(words.next().ok_or("--over needs pipe, tcp or unix")?)?,
+            "--size" => options.size = value(word)? as usize,
             "--server-core" => options.server_core = value(word)? as usize,
             "--client-core" => options.client_core = value(word)? as usize,
             "--rounds" => options.rounds = value(word)? as usize,
@@ -65,6 +86,9 @@ fn parse(arguments: &[String]) -> Result<rt::cli::Command<Mode>, String> {
     }
     if !(1..=MAX_ROUNDS).contains(&options.rounds) {
         return Err(format!("--rounds must be 1 to {MAX_ROUNDS}"));
+    }
+    if !(1..=MAX_SIZE).contains(&options.size) {
+        return Err(format!("--size must be 1 to {MAX_SIZE}"));
     }
     if options.server_core == options.client_core {
         return Err("the server and the client need two cores".into());
@@ -102,17 +126,14 @@ fn go_to(core: usize) -> Result<(), String> {
 
 fn run(options: &Options) -> Result<(), String> {
     let tsc_hz = rt::tsc::calibrate(CALIBRATION_WINDOW);
-    let pipe = || rt::pipe().map(|(read, write)| (File::from(read), File::from(write)));
-    let (requests_out, requests_in) = pipe().map_err(|error| format!("pipe: {error}"))?;
-    let (answers_out, answers_in) = pipe().map_err(|error| format!("pipe: {error}"))?;
+    let rendezvous = Rendezvous::prepare(options.over)?;
     // SAFETY: the process has one thread here, so the child may run any code after fork.
     let child = unsafe { libc::fork() };
     if child < 0 {
         return Err(format!("fork: {}", io::Error::last_os_error()));
     }
     if child == 0 {
-        drop((requests_in, answers_out));
-        let status = match serve(options.server_core, requests_out, answers_in) {
+        let status = match serve(options, rendezvous) {
             Ok(()) => 0,
             Err(message) => {
                 println!("PINGPONG-ERROR server: {message}");
@@ -121,39 +142,46 @@ fn run(options: &Options) -> Result<(), String> {
         };
         std::process::exit(status);
     }
-    drop((requests_out, answers_in));
-    let result = client(options, tsc_hz, requests_in, answers_out);
-    // The server sees the end of its requests and exits.
+    let result =
+        go_to(options.client_core).and_then(|()| rendezvous.client_end()).and_then(|end| client(options, tsc_hz, end));
+    // The client's end is closed now: the server sees the end of its requests and exits. A
+    // client that never reached the server leaves it waiting (in `accept`): it is ended.
+    if result.is_err() {
+        // SAFETY: `kill` takes any pid and signal; `child` is this process's child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+    }
     let mut status = 0;
     // SAFETY: `child` is this process's child; `status` is a valid place for its status.
     unsafe { libc::waitpid(child, &mut status, 0) };
     result
 }
 
-/// The server: on `core`, answers every byte with itself until the requests end.
-fn serve(core: usize, mut requests: File, mut answers: File) -> Result<(), String> {
-    go_to(core)?;
-    let mut byte = [0u8; 1];
+/// The server: on its core, answers every message with itself until the requests end.
+fn serve(options: &Options, rendezvous: Rendezvous) -> Result<(), String> {
+    go_to(options.server_core)?;
+    let mut end = rendezvous.server_end()?;
+    let mut message = vec![0u8; options.size];
     loop {
-        match requests.read(&mut byte) {
+        // The first byte tells a message from the end of the requests; the rest are read whole.
+        match end.read(&mut message) {
             Ok(0) => return Ok(()),
-            Ok(_) => answers.write_all(&byte).map_err(|error| format!("answering: {error}"))?,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Ok(got) => end.read_exact(&mut message[got..]).map_err(|error| format!("reading a request: {error}"))?,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(format!("reading a request: {error}")),
         }
+        end.write_all(&message).map_err(|error| format!("answering: {error}"))?;
     }
 }
 
 /// The client: on its core, `warmup` round trips, then `rounds` timed ones, one every
 /// `interval_us`; prints them and their summary.
-fn client(options: &Options, tsc_hz: u64, mut requests: File, mut answers: File) -> Result<(), String> {
-    go_to(options.client_core)?;
+fn client(options: &Options, tsc_hz: u64, mut end: Box<dyn End>) -> Result<(), String> {
     let interval = options.interval_us * tsc_hz / 1_000_000;
-    let mut byte = [7u8; 1];
+    let mut message = vec![7u8; options.size];
     let mut round_trip = || -> Result<u64, String> {
         let start = rt::tsc::read();
-        requests.write_all(&byte).map_err(|error| format!("sending: {error}"))?;
-        answers.read_exact(&mut byte).map_err(|error| format!("reading the answer: {error}"))?;
+        end.write_all(&message).map_err(|error| format!("sending: {error}"))?;
+        end.read_exact(&mut message).map_err(|error| format!("reading the answer: {error}"))?;
         Ok(rt::tsc::read() - start)
     };
     for _ in 0..options.warmup {
@@ -173,8 +201,11 @@ fn client(options: &Options, tsc_hz: u64, mut requests: File, mut answers: File)
     }
     let to_ns = |cycles: u64| (u128::from(cycles) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64;
     println!(
-        "PINGPONG-CONFIG rounds={} interval_us={} warmup={} tsc_hz={tsc_hz} server_core={} client_core={} base_tsc={base} {}",
+        "PINGPONG-CONFIG rounds={} over={} size={} interval_us={} warmup={} tsc_hz={tsc_hz} server_core={} \
+         client_core={} base_tsc={base} {}",
         options.rounds,
+        options.over.name(),
+        options.size,
         options.interval_us,
         options.warmup,
         options.server_core,
@@ -194,9 +225,14 @@ fn client(options: &Options, tsc_hz: u64, mut requests: File, mut answers: File)
     sorted.sort_unstable();
     let percentile = |percent: f64| samples::percentile(&sorted, percent).map_or(0, to_ns);
     println!(
-        "PINGPONG rounds={} median_ns={} p99_ns={} max_ns={} max_at_us={} tsc_hz={tsc_hz}",
+        "PINGPONG rounds={} over={} size={} median_ns={} p5_ns={} p95_ns={} p99_ns={} max_ns={} max_at_us={} \
+         tsc_hz={tsc_hz}",
         options.rounds,
+        options.over.name(),
+        options.size,
         percentile(50.0),
+        percentile(5.0),
+        percentile(95.0),
         percentile(99.0),
         to_ns(worst),
         to_ns(at - base) / 1000,
@@ -217,6 +253,13 @@ mod tests {
         let parsed = parse(&words("--server-core 2 --client-core 0 --rounds 10 --interval-us 100")).unwrap();
         let rt::cli::Command::Run(Mode::Run(options)) = parsed else { panic!("a run") };
         assert_eq!((options.server_core, options.client_core, options.rounds, options.interval_us), (2, 0, 10, 100));
+        assert_eq!((options.over, options.size), (Over::Pipe, 1), "two pipes and one byte unless asked");
+        let parsed = parse(&words("--over tcp --size 64")).unwrap();
+        let rt::cli::Command::Run(Mode::Run(options)) = parsed else { panic!("a run") };
+        assert_eq!((options.over, options.size), (Over::Tcp, 64));
+        assert!(parse(&words("--over udp")).unwrap_err().contains("pipe, tcp or unix"));
+        assert!(parse(&words("--size 0")).is_err());
+        assert!(parse(&words("--size 65537")).is_err());
         assert_eq!(parse(&words("--mark before")).unwrap(), rt::cli::Command::Run(Mode::Mark("before".into())));
         assert!(parse(&words("--server-core 1 --client-core 1")).unwrap_err().contains("two cores"));
         assert!(parse(&words("--rounds 0")).is_err());
@@ -228,11 +271,14 @@ mod tests {
     #[test]
     fn round_trips_between_two_processes_on_linux() {
         // Two CPUs may not exist where the tests run: 0 and 0 is refused by the parser only.
-        let options = Options { server_core: 1, client_core: 0, rounds: 50, interval_us: 10, warmup: 5 };
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         if cpus < 2 {
             return;
         }
-        run(&options).unwrap();
+        for (over, size) in [(Over::Pipe, 1), (Over::Tcp, 1), (Over::Tcp, 64), (Over::Unix, 64)] {
+            let options =
+                Options { over, size, server_core: 1, client_core: 0, rounds: 50, interval_us: 10, warmup: 5 };
+            run(&options).unwrap_or_else(|error| panic!("{over:?}, {size} bytes: {error}"));
+        }
     }
 }

@@ -8,6 +8,12 @@
 //! (SIGTERM: each worker prints its totals) and does the same on core 2. Reef then prints
 //! `/proc/reef/net`, whose frames per interrupt are the mitigation figure. Figures are
 //! reported, never judged: a failed measurement is a `-` with its reason in the JSON.
+//!
+//! After webd, each guest's shell runs `user/pingpong` between cores 1 and 3 over TCP on
+//! 127.0.0.1, a unix socket pair and two pipes ([`round_trip`]); `--round-trips-only` runs
+//! just those, without the network device.
+
+mod round_trip;
 
 use crate::bench::{common, plot, stats};
 use crate::linux_guest;
@@ -20,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "bench net [--accel kvm|tcg] [--quick] [--no-linux]";
+const USAGE: &str = "bench net [--accel kvm|tcg] [--quick] [--no-linux] [--round-trips-only]";
 
 /// Cores of both guests.
 const CORES: usize = 4;
@@ -69,16 +75,19 @@ struct Options {
     accel: Accel,
     quick: bool,
     linux: bool,
+    /// webd through the forwards; without it only the round trips, and no network device.
+    webd: bool,
 }
 
 fn parse_options(arguments: &[String]) -> Result<Options, String> {
-    let mut options = Options { accel: Accel::detect(), quick: false, linux: true };
+    let mut options = Options { accel: Accel::detect(), quick: false, linux: true, webd: true };
     let mut words = arguments.iter();
     while let Some(word) = words.next() {
         match word.as_str() {
             "--accel" => options.accel = Accel::parse(words.next().ok_or("--accel takes kvm or tcg")?)?,
             "--quick" => options.quick = true,
             "--no-linux" => options.linux = false,
+            "--round-trips-only" => options.webd = false,
             other => return Err(format!("unknown option `{other}`: {USAGE}")),
         }
     }
@@ -129,6 +138,9 @@ impl Sizes {
         READY_WAIT + 2 * self.load_limit + 2 * self.transfer_limit
     }
 }
+
+/// How long a boot that only measures round trips may take (under TCG, 4 vCPUs on 2 host CPUs).
+const ROUND_TRIPS_LIMIT: Duration = Duration::from_secs(600);
 
 /// How long the host waits for webd's first answer through the forward.
 const READY_WAIT: Duration = Duration::from_secs(60);
@@ -200,24 +212,27 @@ fn measure(port: u16, sizes: Sizes) -> Figures {
     figures
 }
 
-/// One system's run: the figures of each placement, the serial log, and why it stopped short.
+/// One system's run: the figures of each placement, the round trips, the serial log, and why
+/// it stopped short.
 struct SystemRun {
     figures: BTreeMap<&'static str, Figures>,
+    round_trips: round_trip::Runs,
     serial: String,
     error: Option<String>,
 }
 
-/// The guest's script: webd at each placement in turn, ended after the host's `go`; `reef`
-/// adds `/proc/reef/net` after each.
-fn script(reef: bool) -> String {
+/// The guest's script: webd at each placement in turn (with `options.webd`), ended after the
+/// host's `go`; `reef` adds `/proc/reef/net` after each; then the round trips.
+fn script(reef: bool, options: &Options) -> String {
     let mut script = String::new();
-    for placement in &PLACEMENTS {
+    for placement in PLACEMENTS.iter().filter(|_| options.webd) {
         let prefix = if reef { placement.reef_prefix } else { placement.linux_prefix };
         script.push_str(&format!("{prefix}/bin/webd --port {} & read go; kill $!; wait; ", placement.guest_port));
         if reef {
             script.push_str("cat /proc/reef/net; ");
         }
     }
+    script.push_str(&round_trip::script(round_trip::rounds(options.quick)));
     script.push_str("echo bench-net-$((1))-done");
     script
 }
@@ -261,9 +276,15 @@ fn reef_run(options: &Options, sizes: Sizes) -> Result<SystemRun, String> {
     let mut machine = Machine::new(CORES);
     machine.accel = options.accel;
     machine.initrd = Some(initrd);
-    machine.kernel_args = qemu::exec_argument(&script(true))?;
-    let results = equip(&mut machine, sizes)?;
-    eprintln!("xtask: Reef, {CORES} cores ({}), webd on core 0 then core 2", options.accel.name());
+    machine.kernel_args = qemu::exec_argument(&script(true, options))?;
+    let results = if options.webd {
+        eprintln!("xtask: Reef, {CORES} cores ({}), webd on core 0 then core 2", options.accel.name());
+        equip(&mut machine, sizes)?
+    } else {
+        machine.timeout = ROUND_TRIPS_LIMIT;
+        Arc::default()
+    };
+    eprintln!("xtask: Reef, round trips between cores {} and {}", round_trip::CLIENT_CORE, round_trip::SERVER_CORE);
     let (outcome, done) = qemu::boot(&machine, &kernel, Some(DONE))?;
     let error = done.is_none().then(|| {
         format!(
@@ -272,27 +293,42 @@ fn reef_run(options: &Options, sizes: Sizes) -> Result<SystemRun, String> {
             tail(&outcome.serial, 30)
         )
     });
-    Ok(SystemRun { figures: taken(&results), serial: outcome.serial, error })
+    let round_trips = round_trip::parse(&outcome.serial);
+    Ok(SystemRun { figures: taken(&results), round_trips, serial: outcome.serial, error })
 }
 
 fn linux_run(options: &Options, sizes: Sizes) -> Result<SystemRun, String> {
-    let webd = tools::user_program_bytes("webd")?;
-    let (modules, names) = linux_guest::network_modules()?;
-    let mut lines = linux_guest::load_modules(&names);
-    lines.extend(linux_guest::configure_network());
-    lines.push(format!("( {} )", script(false)));
+    let programs = vec![
+        ("webd".to_string(), tools::user_program_bytes("webd")?),
+        ("pingpong".to_string(), tools::user_program_bytes("pingpong")?),
+    ];
     let mut machine = Machine::new(CORES);
     machine.accel = options.accel;
     machine.kernel_args = common::LINUX_KERNEL_ARGUMENTS.into();
-    let results = equip(&mut machine, sizes)?;
-    eprintln!("xtask: the Linux guest, {CORES} CPUs ({}), webd on CPU 0 then CPU 2", options.accel.name());
+    let (modules, mut lines, results) = if options.webd {
+        let (modules, names) = linux_guest::network_modules()?;
+        let mut lines = linux_guest::load_modules(&names);
+        lines.extend(linux_guest::configure_network());
+        eprintln!("xtask: the Linux guest, {CORES} CPUs ({}), webd on CPU 0 then CPU 2", options.accel.name());
+        (modules, lines, equip(&mut machine, sizes)?)
+    } else {
+        machine.timeout = ROUND_TRIPS_LIMIT;
+        (Vec::new(), vec!["ip link set lo up".to_string()], Arc::default())
+    };
+    lines.push(format!("( {} )", script(false, options)));
+    eprintln!(
+        "xtask: the Linux guest, round trips between CPUs {} and {}",
+        round_trip::CLIENT_CORE,
+        round_trip::SERVER_CORE
+    );
+    // The serial log of a run that did not finish is in the error; its round trips are lost.
     let (serial, error) =
-        match linux_guest::run_program_with_host_steps(&machine, &[("webd".into(), webd)], &modules, &lines.join("\n"))
-        {
+        match linux_guest::run_program_with_host_steps(&machine, &programs, &modules, &lines.join("\n")) {
             Ok(serial) => (serial, None),
             Err(why) => (String::new(), Some(why)),
         };
-    Ok(SystemRun { figures: taken(&results), serial, error })
+    let round_trips = round_trip::parse(&serial);
+    Ok(SystemRun { figures: taken(&results), round_trips, serial, error })
 }
 
 fn tail(text: &str, lines: usize) -> String {
@@ -352,7 +388,7 @@ fn transfer_json(transfer: &Option<Result<Transfer, String>>) -> Value {
     }
 }
 
-fn run_json(run: &Option<SystemRun>) -> Value {
+fn run_json(run: Option<&SystemRun>) -> Value {
     let Some(run) = run else { return Value::Null };
     let mut placements = Map::new();
     for placement in &PLACEMENTS {
@@ -394,8 +430,54 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             eprintln!("xtask: {system}: {why}");
         }
     }
-    let figure = |run: &Option<SystemRun>, placement: &str, read: Reading| {
-        run.as_ref().and_then(|r| r.figures.get(placement)).and_then(read)
+    if options.webd {
+        report_webd(&options, sizes, &reef, &linux, started)?;
+    }
+    let round_trips = round_trip::report(
+        reef.as_ref().map(|r| &r.round_trips),
+        linux.as_ref().map(|r| &r.round_trips),
+        round_trip::rounds(options.quick),
+    );
+    let reef_tsc = reef.as_ref().and_then(|r| round_trip::tsc_hz(Some(&r.round_trips)));
+    let linux_tsc = linux.as_ref().and_then(|r| round_trip::tsc_hz(Some(&r.round_trips)));
+    println!(
+        "  ({}, {CORES} cores; TSC {} MHz in Reef, {} MHz in Linux)",
+        options.accel.name(),
+        reef_tsc.map_or("-".into(), |hz| format!("{:.0}", hz as f64 / 1e6)),
+        linux_tsc.map_or("-".into(), |hz| format!("{:.0}", hz as f64 / 1e6)),
+    );
+    let results = json!({
+        "benchmark": "net round trips",
+        "accelerator": options.accel.name(),
+        "cores": CORES,
+        "quick": options.quick,
+        "tsc_hz": { "reef": reef_tsc, "linux": linux_tsc },
+        "round_trips": round_trips,
+        "errors": { "reef": reef.as_ref().and_then(|r| r.error.clone()),
+                    "linux": linux.as_ref().and_then(|r| r.error.clone()) },
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    let directory = common::write_results(&results, "net-round-trip.json")?;
+    round_trip::plot(
+        &directory,
+        options.accel.name(),
+        reef.as_ref().map(|r| &r.round_trips),
+        linux.as_ref().map(|r| &r.round_trips),
+    );
+    Ok(0)
+}
+
+/// webd's table, its JSON (`results/net.json`) and its plots.
+fn report_webd(
+    options: &Options,
+    sizes: Sizes,
+    reef: &Option<SystemRun>,
+    linux: &Option<SystemRun>,
+    started: Instant,
+) -> Result<(), String> {
+    let (reef, linux) = (reef.as_ref(), linux.as_ref());
+    let figure = |run: Option<&SystemRun>, placement: &str, read: Reading| {
+        run.and_then(|r| r.figures.get(placement)).and_then(read)
     };
     println!(
         "bench net ({}, {CORES} cores; 1 KiB answers: {} keep-alive requests over {} connections, {} requests of a \
@@ -409,7 +491,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
     println!("{:<32} {:>10} {:>10} {:>7} {:>7}  met", "figure", "Reef", "Linux", "ratio", "goal");
     let mut table = Vec::new();
     for (name, placement, read, unit, goal) in rows() {
-        let (r, l) = (figure(&reef, placement, read), figure(&linux, placement, read));
+        let (r, l) = (figure(reef, placement, read), figure(linux, placement, read));
         let ratio = match (r, l) {
             (Some(r), Some(l)) if l > 0.0 => Some(r / l),
             _ => None,
@@ -433,26 +515,23 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             ("keep-alive", (|f: &Figures| f.keep_alive.clone()) as fn(&Figures) -> Option<LoadOutcome>),
             ("close", |f: &Figures| f.close.clone()),
         ] {
-            let of = |run: &Option<SystemRun>| run.as_ref().and_then(|r| r.figures.get(placement.name)).and_then(pick);
+            let of = |run: Option<&SystemRun>| run.and_then(|r| r.figures.get(placement.name)).and_then(pick);
             println!(
                 "  {kind:<10} {:<7} Reef {:<28} Linux {}",
                 placement.name,
-                latency_text(of(&reef).as_ref()),
-                latency_text(of(&linux).as_ref())
+                latency_text(of(reef).as_ref()),
+                latency_text(of(linux).as_ref())
             );
         }
     }
-    let frames = reef.as_ref().and_then(|r| frames_per_interrupt(&r.serial));
+    let frames = reef.and_then(|r| frames_per_interrupt(&r.serial));
     println!(
         "Reef's frames received per interrupt after both loads (/proc/reef/net; Popcorn 1.6-9.3): {}",
         frames.map_or("-".into(), |f| format!("{f:.2}"))
     );
-    println!("TCP round trip over 127.0.0.1 between two cores, and AF_UNIX: not measured (no program for it yet)");
-    for (system, run) in [("Reef", &reef), ("Linux", &linux)] {
+    for (system, run) in [("Reef", reef), ("Linux", linux)] {
         for placement in &PLACEMENTS {
-            if let Some(why) =
-                run.as_ref().and_then(|r| r.figures.get(placement.name)).and_then(|f| f.unreachable.as_ref())
-            {
+            if let Some(why) = run.and_then(|r| r.figures.get(placement.name)).and_then(|f| f.unreachable.as_ref()) {
                 println!("{system}, {}: webd never answered: {why}", placement.name);
             }
         }
@@ -462,25 +541,25 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         "accelerator": options.accel.name(),
         "cores": CORES,
         "quick": options.quick,
-        "tsc_hz": reef.as_ref().and_then(|r| common::guest_tsc_hz(&r.serial)),
+        "tsc_hz": reef.and_then(|r| common::guest_tsc_hz(&r.serial)),
         "load": { "keep_alive_connections": sizes.connections, "keep_alive_requests": sizes.requests,
                   "close_clients": 1, "close_requests": sizes.close_requests, "response_bytes": 1024,
                   "transfer_bytes": sizes.transfer_mib << 20,
                   "load_limit_s": sizes.load_limit.as_secs(), "transfer_limit_s": sizes.transfer_limit.as_secs() },
         "figures": table,
-        "reef": run_json(&reef),
-        "linux": run_json(&linux),
+        "reef": run_json(reef),
+        "linux": run_json(linux),
         "reef_frames_per_interrupt": frames,
-        "tcp_and_unix_round_trip": "not measured: no program for it yet",
+        "tcp_and_unix_round_trip": "results/net-round-trip.json",
         "seconds": started.elapsed().as_secs_f64(),
     });
     let directory = common::write_results(&results, "net.json")?;
-    plots(&directory, &options, &reef, &linux);
-    Ok(0)
+    plots(&directory, options, reef, linux);
+    Ok(())
 }
 
 /// `net.png`: requests/s, Reef and Linux side by side; `net-transfer.png`: MB/s.
-fn plots(directory: &std::path::Path, options: &Options, reef: &Option<SystemRun>, linux: &Option<SystemRun>) {
+fn plots(directory: &std::path::Path, options: &Options, reef: Option<&SystemRun>, linux: Option<&SystemRun>) {
     for (file, unit, title) in
         [("net.png", "req/s", "requests/s, 1 KiB"), ("net-transfer.png", "MB/s", "MB/s, one transfer")]
     {
@@ -490,7 +569,7 @@ fn plots(directory: &std::path::Path, options: &Options, reef: &Option<SystemRun
             if row_unit != unit {
                 continue;
             }
-            let value = |run: &Option<SystemRun>| run.as_ref().and_then(|r| r.figures.get(placement)).and_then(read);
+            let value = |run: Option<&SystemRun>| run.and_then(|r| r.figures.get(placement)).and_then(read);
             let (r, l) = (value(reef), value(linux));
             if r.is_none() && l.is_none() {
                 continue;
@@ -525,23 +604,26 @@ mod tests {
 
     #[test]
     fn the_scripts_fit_and_hold_no_marker() {
+        let options = parse_options(&[]).unwrap();
         for reef in [true, false] {
-            let script = script(reef);
+            let script = script(reef, &options);
             assert!(!script.contains(DONE), "{script}");
             assert!(PLACEMENTS.iter().all(|p| !script.contains(&ready_marker(p))), "{script}");
         }
-        qemu::exec_argument(&script(true)).unwrap();
-        assert!(
-            script(true).starts_with("on 0 /bin/webd --port 80 & read go; kill $!; wait; cat /proc/reef/net; on 2 ")
-        );
-        assert!(script(false).contains("taskset 4 /bin/webd --port 81 &"));
+        qemu::exec_argument(&script(true, &options)).unwrap();
+        assert!(script(true, &options)
+            .starts_with("on 0 /bin/webd --port 80 & read go; kill $!; wait; cat /proc/reef/net; on 2 "));
+        assert!(script(false, &options).contains("taskset 4 /bin/webd --port 81 &"));
+        assert!(script(true, &options).contains("done; done; echo bench-net-"), "the round trips after webd");
+        let only = parse_options(&["--round-trips-only".into()]).unwrap();
+        assert!(script(true, &only).starts_with("for o in tcp unix pipe; "), "{}", script(true, &only));
     }
 
     #[test]
     fn options() {
         let words = |line: &str| line.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         let options = parse_options(&words("--accel tcg --quick --no-linux")).unwrap();
-        assert_eq!(options, Options { accel: Accel::Tcg, quick: true, linux: false });
+        assert_eq!(options, Options { accel: Accel::Tcg, quick: true, linux: false, webd: true });
         assert!(parse_options(&words("--runs 3")).unwrap_err().contains(USAGE));
     }
 
