@@ -101,6 +101,7 @@ impl Scenario {
         Network {
             forwards: vec![Forward { host_port: self.host_port, guest_port: GUEST_PORT }],
             guest_forwards: vec![GuestForward { guest_port: GUEST_PORT, host_port: self.server.port() }],
+            wire: None,
         }
     }
 
@@ -262,7 +263,7 @@ fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
         let mut m = machine(CORES, &exec(&script));
         m.timeout = TIMEOUT;
         m.network =
-            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], ..Network::default() });
         m.host_actions = vec![
             (
                 FLOOD_READY.into(),
@@ -330,7 +331,7 @@ fn workers(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
         let mut m = machine(CORES, &exec(&script));
         m.timeout = TIMEOUT;
         m.network =
-            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], ..Network::default() });
         m.host_actions = vec![(
             WORKERS_READY.into(),
             HostAction::Flood {
@@ -471,7 +472,7 @@ mod tests {
     #[test]
     fn the_script_fits_the_command_line_and_holds_no_marker() {
         let scenario = Scenario::start(Duration::from_secs(1)).unwrap();
-        let script = scenario.script("on 2 ");
+        let script = scenario.script("on 2 ", "reef");
         exec(&script);
         assert!(![READY, RESTRICTED, DONE].iter().any(|marker| script.contains(marker)), "{script}");
         assert!(script.contains("seq 1000000 1131071 > /tmp/www/big"), "{script}");
