@@ -1,18 +1,23 @@
 //! QEMU user networking for a guest: the `--net`, `--forward` and `--guest-forward` options,
-//! always closed to the outside (`restrict=on`), and the host's HTTP helpers ([`http`]).
+//! always closed to the outside (`restrict=on`), the host's HTTP helpers ([`http`]), and a
+//! frame wire whose other end is a test on the host ([`wire`]).
 //!
 //! QEMU's user network (slirp) puts the guest behind a NAT of its own: the guest is 10.0.2.15/24,
 //! the gateway 10.0.2.2, and with `restrict=on` the guest reaches nothing outside QEMU except
 //! the forwards named here. Every host end is on 127.0.0.1, never on another address: a test
 //! machine's guest is never reachable from the network, and never reaches it.
 
+pub(crate) mod frames;
 pub(crate) mod http;
 pub(crate) mod load;
+pub(crate) mod malformed;
+pub(crate) mod wire;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+pub use wire::FrameWire;
 
 /// The id of the `-netdev` the NIC is plugged into.
-const NETDEV_ID: &str = "net0";
+pub(crate) const NETDEV_ID: &str = "net0";
 
 /// The address a `guestfwd` rule gives the host's server inside the guest's network: an
 /// address of QEMU's 10.0.2.0/24 that no built-in service (gateway .2, DNS .3, guest .15) uses.
@@ -34,6 +39,10 @@ pub struct Network {
     /// [`GUEST_FORWARD_ADDRESS`]:GUESTPORT reaches a server on the host's loopback (QEMU
     /// `guestfwd`).
     pub guest_forwards: Vec<GuestForward>,
+    /// Instead of QEMU's user network, the card's other end is a test on the host: each frame
+    /// a UDP datagram between two ports of 127.0.0.1 ([`FrameWire`]). No forwards then: there
+    /// is no NAT to forward through ([`Network::on_wire`]; `add_forward` refuses).
+    pub wire: Option<FrameWire>,
 }
 
 /// The host's 127.0.0.1:`host_port` forwarded to the guest's `guest_port` (TCP).
@@ -113,8 +122,16 @@ impl GuestForward {
 }
 
 impl Network {
+    /// A card on a frame wire: the host's test is the only other machine.
+    pub fn on_wire(wire: FrameWire) -> Self {
+        Self { wire: Some(wire), ..Self::default() }
+    }
+
     /// Adds a forward; a host port forwarded twice is refused (QEMU could bind it only once).
     pub fn add_forward(&mut self, forward: Forward) -> Result<(), String> {
+        if self.wire.is_some() {
+            return Err("--forward: a card on a frame wire has no user network to forward through".into());
+        }
         if self.forwards.iter().any(|other| other.host_port == forward.host_port) {
             return Err(format!(
                 "--forward: the host port {} is forwarded twice; give each forward its own host port",
@@ -128,6 +145,9 @@ impl Network {
     /// Adds a guest forward; a guest port forwarded twice is refused (the guest could reach
     /// only one of them).
     pub fn add_guest_forward(&mut self, forward: GuestForward) -> Result<(), String> {
+        if self.wire.is_some() {
+            return Err("--guest-forward: a card on a frame wire has no user network to forward through".into());
+        }
         if self.guest_forwards.iter().any(|other| other.guest_port == forward.guest_port) {
             return Err(format!(
                 "--guest-forward: the guest port {} is forwarded twice; give each its own guest port",
@@ -138,15 +158,25 @@ impl Network {
         Ok(())
     }
 
-    /// QEMU's arguments: the user network, closed (`restrict=on`) but for the forwards, and a
-    /// virtio-net device on microvm's virtio-mmio window.
+    /// QEMU's arguments: the user network, closed (`restrict=on`) but for the forwards, or the
+    /// frame wire; and a virtio-net device on microvm's virtio-mmio window.
     pub fn qemu_arguments(&self) -> [String; 4] {
+        let device = format!("virtio-net-device,netdev={NETDEV_ID}");
+        if let Some(wire) = self.wire {
+            // The fields are public: a network built with both is the caller's mistake, which
+            // must not turn into a wire that silently drops the forwards.
+            assert!(
+                self.forwards.is_empty() && self.guest_forwards.is_empty(),
+                "a network on a frame wire has no forwards"
+            );
+            return ["-netdev".into(), wire.netdev(), "-device".into(), device];
+        }
         let mut netdev = format!("user,id={NETDEV_ID},restrict=on");
         for rule in self.forwards.iter().map(|f| f.rule()).chain(self.guest_forwards.iter().map(|f| f.rule())) {
             netdev.push(',');
             netdev.push_str(&rule);
         }
-        ["-netdev".into(), netdev, "-device".into(), format!("virtio-net-device,netdev={NETDEV_ID}")]
+        ["-netdev".into(), netdev, "-device".into(), device]
     }
 }
 
@@ -204,6 +234,23 @@ mod tests {
         assert!(network.add_forward(Forward::parse("8080:81").unwrap()).unwrap_err().contains("forwarded twice"));
         let twice = network.add_guest_forward(GuestForward::parse("80:127.0.0.1:9000").unwrap()).unwrap_err();
         assert!(twice.contains("forwarded twice"), "{twice}");
+    }
+
+    #[test]
+    fn a_wire_is_a_udp_tunnel_on_the_loopback_and_takes_no_forward() {
+        let mut network = Network::on_wire(FrameWire { host_port: 40000, qemu_port: 40001 });
+        assert_eq!(
+            network.qemu_arguments(),
+            [
+                "-netdev",
+                "socket,id=net0,udp=127.0.0.1:40000,localaddr=127.0.0.1:40001",
+                "-device",
+                "virtio-net-device,netdev=net0"
+            ]
+        );
+        assert!(network.add_forward(Forward::parse("8080:80").unwrap()).unwrap_err().contains("frame wire"));
+        let guest = network.add_guest_forward(GuestForward::parse("80:127.0.0.1:8000").unwrap()).unwrap_err();
+        assert!(guest.contains("frame wire"), "{guest}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod dynamic;
 mod files;
 mod foreign_crates;
 mod kernel;
+mod malformed_frames;
 pub(crate) mod network;
 mod processes;
 mod roles;
@@ -62,6 +63,9 @@ pub(crate) fn integrations(accel: Accel, initrd: &Path) -> (Vec<Integration>, Ve
     let mut deferred = cpython::deferred(machine_of(accel, initrd));
     deferred.extend(foreign_crates::integrations(machine_of(accel, initrd)));
     deferred.extend(network::deferred(machine_of(accel, initrd)));
+    if is_selected(malformed_frames::NAME) {
+        deferred.push(malformed_frames::deferred(machine_of(accel, initrd)));
+    }
     (list, deferred)
 }
 

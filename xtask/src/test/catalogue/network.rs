@@ -101,6 +101,7 @@ impl Scenario {
         Network {
             forwards: vec![Forward { host_port: self.host_port, guest_port: GUEST_PORT }],
             guest_forwards: vec![GuestForward { guest_port: GUEST_PORT, host_port: self.server.port() }],
+            wire: None,
         }
     }
 
@@ -266,7 +267,7 @@ fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
         let mut m = machine(CORES, &exec(&script));
         m.timeout = TIMEOUT;
         m.network =
-            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], ..Network::default() });
         m.host_actions = vec![
             (
                 FLOOD_READY.into(),
@@ -334,7 +335,7 @@ fn workers(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
         let mut m = machine(CORES, &exec(&script));
         m.timeout = TIMEOUT;
         m.network =
-            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], guest_forwards: Vec::new() });
+            Some(Network { forwards: vec![Forward { host_port, guest_port: GUEST_PORT }], ..Network::default() });
         m.host_actions = vec![(
             WORKERS_READY.into(),
             HostAction::Flood {
