@@ -222,6 +222,24 @@ pub(super) fn deferred(machine: impl Fn(usize, &str) -> Machine + Clone + 'stati
     runs
 }
 
+/// What a run through a `--forward` needs on the host: a free port for the forward's host
+/// end, and the paths in `target/test-net` where its host actions leave what they got (`names`),
+/// none of them left from an earlier run.
+fn forwarded_run<const N: usize>(names: [&str; N]) -> Result<(u16, [PathBuf; N]), String> {
+    let directory = tools::root().join("target/test-net");
+    std::fs::create_dir_all(&directory).map_err(|e| format!("{}: {e}", directory.display()))?;
+    let paths = names.map(|name| directory.join(name));
+    for path in &paths {
+        match std::fs::remove_file(path) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("{}: {error}", path.display()));
+            }
+            _ => {}
+        }
+    }
+    Ok((net::free_port()?, paths))
+}
+
 /// The flood's run in the suite.
 const FLOOD_NAME: &str = "net-flood-and-resets";
 /// Connections the host opens at once, and how many of them it resets mid-answer.
@@ -242,21 +260,10 @@ const FLOOD_DONE: &str = "net-flood-2-done";
 /// of the service.
 fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
     Box::new(move || {
-        let host_port = match net::free_port() {
-            Ok(port) => port,
+        let (host_port, [counts, fetched]) = match forwarded_run(["flood-counts", "after-flood"]) {
+            Ok(prepared) => prepared,
             Err(why) => return vec![super::unprepared(FLOOD_NAME.into(), &why, &machine)],
         };
-        let directory = tools::root().join("target/test-net");
-        let (counts, fetched) = (directory.join("flood-counts"), directory.join("after-flood"));
-        let prepared = std::fs::create_dir_all(&directory).and_then(|()| {
-            [&counts, &fetched].iter().try_for_each(|path| match std::fs::remove_file(path) {
-                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
-                _ => Ok(()),
-            })
-        });
-        if let Err(why) = prepared {
-            return vec![super::unprepared(FLOOD_NAME.into(), &format!("{}: {why}", directory.display()), &machine)];
-        }
         let script = format!(
             "set -e; mkdir -p {GUEST_DIRECTORY}; seq {GUEST_FILE_FIRST} {last} > {GUEST_DIRECTORY}{GUEST_FILE}; \
              on 1 httpd -f -p {GUEST_PORT} -h {GUEST_DIRECTORY} & echo net-flood-$((1))-ready; read go; \
@@ -310,20 +317,10 @@ const WORKERS_DONE: &str = "net-workers-2-done";
 /// connection accepted once, by one worker on one of the four kernels.
 fn workers(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
     Box::new(move || {
-        let host_port = match net::free_port() {
-            Ok(port) => port,
+        let (host_port, [counts]) = match forwarded_run(["workers-counts"]) {
+            Ok(prepared) => prepared,
             Err(why) => return vec![super::unprepared(WORKERS_NAME.into(), &why, &machine)],
         };
-        let counts = tools::root().join("target/test-net/workers-counts");
-        let prepared = std::fs::create_dir_all(tools::root().join("target/test-net")).and_then(|()| {
-            match std::fs::remove_file(&counts) {
-                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
-                _ => Ok(()),
-            }
-        });
-        if let Err(why) = prepared {
-            return vec![super::unprepared(WORKERS_NAME.into(), &why.to_string(), &machine)];
-        }
         let script = format!(
             "webd --port {GUEST_PORT} --workers 4 > /tmp/webd.log 2>&1 & parent=$!; \
              until grep -q listening /tmp/webd.log; do sleep 0.2; done; core=1; \
