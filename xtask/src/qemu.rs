@@ -104,9 +104,12 @@ pub enum HostAction {
     Fetch { port: u16, path: String, save_to: PathBuf },
     /// Opens `connections` connections at once to 127.0.0.1:`port` asking for `path`, the
     /// first `cut` of them reset after the start of their answer ([`net::http::flood`]), and
-    /// writes what they got ([`net::http::Flood::line`]) to `save_to`; never fails the run by
-    /// itself (the test judges the counts).
-    Flood { port: u16, path: String, connections: usize, cut: usize, save_to: PathBuf },
+    /// writes what they got ([`net::http::Flood::line`]) to `save_to`; a connection with no
+    /// whole answer within `timeout` counts as unanswered. Never fails the run by itself (the
+    /// test judges the counts). QEMU's `hostfwd` listens with a backlog of 1, so the host drops
+    /// SYNs of a burst and its clients send them again after 1, 3 and 7 s: a flood's slowest
+    /// connections wait on the host, before the guest sees them.
+    Flood { port: u16, path: String, connections: usize, cut: usize, timeout: Duration, save_to: PathBuf },
     /// Calls a function of the caller's (a benchmark's load on a `--forward`, which keeps its
     /// figures where the caller reads them); its error fails the run.
     Call(HostCall),
@@ -144,12 +147,6 @@ impl Eq for HostCall {}
 /// [`TEST_WATCHDOG`], since the serial output is not read meanwhile.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(45);
 
-/// How long a [`HostAction::Flood`] waits for its connections: one that has no whole answer
-/// by then counts as unanswered. QEMU's `hostfwd` listens with a backlog of 1, so the host
-/// drops SYNs of a burst and its clients send them again after 1, 3 and 7 s: a flood's slowest
-/// connections wait on the host, before the guest sees them.
-pub const FLOOD_TIMEOUT: Duration = Duration::from_secs(10);
-
 impl HostAction {
     fn run(&self) -> Result<(), String> {
         match self {
@@ -166,8 +163,8 @@ impl HostAction {
                 }
                 std::fs::write(save_to, &response.body)
             }
-            Self::Flood { port, path, connections, cut, save_to } => {
-                let flood = net::http::flood(*port, path, *connections, *cut, FLOOD_TIMEOUT);
+            Self::Flood { port, path, connections, cut, timeout, save_to } => {
+                let flood = net::http::flood(*port, path, *connections, *cut, *timeout);
                 std::fs::write(save_to, flood.line())
             }
             Self::Call(call) => return (call.call)().map_err(|e| format!("host action {}: {e}", call.name)),

@@ -283,6 +283,9 @@ fn flood(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
                     path: GUEST_FILE.into(),
                     connections: FLOOD_CONNECTIONS,
                     cut: FLOOD_CUT,
+                    // Past the host's third SYN retry (7 s): a connection still waiting then
+                    // counts as refused.
+                    timeout: Duration::from_secs(10),
                     save_to: counts.clone(),
                 },
             ),
@@ -340,6 +343,9 @@ fn workers(machine: impl Fn(usize, &str) -> Machine + 'static) -> Deferred {
                 path: "/kib/1".into(),
                 connections: WORKERS_CONNECTIONS,
                 cut: 0,
+                // Every connection must be answered: long enough for the host's SYN retries
+                // behind `hostfwd`'s backlog of 1 (1, 3, 7, 15 s).
+                timeout: Duration::from_secs(30),
                 save_to: counts.clone(),
             },
         )];
