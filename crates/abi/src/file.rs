@@ -126,7 +126,8 @@ pub enum FileOp {
     /// (handle, peer) → the socket's family, and its name as for `SocketBind` (`getsockname`,
     /// `getpeername`).
     SocketName = 41,
-    /// (handle, `SOL_SOCKET` option) → its value.
+    /// (handle, option, level (`SOL_SOCKET` or `IPPROTO_TCP`), set?, value) → its value
+    /// (`getsockopt`; `setsockopt` when set is not 0).
     SocketOption = 42,
     /// (handle, don't wait, the address's family) + the datagram + the name it goes to (none:
     /// the connected peer's) → its length: a UDP `sendto`.

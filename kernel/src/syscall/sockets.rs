@@ -333,15 +333,19 @@ fn receive_bytes(socket: &Handle, length: u64, flags: u64) -> Result<Vec<u8>, Er
     }
 }
 
+/// `SOL_SOCKET`'s `option` of `socket`, as the file service keeps it.
+fn socket_option(socket: &Handle, option: u32) -> Result<u64, Errno> {
+    Ok(ask(FileOp::SocketOption, &[socket.id, u64::from(option), u64::from(net::SOL_SOCKET)], &[])?.value)
+}
+
 /// Whether `socket` is a stream (else its messages keep their bounds).
 fn is_stream(socket: &Handle) -> Result<bool, Errno> {
-    let kind = ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_TYPE)], &[])?;
-    Ok(kind.value == u64::from(net::SOCK_STREAM))
+    Ok(socket_option(socket, net::SO_TYPE)? == u64::from(net::SOCK_STREAM))
 }
 
 /// The family of `socket` (`SO_DOMAIN`).
 fn family(socket: &Handle) -> Result<u16, Errno> {
-    Ok(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_DOMAIN)], &[])?.value as u16)
+    Ok(socket_option(socket, net::SO_DOMAIN)? as u16)
 }
 
 /// Whether an address given to a send on `socket` is refused: a unix socket's connection
@@ -356,7 +360,7 @@ fn check_send_address(socket: &Handle) -> Result<(), Errno> {
 /// Whether `socket` sends datagrams to addresses: a UDP socket or a raw ICMP one
 /// (`SO_PROTOCOL`).
 fn is_udp(socket: &Handle) -> Result<bool, Errno> {
-    Ok(matches!(ask(FileOp::SocketOption, &[socket.id, u64::from(net::SO_PROTOCOL)], &[])?.value, UDP | ICMP))
+    Ok(matches!(socket_option(socket, net::SO_PROTOCOL)?, UDP | ICMP))
 }
 
 /// Sends `data` as one datagram of UDP socket `socket` to the address at `address`
@@ -526,7 +530,9 @@ pub fn recvmsg(fd: i64, header_address: u64, flags: u64) -> SyscallResult {
 pub fn getsockopt(fd: i64, level: u64, option: u64, value: u64, length_at: u64) -> SyscallResult {
     let socket = socket_of(fd)?;
     let answer = match level {
-        _ if level == u64::from(net::SOL_SOCKET) => ask(FileOp::SocketOption, &[socket.id, option], &[])?,
+        _ if level == u64::from(net::SOL_SOCKET) => {
+            ask(FileOp::SocketOption, &[socket.id, option, u64::from(net::SOL_SOCKET)], &[])?
+        }
         // `TCP_NODELAY`, kept with the socket at the file service.
         TCP if option == u64::from(TCP_NODELAY) && family(&socket)? == INET => {
             ask(FileOp::SocketOption, &[socket.id, option, TCP], &[])?

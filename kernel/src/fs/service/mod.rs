@@ -154,6 +154,9 @@ struct Service {
     terminal_generation: u64,
     /// Something parked requests wait for changed.
     changed: bool,
+    /// Something the network stack carries moved (a linked pipe's bytes or ends, a listener's
+    /// queue): the stack runs once the request is done.
+    network_due: bool,
     requests: u64,
     remote_requests: u64,
     kernel_core_requests: u64,
@@ -191,6 +194,7 @@ pub fn start(archive: Option<initramfs::Archive<'static>>) {
         terminal: Terminal::new(),
         terminal_generation: 0,
         changed: false,
+        network_due: false,
         requests: 0,
         remote_requests: 0,
         kernel_core_requests: 0,
@@ -274,8 +278,9 @@ pub fn submit(client: usize, request: &FileRequest<'_>) -> Option<Reply> {
         if let Ok(Request::Cancel { request_id }) = decoded {
             service.cancel(client, request_id, &mut later);
         }
-        if service.changed && service.net.as_ref().is_some_and(sockets::Stack::busy) {
-            // Bytes a process wrote to a connection, or read from one (room for more).
+        if service.network_due {
+            // Bytes a process wrote to a connection or read from one (room for more), an end
+            // it closed, a connection it accepted.
             service.run_network();
         }
         service.retry_parked(&mut later);

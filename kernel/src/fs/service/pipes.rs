@@ -23,6 +23,9 @@ pub(super) struct Pipe {
     /// Moves whenever what the pipe's ends are ready for may have changed (bytes in or out,
     /// an end opened or closed): what an edge-triggered `epoll` looks at.
     pub(super) generation: u64,
+    /// The network stack is at one end (a connection to another machine): a process's read,
+    /// write or close of it gives the stack work.
+    pub(super) linked: bool,
 }
 
 impl Pipe {
@@ -35,6 +38,7 @@ impl Pipe {
             reader_opens: 0,
             writer_opens: 0,
             generation: 0,
+            linked: false,
         }
     }
 
@@ -155,6 +159,7 @@ impl Service {
         self.fifo_waits.remove(&handle);
         if let Some(state) = self.pipes.get_mut(&pipe) {
             state.generation += 1;
+            self.network_due |= state.linked;
             state.readers -= u32::from(reader);
             state.writers -= u32::from(writer);
             let node = state.node;
@@ -207,6 +212,7 @@ impl Service {
         data.truncate(count);
         pipe.generation += 1;
         self.changed = true;
+        self.network_due |= pipe.linked;
         Ok(Some(data))
     }
 
@@ -228,6 +234,7 @@ impl Service {
         if written > 0 {
             pipe.generation += 1;
             self.changed = true;
+            self.network_due |= pipe.linked;
         }
         let done = done + written;
         if done == data.len() as u64 {

@@ -476,13 +476,9 @@ impl<'a> Request<'a> {
             FileOp::SocketAccept => Self::SocketAccept { handle: w[0], flags: w[1] },
             FileOp::SocketShutdown => Self::SocketShutdown { handle: w[0], how: w[1] },
             FileOp::SocketName => Self::SocketName { handle: w[0], peer: w[1] != 0 },
-            FileOp::SocketOption => Self::SocketOption {
-                handle: w[0],
-                option: w[1],
-                // Word 2: the level (0 before `setsockopt` came here: `SOL_SOCKET`).
-                level: if w[2] == 0 { u64::from(linux_raw_sys::net::SOL_SOCKET) } else { w[2] },
-                set: (w[3] != 0).then_some(w[4]),
-            },
+            FileOp::SocketOption => {
+                Self::SocketOption { handle: w[0], option: w[1], level: w[2], set: (w[3] != 0).then_some(w[4]) }
+            }
             FileOp::SocketSendTo => Self::SocketSendTo {
                 handle: w[0],
                 dont_wait: w[1] != 0,

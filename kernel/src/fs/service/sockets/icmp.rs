@@ -9,7 +9,7 @@
 //! identifier, so it hears the replies to it).
 
 use super::inet::Endpoint;
-use super::{BUFFER_SIZE, INET};
+use super::INET;
 use crate::fs::service::{Errno, Outcome, Reply, Service};
 use alloc::vec::Vec;
 use linux_raw_sys::errno;
@@ -101,10 +101,7 @@ impl Service {
             if socket.family != INET || socket.kind != RAW || only.is_some_and(|only| only != *id) {
                 continue;
             }
-            if socket.queued + packet.len() <= BUFFER_SIZE as usize {
-                socket.queued += packet.len();
-                socket.datagrams.push_back((sender, packet.clone()));
-                socket.generation += 1;
+            if socket.queue_datagram(sender, &packet) {
                 self.changed = true;
             }
         }

@@ -12,7 +12,7 @@
 //! `sockaddr_in`. A table per protocol holds the ports in use: a listener's, a bound socket's
 //! and each client's ephemeral port, so that no two sockets take one port (`EADDRINUSE`).
 
-use super::{Socket, State, BUFFER_SIZE, DATAGRAM, STREAM};
+use super::{Socket, State, DATAGRAM, STREAM};
 use crate::fs::service::{Errno, Outcome, Reply, Service};
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -325,10 +325,7 @@ impl Service {
             let bound = socket.name.as_deref().map(Endpoint::decode).transpose()?;
             let hears = bound.is_some_and(|bound| bound.is_any() || bound.address == target.address)
                 && socket.remote.is_none_or(|remote| remote == source);
-            if hears && socket.queued + data.len() <= BUFFER_SIZE as usize {
-                socket.queued += data.len();
-                socket.datagrams.push_back((source, data.to_vec()));
-                socket.generation += 1;
+            if hears && socket.queue_datagram(source, data) {
                 self.changed = true;
             }
         }

@@ -108,6 +108,18 @@ pub(super) struct Socket {
 }
 
 impl Socket {
+    /// Queues a datagram (UDP's, or a raw socket's packet) from `sender` for reading: whether
+    /// it fit in the socket's buffer (one that does not is dropped, as on Linux).
+    fn queue_datagram(&mut self, sender: inet::Endpoint, data: &[u8]) -> bool {
+        if self.queued + data.len() > BUFFER_SIZE as usize {
+            return false;
+        }
+        self.queued += data.len();
+        self.datagrams.push_back((sender, data.to_vec()));
+        self.generation += 1;
+        true
+    }
+
     fn new(owner: u32, kind: u64, family: u16) -> Self {
         Self {
             family,
@@ -415,8 +427,10 @@ impl Service {
         let Some(accepted) = pending.pop_front() else {
             return if nonblocking { Err(errno::EAGAIN) } else { Ok(Outcome::Park(0)) };
         };
-        // A connection queued for the listener: a `connect` waiting for room goes on.
+        // A connection queued for the listener: a `connect` waiting for room goes on, and the
+        // network stack may queue one it took.
         self.changed = true;
+        self.network_due |= self.net.as_ref().is_some_and(|net| net.listens_for(id));
         let new = self.socket_handle(accepted, accept_flags);
         Ok(super::open_files::opened(new, HandleKind::Socket))
     }

@@ -16,7 +16,7 @@
 //! queue as loopback ones do.
 
 use super::inet::Endpoint;
-use super::{Socket, State, BUFFER_SIZE, INET, STREAM};
+use super::{Socket, State, INET, STREAM};
 use crate::dev::net;
 use crate::fs::service::{Errno, Service};
 use crate::virtio::net::{PacketDevice, SLOTS};
@@ -36,6 +36,8 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpo
 /// also answers DNS at .3).
 pub(in crate::fs::service) const ADDRESS: [u8; 4] = [10, 0, 2, 15];
 const PREFIX: u8 = 24;
+/// The network's mask, from [`PREFIX`].
+const NETMASK: [u8; 4] = (u32::MAX << (32 - PREFIX as u32)).to_be_bytes();
 const GATEWAY: [u8; 4] = [10, 0, 2, 2];
 /// Bytes each way of a TCP connection's smoltcp buffers (its window).
 const TCP_BUFFER: usize = 32 * 1024;
@@ -205,9 +207,9 @@ impl Stack {
         })
     }
 
-    /// Whether the stack holds anything that a request may have moved.
-    pub(in crate::fs::service) fn busy(&self) -> bool {
-        !self.links.is_empty() || !self.listeners.is_empty() || !self.datagrams.is_empty() || !self.icmp.is_empty()
+    /// Whether the stack listens for socket `id` of the service.
+    pub(super) fn listens_for(&self, id: u64) -> bool {
+        self.listeners.contains_key(&id)
     }
 
     fn new_tcp(&mut self) -> Result<SocketHandle, Errno> {
@@ -324,10 +326,9 @@ impl Service {
             ..Interface::named("lo")
         }];
         if let Some(net) = &self.net {
-            let netmask = (u32::MAX << (32 - u32::from(PREFIX))).to_be_bytes();
             interfaces.push(Interface {
                 address: ADDRESS,
-                netmask,
+                netmask: NETMASK,
                 flags: flags::UP | flags::BROADCAST | flags::RUNNING | flags::MULTICAST,
                 mtu: 1500,
                 hardware: net.wire.0.mac(),
@@ -349,11 +350,10 @@ impl Service {
         );
         if self.net.is_some() {
             let hex = |address: [u8; 4]| alloc::format!("{:08X}", u32::from_le_bytes(address));
-            let netmask = (u32::MAX << (32 - u32::from(PREFIX))).to_be_bytes();
-            let network: [u8; 4] = core::array::from_fn(|i| ADDRESS[i] & netmask[i]);
+            let network: [u8; 4] = core::array::from_fn(|i| ADDRESS[i] & NETMASK[i]);
             // `RTF_UP | RTF_GATEWAY`, then `RTF_UP`.
             let _ = writeln!(text, "eth0\t{}\t{}\t0003\t0\t0\t0\t{}\t0\t0\t0", hex([0; 4]), hex(GATEWAY), hex([0; 4]));
-            let _ = writeln!(text, "eth0\t{}\t{}\t0001\t0\t0\t0\t{}\t0\t0\t0", hex(network), hex([0; 4]), hex(netmask));
+            let _ = writeln!(text, "eth0\t{}\t{}\t0001\t0\t0\t0\t{}\t0\t0\t0", hex(network), hex([0; 4]), hex(NETMASK));
         }
         text
     }
@@ -396,6 +396,8 @@ impl Service {
             None => u64::MAX,
         };
         NEXT_RUN_NS.store(next, Ordering::Relaxed);
+        // What the rounds moved themselves is done.
+        self.network_due = false;
         self.net = Some(net);
     }
 
@@ -452,10 +454,7 @@ impl Service {
                 if reef.remote.is_some_and(|remote| remote != endpoint_of(meta.endpoint)) {
                     continue;
                 }
-                if reef.queued + data.len() <= BUFFER_SIZE as usize {
-                    reef.queued += data.len();
-                    reef.datagrams.push_back((endpoint_of(meta.endpoint), data.to_vec()));
-                    reef.generation += 1;
+                if reef.queue_datagram(endpoint_of(meta.endpoint), data) {
                     self.changed = true;
                     moved = true;
                 }
@@ -483,7 +482,7 @@ impl Service {
             let alive = self.sockets.contains_key(&id);
             match state {
                 tcp::State::Established | tcp::State::CloseWait if alive => {
-                    let pipes = self.connected_pipes();
+                    let pipes = self.link_pipes();
                     link.pipes = Some(pipes);
                     if let Some(socket) = self.sockets.get_mut(&id) {
                         socket.state = State::Connected { receive: pipes.0, send: pipes.1, peer: 0 };
@@ -593,7 +592,7 @@ impl Service {
                     let (local, remote) = (socket.local_endpoint(), socket.remote_endpoint());
                     socket.set_nagle_enabled(!no_delay);
                     let id = self.new_socket(owner, STREAM, INET);
-                    let pipes = self.connected_pipes();
+                    let pipes = self.link_pipes();
                     if let Some(accepted) = self.sockets.get_mut(&id) {
                         accepted.name = local.map(|local| endpoint_of(local).encode());
                         accepted.remote = remote.map(endpoint_of);
@@ -762,6 +761,8 @@ impl Service {
         if let Some(handle) = net.icmp.remove(&id) {
             net.sockets.remove(handle);
         }
+        // A listener's smoltcp sockets go at the next run.
+        self.network_due |= net.listeners.contains_key(&id);
         if let Some(link) = net.links.get(&id) {
             if link.pipes.is_none() {
                 let handle = link.handle;
@@ -769,6 +770,17 @@ impl Service {
                 net.drop_tcp(handle);
             }
         }
+    }
+
+    /// A link's two pipes: a connection's, with the stack at their far end.
+    fn link_pipes(&mut self) -> (u64, u64) {
+        let pipes = self.connected_pipes();
+        for pipe in [pipes.0, pipes.1] {
+            if let Some(pipe) = self.pipes.get_mut(&pipe) {
+                pipe.linked = true;
+            }
+        }
+        pipes
     }
 
     /// A connection's two pipes, each with both ends open (the socket's and the stack's, or
