@@ -127,6 +127,10 @@ impl Given {
         }
     }
 }
+
+/// How long a caller polls for its reply before it blocks.
+const REPLY_POLL_NS: u64 = 50_000;
+
 static NEXT_REQUEST: AtomicU64 = AtomicU64::new(1);
 
 /// File request ids have the top bit set (spawn ids do not) and name the client's core.
@@ -287,6 +291,9 @@ fn call_with(
     deadline_ns: Option<u64>,
     check_as: CheckAs,
 ) -> Result<Answer, Errno> {
+    // What this instance told /proc of its processes goes first (a changed id, a new
+    // program): the request may read it, and the service takes both in order.
+    super::proc::flush_reports();
     let request_id = new_request_id();
     let pid = CURRENT_PID.get().map_or(0, |current_pid| current_pid());
     let ids = current_caller(check_as);
@@ -309,6 +316,9 @@ fn call_with(
             return Err(error);
         }
     }
+    // The reply of most requests comes within microseconds: wait for it on this core
+    // before blocking (`REPLY_POLL_NS`).
+    crate::msg::poll_briefly(REPLY_POLL_NS, || PENDING.lock().get(&request_id).is_some_and(Option::is_none));
     let mut cancelled = false;
     let mut timed_out = false;
     loop {

@@ -55,7 +55,7 @@ pub use send::{
     SendError, SEND_TIMEOUT_MS,
 };
 pub use takeover::{count_lost_in_fault, holds_kept_processes, is_reachable, live_instances, wait_out_restart};
-pub use wait::{on_notification, set_wait_strategy, sleep_unless, wait_for_messages, WaitStrategy};
+pub use wait::{on_notification, poll_briefly, set_wait_strategy, sleep_unless, wait_for_messages, WaitStrategy};
 
 // For the rooms of `msg`.
 use send::{check_target, counted};

@@ -51,6 +51,24 @@ pub fn on_notification() {
     }
 }
 
+/// Takes this core's messages for at most `ns` nanoseconds, while `waiting` holds and no
+/// other thread of this instance is ready; whether `waiting` stopped holding. For a thread
+/// that has just sent a request whose reply usually comes within a few microseconds: it
+/// keeps the core (no switch to the idle thread and back, and no halt that the reply's
+/// sender must interrupt), and blocks as usual when the reply is slow or another thread
+/// wants the core.
+pub fn poll_briefly(ns: u64, waiting: impl Fn() -> bool) -> bool {
+    let spin = crate::time::SpinDeadline::after_cycles(crate::time::ns_to_cycles(ns));
+    while waiting() {
+        if spin.passed() || crate::sched::others_than_idle_ready() {
+            return false;
+        }
+        super::drain();
+        cpu::relax();
+    }
+    true
+}
+
 /// Sleeps until a message may have arrived, the way this core's queue mode says.
 pub fn wait_for_messages() {
     let me = shared::this_core() as usize;

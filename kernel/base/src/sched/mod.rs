@@ -392,6 +392,12 @@ pub fn others_ready() -> bool {
     with_scheduler(|s| !s.ready.is_empty())
 }
 
+/// Whether a thread other than the running one and the boot thread (the idle loop, which is
+/// ready whenever another thread runs) is ready to run.
+pub fn others_than_idle_ready() -> bool {
+    with_scheduler(|s| s.ready.iter().any(|thread| thread.tid != 0))
+}
+
 /// Threads (ready or running, blocked) of this instance, the boot thread included, and the
 /// switches so far.
 pub fn counts() -> (usize, usize, u64) {
