@@ -3,6 +3,7 @@
 // fstest starts no thread: every `fork` (sys.rs) relies on the process having one thread.
 
 mod cases;
+mod coherence;
 mod dirent;
 mod echo;
 mod expect;
@@ -22,7 +23,8 @@ const SCRATCH_VARIABLE: &str = "FSTEST_DIR";
 const DEFAULT_BASE: &str = "/tmp";
 
 const USAGE: &str = "fstest [--dir DIR] [--fill] | --write PATH BYTES SEED | --check PATH BYTES SEED \
-                     | --echo-serve PATH CONNECTIONS | --echo PATH BYTES SEED";
+                     | --echo-serve PATH CONNECTIONS | --echo PATH BYTES SEED \
+                     | --coherence-write DIR ROUNDS | --coherence-read DIR ROUNDS";
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,6 +44,10 @@ enum Mode {
     /// `--echo PATH BYTES SEED`: sends the pattern of `SEED` to the echo server at `PATH` and
     /// checks what comes back.
     Echo { path: PathBuf, bytes: usize, seed: u64 },
+    /// `--coherence-write DIR ROUNDS`: the writer of the coherence loop (`coherence.rs`).
+    CoherenceWrite { directory: PathBuf, rounds: u64 },
+    /// `--coherence-read DIR ROUNDS`: one of its readers, until the last round.
+    CoherenceRead { directory: PathBuf, rounds: u64 },
 }
 
 fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
@@ -62,6 +68,12 @@ fn parse(arguments: &[String]) -> Result<Mode, String> {
         }
         ["--echo", path, bytes, seed] => {
             Ok(Mode::Echo { path: path.into(), bytes: number(bytes, "BYTES")?, seed: number(seed, "SEED")? })
+        }
+        ["--coherence-write", directory, rounds] => {
+            Ok(Mode::CoherenceWrite { directory: directory.into(), rounds: number(rounds, "ROUNDS")? })
+        }
+        ["--coherence-read", directory, rounds] => {
+            Ok(Mode::CoherenceRead { directory: directory.into(), rounds: number(rounds, "ROUNDS")? })
         }
         [cases::CHECK_CLOSED, closed, cases::CHECK_OPEN, open] => {
             Ok(Mode::CheckDescriptors { closed: number(closed, "FD")?, open: number(open, "FD")? })
@@ -205,6 +217,16 @@ fn main() -> ExitCode {
             report.run("echoed", || echo::send(&path, bytes, seed, &place()));
             report.finish()
         }
+        Ok(Mode::CoherenceWrite { directory, rounds }) => {
+            let mut report = Report::default();
+            report.run("coherence-written", || coherence::write(&directory, rounds, &place()));
+            report.finish()
+        }
+        Ok(Mode::CoherenceRead { directory, rounds }) => {
+            let mut report = Report::default();
+            report.run("coherence-read", || coherence::read(&directory, rounds, &place()));
+            report.finish()
+        }
         Ok(Mode::CheckDescriptors { closed, open }) => match cases::check_descriptors(closed, open) {
             Ok(()) => ExitCode::SUCCESS,
             Err(problem) => {
@@ -237,6 +259,14 @@ mod tests {
         assert_eq!(
             parsed(&["--write", "/tmp/shared", "100000", "7"]),
             Ok(Mode::Write { path: "/tmp/shared".into(), bytes: 100_000, seed: 7 })
+        );
+        assert_eq!(
+            parsed(&["--coherence-read", "/tmp/co", "10000"]),
+            Ok(Mode::CoherenceRead { directory: "/tmp/co".into(), rounds: 10_000 })
+        );
+        assert_eq!(
+            parsed(&["--coherence-write", "/tmp/co", "3"]),
+            Ok(Mode::CoherenceWrite { directory: "/tmp/co".into(), rounds: 3 })
         );
         assert_eq!(
             parsed(&["--check", "/tmp/shared", "100000", "7"]),

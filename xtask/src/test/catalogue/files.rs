@@ -38,15 +38,21 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             4,
             &exec(
                 // The file is removed at the end, so the leak check counts what the processes
-                // left, not the file kept on purpose between the two.
+                // left, not the file kept on purpose between the two. Then the coherence loop
+                // (issue 31): a writer on core 1, readers on cores 2, 3 and 0 (the service's).
                 "spawn 1 /bin/fstest --write /tmp/shared 100000 7; \
                  spawn 3 /bin/fstest --check /tmp/shared 100000 7; \
-                 spawn 3 /bin/busybox rm /tmp/shared; /bin/ps",
+                 spawn 3 /bin/busybox rm /tmp/shared; \
+                 on 1 /bin/fstest --coherence-write /tmp/coherent 10000 & \
+                 on 2 /bin/fstest --coherence-read /tmp/coherent 10000 & \
+                 on 3 /bin/fstest --coherence-read /tmp/coherent 10000 & \
+                 /bin/fstest --coherence-read /tmp/coherent 10000; wait; \
+                 /bin/busybox rm -r /tmp/coherent; /bin/ps",
             ),
         ),
         expected_status: 0,
         check: Box::new(|serial| {
-            fstest_passed(serial, 2)?;
+            fstest_passed(serial, 6)?;
             printed(
                 serial,
                 "TEST fs-written ok core 1: 100000 bytes of seed 7 written to /tmp/shared",
@@ -57,6 +63,20 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
                 "TEST fs-same-bytes ok core 3: 100000 bytes of seed 7 in /tmp/shared",
                 "core 3 did not read back the bytes core 1 wrote",
             )?;
+            printed(
+                serial,
+                "TEST fs-coherence-written ok core 1: 10000 rounds written",
+                "core 1 did not write the coherence loop's 10000 rounds",
+            )?;
+            for core in [0, 2, 3] {
+                let reader = serial.lines().any(|line| {
+                    line.starts_with(&format!("TEST fs-coherence-read ok core {core}: "))
+                        && line.ends_with("rounds were written, none stale")
+                });
+                if !reader {
+                    return Err(format!("the coherence reader on core {core} did not see every round unstale"));
+                }
+            }
             nothing_leaked(serial, 4)
         }),
     });
