@@ -114,7 +114,7 @@ pub static MSG: Command = Command { name: "msg", access: Access::RootFor(&["mode
 /// This instance's processes and every instance's counts (the leak check).
 pub static PS: Command = Command { name: "ps", access: Access::Anyone, run: |_, out| Ok(ps(out)?) };
 
-/// `syscalls [core]`: system calls per core by number, and the unimplemented ones (ENOSYS).
+/// `syscalls [core]`: system calls per core by number, the unimplemented ones (ENOSYS), paths this core answered itself.
 pub static SYSCALLS: Command = Command { name: "syscalls", access: Access::Anyone, run: syscalls };
 
 /// Stops every core and leaves QEMU.
@@ -611,6 +611,11 @@ fn core_syscalls(core: usize, out: &mut dyn Write) -> fmt::Result {
             out,
             "  as a kernel core: {served} syspage entries served here, {handed} handed to their home, {dropped} results dropped (entry rewritten or unregistered)"
         )?;
+    }
+    // Kept by the instance itself: only the core this runs on can say.
+    if core == shared::this_core() as usize {
+        let local = crate::fs::local::answered();
+        writeln!(out, "  {local} lookups answered here from the initramfs, without a message to the file service")?;
     }
     let mut line = String::new();
     for (number, count) in c.by_number.iter().enumerate() {

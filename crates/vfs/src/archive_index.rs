@@ -1,5 +1,7 @@
 //! The initramfs as a tree, indexed once: lookups and listings without scanning the archive.
 
+use crate::node::{device_number, Filesystem, Metadata};
+use crate::pages::PAGE_SIZE;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -31,6 +33,42 @@ impl IndexNode {
 
     pub fn is_directory(&self) -> bool {
         self.mode() & mode::TYPE_MASK == mode::DIRECTORY
+    }
+
+    /// What `stat` says of the node at `index` of the archive, mounts aside (the root's link
+    /// count also counts the mount points: [`Vfs::stat`](crate::Vfs::stat) adds them).
+    pub fn metadata(&self, index: u32) -> Metadata {
+        let mut metadata = Metadata {
+            device: Filesystem::Archive.device(),
+            inode: u64::from(index) + 1,
+            mode: self.mode(),
+            links: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            block_size: PAGE_SIZE as u32,
+            blocks: 0,
+            accessed: 0,
+            modified: 0,
+            changed: 0,
+        };
+        if let Some(entry) = self.entry {
+            metadata.uid = entry.uid;
+            metadata.gid = entry.gid;
+            metadata.links = u64::from(entry.nlink.max(1));
+            metadata.rdev = device_number(entry.node_major, entry.node_minor);
+            metadata.size = entry.data.len() as u64;
+            metadata.blocks = metadata.size.div_ceil(512);
+            let time = u64::from(entry.mtime) * 1_000_000_000;
+            (metadata.accessed, metadata.modified, metadata.changed) = (time, time, time);
+        }
+        if self.is_directory() {
+            // Counted, not taken from the archive: programs like GNU find trust a directory's
+            // link count to know how many subdirectories it has.
+            metadata.links = 2 + u64::from(self.subdirectories);
+        }
+        metadata
     }
 }
 

@@ -10,6 +10,7 @@ mod archive_index;
 mod devfs;
 mod file_pages;
 mod hostfs;
+mod local;
 mod namespace;
 mod node;
 mod pages;
@@ -22,6 +23,7 @@ mod tmpfs;
 mod vfs;
 
 pub use hostfs::{ShareCounts, CACHE_LIFETIME, MESSAGE_SIZE as SHARE_MESSAGE_SIZE};
+pub use local::{ArchiveView, Local};
 pub use node::{Counts, Device, DirectoryEntry, Metadata, NodeId, NodeKind, Space};
 pub use pages::{HeapPageStore, PageHandle, PageStore, PAGE_SIZE};
 pub use permission::Credentials;

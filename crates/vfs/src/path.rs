@@ -23,22 +23,22 @@ pub(crate) fn check_path(path: &[u8]) -> Result<(), Errno> {
 }
 
 /// One component of a path being walked.
-struct Component {
+pub(crate) struct Component {
     /// Which of [`Walk::levels`] holds it, and where.
     level: usize,
     start: usize,
     end: usize,
     /// Nothing but slashes follows it, in any level: it names what the walk ends at.
-    last: bool,
+    pub last: bool,
     /// It is the last, and a `/` follows it: it must be a directory, links followed.
-    trailing_slash: bool,
+    pub trailing_slash: bool,
 }
 
 /// The components still to walk: the path, then the target of each link being followed on
 /// top of the rest of the path that led to it. A level whose components are used up is
 /// dropped before a link's target goes on top, so every level below the top still has a
 /// component: the top's last component is the walk's last.
-struct Walk {
+pub(crate) struct Walk {
     levels: Vec<(Vec<u8>, usize)>,
     /// A level dropped under the top ended in `/`: the walk's last component must be a
     /// directory.
@@ -46,11 +46,11 @@ struct Walk {
 }
 
 impl Walk {
-    fn new(path: &[u8]) -> Self {
+    pub fn new(path: &[u8]) -> Self {
         Self { levels: alloc::vec![(path.to_vec(), 0)], slash_below: false }
     }
 
-    fn next(&mut self) -> Option<Component> {
+    pub fn next(&mut self) -> Option<Component> {
         loop {
             let level = self.levels.len().checked_sub(1)?;
             let (bytes, position) = self.levels.last_mut()?;
@@ -72,12 +72,12 @@ impl Walk {
         }
     }
 
-    fn name(&self, component: &Component) -> &[u8] {
+    pub fn name(&self, component: &Component) -> &[u8] {
         &self.levels[component.level].0[component.start..component.end]
     }
 
     /// Walks `target` next, then what is left of the path.
-    fn follow(&mut self, target: Vec<u8>) {
+    pub fn follow(&mut self, target: Vec<u8>) {
         if let Some((bytes, position)) = self.levels.last() {
             if bytes[*position..].iter().all(|&byte| byte == b'/') {
                 self.slash_below |= *position < bytes.len();

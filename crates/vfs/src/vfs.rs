@@ -336,25 +336,11 @@ impl Vfs {
         };
         match self.found(node)? {
             Found::Archive(index, indexed) => {
-                metadata.mode = indexed.mode();
-                if let Some(entry) = indexed.entry {
-                    metadata.uid = entry.uid;
-                    metadata.gid = entry.gid;
-                    metadata.links = u64::from(entry.nlink.max(1));
-                    metadata.rdev = device_number(entry.node_major, entry.node_minor);
-                    metadata.size = entry.data.len() as u64;
-                    metadata.blocks = metadata.size.div_ceil(512);
-                    let time = u64::from(entry.mtime) * 1_000_000_000;
-                    (metadata.accessed, metadata.modified, metadata.changed) = (time, time, time);
-                } else {
-                    (metadata.accessed, metadata.modified, metadata.changed) = (0, 0, 0);
-                }
-                if indexed.is_directory() {
-                    // Counted, not taken from the archive: programs like GNU find trust a
-                    // directory's link count to know how many subdirectories it has.
-                    let mounts = if index == ARCHIVE_ROOT { self.mount_points().count() as u64 } else { 0 };
-                    let hidden = if index == ARCHIVE_ROOT { self.hidden_by_mounts() } else { 0 };
-                    metadata.links = 2 + u64::from(indexed.subdirectories) - hidden + mounts;
+                metadata = indexed.metadata(index);
+                if index == ARCHIVE_ROOT {
+                    // The mounts are directories in the root too, and hide any of the
+                    // archive's they are mounted over.
+                    metadata.links = metadata.links - self.hidden_by_mounts() + self.mount_points().count() as u64;
                 }
             }
             Found::Tmpfs(_, tmp) => {

@@ -52,7 +52,8 @@ pub fn register_current_caller(current_caller: fn(CheckAs) -> CallerIds) {
     CURRENT_CALLER.call_once(|| current_caller);
 }
 
-fn current_caller(check_as: CheckAs) -> CallerIds {
+/// The running thread's ids, as a request carries them.
+pub fn current_caller(check_as: CheckAs) -> CallerIds {
     CURRENT_CALLER.get().map_or_else(CallerIds::default, |current| current(check_as))
 }
 

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod console;
+pub mod local;
 pub mod magic_key;
 pub mod mapped;
 pub mod proc;
@@ -64,6 +65,24 @@ pub fn at_safe_point() {
     service::handle_inbox();
     service::poll_console();
     service::poll_network();
+}
+
+/// A node's metadata as the wire (and `stat`) carries it.
+pub fn wire_metadata(stat: &vfs::Metadata) -> abi::file::Metadata {
+    abi::file::Metadata {
+        device: stat.device,
+        inode: stat.inode,
+        mode: stat.mode,
+        links: stat.links.min(u64::from(u32::MAX)) as u32,
+        uid: stat.uid,
+        gid: stat.gid,
+        rdev: stat.rdev,
+        size: stat.size,
+        blocks: stat.blocks,
+        accessed_ns: stat.accessed,
+        modified_ns: stat.modified,
+        changed_ns: stat.changed,
+    }
 }
 
 /// The initramfs, if QEMU was given one (read as an archive at the first call).

@@ -12,6 +12,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use linux_raw_sys::errno;
 use linux_raw_sys::general as linux;
+use vfs::Local;
 
 /// Longest path a call takes (Linux `PATH_MAX`, with its NUL).
 const PATH_MAX: usize = 4096;
@@ -396,8 +397,16 @@ pub(super) fn install(handle: Handle, close_on_exec: bool) -> SyscallResult {
 fn open_handle(directory: i64, path: &[u8], open_flags: u64, mode: u64) -> Result<Handle, Errno> {
     let umask = process()?.state.lock().umask;
     let permissions = (mode & 0o7777) & !u64::from(umask);
-    let answer =
-        ask_path(FileOp::Open, &[directory_word(directory, path)?, cwd_word()?, open_flags, permissions], path, &[])?;
+    let directory = directory_word(directory, path)?;
+    // A path that fails inside the initramfs fails the same everywhere (a missing
+    // `/etc/localtime`, which glibc probes at every `localtime`): no message for it. What
+    // it names, the service opens.
+    if open_flags & flags::CREATE == 0 && path.first() == Some(&b'/') && root_word()? == NONE {
+        if let Local::Failed(error) = fs::local::stat(path, open_flags & flags::NO_FOLLOW == 0) {
+            return Err(error);
+        }
+    }
+    let answer = ask_path(FileOp::Open, &[directory, cwd_word()?, open_flags, permissions], path, &[])?;
     let kind = HandleKind::from_u64(answer.words[1]).ok_or(errno::EIO)?;
     Ok(Handle::adopt(answer.words[0], kind))
 }
@@ -440,7 +449,15 @@ fn stat_at(directory: i64, path: &[u8], at_flags: u64) -> Result<Metadata, Errno
         };
     }
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
-    metadata_of(ask_path(FileOp::StatPath, &[directory_word(directory, path)?, cwd_word()?, follow], path, &[])?)
+    let directory = directory_word(directory, path)?;
+    if path[0] == b'/' && root_word()? == NONE {
+        match fs::local::stat(path, follow == 1) {
+            Local::Found(metadata) => return Ok(fs::wire_metadata(&metadata)),
+            Local::Failed(error) => return Err(error),
+            Local::Ask => {}
+        }
+    }
+    metadata_of(ask_path(FileOp::StatPath, &[directory, cwd_word()?, follow], path, &[])?)
 }
 
 pub fn fstat(fd: i64, out: u64) -> SyscallResult {

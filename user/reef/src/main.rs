@@ -69,7 +69,7 @@ const COMMANDS: [Command; 15] = [
     Command {
         name: "syscalls",
         usage: "syscalls [core]",
-        what: "system calls per core by number, and the unimplemented ones (ENOSYS)",
+        what: "system calls per core by number, the unimplemented ones (ENOSYS), paths this core answered itself",
         run: control,
     },
     Command {

@@ -365,21 +365,7 @@ impl Service {
 
     /// A node's metadata as the wire carries it.
     pub(super) fn metadata(&self, node: NodeId) -> Result<Metadata, Errno> {
-        let stat = self.vfs.stat(node)?;
-        Ok(Metadata {
-            device: stat.device,
-            inode: stat.inode,
-            mode: stat.mode,
-            links: stat.links.min(u64::from(u32::MAX)) as u32,
-            uid: stat.uid,
-            gid: stat.gid,
-            rdev: stat.rdev,
-            size: stat.size,
-            blocks: stat.blocks,
-            accessed_ns: stat.accessed,
-            modified_ns: stat.modified,
-            changed_ns: stat.changed,
-        })
+        Ok(crate::fs::wire_metadata(&self.vfs.stat(node)?))
     }
 
     /// `fstat` of an open file.

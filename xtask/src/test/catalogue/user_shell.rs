@@ -11,7 +11,12 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
     let user = |cores: usize, line: &str| machine(cores, &exec(line));
     list.push(Integration {
         name: "user-shell-acceptance-3-cores".into(),
-        machine: user(3, "ls -l /bin | wc -l; on 2 cat /proc/cpuinfo | head -3; cores"),
+        // A path that fails inside the initramfs is answered by the core that asks (no
+        // message): `reef syscalls 1` on core 1 counts it.
+        machine: user(
+            3,
+            "ls -l /bin | wc -l; on 2 cat /proc/cpuinfo | head -3; cores; on 1 cat /etc/absent; on 1 reef syscalls 1",
+        ),
         expected_status: 0,
         check: Box::new(|serial| {
             let count = serial
@@ -25,6 +30,19 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             printed_in_order(serial, &["processor\t: 0", "vendor_id\t: ", "cpu family\t: ", "core  apic  state"])?;
             if serial.lines().filter(|l| l.contains(" running ")).count() < 3 {
                 return Err("`cores` does not list 3 running cores".into());
+            }
+            printed(serial, "can't open '/etc/absent': No such file or directory", "`cat /etc/absent` did not fail")?;
+            let local = serial
+                .lines()
+                .find_map(|l| {
+                    l.trim().strip_suffix(
+                        " lookups answered here from the initramfs, without a message to the file service",
+                    )
+                })
+                .and_then(|count| count.parse::<u64>().ok())
+                .ok_or("`reef syscalls 1` did not say how many lookups core 1 answered itself")?;
+            if local == 0 {
+                return Err("core 1 asked the file service for a path missing from the initramfs".into());
             }
             Ok(())
         }),
