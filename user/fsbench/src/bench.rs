@@ -1,6 +1,7 @@
 //! The benchmarks: each returns its samples in nanoseconds of `CLOCK_MONOTONIC`, one per run
 //! of the timed work, or why it could not take them.
 
+use crate::counts::Tally;
 use crate::os::{self, Command};
 use std::fs::File;
 use std::io::Write;
@@ -37,7 +38,8 @@ fn time_child(command: &Command, what: &str) -> Result<u64, String> {
 
 /// `repeat` runs of `busybox dd if=/dev/zero of=/tmp/fsbench.dd bs=512 count=<mib * 2048>`,
 /// its summary on stderr sent to `/dev/null`; the file is removed after each (not timed).
-pub fn dd(mib: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
+/// `tally` counts each run's messages.
+pub fn dd(mib: u64, repeat: usize, null: &File, tally: &mut Tally) -> Result<Vec<u64>, String> {
     File::open("/dev/zero").map_err(|error| format!("opening /dev/zero: {error}"))?;
     // Creating the file ourselves first names the error a failing dd would only exit with.
     let _ = std::fs::remove_file(DD_FILE);
@@ -52,7 +54,7 @@ pub fn dd(mib: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
         .redirect(null, 2);
     let mut samples = Vec::with_capacity(repeat);
     for _ in 0..repeat {
-        let sample = time_child(&command, "busybox dd");
+        let sample = tally.around(|| time_child(&command, "busybox dd"));
         let written = std::fs::metadata(DD_FILE).map(|metadata| metadata.len());
         let removed = std::fs::remove_file(DD_FILE);
         samples.push(sample?);
@@ -73,7 +75,8 @@ pub fn ls_directory(files: u64) -> String {
 
 /// Makes the directory of `files` empty files (not timed), then `repeat` runs of
 /// `busybox ls -l <directory>` with stdout sent to `/dev/null`; removes the tree after.
-pub fn ls(files: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
+/// `tally` counts each run's messages (not those of making the tree).
+pub fn ls(files: u64, repeat: usize, null: &File, tally: &mut Tally) -> Result<Vec<u64>, String> {
     let directory = ls_directory(files);
     // A tree left by a run that stopped half-way would change the count.
     let _ = std::fs::remove_dir_all(&directory);
@@ -86,7 +89,9 @@ pub fn ls(files: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
         let command = Command::new(BUSYBOX, &["ls", "-l", &directory], &ENVIRONMENT)
             .map_err(|error| error.to_string())?
             .redirect(null, 1);
-        (0..repeat).map(|_| time_child(&command, "busybox ls -l")).collect::<Result<Vec<u64>, String>>()
+        (0..repeat)
+            .map(|_| tally.around(|| time_child(&command, "busybox ls -l")))
+            .collect::<Result<Vec<u64>, String>>()
     })();
     let removed = std::fs::remove_dir_all(&directory).map_err(|error| format!("removing {directory}: {error}"));
     let samples = timed?;
@@ -97,8 +102,9 @@ pub fn ls(files: u64, repeat: usize, null: &File) -> Result<Vec<u64>, String> {
 /// `1 + warm` runs of `command` (a path, then its arguments), each from `fork` to the reap,
 /// with stdout and stderr sent to `null`: the first is the cold sample (the program's files
 /// not yet read since boot, if nothing before read them), the others the warm ones. Stops at
-/// the first run that fails, naming it.
-pub fn run(command: &[String], warm: usize, null: &File) -> Result<Vec<u64>, String> {
+/// the first run that fails, naming it. `tallies` count the cold run's messages and the warm
+/// ones'.
+pub fn run(command: &[String], warm: usize, null: &File, tallies: [&mut Tally; 2]) -> Result<Vec<u64>, String> {
     let (program, arguments) = command.split_first().ok_or("run: no program")?;
     let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
     let child = Command::new(program, &arguments, &ENVIRONMENT)
@@ -107,8 +113,11 @@ pub fn run(command: &[String], warm: usize, null: &File) -> Result<Vec<u64>, Str
         .redirect(null, 2);
     let what = command.join(" ");
     let mut samples = Vec::with_capacity(1 + warm);
+    let [cold_tally, warm_tally] = tallies;
     for sample in 0..=warm {
-        samples.push(time_child(&child, &what).map_err(|error| format!("sample {sample}: {error}"))?);
+        let tally = if sample == 0 { &mut *cold_tally } else { &mut *warm_tally };
+        let ns = tally.around(|| time_child(&child, &what));
+        samples.push(ns.map_err(|error| format!("sample {sample}: {error}"))?);
     }
     Ok(samples)
 }
@@ -162,8 +171,9 @@ fn start_reader(reader: Reader, program: &str, bytes: u64, data: &OwnedFd, ready
 
 /// `repeat` transfers of `mib` MiB through a fresh pipe each, written in 64 KiB writes to a
 /// reader started as `reader` (`program pipe-reader`), reading 64 KiB at a time until the end.
-/// A sample runs from the first write (once the reader said it is ready) to the reader reaped.
-pub fn pipe(mib: u64, repeat: usize, reader: Reader, program: &str) -> Result<Vec<u64>, String> {
+/// A sample runs from the first write (once the reader said it is ready) to the reader reaped;
+/// `tally` counts its messages.
+pub fn pipe(mib: u64, repeat: usize, reader: Reader, program: &str, tally: &mut Tally) -> Result<Vec<u64>, String> {
     let bytes = mib << 20;
     let chunk = vec![0x5a_u8; PIPE_CHUNK];
     let mut samples = Vec::with_capacity(repeat);
@@ -183,11 +193,15 @@ pub fn pipe(mib: u64, repeat: usize, reader: Reader, program: &str) -> Result<Ve
                 _ => format!("the reader ended ({status}) before it was ready: see its message above"),
             });
         }
-        let start = os::monotonic_ns();
-        let written = (0..bytes / PIPE_CHUNK as u64).try_for_each(|_| os::write_all(data_start.as_raw_fd(), &chunk));
-        drop(data_start);
-        let status = rt::wait(pid).map_err(|error| format!("wait4: {error}"))?;
-        let elapsed = os::monotonic_ns() - start;
+        let (written, status, elapsed) = tally.around(|| {
+            let start = os::monotonic_ns();
+            let written =
+                (0..bytes / PIPE_CHUNK as u64).try_for_each(|_| os::write_all(data_start.as_raw_fd(), &chunk));
+            drop(data_start);
+            let status = rt::wait(pid);
+            (written, status, os::monotonic_ns() - start)
+        });
+        let status = status.map_err(|error| format!("wait4: {error}"))?;
         written.map_err(|error| format!("writing the pipe: {error}"))?;
         if !status.success() {
             return Err(format!("the reader ended with {status}"));
@@ -234,12 +248,15 @@ mod tests {
     fn run_takes_a_cold_and_warm_samples() {
         let null = open_null().unwrap();
         let command = ["/bin/sh", "-c", "echo out; echo err >&2"].map(String::from);
-        let samples = run(&command, 3, &null).unwrap();
+        let samples = run(&command, 3, &null, [&mut Tally::new(None), &mut Tally::new(None)]).unwrap();
         assert_eq!(samples.len(), 4, "the cold sample, then 3 warm ones");
         assert!(samples.iter().all(|&ns| ns > 0));
-        let failing = run(&["/bin/false".to_string()], 2, &null).unwrap_err();
+        let tallies = || [Tally::new(None), Tally::new(None)];
+        let [mut cold, mut warm] = tallies();
+        let failing = run(&["/bin/false".to_string()], 2, &null, [&mut cold, &mut warm]).unwrap_err();
         assert!(failing.starts_with("sample 0: /bin/false ended with"), "{failing}");
-        let missing = run(&["/nonexistent/program".to_string()], 1, &null).unwrap_err();
+        let [mut cold, mut warm] = tallies();
+        let missing = run(&["/nonexistent/program".to_string()], 1, &null, [&mut cold, &mut warm]).unwrap_err();
         assert!(missing.contains("status 127"), "{missing}");
     }
 
@@ -251,7 +268,7 @@ mod tests {
         if std::path::Path::new(BUSYBOX).exists() {
             return;
         }
-        assert!(ls(3, 1, &null).unwrap_err().contains("status 127"));
+        assert!(ls(3, 1, &null, &mut Tally::new(None)).unwrap_err().contains("status 127"));
         assert!(!std::path::Path::new(&ls_directory(3)).exists(), "the tree is removed");
     }
 }

@@ -2,9 +2,11 @@
 #![doc = include_str!("../README.md")]
 
 mod bench;
+mod counts;
 mod options;
 mod os;
 
+use counts::{Meter, Tally};
 use options::{Options, Request, Work, USAGE};
 use rt::place::Place;
 use std::process::ExitCode;
@@ -52,7 +54,15 @@ fn main() -> ExitCode {
         _ => {}
     }
     println!("{}", config_line(name, place, os::tsc_hz()));
-    if run(&options, place) {
+    let meter = match Meter::calibrate() {
+        Some(Ok(meter)) => Some(meter),
+        Some(Err(why)) => {
+            println!("FSBENCH-NOTE {name}: no message counts: {why}");
+            None
+        }
+        None => None,
+    };
+    if run(&options, place, meter) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -60,8 +70,9 @@ fn main() -> ExitCode {
 }
 
 /// Runs every size of the benchmark, printing each sample and summary, or the error of a size
-/// that failed (the other sizes still run); whether all succeeded.
-fn run(options: &Options, place: Place) -> bool {
+/// that failed (the other sizes still run), and its message counts where `meter` reads them;
+/// whether all succeeded.
+fn run(options: &Options, place: Place, meter: Option<Meter>) -> bool {
     let core = place.core().map_or_else(|| "unknown".to_string(), |core| core.to_string());
     let null = || bench::open_null();
     let mut succeeded = true;
@@ -79,17 +90,30 @@ fn run(options: &Options, place: Place) -> bool {
             succeeded = false;
         }
     };
+    // What one operation of each figure is, for its counts: a block of dd (a read and a
+    // write), a file listed, a 64 KiB write to the pipe, a run of the program.
+    let print_counts = |figure: &str, tally: &Tally, ops_per_sample: u64| match tally.line(figure, ops_per_sample) {
+        Ok(Some(line)) => println!("{line}"),
+        Ok(None) => {}
+        Err(why) => println!("FSBENCH-NOTE {}: no message counts for {figure}: {why}", options.work.name()),
+    };
     match &options.work {
         Work::Dd(sizes) => {
             for &mib in sizes {
-                let result = null().and_then(|null| bench::dd(mib, options.repeat, &null));
-                report(format!("dd mib={mib} core={core}"), result, &|_| String::new());
+                let mut tally = Tally::new(meter);
+                let result = null().and_then(|null| bench::dd(mib, options.repeat, &null, &mut tally));
+                let figure = format!("dd mib={mib} core={core}");
+                report(figure.clone(), result, &|_| String::new());
+                print_counts(&figure, &tally, (mib << 20) / bench::DD_BLOCK);
             }
         }
         Work::Ls(counts) => {
             for &files in counts {
-                let result = null().and_then(|null| bench::ls(files, options.repeat, &null));
-                report(format!("ls files={files} core={core}"), result, &|_| String::new());
+                let mut tally = Tally::new(meter);
+                let result = null().and_then(|null| bench::ls(files, options.repeat, &null, &mut tally));
+                let figure = format!("ls files={files} core={core}");
+                report(figure.clone(), result, &|_| String::new());
+                print_counts(&figure, &tally, files);
             }
         }
         &Work::Pipe { mib, cross } => {
@@ -105,14 +129,17 @@ fn run(options: &Options, place: Place) -> bool {
             let reader_core = cross.map_or_else(|| core.clone(), |core| core.to_string());
             let figure =
                 format!("pipe mib={mib} cross={} core={core} reader_core={reader_core}", u8::from(cross.is_some()));
-            let result = reader.and_then(|reader| bench::pipe(mib, options.repeat, reader, &own_path()));
+            let mut tally = Tally::new(meter);
+            let result = reader.and_then(|reader| bench::pipe(mib, options.repeat, reader, &own_path(), &mut tally));
             let throughput = |ns: u64| format!(" mb_per_s={:.1}", (mib << 20) as f64 * 1e3 / ns.max(1) as f64);
-            report(figure, result, &throughput);
+            report(figure.clone(), result, &throughput);
+            print_counts(&figure, &tally, (mib << 20) / bench::PIPE_CHUNK as u64);
         }
         Work::Run { name, command } => {
             // Each sample carries its number: sample 0, the cold one, is a figure of its own.
             let figure = format!("run name={name} core={core}");
-            match null().and_then(|null| bench::run(command, options.repeat, &null)) {
+            let (mut cold, mut warm) = (Tally::new(meter), Tally::new(meter));
+            match null().and_then(|null| bench::run(command, options.repeat, &null, [&mut cold, &mut warm])) {
                 Ok(samples) => {
                     for (sample, ns) in samples.iter().enumerate() {
                         println!("FSBENCH run name={name} sample={sample} core={core} ns={ns}");
@@ -126,6 +153,8 @@ fn run(options: &Options, place: Place) -> bool {
                     succeeded = false;
                 }
             }
+            print_counts(&format!("{figure} samples=cold"), &cold, 1);
+            print_counts(&format!("{figure} samples=warm"), &warm, 1);
         }
     }
     succeeded

@@ -6,6 +6,7 @@
 //! is forwarded to it, each against the Linux guest booted right after in the same QEMU setup.
 
 use crate::bench::common::LINUX_KERNEL_ARGUMENTS;
+use crate::bench::op_counts::{self, OpCounts};
 use crate::bench::peer;
 use crate::bench::plot;
 use crate::bench::stats::{self, Summary};
@@ -158,6 +159,8 @@ impl ErrorLine {
 struct Report {
     /// Per figure, its samples in ns, in the order taken.
     samples: BTreeMap<Key, Vec<f64>>,
+    /// Per figure, the message lines and wake-ups its samples took (Reef only).
+    counts: BTreeMap<Key, OpCounts>,
     errors: Vec<ErrorLine>,
     /// `FSBENCH-NOTE` texts.
     notes: Vec<String>,
@@ -183,7 +186,8 @@ fn key_of(kind: &str, fields: &BTreeMap<String, String>) -> Option<Key> {
 
 /// Parses fsbench's lines out of a serial log. Text before `FSBENCH` on a line (a kernel
 /// message that got in first) is skipped; `FSBENCH-SUMMARY` lines are not read (the summaries
-/// are made here, over every run's samples); a line that does not parse is left out.
+/// are made here, over every run's samples); a line that does not parse is left out. Two
+/// `FSBENCH-COUNTS` lines of one figure (it ran twice in the boot) are added.
 fn parse(serial: &str) -> Report {
     let mut report = Report::default();
     for line in serial.lines() {
@@ -198,6 +202,14 @@ fn parse(serial: &str) -> Report {
                 let ns = fields.get("ns").and_then(|ns| ns.parse::<f64>().ok());
                 if let (Some(key), Some(ns)) = (key_of(kind, &fields), ns) {
                     report.samples.entry(key).or_default().push(ns);
+                }
+            }
+            "FSBENCH-COUNTS" => {
+                let mut words = rest.split_whitespace();
+                let kind = words.next().unwrap_or_default();
+                if let (Some(key), Some(counts)) = (key_of(kind, &fields(words)), OpCounts::from_words(rest)) {
+                    let entry = report.counts.entry(key).or_default();
+                    *entry = entry.plus(counts);
                 }
             }
             "FSBENCH-ERROR" => {
@@ -268,6 +280,8 @@ struct Figure {
     measure: Measure,
     /// The issue's goal for Reef / Linux (of time, or of throughput).
     goal: f64,
+    /// What fsbench counts messages and wake-ups per.
+    operation: &'static str,
 }
 
 /// Every figure the issue asks for, in the table's order.
@@ -287,6 +301,7 @@ fn figures() -> Vec<Figure> {
                 ),
                 measure: Measure::Time,
                 goal: goal(core),
+                operation: "512-byte block (a read and a write)",
             });
         }
     }
@@ -301,6 +316,7 @@ fn figures() -> Vec<Figure> {
                 ),
                 measure: Measure::Time,
                 goal: goal(core),
+                operation: "file listed",
             });
         }
     }
@@ -318,6 +334,7 @@ fn figures() -> Vec<Figure> {
             ),
             measure: Measure::Throughput { bytes: (PIPE_MIB << 20) as f64 },
             goal: 1.0,
+            operation: "64 KiB write",
         });
     }
     figures
@@ -604,6 +621,11 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             (Some(_), false) => println!("    missing from some runs: {}", missing.join(" | ")),
             (Some(_), true) => {}
         }
+        let reef_counts: Vec<Option<OpCounts>> =
+            reef_runs.iter().map(|run| run.report.counts.get(&figure.key).copied()).collect();
+        if let Some(counts) = OpCounts::sum(reef_counts.iter().flatten()) {
+            println!("    Reef {}", counts.text(figure.operation));
+        }
         if let Some(ratio) = ratio {
             let whisker = stats::summarize(&ratios).filter(|s| s.count > 1).map(|s| (s.min, s.max));
             ratio_bars.push((figure.label.clone(), ratio, whisker));
@@ -619,6 +641,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             "unit": unit,
             "goal": { "ratio": figure.goal, "reef_over_linux": if figure.measure == Measure::Time { "at most" } else { "at least" } },
             "reef": reef.json(),
+            "reef_counts": op_counts::json(figure.operation, &reef_counts),
             "linux": linux.json(),
             "ratio_per_run": per_run,
             "ratio": ratio,
@@ -770,6 +793,11 @@ FSBENCH-NOTE dd: asked for core 1, running on core 0
 FSBENCH dd mib=16 core=0 ns=notanumber
 FSBENCH cp mib=1 core=0 ns=5
 FSBENCH dd mib=16 ns=5
+FSBENCH-COUNTS dd mib=1 core=0 n=2 ops=4096 lines=0 wakeups=0 lines_per_op=0.0000 wakeups_per_op=0.0000 reading_lines=0 reading_wakeups=0
+[c0 INFO ] FSBENCH-COUNTS ls files=100 core=1 n=2 ops=200 lines=2382 wakeups=553 lines_per_op=11.9100 wakeups_per_op=2.7650 reading_lines=54 reading_wakeups=10
+FSBENCH-COUNTS ls files=100 core=1 n=1 ops=100 lines=1000 wakeups=47 lines_per_op=10.0000 wakeups_per_op=0.4700 reading_lines=54 reading_wakeups=10
+FSBENCH-COUNTS pipe mib=64 cross=1 core=0 reader_core=1 n=1 ops=1024 lines=1403000 wakeups=6184 lines_per_op=1370.1172 wakeups_per_op=6.0391 reading_lines=0 reading_wakeups=0
+FSBENCH-COUNTS dd mib=4 core=0 n=2 ops=16384 lines=12
 ";
 
     #[test]
@@ -780,6 +808,17 @@ FSBENCH dd mib=16 ns=5
         assert_eq!(report.samples[&Key::Ls { files: 100, core: 1 }], [250.0], "noise before FSBENCH is skipped");
         assert_eq!(report.samples[&Key::Pipe { mib: 64, cross: true }], [5e8]);
         assert_eq!(report.samples.len(), 3, "lines without a number, a known benchmark or a core are left out");
+        assert_eq!(
+            report.counts[&Key::Dd { mib: 1, core: 0 }],
+            OpCounts { samples: 2, ops: 4096, lines: 0, wakeups: 0 }
+        );
+        assert_eq!(
+            report.counts[&Key::Ls { files: 100, core: 1 }],
+            OpCounts { samples: 3, ops: 300, lines: 3382, wakeups: 600 },
+            "two lines of one figure are added, noise before FSBENCH skipped"
+        );
+        assert_eq!(report.counts[&Key::Pipe { mib: 64, cross: true }].lines_per_op(), Some(1403000.0 / 1024.0));
+        assert_eq!(report.counts.len(), 3, "a counts line without wakeups= is left out");
         assert_eq!(report.notes, ["dd: asked for core 1, running on core 0"]);
         assert_eq!(report.errors.len(), 3);
         assert_eq!(report.errors[0].message, "creating /tmp/fsbench.dd: Read-only file system (os error 30)");

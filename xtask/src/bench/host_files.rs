@@ -8,6 +8,7 @@
 //! same `-fsdev` share and the same binaries, and mounts the share with 9P over virtio.
 
 use crate::bench::common::{self, LINUX_KERNEL_ARGUMENTS};
+use crate::bench::op_counts::{self, OpCounts};
 use crate::bench::peer;
 use crate::bench::plot;
 use crate::bench::stats::{self, Summary};
@@ -189,6 +190,9 @@ struct Report {
     samples: BTreeMap<String, BTreeMap<u64, f64>>,
     /// Per program name, why it failed.
     errors: BTreeMap<String, String>,
+    /// Per program name and cold or warm samples, the message lines and wake-ups they took
+    /// (Reef only).
+    counts: BTreeMap<(String, Samples), OpCounts>,
     notes: Vec<String>,
     /// The TSC rate of the first `FSBENCH-CONFIG` line.
     tsc_hz: Option<f64>,
@@ -222,6 +226,17 @@ fn parse(serial: &str) -> Report {
             let ns = fields.get("ns").and_then(|ns| ns.parse::<f64>().ok());
             if let (Some(name), Some(sample), Some(ns)) = (fields.get("name"), sample, ns) {
                 report.samples.entry(name.to_string()).or_default().insert(sample, ns);
+            }
+        } else if let Some(rest) = line.strip_prefix("FSBENCH-COUNTS run ") {
+            let fields = fields(rest);
+            let samples = match fields.get("samples") {
+                Some(&"cold") => Some(Samples::Cold),
+                Some(&"warm") => Some(Samples::Warm),
+                _ => None,
+            };
+            if let (Some(name), Some(samples), Some(counts)) = (fields.get("name"), samples, OpCounts::from_words(rest))
+            {
+                report.counts.insert((name.to_string(), samples), counts);
             }
         } else if let Some(rest) = line.strip_prefix("FSBENCH-ERROR run ") {
             let (head, message) = rest.split_once(": ").unwrap_or((rest, ""));
@@ -364,7 +379,7 @@ fn ensure_big_file(tree: &Path) -> Result<PathBuf, String> {
 // Summing up
 
 /// Which samples a row takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Samples {
     Cold,
     Warm,
@@ -548,6 +563,13 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
         if !missing.is_empty() && (row.ratio.is_some() || options.linux) {
             println!("    not measured: {}", missing.join(" | "));
         }
+        let reef_counts: Vec<Option<OpCounts>> = reef_runs
+            .iter()
+            .map(|run| run.report.counts.get(&(figure.program.name.to_string(), figure.samples)).copied())
+            .collect();
+        if let Some(counts) = OpCounts::sum(reef_counts.iter().flatten()) {
+            println!("    Reef {}", counts.text("run"));
+        }
         if let Some(ratio) = row.ratio {
             let ratios: Vec<f64> = row.per_run.iter().flatten().copied().collect();
             let whisker = stats::summarize(&ratios).filter(|s| s.count > 1).map(|s| (s.min, s.max));
@@ -568,6 +590,7 @@ pub fn run(arguments: &[String]) -> Result<u8, String> {
             "unit": "ms",
             "goal": { "ratio": figure.goal, "reef_over_linux": "at most" },
             "reef": side_json(&row.reef),
+            "reef_counts": op_counts::json("a run of the program, fork to reap", &reef_counts),
             "linux": side_json(&row.linux),
             "ratio_per_run": row.per_run,
             "ratio": row.ratio,
@@ -658,6 +681,9 @@ FSBENCH-SUMMARY run name=python3 core=0 cold_ns=90000000 warm n=2 median_ns=4000
 FSBENCH-ERROR run name=dd-core1 core=1: sample 0: /bin/busybox dd ended with exit status: 1
 FSBENCH run name=bash sample=x core=0 ns=5
 FSBENCH-NOTE run: asked for core 1, running on core 0
+FSBENCH-COUNTS run name=python3 core=0 samples=cold n=1 ops=1 lines=9000 wakeups=40 lines_per_op=9000.0000 wakeups_per_op=40.0000 reading_lines=0 reading_wakeups=0
+FSBENCH-COUNTS run name=python3 core=0 samples=warm n=2 ops=2 lines=8000 wakeups=30 lines_per_op=4000.0000 wakeups_per_op=15.0000 reading_lines=0 reading_wakeups=0
+FSBENCH-COUNTS run name=bash core=0 samples=lukewarm n=2 ops=2 lines=8 wakeups=3
 ";
 
     fn run_of(serial: &str) -> Run {
@@ -673,6 +699,10 @@ FSBENCH-NOTE run: asked for core 1, running on core 0
         assert!(!report.samples.contains_key("bash"), "a line without a number is left out");
         assert_eq!(report.errors["dd-core1"], "sample 0: /bin/busybox dd ended with exit status: 1");
         assert_eq!(report.notes, ["run: asked for core 1, running on core 0"]);
+        let counts = |samples| report.counts[&("python3".to_string(), samples)];
+        assert_eq!(counts(Samples::Cold), OpCounts { samples: 1, ops: 1, lines: 9000, wakeups: 40 });
+        assert_eq!(counts(Samples::Warm).lines_per_op(), Some(4000.0));
+        assert_eq!(report.counts.len(), 2, "neither cold nor warm: left out");
     }
 
     #[test]

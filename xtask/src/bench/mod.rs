@@ -4,7 +4,8 @@
 //! This file only dispatches. Each benchmark is a file of its own (`ftq` a directory, with
 //! its spectrum and interrupt readers); what they share is below them and names none of them:
 //! [`common`] (options, results files, times in tables), [`stats`], [`plot`],
-//! [`figure_lines`] (the programs' figure lines) and [`peer`] (the Linux guest).
+//! [`figure_lines`] (the programs' figure lines), [`op_counts`] (fsbench's message counts) and
+//! [`peer`] (the Linux guest).
 
 mod boot;
 mod common;
@@ -15,6 +16,7 @@ mod ftq;
 mod host_files;
 mod msg;
 mod net;
+mod op_counts;
 mod peer;
 mod pingpong;
 mod plot;
