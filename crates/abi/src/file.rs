@@ -27,6 +27,15 @@ pub const CONSOLE_HANDLE: u64 = 1;
 /// start there and `..` stops there.
 pub const ROOT_WORD: usize = REQUEST_WORDS - 1;
 
+/// The word of a `Read` or a `Write` from another instance that names the caller's buffer
+/// lent for the request (a grant: physical address and the lender's incarnation, as the
+/// kernel's `base::mm::grant::Grant::to_word` packs them); 0: none, the data is in the
+/// messages. With a grant, a `Write` carries no data bytes and a `Read`'s reply none.
+pub const GRANT_WORD: usize = 4;
+
+/// The word of a `Write` with a grant that says how many bytes the grant holds.
+pub const GRANT_LENGTH_WORD: usize = 3;
+
 /// What a request asks. The words each operation reads are listed on its variant; `path`
 /// is the first byte string unless said otherwise. Operations on paths also read the root
 /// in [`ROOT_WORD`].

@@ -3,6 +3,7 @@
 pub mod address_space;
 pub mod borrowed;
 pub mod frames;
+pub mod grant;
 pub mod heap;
 pub mod held_frames;
 pub mod image;

@@ -129,7 +129,7 @@ pub fn prepare_kernel_half() -> Result<(), FrameError> {
     let root = crate::percore::shared::this_kcb().page_table_root.load(core::sync::atomic::Ordering::Relaxed);
     let pdpt = next_table(root, (BOOT_WINDOW_BASE >> 39) & 511)?;
     next_table(pdpt, (BOOT_WINDOW_BASE >> 30) & 511)?;
-    for window in [COPY_WINDOW, SYSPAGE_WINDOW_BASE] {
+    for window in [COPY_WINDOW, GRANT_WINDOW, SYSPAGE_WINDOW_BASE] {
         let pd = next_table(pdpt, (window >> 30) & 511)?;
         next_table(pd, (window >> 21) & 511)?;
     }
@@ -143,6 +143,10 @@ pub const SYSPAGE_WINDOW_BASE: u64 = BOOT_WINDOW_BASE + (256 << 30);
 /// Where a kernel maps, one at a time, the frames of a process moving in from another core
 /// while it copies them (`proc::migrate`): 1 GiB above the syspage slots.
 pub const COPY_WINDOW: u64 = SYSPAGE_WINDOW_BASE + (1 << 30);
+
+/// Where the file service maps, one page at a time, the frames of a grant it copies into or
+/// out of (`mm::grant`): 2 MiB above the copy window, so the two never share a slot.
+pub const GRANT_WINDOW: u64 = COPY_WINDOW + (2 << 20);
 
 /// Maps the frame `physical` (a syspage another instance lent: the one page shared by a
 /// process and this kernel core or application core) at `virtual_address`, writable,
