@@ -1,7 +1,6 @@
 //! The initramfs as a tree, indexed once: lookups and listings without scanning the archive.
 
 use crate::node::{device_number, Filesystem, Metadata};
-use crate::pages::PAGE_SIZE;
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -38,21 +37,8 @@ impl IndexNode {
     /// What `stat` says of the node at `index` of the archive, mounts aside (the root's link
     /// count also counts the mount points: [`Vfs::stat`](crate::Vfs::stat) adds them).
     pub fn metadata(&self, index: u32) -> Metadata {
-        let mut metadata = Metadata {
-            device: Filesystem::Archive.device(),
-            inode: u64::from(index) + 1,
-            mode: self.mode(),
-            links: 1,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            size: 0,
-            block_size: PAGE_SIZE as u32,
-            blocks: 0,
-            accessed: 0,
-            modified: 0,
-            changed: 0,
-        };
+        let mut metadata = Metadata::blank(Filesystem::Archive.device(), u64::from(index) + 1, 0);
+        metadata.mode = self.mode();
         if let Some(entry) = self.entry {
             metadata.uid = entry.uid;
             metadata.gid = entry.gid;

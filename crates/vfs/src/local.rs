@@ -14,10 +14,10 @@ use crate::node::{Metadata, NodeKind};
 use crate::path::{check_path, Walk};
 use crate::permission::{self, Credentials};
 use crate::vfs::MOUNTS;
-use crate::{Errno, MAX_SYMLINK_HOPS, NAME_MAX};
+use crate::Errno;
 use alloc::vec::Vec;
 use initramfs::{mode, Archive};
-use linux_raw_sys::errno::{ELOOP, ENAMETOOLONG, ENOENT, ENOTDIR};
+use linux_raw_sys::errno::{ENOENT, ENOTDIR};
 
 /// The answer of a local lookup.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,11 +83,8 @@ impl ArchiveView {
         let mut current = ROOT;
         let mut walk = Walk::new(path);
         let mut hops = 0;
-        while let Some(component) = walk.next() {
+        while let Some(component) = walk.next_name()? {
             let name = walk.name(&component);
-            if name.len() > NAME_MAX {
-                return Err(ENAMETOOLONG);
-            }
             if self.kind(current) != NodeKind::Directory {
                 return Err(ENOTDIR);
             }
@@ -103,19 +100,16 @@ impl ArchiveView {
             };
             let kind = self.kind(child);
             if kind == NodeKind::Symlink && (!component.last || follow_last || component.trailing_slash) {
-                hops += 1;
-                if hops > MAX_SYMLINK_HOPS {
-                    return Err(ELOOP);
-                }
-                let target = self.index.node(child).and_then(|node| node.entry).map(|entry| entry.data.to_vec());
-                let target = target.unwrap_or_default();
-                if target.is_empty() {
-                    return Err(ENOENT);
-                }
-                if target[0] == b'/' {
+                let target = || {
+                    Ok(self
+                        .index
+                        .node(child)
+                        .and_then(|node| node.entry)
+                        .map_or_else(Vec::new, |entry| entry.data.to_vec()))
+                };
+                if walk.follow_link(&mut hops, target)? {
                     current = ROOT;
                 }
-                walk.follow(target);
                 continue;
             }
             if component.trailing_slash && kind != NodeKind::Directory {

@@ -159,6 +159,28 @@ pub struct Metadata {
     pub changed: u64,
 }
 
+impl Metadata {
+    /// A node of `device` numbered `inode`, with one link, owned by root, empty, its three
+    /// times `time`: what each file system then fills in.
+    pub(crate) fn blank(device: u64, inode: u64, time: u64) -> Self {
+        Self {
+            device,
+            inode,
+            mode: 0,
+            links: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            block_size: crate::PAGE_SIZE as u32,
+            blocks: 0,
+            accessed: time,
+            modified: time,
+            changed: time,
+        }
+    }
+}
+
 /// One entry of a directory listing, as `getdents64` reports it.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct DirectoryEntry {

@@ -50,7 +50,7 @@ impl Walk {
         Self { levels: alloc::vec![(path.to_vec(), 0)], slash_below: false }
     }
 
-    pub fn next(&mut self) -> Option<Component> {
+    fn next(&mut self) -> Option<Component> {
         loop {
             let level = self.levels.len().checked_sub(1)?;
             let (bytes, position) = self.levels.last_mut()?;
@@ -72,12 +72,41 @@ impl Walk {
         }
     }
 
+    /// The next component, `ENAMETOOLONG` if it is longer than [`NAME_MAX`].
+    pub fn next_name(&mut self) -> Result<Option<Component>, Errno> {
+        match self.next() {
+            Some(component) if component.end - component.start > NAME_MAX => Err(ENAMETOOLONG),
+            next => Ok(next),
+        }
+    }
+
     pub fn name(&self, component: &Component) -> &[u8] {
         &self.levels[component.level].0[component.start..component.end]
     }
 
+    /// Follows one more link (its target read by `read_target`), counted in `hops`: `ELOOP`
+    /// past [`MAX_SYMLINK_HOPS`], `ENOENT` for an empty target; whether the target is absolute,
+    /// so the walk goes on from the root.
+    pub fn follow_link(
+        &mut self,
+        hops: &mut usize,
+        read_target: impl FnOnce() -> Result<Vec<u8>, Errno>,
+    ) -> Result<bool, Errno> {
+        *hops += 1;
+        if *hops > MAX_SYMLINK_HOPS {
+            return Err(ELOOP);
+        }
+        let target = read_target()?;
+        if target.is_empty() {
+            return Err(ENOENT);
+        }
+        let absolute = target[0] == b'/';
+        self.follow(target);
+        Ok(absolute)
+    }
+
     /// Walks `target` next, then what is left of the path.
-    pub fn follow(&mut self, target: Vec<u8>) {
+    fn follow(&mut self, target: Vec<u8>) {
         if let Some((bytes, position)) = self.levels.last() {
             if bytes[*position..].iter().all(|&byte| byte == b'/') {
                 self.slash_below |= *position < bytes.len();
@@ -178,11 +207,8 @@ impl Vfs {
         self.kind(current)?;
         let mut walk = Walk::new(path);
         let mut hops = 0;
-        while let Some(component) = walk.next() {
+        while let Some(component) = walk.next_name()? {
             let name = walk.name(&component);
-            if name.len() > NAME_MAX {
-                return Err(ENAMETOOLONG);
-            }
             if !self.is_directory(current)? {
                 return Err(ENOTDIR);
             }
@@ -206,18 +232,9 @@ impl Vfs {
             };
             let kind = self.kind(child)?;
             if kind == NodeKind::Symlink && (!component.last || follow_last || component.trailing_slash) {
-                hops += 1;
-                if hops > MAX_SYMLINK_HOPS {
-                    return Err(ELOOP);
-                }
-                let target = self.read_link(child)?;
-                if target.is_empty() {
-                    return Err(ENOENT);
-                }
-                if target[0] == b'/' {
+                if walk.follow_link(&mut hops, || self.read_link(child))? {
                     current = context.root;
                 }
-                walk.follow(target);
                 continue;
             }
             if component.trailing_slash && kind != NodeKind::Directory {

@@ -319,21 +319,7 @@ impl Vfs {
     /// `node`'s metadata, as `stat` reports it.
     pub fn stat(&self, node: NodeId) -> Result<Metadata, Errno> {
         let device = node.filesystem().ok_or(ENOENT)?.device();
-        let mut metadata = Metadata {
-            device,
-            inode: node.inode(),
-            mode: 0,
-            links: 1,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-            size: 0,
-            block_size: PAGE_SIZE as u32,
-            blocks: 0,
-            accessed: self.made_at,
-            modified: self.made_at,
-            changed: self.made_at,
-        };
+        let mut metadata = Metadata::blank(device, node.inode(), self.made_at);
         match self.found(node)? {
             Found::Archive(index, indexed) => {
                 metadata = indexed.metadata(index);
