@@ -1,7 +1,7 @@
 //! Per-core OS structure: the shared region, KCBs, the boot driver that starts, stops and
 //! restarts cores with a kernel image, and roles.
 
-pub use base::percore::{kcb, shared};
+pub use base::percore::{instance_cell, kcb, shared};
 
 pub mod ac;
 pub mod boot_driver;

@@ -64,7 +64,6 @@ use crate::core::shared;
 use ::core::sync::atomic::{AtomicU64, Ordering};
 use abi::message::{DecodeError, Kind, MAX_KIND};
 use channel::Message;
-use spin::Mutex;
 
 /// Why a handler refused a message.
 pub type HandlerResult = Result<(), DecodeError>;
@@ -80,12 +79,15 @@ pub struct Handler {
     pub on_large: Option<fn(&[u8]) -> HandlerResult>,
 }
 
-// Private per-instance state (each core has its own copy of these statics).
-static HANDLERS: Mutex<[Option<Handler>; MAX_KIND as usize + 1]> = Mutex::new([None; MAX_KIND as usize + 1]);
+// Private per-instance state (each core has its own copy of these statics). Set once per
+// kind at the instance's start and read on every received message: a `Once` is read with one
+// load, where the lock it replaces was a locked compare-exchange and a store per message.
+static HANDLERS: [spin::Once<Handler>; MAX_KIND as usize + 1] = [const { spin::Once::new() }; MAX_KIND as usize + 1];
 
 /// The handler registered for `kind` on this instance, if any.
+#[inline(always)]
 fn handler_of(kind: u16) -> Option<Handler> {
-    HANDLERS.lock().get(kind as usize).copied().flatten()
+    HANDLERS.get(kind as usize).and_then(spin::Once::get).copied()
 }
 
 fn counters() -> &'static MessageCounters {
@@ -103,7 +105,11 @@ fn add(counter: &AtomicU64, amount: u64) {
 
 /// Registers the handler of `kind` on this instance and publishes its priority.
 pub fn register(kind: Kind, handler: Handler) {
-    HANDLERS.lock()[kind as usize] = Some(handler);
+    if HANDLERS[kind as usize].is_completed() {
+        log::warn!("a second handler for message kind {} was refused: the first stays", kind as u16);
+        return;
+    }
+    HANDLERS[kind as usize].call_once(|| handler);
     let me = shared::this_core() as usize;
     if me < MESSAGING_CORES {
         let line = &area().cores[me].notify;

@@ -1,21 +1,52 @@
 //! Waking a receiver: the sender's notification, and how each receiver wants to be woken.
 
-use super::{area, bump, counters, icc, MessageCounters, NotifyMode, DEFAULT_HYBRID_SPIN_NS, SEND_TIMEOUT_MS};
+use super::{add, area, bump, counters, icc, NotifyMode, DEFAULT_HYBRID_SPIN_NS, SEND_TIMEOUT_MS};
 use crate::arch::{apic, idt};
 use crate::core::shared;
 use ::core::sync::atomic::{fence, Ordering};
 
 /// Tells `target` that a message waits on a channel with notification `mode`.
 pub fn notify(target: usize, mode: NotifyMode) {
+    if wants_interrupt(target, mode) {
+        apic::local().send_ipi(shared::apic_of(target), idt::VECTOR_MESSAGE);
+        bump(&counters().ipis_sent);
+    }
+}
+
+/// Tells every core of `targets` (a bit per core) that a message waits for it, each with the
+/// mode of its receive queues: the cores that want an interrupt get one IPI together
+/// (`send_ipi_to_many`), so a multicast's notification does not grow with its members.
+#[cfg_attr(not(feature = "bench"), allow(dead_code))]
+pub fn notify_many(targets: u64) {
+    let mut apic_ids = [0u32; super::MESSAGING_CORES];
+    let mut count = 0;
+    for target in (0..super::MESSAGING_CORES).filter(|t| targets & (1 << t) != 0) {
+        if wants_interrupt(target, queue_mode(target)) {
+            apic_ids[count] = shared::apic_of(target);
+            count += 1;
+        }
+    }
+    // Two OSnodes on one processor (a parked core's host) need its interrupt once.
+    let apic_ids = &mut apic_ids[..count];
+    apic_ids.sort_unstable();
+    let mut unique = 0;
+    for i in 0..apic_ids.len() {
+        if i == 0 || apic_ids[i] != apic_ids[unique - 1] {
+            apic_ids[unique] = apic_ids[i];
+            unique += 1;
+        }
+    }
+    apic::local().send_ipi_to_many(&apic_ids[..unique], idt::VECTOR_MESSAGE);
+    add(&counters().ipis_sent, count as u64);
+}
+
+/// Whether `target`, whose channel has notification `mode`, must be interrupted for a message
+/// just published (ringing its doorbell and disarming it on the way).
+fn wants_interrupt(target: usize, mode: NotifyMode) -> bool {
     let line = &area().cores[target].notify;
-    let interrupt = |counters: &MessageCounters| {
-        let apic_id = shared::apic_of(target);
-        apic::local().send_ipi(apic_id, idt::VECTOR_MESSAGE);
-        bump(&counters.ipis_sent);
-    };
     match mode {
-        NotifyMode::Poll => {}
-        NotifyMode::Ipi => interrupt(counters()),
+        NotifyMode::Poll => false,
+        NotifyMode::Ipi => true,
         NotifyMode::Hybrid | NotifyMode::Mwait => {
             if mode == NotifyMode::Mwait {
                 line.doorbell.fetch_add(1, Ordering::Release);
@@ -23,9 +54,7 @@ pub fn notify(target: usize, mode: NotifyMode) {
             // SeqCst fence: orders our publish before reading `armed`, against the receiver's
             // store of `armed` before its last look at the queues (no lost wake-up).
             fence(Ordering::SeqCst);
-            if line.armed.load(Ordering::Relaxed) != 0 && line.armed.swap(0, Ordering::AcqRel) != 0 {
-                interrupt(counters());
-            }
+            line.armed.load(Ordering::Relaxed) != 0 && line.armed.swap(0, Ordering::AcqRel) != 0
         }
     }
 }

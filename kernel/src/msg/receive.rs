@@ -3,11 +3,11 @@
 
 use super::{add, area, bump, counters, handler_of, icc, messaging_cores, HandlerResult};
 use super::{GROUPS, GROUP_SLOTS, MAX_LARGE_MESSAGE, MESSAGING_CORES, PAIR_SLOTS};
+use crate::core::instance_cell::InstanceCell;
 use crate::core::shared;
 use crate::core::shared::message_area::{self, OwnEndpoints, QueueReceiver};
 use ::core::sync::atomic::{AtomicU32, Ordering};
 use channel::{ChannelError, Message, MulticastReader, Reassembler, UrpcReceiver};
-use spin::Mutex;
 
 /// Where a received message came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,12 +32,13 @@ pub(super) struct Receivers {
 /// not malformed. (Private to the instance; one load on the receive path once clear.)
 static RESUMING: AtomicU32 = AtomicU32::new(0);
 
-// Private per-instance state (each core has its own copy of these statics).
-pub(super) static RECEIVERS: Mutex<Option<Receivers>> = Mutex::new(None);
-pub(super) static PAIR_RECEIVERS: Mutex<[Option<UrpcReceiver<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
-    Mutex::new([const { None }; MESSAGING_CORES]);
-pub(super) static GROUP_READERS: Mutex<[Option<MulticastReader<'static, GROUP_SLOTS, 64>>; GROUPS]> =
-    Mutex::new([const { None }; GROUPS]);
+// Private per-instance state (each core has its own copy of these statics): borrowed
+// without a locked instruction (`InstanceCell`), three times per empty `drain()`.
+pub(super) static RECEIVERS: InstanceCell<Option<Receivers>> = InstanceCell::new(None);
+pub(super) static PAIR_RECEIVERS: InstanceCell<[Option<UrpcReceiver<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
+    InstanceCell::new([const { None }; MESSAGING_CORES]);
+pub(super) static GROUP_READERS: InstanceCell<[Option<MulticastReader<'static, GROUP_SLOTS, 64>>; GROUPS]> =
+    InstanceCell::new([const { None }; GROUPS]);
 
 /// Installs the endpoints this instance claimed or took over; `restarted`: the first lines
 /// of its queues may continue large messages its predecessor had begun.

@@ -18,20 +18,20 @@
 use super::{add, area, bump, counters, drain, messaging_cores, nested, notify, queue_mode, wait};
 use super::{ReceiveQueue, MAX_LARGE_MESSAGE, MESSAGING_CORES, PAIR_SLOTS};
 use crate::arch::cpu;
+use crate::core::instance_cell::InstanceCell;
 use crate::core::kcb::CoreState;
 use crate::core::shared;
 use ::core::sync::atomic::Ordering;
 use abi::message::{Kind, PAYLOAD_SIZE};
 use channel::{ChannelError, Message, UrpcSender};
-use spin::Mutex;
 
 /// How long a send waits for room in a full channel, or a call for its reply, before it gives
 /// up with [`SendError::Timeout`]. A dead target is noticed at once, not after this.
 pub const SEND_TIMEOUT_MS: u64 = 2000;
 
 /// This instance's end of the URPC ring to every core (private per instance).
-pub(super) static PAIR_SENDERS: Mutex<[Option<UrpcSender<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
-    Mutex::new([const { None }; MESSAGING_CORES]);
+pub(super) static PAIR_SENDERS: InstanceCell<[Option<UrpcSender<'static, PAIR_SLOTS>>; MESSAGING_CORES]> =
+    InstanceCell::new([const { None }; MESSAGING_CORES]);
 
 /// Why a message could not be sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -372,7 +372,16 @@ pub fn init(extension: Box<dyn Any + Send + Sync>) {
 /// The running thread.
 #[inline]
 pub fn current() -> Arc<Thread> {
-    with_scheduler(|s| s.current.clone().expect("scheduler initialised at instance entry"))
+    let pointer = CURRENT_THREAD.load(Ordering::Relaxed);
+    assert!(!pointer.is_null(), "scheduler initialised at instance entry");
+    // SAFETY: `init` and the switch store here the pointer of the `Arc` that the scheduler
+    // holds as `current` (the switch replaces `current` first, with interrupts masked, and
+    // nothing on this core asks before the pointer follows), so it points at a live thread of
+    // an `Arc`; one more strong count is taken for the copy returned.
+    unsafe {
+        Arc::increment_strong_count(pointer.cast_const());
+        Arc::from_raw(pointer.cast_const())
+    }
 }
 
 fn is_current(thread: &Thread) -> bool {
@@ -407,14 +416,13 @@ pub fn counts() -> (usize, usize, u64) {
 /// Gives the CPU to the next ready thread, if any; the caller stays ready.
 pub fn yield_now() {
     cpu::disable_interrupts();
-    let me = current();
-    let has_other = with_scheduler(|s| !s.ready.is_empty());
-    if has_other {
-        me.set_state(State::Ready);
-        with_scheduler(|s| s.ready.push_back(me.clone()));
-        drop(me);
-        schedule();
-    }
+    schedule(|s| {
+        if !s.ready.is_empty() {
+            let me = s.current.clone().expect("a thread runs");
+            me.set_state(State::Ready);
+            s.ready.push_back(me);
+        }
+    });
     cpu::enable_interrupts();
 }
 
@@ -466,10 +474,8 @@ fn block_as(wait: Wait) -> Wakeup {
     }
     *me.wait.lock() = Some(wait);
     me.set_state(State::Blocked);
-    with_scheduler(|s| s.blocked.push(me.clone()));
-    drop(me);
-    schedule();
-    let result = *current().wakeup.lock();
+    schedule(|s| s.blocked.push(me));
+    let result = with_current_thread(|thread| *thread.wakeup.lock()).unwrap_or(Wakeup::Woken);
     cpu::enable_interrupts();
     result
 }
@@ -656,35 +662,71 @@ pub fn exit_current() -> ! {
     cpu::disable_interrupts();
     let me = current();
     me.set_state(State::Dead);
-    with_scheduler(|s| s.dead.push(me.clone()));
-    drop(me);
-    schedule();
+    DEAD_WAITING.store(true, Ordering::Relaxed);
+    schedule(|s| s.dead.push(me));
     unreachable!("a dead thread was scheduled again");
 }
 
-/// Picks the next thread and switches to it. With nothing ready and the current thread not
-/// runnable, idles here: handles messages and sleeps until an interrupt, on the current
-/// thread's stack. Interrupts masked on entry and on return.
-fn schedule() {
+/// What [`schedule`] found under the scheduler's lock.
+enum Pick {
+    /// The running thread goes on.
+    Stay,
+    /// Switch from the first thread to the second (already `current`).
+    Switch(Arc<Thread>, Arc<Thread>),
+    /// Nothing is ready and the running thread waits.
+    Idle,
+}
+
+/// Set by [`exit_current`]: `dead` holds a thread whose stack the next switch frees, so
+/// [`after_switch`] takes the scheduler's lock only then.
+static DEAD_WAITING: AtomicBool = AtomicBool::new(false);
+
+/// Runs `prepare` (queue, block or bury the running thread), then picks the next thread and
+/// switches to it, all under one taking of the scheduler's lock. With nothing ready and the
+/// current thread not runnable, idles here: handles messages and sleeps until an interrupt, on
+/// the current thread's stack. Interrupts masked on entry and on return.
+///
+/// A thread that blocks or ends hands the processor straight to the next *user* thread when
+/// one is ready, passing over the boot thread (the idle loop, which is ready whenever another
+/// thread runs). Before, a futex hand-off between two threads went through the idle loop: two
+/// switches and a scan of every channel for one wake-up. The boot thread still runs when no
+/// user thread is ready, when a slice ends ([`yield_now`] queues the yielding thread behind
+/// it), and a message notification or a tick makes the return to ring 3 serve this core's
+/// messages meanwhile (`take_look_at_messages`).
+fn schedule(prepare: impl FnOnce(&mut Scheduler)) {
+    let mut prepare = Some(prepare);
     loop {
-        let next = with_scheduler(|s| s.ready.pop_front());
-        let me = current();
-        match next {
-            Some(next) if Arc::ptr_eq(&next, &me) => {
-                me.set_state(State::Running);
+        let pick = with_scheduler(|s| {
+            if let Some(prepare) = prepare.take() {
+                prepare(s);
+            }
+            let me = s.current.as_ref().expect("a thread runs");
+            let runnable = matches!(me.state(), State::Running | State::Ready);
+            let index = if runnable { 0 } else { s.ready.iter().position(|t| t.tid != 0).unwrap_or(0) };
+            match s.ready.remove(index) {
+                Some(next) if Arc::ptr_eq(&next, me) => {
+                    me.set_state(State::Running);
+                    Pick::Stay
+                }
+                Some(next) => {
+                    s.switches += 1;
+                    let previous = s.current.replace(next.clone()).expect("a thread runs");
+                    Pick::Switch(previous, next)
+                }
+                None if runnable => {
+                    me.set_state(State::Running);
+                    Pick::Stay
+                }
+                None => Pick::Idle,
+            }
+        });
+        match pick {
+            Pick::Stay => return,
+            Pick::Switch(previous, next) => {
+                switch_to(previous, next);
                 return;
             }
-            Some(next) => {
-                drop(me);
-                switch_to(next);
-                return;
-            }
-            None if me.state() == State::Running || me.state() == State::Ready => {
-                me.set_state(State::Running);
-                return;
-            }
-            None => {
-                drop(me);
+            Pick::Idle => {
                 cpu::enable_interrupts();
                 (hooks().serve)();
                 wake_expired();
@@ -697,11 +739,8 @@ fn schedule() {
     }
 }
 
-fn switch_to(next: Arc<Thread>) {
-    let previous = with_scheduler(|s| {
-        s.switches += 1;
-        s.current.replace(next.clone()).expect("a thread runs")
-    });
+/// Switches from `previous` to `next`, which the scheduler already made `current`.
+fn switch_to(previous: Arc<Thread>, next: Arc<Thread>) {
     next.set_state(State::Running);
     let now = cpu::read_tsc();
     previous.cpu.stop(now);
@@ -743,11 +782,15 @@ fn switch_to(next: Arc<Thread>) {
 /// Work after any switch, on the new thread's stack: free the stacks of dead threads (none
 /// of them is the running one).
 fn after_switch() {
+    if !DEAD_WAITING.load(Ordering::Relaxed) {
+        return;
+    }
     let dead: Vec<Arc<Thread>> = with_scheduler(|s| {
         let current = s.current.clone();
         let (gone, keep): (Vec<_>, Vec<_>) =
             s.dead.drain(..).partition(|t| !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, t)));
         s.dead = keep;
+        DEAD_WAITING.store(!s.dead.is_empty(), Ordering::Relaxed);
         gone
     });
     if !dead.is_empty() {

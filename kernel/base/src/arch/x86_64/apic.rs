@@ -16,6 +16,8 @@ enum Register {
     Id = 0x20,
     TaskPriority = 0x80,
     EndOfInterrupt = 0xB0,
+    LogicalDestination = 0xD0,
+    DestinationFormat = 0xE0,
     SpuriousVector = 0xF0,
     ErrorStatus = 0x280,
     InterruptCommandLow = 0x300,
@@ -32,6 +34,12 @@ enum Register {
 const LVT_MASKED: u32 = 1 << 16;
 const LVT_TIMER_PERIODIC: u32 = 1 << 17;
 const ICR_DELIVERY_PENDING: u32 = 1 << 12;
+const ICR_DESTINATION_LOGICAL: u32 = 1 << 11;
+/// xAPIC flat model: the destination is an 8-bit mask, one bit per local APIC whose logical
+/// destination register holds that bit [SDM vol3 §10.6.2.2].
+const FLAT_MODEL: u32 = 0xFFFF_FFFF;
+/// APIC ids below this get a bit of their own in the xAPIC flat model.
+const FLAT_LOGICAL_IDS: u32 = 8;
 const ICR_LEVEL_ASSERT: u32 = 1 << 14;
 const ICR_TRIGGER_LEVEL: u32 = 1 << 15;
 const ICR_DELIVERY_INIT: u32 = 0b101 << 8;
@@ -116,6 +124,15 @@ impl LocalApic {
         self.write(Register::LvtLint1, LVT_MASKED);
         self.write(Register::LvtError, LVT_MASKED);
         self.write(Register::SpuriousVector, (1 << 8) | u32::from(super::idt::VECTOR_SPURIOUS));
+        if let ApicMode::XApic { .. } = self.mode {
+            // Flat logical mode, this processor's bit its APIC id's (none past 8), so one IPI
+            // can name several processors ([`LocalApic::send_ipi_to_many`]). x2APIC derives
+            // the logical id from the APIC id itself.
+            let id = self.id();
+            self.write(Register::DestinationFormat, FLAT_MODEL);
+            let logical = if id < FLAT_LOGICAL_IDS { 1 << (24 + id) } else { 0 };
+            self.write(Register::LogicalDestination, logical);
+        }
     }
 }
 
@@ -197,6 +214,38 @@ impl LocalApic {
     /// Sends a fixed interrupt with `vector` to the core with APIC id `destination`.
     pub fn send_ipi(&self, destination: u32, vector: u8) {
         self.send_command(destination, u32::from(vector) | ICR_LEVEL_ASSERT);
+    }
+
+    /// Sends a fixed interrupt with `vector` to every core of `apic_ids` (no id twice): with
+    /// one logical-destination IPI when the mode can name them all (xAPIC flat: ids below 8;
+    /// x2APIC: ids of one cluster of 16 [SDM vol3 §10.12.10.2]), else one IPI each. Under
+    /// emulation every ICR write is an exit and a wake-up of the target's thread under the
+    /// emulator's lock: a multicast that writes the ICR once pays that once.
+    pub fn send_ipi_to_many(&self, apic_ids: &[u32], vector: u8) {
+        let command = u32::from(vector) | ICR_LEVEL_ASSERT;
+        match apic_ids {
+            [] => {}
+            [only] => self.send_command(*only, command),
+            _ => match self.logical_destination(apic_ids) {
+                Some(destination) => self.send_command(destination, command | ICR_DESTINATION_LOGICAL),
+                None => apic_ids.iter().for_each(|id| self.send_command(*id, command)),
+            },
+        }
+    }
+
+    /// The logical destination that names exactly `apic_ids`, if there is one.
+    fn logical_destination(&self, apic_ids: &[u32]) -> Option<u32> {
+        match self.mode {
+            ApicMode::XApic { .. } => {
+                apic_ids.iter().try_fold(0u32, |mask, id| (*id < FLAT_LOGICAL_IDS).then(|| mask | 1 << id))
+            }
+            ApicMode::X2Apic => {
+                let cluster = apic_ids.first()? >> 4;
+                apic_ids.iter().try_fold(cluster << 16, |destination, id| {
+                    (id >> 4 == cluster).then(|| destination | 1 << (id & 0xF))
+                })
+            }
+        }
     }
 
     /// Sends INIT (assert, then de-assert for older xAPICs) [SDM vol3 §10.6.1].
