@@ -802,13 +802,18 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
     // on its parent's root meanwhile. A fork shares the space the caller runs in (its
     // parent's if the caller is a vforked child) by copy on write: the caller's pages turn
     // read-only, so its threads on application cores drop their translations (the change's
-    // shootdown). Syspages are copied at once: their kernel core writes them by frame.
+    // shootdown). Syspages are copied at once: their kernel core writes them by frame. A
+    // process with a thread on an application core or a syspage is copied whole, as before
+    // copy on write: its AC keeps translations across calls that come through the syspage,
+    // and a write fault resolved at home shoots down no other AC (docs/processes.md).
     let memory = if vfork {
         AddressSpace::new()
     } else {
         let _change = remote::MappingChange::begin(&process);
         let syspages = crate::syscall::syspage::registered_pages(process.pid);
-        process.with_memory(|memory| memory.duplicate(&|page| syspages.contains(&page)))
+        let away = sched::threads_of(process.pid).iter().any(|thread| thread.part().away.lock().is_some());
+        let copy_all = away || !syspages.is_empty();
+        process.with_memory(|memory| memory.duplicate(&|page| copy_all || syspages.contains(&page)))
     };
     let memory = match memory {
         Ok(memory) => memory,
