@@ -9,18 +9,33 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Once;
 use vfs::{ArchiveView, Local};
 
-// Private per instance: built at the first lookup.
-static VIEW: Once<ArchiveView> = Once::new();
+// Private per instance: built at the first lookup (`None`: every lookup asks).
+static VIEW: Once<Option<ArchiveView>> = Once::new();
+/// The most heap the view may take while it is built: a sixteenth of an instance's heap. A
+/// larger archive (a test image with CPython's library) is left to the service, whose own
+/// index of it already takes as much on its instance.
+const MOST_HEAP: usize = crate::mm::heap::HEAP_SIZE as usize / 16;
 /// Lookups answered here, on this instance.
 static ANSWERED: AtomicU64 = AtomicU64::new(0);
 
-fn view() -> &'static ArchiveView {
+fn view() -> Option<&'static ArchiveView> {
     VIEW.call_once(|| {
+        // The service's own instance calls the service directly: no second index there.
+        if crate::core::shared::this_core() as usize == super::service::SERVICE_CORE {
+            return None;
+        }
+        let archive = super::archive().copied();
+        let entries = archive.as_ref().map_or(0, |archive| archive.entries().count());
+        if ArchiveView::heap_estimate(entries) > MOST_HEAP {
+            log::info!("the initramfs has {entries} names: this core asks the file service for every lookup");
+            return None;
+        }
         let shares = crate::core::shared::facts().options.shares;
         let mount_points: alloc::vec::Vec<&[u8]> =
             shares.entries().iter().map(|share| share.mount_point().as_bytes()).collect();
-        ArchiveView::new(super::archive().copied(), &mount_points)
+        Some(ArchiveView::new(archive, &mount_points))
     })
+    .as_ref()
 }
 
 /// What `stat` (`follow_last`) or `lstat` of the absolute `path` gives the running process,
@@ -32,7 +47,8 @@ pub fn stat(path: &[u8], follow_last: bool) -> Local {
         gid: ids.filesystem_gid,
         groups: ids.group_bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
     };
-    let answer = view().stat(path, follow_last, &credentials);
+    let Some(view) = view() else { return Local::Ask };
+    let answer = view.stat(path, follow_last, &credentials);
     if answer != Local::Ask {
         ANSWERED.fetch_add(1, Ordering::Relaxed);
     }
