@@ -342,11 +342,10 @@ fn mem(out: &mut dyn Write) -> fmt::Result {
         )?;
         if core == shared::this_core() {
             let (file_pages, mappings) = crate::fs::mapped::counts();
-            let fork_shares = crate::mm::frames::extra_references();
             writeln!(
                 out,
                 ", free frames {free}/{total}, heap {heap_used} B used {heap_free} B free, \
-                 file pages shared {file_pages} ({mappings} mappings), fork shares {fork_shares}"
+                 file pages shared {file_pages} ({mappings} mappings)"
             )?;
         } else {
             writeln!(out)?;

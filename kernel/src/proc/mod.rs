@@ -418,11 +418,9 @@ pub fn publish_counts() {
     counters.pids.store(pids_in_use() as u32, Ordering::Relaxed);
     counters.stacks.store(stacks.saturating_sub(sched::exiting_stacks()), Ordering::Relaxed);
     counters.frames.store(frames, Ordering::Relaxed);
-    // The file page cache's frames are the processes' too (each maps them), counted once; so
-    // are the frames a fork shared, which each process mapping them counts.
+    // The file page cache's frames are the processes' too (each maps them), counted once.
     let file_pages = crate::fs::mapped::counts().0 as u64;
-    let held = frames.saturating_sub(crate::mm::frames::extra_references());
-    counters.frames_unaccounted.store(baseline.saturating_sub(free + held + cached + file_pages), Ordering::Relaxed);
+    counters.frames_unaccounted.store(baseline.saturating_sub(free + frames + cached + file_pages), Ordering::Relaxed);
 }
 
 fn allocate_pid() -> Option<u32> {
@@ -799,22 +797,9 @@ fn new_child(frame: &InterruptFrame, vfork: bool) -> Result<u32, Errno> {
     let vfork = vfork && !process.borrows_memory();
     let pid = allocate_pid().ok_or(errno::EAGAIN)?;
     // A vforked child's own address space stays empty until its `execve` replaces it; it runs
-    // on its parent's root meanwhile. A fork shares the space the caller runs in (its
-    // parent's if the caller is a vforked child) by copy on write: the caller's pages turn
-    // read-only, so its threads on application cores drop their translations (the change's
-    // shootdown). Syspages are copied at once: their kernel core writes them by frame. A
-    // process with a thread on an application core or a syspage is copied whole, as before
-    // copy on write: its AC keeps translations across calls that come through the syspage,
-    // and a write fault resolved at home shoots down no other AC (docs/processes.md).
-    let memory = if vfork {
-        AddressSpace::new()
-    } else {
-        let _change = remote::MappingChange::begin(&process);
-        let syspages = crate::syscall::syspage::registered_pages(process.pid);
-        let away = sched::threads_of(process.pid).iter().any(|thread| thread.part().away.lock().is_some());
-        let copy_all = away || !syspages.is_empty();
-        process.with_memory(|memory| memory.duplicate(&|page| copy_all || syspages.contains(&page)))
-    };
+    // on its parent's root meanwhile. A fork copies the space the caller runs in, its
+    // parent's if the caller is a vforked child.
+    let memory = if vfork { AddressSpace::new() } else { process.with_memory(|memory| memory.duplicate()) };
     let memory = match memory {
         Ok(memory) => memory,
         Err(_) => {

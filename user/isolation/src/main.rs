@@ -3,8 +3,6 @@
 
 use std::hint::black_box;
 
-mod copy_on_write;
-
 /// Where Reef's direct map starts (Linux's too): kernel memory.
 const KERNEL_DIRECT_MAP: usize = 0xffff_8000_0010_0000;
 /// Where Reef's kernel image is linked (Linux's too).
@@ -65,12 +63,9 @@ fn main() {
             };
         }
         "other-process" => return other_process(),
-        "fork-copy-on-write" => return copy_on_write::run(false),
-        "fork-copy-on-write-move" => return copy_on_write::run(true),
         _ => {
             eprintln!(
-                "usage: isolation read-kernel|write-kernel|jump-kernel|null|privileged|undefined|divide|other-process\
-                 |fork-copy-on-write|fork-copy-on-write-move"
+                "usage: isolation read-kernel|write-kernel|jump-kernel|null|privileged|undefined|divide|other-process"
             );
             std::process::exit(2);
         }

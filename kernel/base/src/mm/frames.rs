@@ -1,5 +1,4 @@
-//! The frame allocator of one kernel instance: a bitmap over its own partition only, and the
-//! reference counts of the frames a fork shares (copy on write).
+//! The frame allocator of one kernel instance: a bitmap over its own partition only.
 
 use crate::arch::paging::{physical_to_virtual, PAGE_SIZE};
 use spin::Mutex;
@@ -11,9 +10,6 @@ pub struct FrameAllocator {
     bitmap: &'static mut [u64],
     free: u64,
     hint: usize,
-    /// References beyond the first of frames a fork shared (`cow`): `free` of such a frame
-    /// drops one reference, and only the last gives the frame back.
-    references: cow::References,
 }
 
 /// Why a frame operation failed.
@@ -23,8 +19,6 @@ pub enum FrameError {
     OutOfMemory,
     /// The frame is outside this partition or was not allocated: a double free or a stray address.
     NotAllocated(u64),
-    /// The frame has as many references as its count holds: it cannot be shared once more.
-    TooShared(u64),
 }
 
 impl FrameAllocator {
@@ -41,14 +35,7 @@ impl FrameAllocator {
             core::ptr::write_bytes(pointer, 0, words);
             core::slice::from_raw_parts_mut(pointer, words)
         };
-        let mut allocator = Self {
-            base: start,
-            frames,
-            bitmap,
-            free: frames,
-            hint: 0,
-            references: cow::References::new(frames as usize),
-        };
+        let mut allocator = Self { base: start, frames, bitmap, free: frames, hint: 0 };
         let bitmap_frames = (words as u64 * 8).div_ceil(PAGE_SIZE);
         for frame in 0..bitmap_frames {
             allocator.mark_used(frame);
@@ -104,39 +91,20 @@ impl FrameAllocator {
         Err(FrameError::OutOfMemory)
     }
 
-    /// Gives one reference to a frame back: the frame itself goes back with the last.
+    /// Gives one frame back.
     pub fn free(&mut self, physical: u64) -> Result<(), FrameError> {
-        let frame = self.allocated_index(physical)?;
-        if self.references.release(frame as usize) == cow::Released::StillShared {
-            return Ok(());
-        }
-        self.bitmap[(frame / 64) as usize] &= !(1 << (frame % 64));
-        self.free += 1;
-        Ok(())
-    }
-
-    /// The index of `physical`, an allocated frame of this allocator.
-    fn allocated_index(&self, physical: u64) -> Result<u64, FrameError> {
         let frame = physical.wrapping_sub(self.base) / PAGE_SIZE;
         if physical < self.base || frame >= self.frames || !physical.is_multiple_of(PAGE_SIZE) {
             return Err(FrameError::NotAllocated(physical));
         }
-        if self.bitmap[(frame / 64) as usize] & (1 << (frame % 64)) == 0 {
+        let bit = 1 << (frame % 64);
+        let word = &mut self.bitmap[(frame / 64) as usize];
+        if *word & bit == 0 {
             return Err(FrameError::NotAllocated(physical));
         }
-        Ok(frame)
-    }
-
-    /// One more reference to `physical`, an allocated frame (a fork maps it in the child
-    /// too). `TooShared` when its count is full: the caller copies the page instead.
-    pub fn share(&mut self, physical: u64) -> Result<(), FrameError> {
-        let frame = self.allocated_index(physical)?;
-        self.references.share(frame as usize).map_err(|_| FrameError::TooShared(physical))
-    }
-
-    /// The references to `physical` (0 if it is not allocated).
-    pub fn references(&self, physical: u64) -> u32 {
-        self.allocated_index(physical).map_or(0, |frame| self.references.of(frame as usize))
+        *word &= !bit;
+        self.free += 1;
+        Ok(())
     }
 
     /// Takes the free frame at `physical`: a frame a restart kept for this instance (a kept
@@ -245,24 +213,6 @@ pub fn with_frame_shared<T: crate::mm::window::SharedAtomics, R>(
 /// Frees one frame of this instance's partition.
 pub fn free(frame: u64) -> Result<(), FrameError> {
     FRAMES.lock().as_mut().ok_or(FrameError::NotAllocated(frame))?.free(frame)
-}
-
-/// One more reference to `frame`, an allocated frame of this instance (see
-/// [`FrameAllocator::share`]); [`free`] drops one.
-pub fn share(frame: u64) -> Result<(), FrameError> {
-    FRAMES.lock().as_mut().ok_or(FrameError::NotAllocated(frame))?.share(frame)
-}
-
-/// The references to `frame` (1 for a frame only one holder has; 0 if it is not allocated).
-pub fn references(frame: u64) -> u32 {
-    FRAMES.lock().as_ref().map_or(0, |f| f.references(frame))
-}
-
-/// References beyond the first, summed over this instance's frames: how much the frames its
-/// address spaces say they map exceed the frames they hold (a frame a fork shared is
-/// counted by each).
-pub fn extra_references() -> u64 {
-    FRAMES.lock().as_ref().map_or(0, |f| f.references.extra())
 }
 
 /// The lowest address a frame of this instance's allocator can have (0 before it exists).

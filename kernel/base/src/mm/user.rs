@@ -1,7 +1,6 @@
 //! A process's address space: the user half of its own page tables, built from frames of its
 //! home instance's partition, with areas that say what may be mapped where (demand-zero pages
-//! are mapped on first touch), and a kernel half shared with the instance. A fork shares the
-//! parent's pages with the child and copies each on its first write.
+//! are mapped on first touch), and a kernel half shared with the instance.
 
 use crate::arch::paging::{self, flags, physical_to_virtual, PAGE_SIZE};
 use crate::arch::user::USER_END;
@@ -105,16 +104,6 @@ const TABLE_FLAGS: u64 = flags::PRESENT | flags::WRITABLE | flags::USER;
 /// cache's registered [`SharedFrames::release`] is told instead.
 const SHARED: u64 = 1 << 9;
 
-/// A page-table bit the CPU leaves to software (bit 10): the page maps a frame of this
-/// instance's allocator that a fork shared, and other address spaces may map it too (the
-/// allocator counts the references: `frames::share`). The entry is read-only whatever the area
-/// allows; the first write copies the page, or, when the allocator says no one else maps the
-/// frame any more, makes the entry writable again ([`AddressSpace::copy_on_write`]). Unlike a
-/// [`SHARED`] page, the frame is counted in [`AddressSpace::frames`] of every address space
-/// mapping it (the leak check subtracts `frames::extra_references`), and unmapping it drops
-/// one reference (`frames::free`).
-const COPY_ON_WRITE: u64 = 1 << 10;
-
 /// In a list of unmapped frames ([`AddressSpace::take_deferred_frees`]): this one was shared
 /// (frames are page aligned, so bit 0 is free to say it).
 const SHARED_MARK: u64 = 1;
@@ -146,20 +135,14 @@ fn release_shared(frame: u64) {
 }
 
 /// Gives back frames an address space unmapped ([`AddressSpace::take_deferred_frees`]) once
-/// no core can reach them any more: its own are freed (one reference each), shared ones
-/// released to their owner.
+/// no core can reach them any more: its own are freed, shared ones released to their owner.
 pub fn free_unmapped(unmapped: Vec<u64>) {
     for word in unmapped {
-        free_unmapped_frame(word);
-    }
-}
-
-/// Gives back one frame of a list of unmapped frames (see [`SHARED_MARK`]).
-fn free_unmapped_frame(word: u64) {
-    if word & SHARED_MARK != 0 {
-        release_shared(word & !SHARED_MARK);
-    } else if frames::free(word).is_err() {
-        log::error!("an unmapped frame was not allocated: {word:#x}");
+        if word & SHARED_MARK != 0 {
+            release_shared(word & !SHARED_MARK);
+        } else if frames::free(word).is_err() {
+            log::error!("a frame unmapped under a shootdown was not allocated: {word:#x}");
+        }
     }
 }
 /// PML4 entries of the user half.
@@ -419,16 +402,10 @@ impl AddressSpace {
     }
 
     /// Copies `bytes` to user address `address` of this address space (not necessarily the
-    /// current one), through the direct map; pages must be mapped. The direct map does not
-    /// see a page's rights, so a page others may map gets a frame of its own first.
+    /// current one), through the direct map; pages must be mapped.
     pub fn write(&mut self, mut address: u64, mut bytes: &[u8]) -> Result<(), MemoryError> {
         while !bytes.is_empty() {
-            let page = page_floor(address);
-            if self.copies_on_write(page) {
-                let protection = self.area_of(page).map_or(Protection::default(), |area| area.protection);
-                self.copy_on_write(page, protection)?;
-            }
-            let frame = self.translate(page).ok_or(MemoryError::BadRange)?;
+            let frame = self.translate(page_floor(address)).ok_or(MemoryError::BadRange)?;
             let offset = address % PAGE_SIZE;
             let length = bytes.len().min((PAGE_SIZE - offset) as usize);
             // SAFETY: `frame` is a frame of this address space in this instance's partition,
@@ -452,10 +429,9 @@ impl AddressSpace {
             return false;
         }
         if self.translate(page_floor(address)).is_some() {
-            if write && self.copies_on_write(page_floor(address)) {
-                // A write the area allows to a shared file page or a page a fork shared: a
-                // frame of its own (copy on write).
-                return self.copy_on_write(page_floor(address), area.protection).is_ok();
+            if write && self.is_shared(page_floor(address)) {
+                // A write to a shared file page the area allows: a private copy (copy on write).
+                return self.copy_shared_page(page_floor(address), area.protection).is_ok();
             }
             // Present and allowed: a fault from a stale TLB entry after mprotect; retry.
             paging::flush_page(page_floor(address));
@@ -483,85 +459,64 @@ impl AddressSpace {
         Ok(())
     }
 
-    /// Whether the page at `page` is mapped and copied on its first write: a shared file
-    /// page, or a page a fork shared.
-    fn copies_on_write(&mut self, page: u64) -> bool {
+    /// Whether the page at `page` maps a shared frame.
+    fn is_shared(&mut self, page: u64) -> bool {
         // SAFETY: a page-table entry of this address space.
-        matches!(self.entry(page, false), Ok(Some(entry)) if copies_on_write(unsafe { entry.read() }))
+        matches!(self.entry(page, false), Ok(Some(entry)) if unsafe { entry.read() } & (flags::PRESENT | SHARED) == flags::PRESENT | SHARED)
     }
 
-    /// Gives the page at `page` a frame of its own, mapped with `protection`, if it maps one
-    /// that others may map too. A shared file page, or a page whose frame a fork shared and
-    /// others still map, gets a copy, and the old frame is let go (released to its owner, or
-    /// one reference dropped; later if frees are deferred: a core may still read it). A page
-    /// a fork shared whose frame no one else maps any more keeps it, writable again.
-    fn copy_on_write(&mut self, page: u64, protection: Protection) -> Result<(), MemoryError> {
+    /// Replaces the shared frame mapped at `page` by a private copy with `protection`, and
+    /// releases the shared one (later, if frees are deferred: a core may still read it).
+    fn copy_shared_page(&mut self, page: u64, protection: Protection) -> Result<(), MemoryError> {
         let entry = self.entry(page, false)?.ok_or(MemoryError::BadRange)?;
         // SAFETY: a page-table entry of this address space.
         let value = unsafe { entry.read() };
-        if !copies_on_write(value) {
+        if value & (flags::PRESENT | SHARED) != flags::PRESENT | SHARED {
             return Ok(());
         }
-        let old = value & flags::ADDRESS_MASK;
-        let file_page = value & SHARED != 0;
-        let kept = value & (flags::ACCESSED | flags::DIRTY);
-        // Every sharer of a fork's frame is an address space of this instance, changed only
-        // under its process's lock on this core: the count cannot grow between this look
-        // and the entry's write (a count of one means no one else maps the frame).
-        if !file_page && cow::on_write(frames::references(old)) == cow::OnWrite::Reuse {
-            // SAFETY: as above; the frame is this address space's alone.
-            unsafe { entry.write(old | kept | protection.page_flags() | flags::PRESENT) };
-            paging::flush_page(page);
-            self.generation = next_generation();
-            return Ok(());
-        }
+        let shared = value & flags::ADDRESS_MASK;
         let private = frames::allocate_zeroed().map_err(|_| MemoryError::OutOfMemory)?;
         // SAFETY: both are frames of this instance, mapped by the direct map, one page each.
         unsafe {
             core::ptr::copy_nonoverlapping(
-                physical_to_virtual(old) as *const u8,
+                physical_to_virtual(shared) as *const u8,
                 physical_to_virtual(private) as *mut u8,
                 PAGE_SIZE as usize,
             )
         };
+        let kept = value & (flags::ACCESSED | flags::DIRTY);
         // SAFETY: as above; the new frame is this address space's own now.
         unsafe { entry.write(private | kept | protection.page_flags() | flags::PRESENT) };
         paging::flush_page(page);
         self.generation = next_generation();
-        if file_page {
-            // The shared page was not counted; its copy is.
-            self.frames += 1;
-        }
-        // A fork's frame was counted and its copy is: the count stays.
-        self.let_go(old, file_page);
+        self.frames += 1;
+        self.unmapped_shared(shared);
         Ok(())
     }
 
-    /// A frame this address space no longer maps: a shared file page is released to its
-    /// owner, an own frame freed (one reference to it dropped); now, or later if frees are
-    /// deferred (an application core may still read it). The caller keeps `frames` right.
-    fn let_go(&mut self, frame: u64, file_page: bool) {
-        let word = if file_page { frame | SHARED_MARK } else { frame };
+    /// A shared frame this address space no longer maps: released to its owner now, or later
+    /// if frees are deferred (an application core may still read it).
+    fn unmapped_shared(&mut self, frame: u64) {
         match self.deferred_frees.as_mut() {
-            Some(deferred) => deferred.push(word),
-            None => free_unmapped_frame(word),
+            Some(deferred) => deferred.push(frame | SHARED_MARK),
+            None => release_shared(frame),
         }
     }
 
-    /// Gives every page that others may map a frame of its own (see [`Self::copy_on_write`]):
-    /// before the pages are handed to another kernel (a move, a restart that keeps the
-    /// process), which knows nothing of this one's file page cache and frame references.
+    /// Gives every shared page a private copy: before the pages are handed to another
+    /// kernel (a move, a restart that keeps the process), which knows nothing of this one's
+    /// shared frames.
     pub fn privatize_shared(&mut self) -> Result<(), MemoryError> {
         let mut shared = Vec::new();
         self.for_each_page(|address, _, entry| {
-            if copies_on_write(entry) {
+            if entry & SHARED != 0 {
                 shared.push(address);
             }
             Ok(())
         })?;
         for page in shared {
             let protection = self.area_of(page).map_or(Protection::default(), |area| area.protection);
-            self.copy_on_write(page, protection)?;
+            self.copy_shared_page(page, protection)?;
         }
         Ok(())
     }
@@ -738,9 +693,9 @@ impl AddressSpace {
             // SAFETY: a page-table entry of this address space.
             let value = unsafe { entry.read() };
             if value & flags::PRESENT != 0 {
-                let kept = value & (flags::ADDRESS_MASK | flags::ACCESSED | flags::DIRTY | SHARED | COPY_ON_WRITE);
-                // A page others may map stays read-only: a write gets a frame of its own.
-                let rights = if copies_on_write(value) {
+                let kept = value & (flags::ADDRESS_MASK | flags::ACCESSED | flags::DIRTY | SHARED);
+                // A shared page stays read-only: a write gets a private copy.
+                let rights = if value & SHARED != 0 {
                     protection.page_flags() & !flags::WRITABLE
                 } else {
                     protection.page_flags()
@@ -787,11 +742,15 @@ impl AddressSpace {
                     unsafe { entry.write(0) };
                     paging::flush_page(page);
                     self.generation = next_generation();
-                    let file_page = value & SHARED != 0;
-                    if !file_page {
+                    let frame = value & flags::ADDRESS_MASK;
+                    if value & SHARED != 0 {
+                        self.unmapped_shared(frame);
+                    } else if let Some(deferred) = self.deferred_frees.as_mut() {
+                        deferred.push(frame);
+                        self.frames -= 1;
+                    } else if frames::free(frame).is_ok() {
                         self.frames -= 1;
                     }
-                    self.let_go(value & flags::ADDRESS_MASK, file_page);
                 }
                 page += PAGE_SIZE;
             } else {
@@ -801,48 +760,19 @@ impl AddressSpace {
         }
     }
 
-    /// A copy for `fork`, by copy on write: the same areas, and every page mapped in the copy
-    /// to the same frame. A shared file page stays what it is (its owner counts the new
-    /// mapping). Any other page becomes [`COPY_ON_WRITE`] on both sides, read-only, with one
-    /// more reference to its frame in the allocator: the first write of either side gives it
-    /// a frame of its own. A page for which `copy_now(address)` holds (a syspage, which a
-    /// kernel core writes by its frame), or whose frame's count is full, is copied now.
-    /// Flushes this address space's translations if it is the active one; the caller shoots
-    /// down those of application cores running its threads.
-    pub fn duplicate(&mut self, copy_now: &dyn Fn(u64) -> bool) -> Result<Self, MemoryError> {
+    /// A copy for `fork`: the same areas, every mapped page copied into a new frame.
+    pub fn duplicate(&mut self) -> Result<Self, MemoryError> {
         let mut copy = Self::new()?;
         copy.heap_start = self.heap_start;
         copy.heap_end = self.heap_end;
         copy.areas = self.areas.clone();
-        let mut rights_taken = false;
-        let result = self.for_each_entry(|page, slot, entry_flags| {
-            let frame = entry_flags & flags::ADDRESS_MASK;
+        let result = self.for_each_page(|page, frame, entry_flags| {
             if entry_flags & SHARED != 0 {
                 // The child maps the same shared frame, read-only as here.
                 let entry = copy.entry(page, true)?.ok_or(MemoryError::OutOfMemory)?;
                 // SAFETY: a page-table entry of the copy; the owner counts the new mapping.
                 unsafe { entry.write(entry_flags) };
                 retain_shared(frame);
-                return Ok(());
-            }
-            if !copy_now(page) && frames::share(frame).is_ok() {
-                let shared = (entry_flags & !flags::WRITABLE) | COPY_ON_WRITE;
-                let entry = match copy.entry(page, true).and_then(|entry| entry.ok_or(MemoryError::OutOfMemory)) {
-                    Ok(entry) => entry,
-                    Err(error) => {
-                        let _ = frames::free(frame);
-                        return Err(error);
-                    }
-                };
-                // SAFETY: a page-table entry of the copy, which holds the reference just taken.
-                unsafe { entry.write(shared) };
-                copy.frames += 1;
-                if shared != entry_flags {
-                    // SAFETY: `slot` is this address space's entry of `page`; the frame stays
-                    // mapped, read-only now (the flush comes after the walk).
-                    unsafe { slot.write(shared) };
-                    rights_taken = true;
-                }
                 return Ok(());
             }
             let new = copy.map_zeroed(page, Protection::READ_WRITE)?;
@@ -860,17 +790,9 @@ impl AddressSpace {
             }
             Ok(())
         });
-        if rights_taken {
-            self.generation = next_generation();
-            if paging::current_root() == self.root {
-                paging::flush_non_global();
-            }
-        }
         match result {
             Ok(()) => Ok(copy),
             Err(error) => {
-                // Pages already made copy-on-write stay so; their frames' counts are back to
-                // one, so a write makes them writable again without a copy.
                 copy.destroy();
                 Err(error)
             }
@@ -961,13 +883,12 @@ impl AddressSpace {
         }
     }
 
-    /// Walks the user half: `visit_page(address, slot, entry)` for every mapped page (`slot`
-    /// points at its page-table entry, whose value is `entry`), and,
+    /// Walks the user half: `visit_page(address, frame, entry)` for every mapped page, and,
     /// when `visit_table` is given, `visit_table(frame)` for every page table after the
     /// entries below it were visited (so a table can be freed once its pages are).
     fn walk(
         &self,
-        visit_page: &mut dyn FnMut(u64, *mut u64, u64) -> Result<(), MemoryError>,
+        visit_page: &mut dyn FnMut(u64, u64, u64) -> Result<(), MemoryError>,
         mut visit_table: Option<&mut dyn FnMut(u64)>,
     ) -> Result<(), MemoryError> {
         let read = |t: u64, i: usize| {
@@ -983,12 +904,10 @@ impl AddressSpace {
                     let Some(pt) = present(read(pd, i2)) else { continue };
                     for i1 in 0..512 {
                         let entry = read(pt, i1);
-                        if present(entry).is_some() {
+                        if let Some(frame) = present(entry) {
                             let address =
                                 ((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12);
-                            // SAFETY: `pt` is a page table of this address space; i1 < 512.
-                            let slot = unsafe { table(pt).add(i1) };
-                            visit_page(address, slot, entry)?;
+                            visit_page(address, frame, entry)?;
                         }
                     }
                     if let Some(visit) = visit_table.as_mut() {
@@ -1011,15 +930,6 @@ impl AddressSpace {
         &self,
         mut visit: impl FnMut(u64, u64, u64) -> Result<(), MemoryError>,
     ) -> Result<(), MemoryError> {
-        self.walk(&mut |address, _, entry| visit(address, entry & flags::ADDRESS_MASK, entry), None)
-    }
-
-    /// Calls `visit(address, slot, entry)` for every mapped user page, `slot` pointing at its
-    /// page-table entry (whose value is `entry`), for a visit that changes it.
-    fn for_each_entry(
-        &self,
-        mut visit: impl FnMut(u64, *mut u64, u64) -> Result<(), MemoryError>,
-    ) -> Result<(), MemoryError> {
         self.walk(&mut visit, None)
     }
 
@@ -1037,8 +947,7 @@ impl AddressSpace {
             }
         };
         let _ = self.walk(
-            &mut |_, _, entry| {
-                let frame = entry & flags::ADDRESS_MASK;
+            &mut |_, frame, entry| {
                 if entry & SHARED != 0 {
                     release_shared(frame);
                 } else {
@@ -1062,12 +971,6 @@ impl Drop for AddressSpace {
             self.destroy();
         }
     }
-}
-
-/// Whether a page-table entry maps a page copied on its first write: present, and a shared
-/// file page or a page a fork shared.
-fn copies_on_write(entry: u64) -> bool {
-    entry & flags::PRESENT != 0 && entry & (SHARED | COPY_ON_WRITE) != 0
 }
 
 /// Whether `[address, address + length)` is inside user space and not empty.

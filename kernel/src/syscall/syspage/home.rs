@@ -50,9 +50,7 @@ fn register_for(thread: &Thread, page: u64, kernel_core: usize, kernel_made: boo
             if area.kind != crate::mm::user::AreaKind::Anonymous || !area.protection.write {
                 return Err(errno::EINVAL);
             }
-            // A write fault maps the page, or gives it a frame of its own if a fork shares
-            // it: the kernel core writes the frame named here.
-            if !memory.handle_fault(page, true, false) {
+            if memory.translate(page).is_none() && !memory.handle_fault(page, true, false) {
                 return Err(errno::EFAULT);
             }
             memory.translate(page).ok_or(errno::EFAULT)
@@ -362,12 +360,6 @@ pub fn forget_range(pid: u32, start: u64, end: u64) {
     for registration in take_registrations(|r| r.pid == pid && r.user_page >= start && r.user_page < end) {
         detach(&registration);
     }
-}
-
-/// The user pages of process `pid` registered as syspages: a fork copies them at once (their
-/// kernel core writes them by frame, so they cannot be shared copy-on-write).
-pub fn registered_pages(pid: u32) -> alloc::vec::Vec<u64> {
-    REGISTRATIONS.lock().iter().filter(|r| r.pid == pid).map(|r| r.user_page).collect()
 }
 
 /// For `execac --syspage`: a fresh page in the thread's process, registered with the first

@@ -27,8 +27,8 @@ mod kernel_core;
 pub use application::{release_own, submit_for_ac, AcSubmit};
 pub use home::{
     adopt_registration, adopt_released, forget_range, has_forwarded, holds_kernel_page, is_served, kept_registration,
-    kick, of_thread, prepare_for_ac, register, registered_pages, release_for_move, released_head, resume_after_move,
-    run_forwarded, serve_adopted, thread_leaves, unregister,
+    kick, of_thread, prepare_for_ac, register, release_for_move, released_head, resume_after_move, run_forwarded,
+    serve_adopted, thread_leaves, unregister,
 };
 pub use kernel_core::{any_pending, hand_over, keep_for_next_kernel, scan};
 

@@ -204,37 +204,6 @@ pub(super) fn integrations(list: &mut Vec<Integration>, machine: &dyn Fn(usize, 
             nothing_leaked(serial, 2)
         }),
     });
-    // fork by copy on write: 64 MiB touched, shared by the fork, written by both sides, on
-    // each core; then with the child moving to the other core before it writes (its shared
-    // pages become its own as it leaves; the parent's, its own again); leak check. 1024 MiB:
-    // each side holds 64 MiB of its own once both wrote, and the move copies the child's.
-    let script = [
-        "set -e",
-        "spawn 0 /bin/isolation fork-copy-on-write",
-        "spawn 1 /bin/isolation fork-copy-on-write",
-        "spawn 0 /bin/isolation fork-copy-on-write-move",
-        "spawn 1 /bin/isolation fork-copy-on-write-move",
-        "/bin/ps",
-    ];
-    let mut fork_machine = machine(2, &exec(&shell_line(&script)));
-    fork_machine.memory_mib = 1024;
-    list.push(Integration {
-        name: "fork-copy-on-write-2-cores".into(),
-        machine: fork_machine,
-        expected_status: 0,
-        check: Box::new(|serial| {
-            test_lines_ok(serial, "fork-cow", 2)?;
-            test_lines_ok(serial, "fork-cow-move", 2)?;
-            for core in 0..2 {
-                printed(
-                    serial,
-                    &format!("TEST fork-cow ok core {core} "),
-                    &format!("no fork-cow line from core {core}"),
-                )?;
-            }
-            nothing_leaked(serial, 2)
-        }),
-    });
     list.push(Integration {
         name: "kill-2-cores".into(),
         machine: machine(

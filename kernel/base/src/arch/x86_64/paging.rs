@@ -54,15 +54,6 @@ pub unsafe fn load_root(root: u64) {
     unsafe { asm!("mov cr3, {}", in(reg) root, options(nostack, preserves_flags)) };
 }
 
-/// Flushes every non-global TLB entry (every user page's): reloads the active root. Cheaper
-/// than one `INVLPG` a page when many entries of the running address space changed at once.
-pub fn flush_non_global() {
-    let root = current_root();
-    // SAFETY: `root` is the root active now, so it maps the running code, its stack and every
-    // static; loading it again changes no translation, it only drops cached ones.
-    unsafe { load_root(root) };
-}
-
 /// Flushes the TLB entry of one page.
 pub fn flush_page(virtual_address: u64) {
     // SAFETY: INVLPG only drops a cached translation.
