@@ -41,13 +41,13 @@ fn view() -> Option<&'static ArchiveView> {
 /// What `stat` (`follow_last`) or `lstat` of the absolute `path` gives the running process,
 /// whose root must be the file system's: `Local::Ask` when the service must answer.
 pub fn stat(path: &[u8], follow_last: bool) -> Local {
+    let Some(view) = view() else { return Local::Ask };
     let ids = client::current_caller(CheckAs::FileSystem);
     let credentials = vfs::Credentials {
         uid: ids.filesystem_uid,
         gid: ids.filesystem_gid,
         groups: ids.group_bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
     };
-    let Some(view) = view() else { return Local::Ask };
     let answer = view.stat(path, follow_last, &credentials);
     if answer != Local::Ask {
         ANSWERED.fetch_add(1, Ordering::Relaxed);

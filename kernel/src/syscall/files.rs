@@ -401,8 +401,8 @@ fn open_handle(directory: i64, path: &[u8], open_flags: u64, mode: u64) -> Resul
     // A path that fails inside the initramfs fails the same everywhere (a missing
     // `/etc/localtime`, which glibc probes at every `localtime`): no message for it. What
     // it names, the service opens.
-    if open_flags & flags::CREATE == 0 && path.first() == Some(&b'/') && root_word()? == NONE {
-        if let Local::Failed(error) = fs::local::stat(path, open_flags & flags::NO_FOLLOW == 0) {
+    if open_flags & flags::CREATE == 0 {
+        if let Local::Failed(error) = local_stat(path, open_flags & flags::NO_FOLLOW == 0)? {
             return Err(error);
         }
     }
@@ -433,6 +433,15 @@ pub fn lseek(fd: i64, offset: i64, whence: u64) -> SyscallResult {
     Ok(ask(FileOp::Seek, &[handle.id, offset as u64, whence], &[], &[])?.value)
 }
 
+/// What this instance knows of `path` without the service (`fs::local`): only for a process
+/// that never changed its root (the view is of the file system's root; relative paths ask).
+fn local_stat(path: &[u8], follow_last: bool) -> Result<Local, Errno> {
+    if root_word()? != NONE {
+        return Ok(Local::Ask);
+    }
+    Ok(fs::local::stat(path, follow_last))
+}
+
 fn metadata_of(answer: Answer) -> Result<Metadata, Errno> {
     Metadata::decode(&answer.bytes).map_err(|_| errno::EIO)
 }
@@ -450,12 +459,10 @@ fn stat_at(directory: i64, path: &[u8], at_flags: u64) -> Result<Metadata, Errno
     }
     let follow = u64::from(at_flags & u64::from(linux::AT_SYMLINK_NOFOLLOW) == 0);
     let directory = directory_word(directory, path)?;
-    if path[0] == b'/' && root_word()? == NONE {
-        match fs::local::stat(path, follow == 1) {
-            Local::Found(metadata) => return Ok(fs::wire_metadata(&metadata)),
-            Local::Failed(error) => return Err(error),
-            Local::Ask => {}
-        }
+    match local_stat(path, follow == 1)? {
+        Local::Found(metadata) => return Ok(fs::wire_metadata(&metadata)),
+        Local::Failed(error) => return Err(error),
+        Local::Ask => {}
     }
     metadata_of(ask_path(FileOp::StatPath, &[directory, cwd_word()?, follow], path, &[])?)
 }
